@@ -1,0 +1,204 @@
+/**
+ * One error hierarchy for the whole kernel. Every error has a stable `code` (for programs), an explicit
+ * `name` (survives minification and structured cloning) and an optional `cause`.
+ */
+
+/** Stable error codes. Adding one is a minor change; renaming one is breaking. */
+export type KernelErrorCode =
+  | "stale-owner"
+  | "storage-failed"
+  | "quota-exceeded"
+  | "storage-closed"
+  | "invalid-record"
+  | "corrupt-record"
+  | "blocked-record"
+  | "session-stopped"
+  | "session-closed"
+  | "session-not-found"
+  | "read-only"
+  | "history-truncated"
+  | "invalid-argument"
+  | "internal";
+
+/** Base class of every error the kernel throws on purpose. */
+export class KernelError extends Error {
+  override readonly name: string = "KernelError";
+  /** Whether retrying the same call later may succeed without any other change. */
+  readonly retryable: boolean = false;
+  constructor(
+    readonly code: KernelErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Another writer took ownership of the session (a newer epoch), or the version moved under us. */
+export class StaleOwnerError extends KernelError {
+  override readonly name = "StaleOwnerError";
+  constructor(
+    message: string,
+    readonly details: {
+      expectedEpoch: number;
+      storedEpoch: number;
+      expectedVersion: number;
+      storedVersion: number;
+    },
+  ) {
+    super("stale-owner", message);
+  }
+}
+
+/** The store could not save or read: quota, an aborted transaction, a closed connection. */
+export class StorageError extends KernelError {
+  override readonly name = "StorageError";
+  constructor(
+    code: "storage-failed" | "quota-exceeded" | "storage-closed",
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(code, message, options);
+  }
+}
+
+/** A record the kernel was about to write does not match its schema. Nothing was written. */
+export class ValidationError extends KernelError {
+  override readonly name = "ValidationError";
+  constructor(
+    message: string,
+    readonly record: string,
+    readonly issues: readonly { path: string; message: string }[],
+    options?: { cause?: unknown },
+  ) {
+    super("invalid-record", message, options);
+  }
+}
+
+/** A stored record failed to load. Names the record; the record itself is left untouched in storage. */
+export class CorruptRecordError extends KernelError {
+  override readonly name = "CorruptRecordError";
+  constructor(
+    readonly record: string,
+    readonly reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super("corrupt-record", `stored record ${record} failed to load: ${reason}`, options);
+  }
+}
+
+/** A write touched a record that is blocked (it failed to load); writing it would overwrite evidence. */
+export class BlockedRecordError extends KernelError {
+  override readonly name = "BlockedRecordError";
+  constructor(
+    readonly record: string,
+    readonly reason: string,
+  ) {
+    super("blocked-record", `record ${record} is blocked (${reason}); it cannot be changed until it loads`);
+  }
+}
+
+/** The session stopped after a storage failure; reopen it to see what was really saved. */
+export class SessionStoppedError extends KernelError {
+  override readonly name = "SessionStoppedError";
+  constructor(sessionId: string, options?: { cause?: unknown }) {
+    super("session-stopped", `session ${sessionId} stopped after a storage failure; reopen it`, options);
+  }
+}
+
+/** The session was closed by its host. */
+export class SessionClosedError extends KernelError {
+  override readonly name = "SessionClosedError";
+  constructor(sessionId: string) {
+    super("session-closed", `session ${sessionId} is closed`);
+  }
+}
+
+/** A read-only open of a session that does not exist. */
+export class SessionNotFoundError extends KernelError {
+  override readonly name = "SessionNotFoundError";
+  constructor(readonly sessionId: string) {
+    super("session-not-found", `session ${sessionId} does not exist`);
+  }
+}
+
+/** A write was attempted through a read-only session. */
+export class ReadOnlyError extends KernelError {
+  override readonly name = "ReadOnlyError";
+  constructor(sessionId: string, what: string) {
+    super("read-only", `session ${sessionId} is open read-only; cannot ${what}`);
+  }
+}
+
+/** The change log no longer holds the versions asked for; fetch a fresh view instead. */
+export class HistoryTruncatedError extends KernelError {
+  override readonly name = "HistoryTruncatedError";
+  constructor(
+    readonly requestedAfter: number,
+    readonly oldestRetained: number,
+  ) {
+    super(
+      "history-truncated",
+      `changes after version ${requestedAfter} are no longer retained (oldest kept: ${oldestRetained}); load a fresh view`,
+    );
+  }
+}
+
+/** A caller passed an argument the kernel cannot accept (a malformed submission, a version from the future). */
+export class InvalidArgumentError extends KernelError {
+  override readonly name = "InvalidArgumentError";
+  constructor(
+    message: string,
+    readonly issues: readonly { path: string; message: string }[] = [],
+  ) {
+    super("invalid-argument", message);
+  }
+}
+
+/** Turns anything thrown into an `Error`, keeping the original as `cause` when it was not one. */
+export function ensureError(value: unknown): Error {
+  if (value instanceof Error) return value;
+  if (typeof value === "object" && value !== null && "message" in value) {
+    const err = new Error(String((value as { message: unknown }).message), { cause: value });
+    if ("name" in value && typeof value.name === "string") err.name = value.name;
+    return err;
+  }
+  return new Error(typeof value === "string" ? value : JSON.stringify(value), { cause: value });
+}
+
+/** The wire form of an error crossing a worker boundary or HTTP. */
+export interface SerializedError {
+  name: string;
+  code: string;
+  message: string;
+}
+
+/** Serializes any error to `{ name, code, message }`. */
+export function serializeError(value: unknown): SerializedError {
+  const err = ensureError(value);
+  const code = err instanceof KernelError ? err.code : "internal";
+  return { name: err.name, code, message: err.message };
+}
+
+/** Rebuilds a serialized error as a `KernelError` carrying the original name and code. */
+export function deserializeError(wire: SerializedError): KernelError {
+  const known = new Set<string>([
+    "stale-owner",
+    "storage-failed",
+    "quota-exceeded",
+    "storage-closed",
+    "invalid-record",
+    "corrupt-record",
+    "blocked-record",
+    "session-stopped",
+    "session-closed",
+    "session-not-found",
+    "read-only",
+    "history-truncated",
+    "invalid-argument",
+  ]);
+  const code = (known.has(wire.code) ? wire.code : "internal") as KernelErrorCode;
+  const err = new KernelError(code, wire.message);
+  Object.defineProperty(err, "name", { value: wire.name });
+  return err;
+}

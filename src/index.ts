@@ -1,0 +1,36 @@
+/**
+ * durable-agent: a durable execution kernel for AI agents. Progress lives in committed data (Entries,
+ * Documents, Tasks, Submissions), so a new process continues exactly where the work stood.
+ */
+export type { Clock, IdSource, TimerHandle, Timers } from "./clock.ts";
+export { ManualClock, randomIds, sequentialIds, systemClock, systemTimers } from "./clock.ts";
+export type { DocumentDefinition } from "./documents/define-document.ts";
+export { defineDocument } from "./documents/define-document.ts";
+export { applyJsonPatch, diffJson } from "./documents/json-patch.ts";
+export * from "./errors.ts";
+export * from "./records/schemas.ts";
+export type { Registry, RegistryInput } from "./registry.ts";
+export { createRegistry } from "./registry.ts";
+export type { BuildCommit, CommitOptions, CommitResult } from "./session/commit-pipeline.ts";
+export type { Draft, EntryLinks } from "./session/draft.ts";
+export type { OpenSessionOptions, SessionStatus } from "./session/session.ts";
+export { openSession, Session } from "./session/session.ts";
+export type { BlockedRecord, DocumentState } from "./session/state.ts";
+export type { SubmitInput } from "./session/submit.ts";
+export type { ChangeListener, SubscribeOptions, Unsubscribe } from "./session/subscriptions.ts";
+export type { ConversationView, DocumentView, SessionView } from "./session/view.ts";
+export type { IndexedDbStorageOptions } from "./storage/indexeddb-storage.ts";
+export { IndexedDbStorage, indexedDbStorage } from "./storage/indexeddb-storage.ts";
+export type { MemoryStorageOptions, WriteHook } from "./storage/memory-storage.ts";
+export { MemoryStorage, memoryStorage } from "./storage/memory-storage.ts";
+export type { KeyPart, RowWrite, Table } from "./storage/rows.ts";
+export type {
+  CommitGuard,
+  OpenRequest,
+  Storage,
+  StorageOptions,
+  StoredChanges,
+  StoredDocument,
+  StoredRecord,
+  StoredSession,
+} from "./storage/storage.ts";

@@ -1,0 +1,218 @@
+/**
+ * The stored records of a session and their zod schemas. Every record is validated with these on write
+ * (before a commit is frozen) and on load (before it is adopted).
+ */
+import { z } from "zod";
+
+/** Any JSON value. Stored records only ever hold JSON, so every store can keep them as they are. */
+export const JsonSchema = z.json();
+export type Json = z.infer<typeof JsonSchema>;
+
+const Id = z.string().min(1).max(256);
+const Version = z.number().int().nonnegative();
+const Time = z.number().finite();
+
+/** Format version of the stored layout; bumped when records change incompatibly. */
+export const STORAGE_FORMAT = 1;
+
+/** The session row: the commit counter and the current owner's fencing token. */
+export const SessionMetaSchema = z.object({
+  id: Id,
+  format: z.literal(STORAGE_FORMAT),
+  version: Version,
+  epoch: Version,
+  createdAt: Time,
+  updatedAt: Time,
+});
+export type SessionMeta = z.infer<typeof SessionMetaSchema>;
+
+/** A conversation inside a session: an append-only sequence of entries. */
+export const ConversationSchema = z.object({
+  id: Id,
+  createdAt: Time,
+  /** Entries have `seq` 0 … entryCount - 1. */
+  entryCount: Version,
+});
+export type Conversation = z.infer<typeof ConversationSchema>;
+
+export const ToolCallSchema = z.object({
+  id: Id,
+  name: z.string().min(1),
+  /** Raw arguments as the model produced them; validated by the tool task, not here. */
+  args: z.string(),
+});
+export type ToolCall = z.infer<typeof ToolCallSchema>;
+
+/** What an entry says, by kind. */
+export const EntryContentSchema = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("user"), text: z.string(), data: JsonSchema.optional() }),
+  z.object({
+    kind: z.literal("model"),
+    text: z.string(),
+    toolCalls: z.array(ToolCallSchema),
+    model: z.string().optional(),
+  }),
+  z.object({
+    kind: z.literal("tool-result"),
+    toolCallId: Id,
+    toolName: z.string(),
+    outcome: z.enum(["ok", "error", "interrupted"]),
+    output: JsonSchema,
+  }),
+  z.object({
+    kind: z.literal("interrupted"),
+    of: z.enum(["model", "tool"]),
+    partialText: z.string(),
+    reason: z.string(),
+  }),
+  z.object({ kind: z.literal("summary"), text: z.string(), coversThroughSeq: Version }),
+  z.object({ kind: z.literal("note"), text: z.string(), data: JsonSchema.optional() }),
+]);
+export type EntryContent = z.infer<typeof EntryContentSchema>;
+export type EntryKind = EntryContent["kind"];
+
+/** An append-only record in a conversation. Never rewritten once committed. */
+export const EntrySchema = z.object({
+  conversationId: Id,
+  seq: Version,
+  /** The commit version that appended it. */
+  version: Version,
+  at: Time,
+  submissionId: Id.optional(),
+  taskId: Id.optional(),
+  content: EntryContentSchema,
+});
+export type Entry = z.infer<typeof EntrySchema>;
+
+/** One JSON Patch (RFC 6902) operation. */
+export const PatchOperationSchema = z.discriminatedUnion("op", [
+  z.object({ op: z.literal("add"), path: z.string(), value: JsonSchema }),
+  z.object({ op: z.literal("replace"), path: z.string(), value: JsonSchema }),
+  z.object({ op: z.literal("test"), path: z.string(), value: JsonSchema }),
+  z.object({ op: z.literal("remove"), path: z.string() }),
+  z.object({ op: z.literal("move"), path: z.string(), from: z.string() }),
+  z.object({ op: z.literal("copy"), path: z.string(), from: z.string() }),
+]);
+export type PatchOperation = z.infer<typeof PatchOperationSchema>;
+
+/** The head of a document: which version it is at and where its last full baseline is. */
+export const DocumentHeadSchema = z.object({
+  id: Id,
+  type: z.string().min(1),
+  version: Version,
+  baselineVersion: Version,
+  updatedAt: Time,
+});
+export type DocumentHead = z.infer<typeof DocumentHeadSchema>;
+
+/** One stored step of a document: a full baseline or a JSON Patch delta against the previous version. */
+export const DocumentRowSchema = z.union([
+  z.object({ version: Version, baseline: JsonSchema }),
+  z.object({ version: Version, patch: z.array(PatchOperationSchema) }),
+]);
+export type DocumentRow = z.infer<typeof DocumentRowSchema>;
+
+export const TaskStatusSchema = z.enum([
+  "pending",
+  "running",
+  "sleeping",
+  "waiting",
+  "completing",
+  "succeeded",
+  "failed",
+  "cancelled",
+]);
+export type TaskStatus = z.infer<typeof TaskStatusSchema>;
+
+export const ErrorInfoSchema = z.object({ name: z.string(), code: z.string(), message: z.string() });
+export type ErrorInfo = z.infer<typeof ErrorInfoSchema>;
+
+/** Where a task stands, by status. */
+export const TaskStateSchema = z.discriminatedUnion("status", [
+  z.object({ status: z.literal("pending") }),
+  z.object({ status: z.literal("running") }),
+  z.object({ status: z.literal("sleeping"), until: Time }),
+  z.object({
+    status: z.literal("waiting"),
+    children: z.array(Id),
+    policy: z.enum(["allSettled", "failFast"]),
+    thenPhase: z.string().min(1),
+  }),
+  z.object({ status: z.literal("completing"), outcome: z.enum(["succeeded", "failed", "cancelled"]) }),
+  z.object({ status: z.literal("succeeded"), result: JsonSchema }),
+  z.object({ status: z.literal("failed"), error: ErrorInfoSchema }),
+  z.object({ status: z.literal("cancelled"), reason: z.string() }),
+]);
+export type TaskState = z.infer<typeof TaskStateSchema>;
+
+/** A durable unit of work. Its handler code is not stored: it comes from the Registry by kind + version. */
+export const TaskSchema = z.object({
+  id: Id,
+  kind: z.string().min(1),
+  kindVersion: z.number().int().positive(),
+  input: JsonSchema,
+  parentId: Id.optional(),
+  submissionId: Id.optional(),
+  conversationId: Id.optional(),
+  state: TaskStateSchema,
+  checkpoint: z.object({ phase: z.string().min(1), data: JsonSchema }),
+  /** Phase entries that reached storage as `running` (one per attempt). */
+  attempts: Version,
+  /** Re-entries of an interrupted phase after a restart. */
+  restarts: Version,
+  cancelRequested: z.string().optional(),
+  createdAt: Time,
+  updatedAt: Time,
+});
+export type Task = z.infer<typeof TaskSchema>;
+
+export const SubmissionStatusSchema = z.enum(["accepted", "running", "succeeded", "failed", "cancelled"]);
+export type SubmissionStatus = z.infer<typeof SubmissionStatusSchema>;
+
+/** One accepted input with a stable identity: a retry with the same `requestId` returns this record. */
+export const SubmissionSchema = z.object({
+  id: Id,
+  requestId: z.string().min(1).max(256),
+  conversationId: Id,
+  status: SubmissionStatusSchema,
+  input: JsonSchema,
+  /** Seq of the user entry that recorded the input. */
+  entrySeq: Version,
+  taskId: Id.optional(),
+  /** Seq of the final entry, once there is one. */
+  resultSeq: Version.optional(),
+  result: JsonSchema.optional(),
+  error: ErrorInfoSchema.optional(),
+  acceptedAt: Time,
+  updatedAt: Time,
+});
+export type Submission = z.infer<typeof SubmissionSchema>;
+
+/** How a document changed in one commit. `baseline` is present when this version was stored in full. */
+export const DocumentChangeSchema = z.object({
+  id: Id,
+  type: z.string().min(1),
+  version: Version,
+  baselineVersion: Version,
+  patch: z.array(PatchOperationSchema),
+  baseline: JsonSchema.optional(),
+});
+export type DocumentChange = z.infer<typeof DocumentChangeSchema>;
+
+/**
+ * One committed change: what a single commit wrote. This is the unit of the change log, of subscriptions
+ * and of the in-memory reducer.
+ */
+export const CommitRecordSchema = z.object({
+  version: z.number().int().positive(),
+  epoch: Version,
+  at: Time,
+  /** Loss-tolerant progress that was batched (see DESIGN §3 "deferred commits"). */
+  deferred: z.boolean(),
+  conversations: z.array(ConversationSchema),
+  entries: z.array(EntrySchema),
+  documents: z.array(DocumentChangeSchema),
+  tasks: z.array(TaskSchema),
+  submissions: z.array(SubmissionSchema),
+});
+export type CommitRecord = z.infer<typeof CommitRecordSchema>;

@@ -1,0 +1,40 @@
+/** Validation of records against their schemas, with errors that name the record and the field. */
+import type { z } from "zod";
+import { ValidationError } from "../errors.ts";
+
+/** Human-readable list of a zod error's issues: `path: message`. */
+export function describeIssues(error: z.ZodError): { path: string; message: string }[] {
+  return error.issues.map((issue) => ({
+    path: issue.path.length ? issue.path.map(String).join(".") : "(root)",
+    message: issue.message,
+  }));
+}
+
+/** One-line summary of a zod error. */
+export function summarizeIssues(error: z.ZodError): string {
+  return describeIssues(error)
+    .slice(0, 5)
+    .map((i) => `${i.path}: ${i.message}`)
+    .join("; ");
+}
+
+/** Parses `value` with `schema`, or throws a {@link ValidationError} naming `record` and each bad field. */
+export function validateRecord<T>(schema: z.ZodType<T>, value: unknown, record: string): T {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  throw new ValidationError(
+    `invalid ${record}: ${summarizeIssues(result.error)}`,
+    record,
+    describeIssues(result.error),
+    { cause: result.error },
+  );
+}
+
+/** Freezes a JSON-like value and everything inside it, so records shared with views cannot be mutated. */
+export function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
+}

@@ -1,0 +1,226 @@
+/**
+ * The commit pipeline of DESIGN §3: one turn at a time per session; each request builds a draft on top of
+ * the state (and of the drafts before it in the same group), the drafts are frozen, storage saves the
+ * group in one transaction, and only then is the state adopted and published.
+ */
+import type { Clock, TimerHandle, Timers } from "../clock.ts";
+import { ensureError, KernelError, SessionStoppedError, StorageError } from "../errors.ts";
+import type { Registry } from "../registry.ts";
+import type { Storage } from "../storage/storage.ts";
+import type { FrozenCommit } from "./draft.ts";
+import { Draft } from "./draft.ts";
+import type { SessionState, StateReader } from "./state.ts";
+
+/** What a commit call resolves to. */
+export interface CommitResult<T> {
+  /** Whatever the build function returned. */
+  readonly value: T;
+  /** The session version at which the change is visible (unchanged when the draft was empty). */
+  readonly version: number;
+}
+
+/** Builds a commit's changes. Runs inside the commit turn, so it must be synchronous and do no I/O. */
+export type BuildCommit<T> = (draft: Draft) => T;
+
+export interface CommitOptions {
+  /**
+   * Loss-tolerant progress (streamed text, live tool output): may be delayed and batched with other
+   * deferred changes into one commit. Any critical commit flushes pending deferred ones first.
+   */
+  readonly deferred?: boolean;
+}
+
+interface PendingRequest {
+  readonly build: BuildCommit<unknown>;
+  readonly resolve: (result: CommitResult<unknown>) => void;
+  readonly reject: (error: Error) => void;
+}
+
+/** What the pipeline needs from its session. */
+export interface PipelineHost {
+  readonly sessionId: string;
+  readonly state: SessionState;
+  readonly storage: Storage;
+  readonly registry: Registry;
+  readonly clock: Clock;
+  readonly timers: Timers;
+  readonly deferredFlushMs: number;
+  /** Adopts a confirmed commit into memory and publishes it. */
+  adopt(frozen: FrozenCommit): void;
+  /** Storage failed while saving: the session must stop. */
+  stop(error: KernelError): void;
+}
+
+export class CommitPipeline {
+  private readonly queue: PendingRequest[] = [];
+  private readonly deferred: PendingRequest[] = [];
+  private deferredTimer: TimerHandle | undefined;
+  private flushDeferred = false;
+  private scheduled = false;
+  private running = false;
+  private failure: Error | undefined;
+
+  constructor(private readonly host: PipelineHost) {}
+
+  /** Queues a commit. Requests queued in the same tick share one storage transaction. */
+  commit<T>(build: BuildCommit<T>, options: CommitOptions = {}): Promise<CommitResult<T>> {
+    if (this.failure) return Promise.reject(this.failure);
+    return new Promise<CommitResult<T>>((resolve, reject) => {
+      const request: PendingRequest = {
+        build,
+        resolve: resolve as (result: CommitResult<unknown>) => void,
+        reject,
+      };
+      if (options.deferred) {
+        this.deferred.push(request);
+        this.deferredTimer ??= this.host.timers.setTimeout(() => {
+          this.deferredTimer = undefined;
+          this.flushDeferred = true;
+          this.schedule();
+        }, this.host.deferredFlushMs);
+      } else {
+        this.queue.push(request);
+        this.schedule();
+      }
+    });
+  }
+
+  /** Commits pending deferred changes now. */
+  async flush(): Promise<void> {
+    if (this.deferred.length === 0 && !this.running && this.queue.length === 0) return;
+    await this.commit(() => undefined);
+  }
+
+  /** Rejects everything still queued; later calls fail with `error`. */
+  fail(error: Error): void {
+    this.failure ??= error;
+    if (this.deferredTimer !== undefined) this.host.timers.clearTimeout(this.deferredTimer);
+    this.deferredTimer = undefined;
+    for (const request of [...this.deferred.splice(0), ...this.queue.splice(0)]) request.reject(this.failure);
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.running) return;
+    this.scheduled = true;
+    // A microtask, not a timer: requests made in the same synchronous run (phases that finished in the
+    // same tick) join one group commit without adding latency.
+    queueMicrotask(() => {
+      this.scheduled = false;
+      void this.run();
+    });
+  }
+
+  private async run(): Promise<void> {
+    this.running = true;
+    try {
+      while (!this.failure && (this.queue.length > 0 || (this.flushDeferred && this.deferred.length > 0))) {
+        await this.runGroup();
+      }
+    } finally {
+      this.running = false;
+      this.flushDeferred = false;
+    }
+  }
+
+  private async runGroup(): Promise<void> {
+    const { state } = this.host;
+    const critical = this.queue.splice(0);
+    const deferred = this.deferred.splice(0);
+    if (deferred.length > 0 && this.deferredTimer !== undefined) {
+      this.host.timers.clearTimeout(this.deferredTimer);
+      this.deferredTimer = undefined;
+    }
+    this.flushDeferred = false;
+
+    const frozen: FrozenCommit[] = [];
+    const settle: (() => void)[] = [];
+    const batch: PendingRequest[] = [...deferred, ...critical];
+    let base: StateReader = state;
+    let version = state.version;
+
+    if (deferred.length > 0) {
+      const group = this.buildDeferredGroup(base, version + 1, deferred);
+      if (group.frozen) {
+        frozen.push(group.frozen);
+        base = group.draft;
+        version++;
+      }
+      const at = version;
+      for (const [request, value] of group.values) settle.push(() => request.resolve({ value, version: at }));
+    }
+    for (const request of critical) {
+      const draft = new Draft(base, this.host.registry, version + 1, this.host.clock.now());
+      try {
+        const value = request.build(draft);
+        if (!draft.isEmpty) {
+          frozen.push(draft.freeze(state.epoch, false));
+          base = draft;
+          version++;
+        }
+        const at = version;
+        settle.push(() => request.resolve({ value, version: at }));
+      } catch (error) {
+        // A failure while preparing discards only this draft; the group goes on without it.
+        request.reject(ensureError(error));
+      }
+    }
+
+    if (frozen.length > 0) {
+      try {
+        await this.host.storage.commit(
+          { sessionId: this.host.sessionId, epoch: state.epoch, expectedVersion: state.version },
+          frozen.map((f) => f.commit),
+        );
+      } catch (cause) {
+        const error = asStorageFailure(cause);
+        for (const request of batch) request.reject(error);
+        this.fail(new SessionStoppedError(this.host.sessionId, { cause: error }));
+        this.host.stop(error);
+        return;
+      }
+      for (const commit of frozen) this.host.adopt(commit);
+    }
+    for (const resolve of settle) resolve();
+  }
+
+  /**
+   * Coalesces deferred requests into one draft. Builds are plain functions of the draft, so when one throws
+   * the draft is rebuilt without it rather than committing half of its changes.
+   */
+  private buildDeferredGroup(base: StateReader, version: number, requests: PendingRequest[]) {
+    let pending = requests;
+    for (;;) {
+      const draft = new Draft(base, this.host.registry, version, this.host.clock.now());
+      const values: [PendingRequest, unknown][] = [];
+      let failed: PendingRequest | undefined;
+      for (const request of pending) {
+        try {
+          values.push([request, request.build(draft)]);
+        } catch (error) {
+          request.reject(ensureError(error));
+          failed = request;
+          break;
+        }
+      }
+      if (failed) {
+        pending = pending.filter((r) => r !== failed);
+        continue;
+      }
+      try {
+        const frozen = draft.isEmpty ? undefined : draft.freeze(this.host.state.epoch, true);
+        return { draft, frozen, values };
+      } catch (error) {
+        // The combined change does not validate: fail these deferred requests, never the critical ones.
+        for (const request of pending) request.reject(ensureError(error));
+        return { draft, frozen: undefined, values: [] };
+      }
+    }
+  }
+}
+
+function asStorageFailure(cause: unknown): KernelError {
+  if (cause instanceof KernelError) return cause;
+  return new StorageError("storage-failed", `storage failed to commit: ${ensureError(cause).message}`, {
+    cause,
+  });
+}

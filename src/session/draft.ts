@@ -1,0 +1,242 @@
+/**
+ * A draft: the changes one commit is about to make, layered over the committed state (or over an earlier
+ * draft of the same group commit). Nothing in a draft is visible until storage confirms it.
+ */
+import { DEFAULT_BASELINE_EVERY } from "../documents/define-document.ts";
+import { applyJsonPatch, diffJson } from "../documents/json-patch.ts";
+import { BlockedRecordError, ValidationError } from "../errors.ts";
+import type {
+  CommitRecord,
+  Conversation,
+  DocumentChange,
+  Entry,
+  EntryContent,
+  Json,
+  PatchOperation,
+  Submission,
+  Task,
+} from "../records/schemas.ts";
+import {
+  ConversationSchema,
+  EntrySchema,
+  JsonSchema,
+  SubmissionSchema,
+  TaskSchema,
+} from "../records/schemas.ts";
+import { deepFreeze, validateRecord } from "../records/validate.ts";
+import type { Registry } from "../registry.ts";
+import type { BlockedKind, BlockedRecord, DocumentState, StateReader } from "./state.ts";
+
+/** Links an entry to the work that produced it. */
+export interface EntryLinks {
+  readonly submissionId?: string;
+  readonly taskId?: string;
+}
+
+/** A frozen, validated commit plus the document values the writer already computed. */
+export interface FrozenCommit {
+  readonly commit: CommitRecord;
+  readonly documentValues: ReadonlyMap<string, Json>;
+}
+
+/**
+ * The write side of a commit. Reads see the draft's own changes first, then the state below it.
+ *
+ * @example
+ * await session.commit((draft) => {
+ *   draft.appendEntry("main", { kind: "note", text: "plan approved" });
+ *   draft.setDocument("plan", "email-plan", { recipients, approved: true });
+ * });
+ */
+export class Draft implements StateReader {
+  private readonly conversations = new Map<string, Conversation>();
+  private readonly entries: Entry[] = [];
+  private readonly documents = new Map<string, { type: string; value: Json }>();
+  private readonly tasks = new Map<string, Task>();
+  private readonly submissions = new Map<string, Submission>();
+  private readonly requestIndex = new Map<string, string>();
+  /** Set by `freeze`, so a later draft of the same group commit reads the new heads. */
+  private frozenDocuments: Map<string, DocumentState> | undefined;
+
+  constructor(
+    private readonly base: StateReader,
+    private readonly registry: Registry,
+    /** The session version this draft will become. */
+    readonly version: number,
+    /** The commit's timestamp. */
+    readonly at: number,
+  ) {}
+
+  conversation(id: string): Conversation | undefined {
+    return this.conversations.get(id) ?? this.base.conversation(id);
+  }
+  document(id: string): DocumentState | undefined {
+    const frozen = this.frozenDocuments?.get(id);
+    if (frozen) return frozen;
+    const changed = this.documents.get(id);
+    if (!changed) return this.base.document(id);
+    const before = this.base.document(id);
+    const head = before?.head ?? {
+      id,
+      type: changed.type,
+      version: 0,
+      baselineVersion: 0,
+      updatedAt: this.at,
+    };
+    return { head: { ...head, type: changed.type }, value: changed.value };
+  }
+  task(id: string): Task | undefined {
+    return this.tasks.get(id) ?? this.base.task(id);
+  }
+  submission(id: string): Submission | undefined {
+    return this.submissions.get(id) ?? this.base.submission(id);
+  }
+  submissionByRequest(requestId: string): Submission | undefined {
+    const id = this.requestIndex.get(requestId);
+    return id !== undefined ? this.submissions.get(id) : this.base.submissionByRequest(requestId);
+  }
+  blocked(kind: BlockedKind, id: string): BlockedRecord | undefined {
+    return this.base.blocked(kind, id);
+  }
+
+  /** Appends an entry to a conversation (creating the conversation if it is new) and returns it. */
+  appendEntry(conversationId: string, content: EntryContent, links: EntryLinks = {}): Entry {
+    const blocked = this.blocked("conversation", conversationId);
+    let conversation = this.conversation(conversationId);
+    if (blocked && !conversation) throw new BlockedRecordError(blocked.record, blocked.reason);
+    conversation ??= { id: conversationId, createdAt: this.at, entryCount: 0 };
+    const entry: Entry = {
+      conversationId,
+      seq: conversation.entryCount,
+      version: this.version,
+      at: this.at,
+      ...(links.submissionId !== undefined && { submissionId: links.submissionId }),
+      ...(links.taskId !== undefined && { taskId: links.taskId }),
+      content,
+    };
+    this.conversations.set(conversationId, { ...conversation, entryCount: conversation.entryCount + 1 });
+    this.entries.push(entry);
+    return entry;
+  }
+
+  /** Replaces a document's value. The stored change is the JSON Patch between the old and new value. */
+  setDocument(id: string, type: string, value: Json): void {
+    this.assertWritable("document", id);
+    const existing = this.document(id);
+    if (existing && existing.head.type !== type) {
+      throw new ValidationError(
+        `document ${id} is of type "${existing.head.type}", not "${type}"`,
+        `documents/${id}`,
+        [{ path: "type", message: `expected "${existing.head.type}"` }],
+      );
+    }
+    this.documents.set(id, { type, value });
+  }
+
+  /** Applies JSON Patch operations to an existing document. */
+  patchDocument(id: string, patch: readonly PatchOperation[]): void {
+    const existing = this.document(id);
+    if (!existing) {
+      throw new ValidationError(`document ${id} does not exist`, `documents/${id}`, [
+        { path: "id", message: "unknown document" },
+      ]);
+    }
+    this.setDocument(id, existing.head.type, applyJsonPatch(existing.value, patch));
+  }
+
+  /** Creates or replaces a task record. */
+  putTask(task: Task): void {
+    this.assertWritable("task", task.id);
+    this.tasks.set(task.id, task);
+  }
+
+  /** Creates or replaces a submission record. */
+  putSubmission(submission: Submission): void {
+    this.assertWritable("submission", submission.id);
+    const other = this.submissionByRequest(submission.requestId);
+    if (other && other.id !== submission.id) {
+      throw new ValidationError(
+        `requestId ${submission.requestId} already belongs to submission ${other.id}`,
+        `submissions/${submission.id}`,
+        [{ path: "requestId", message: "duplicate requestId" }],
+      );
+    }
+    this.submissions.set(submission.id, submission);
+    this.requestIndex.set(submission.requestId, submission.id);
+  }
+
+  /** True when the draft changes nothing. */
+  get isEmpty(): boolean {
+    return (
+      this.entries.length === 0 &&
+      this.documents.size === 0 &&
+      this.tasks.size === 0 &&
+      this.submissions.size === 0 &&
+      this.conversations.size === 0
+    );
+  }
+
+  /** Validates every record and returns the immutable commit. Throws {@link ValidationError}; writes nothing. */
+  freeze(epoch: number, deferred: boolean): FrozenCommit {
+    const documentValues = new Map<string, Json>();
+    const documents: DocumentChange[] = [];
+    for (const [id, { type, value }] of this.documents) {
+      const definition = this.registry.documents.get(type);
+      const checked = validateRecord(definition?.schema ?? JsonSchema, value, `documents/${id}`) as Json;
+      const before = this.base.document(id);
+      const patch = diffJson(before?.value ?? null, checked);
+      if (before && patch.length === 0) continue;
+      const version = (before?.head.version ?? 0) + 1;
+      const every = definition?.baselineEvery ?? DEFAULT_BASELINE_EVERY;
+      const isBaseline = !before || version - before.head.baselineVersion >= every;
+      const frozen = deepFreeze(checked);
+      documentValues.set(id, frozen);
+      documents.push({
+        id,
+        type,
+        version,
+        baselineVersion: isBaseline ? version : (before?.head.baselineVersion ?? version),
+        patch,
+        ...(isBaseline && { baseline: frozen }),
+      });
+    }
+    const commit: CommitRecord = {
+      version: this.version,
+      epoch,
+      at: this.at,
+      deferred,
+      conversations: [...this.conversations.values()].map((c) =>
+        validateRecord(ConversationSchema, c, `conversations/${c.id}`),
+      ),
+      entries: this.entries.map((e) =>
+        validateRecord(EntrySchema, e, `entries/${e.conversationId}/${e.seq}`),
+      ),
+      documents,
+      tasks: [...this.tasks.values()].map((t) => validateRecord(TaskSchema, t, `tasks/${t.id}`)),
+      submissions: [...this.submissions.values()].map((s) =>
+        validateRecord(SubmissionSchema, s, `submissions/${s.id}`),
+      ),
+    };
+    this.frozenDocuments = new Map(
+      documents.map((change) => [
+        change.id,
+        {
+          head: {
+            id: change.id,
+            type: change.type,
+            version: change.version,
+            baselineVersion: change.baselineVersion,
+            updatedAt: this.at,
+          },
+          value: documentValues.get(change.id) as Json,
+        },
+      ]),
+    );
+    return { commit: deepFreeze(commit), documentValues };
+  }
+
+  private assertWritable(kind: BlockedKind, id: string): void {
+    const blocked = this.blocked(kind, id);
+    if (blocked) throw new BlockedRecordError(blocked.record, blocked.reason);
+  }
+}

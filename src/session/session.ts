@@ -1,0 +1,250 @@
+/**
+ * A Session: the unit of storage and commit ordering. Open one for writing (taking ownership with a new
+ * epoch) or read-only (query and observe; no writes).
+ */
+import type { Clock, IdSource, Timers } from "../clock.ts";
+import { randomIds, systemClock, systemTimers } from "../clock.ts";
+import {
+  InvalidArgumentError,
+  type KernelError,
+  ReadOnlyError,
+  SessionClosedError,
+  SessionNotFoundError,
+  SessionStoppedError,
+} from "../errors.ts";
+import type { CommitRecord, Entry, Json, Submission } from "../records/schemas.ts";
+import { CommitRecordSchema, EntrySchema } from "../records/schemas.ts";
+import { validateRecord } from "../records/validate.ts";
+import type { Registry } from "../registry.ts";
+import { createRegistry } from "../registry.ts";
+import type { Storage } from "../storage/storage.ts";
+import type { BuildCommit, CommitOptions, CommitResult } from "./commit-pipeline.ts";
+import { CommitPipeline } from "./commit-pipeline.ts";
+import type { FrozenCommit } from "./draft.ts";
+import { loadSessionState } from "./load.ts";
+import type { SessionState } from "./state.ts";
+import { reduceSession } from "./state.ts";
+import type { SubmitInput } from "./submit.ts";
+import { buildSubmission, parseSubmitInput } from "./submit.ts";
+import type { ChangeListener, SubscribeOptions, Unsubscribe } from "./subscriptions.ts";
+import { Subscriptions } from "./subscriptions.ts";
+import type { SessionView } from "./view.ts";
+import { buildView } from "./view.ts";
+
+export interface OpenSessionOptions {
+  readonly id: string;
+  readonly storage: Storage;
+  readonly registry?: Registry;
+  /** `write` (default) takes ownership with a new epoch; `read` only queries and observes. */
+  readonly mode?: "write" | "read";
+  readonly clock?: Clock;
+  readonly timers?: Timers;
+  readonly ids?: IdSource;
+  /** How long deferred (loss-tolerant) changes may wait before they are committed. Default 50 ms. */
+  readonly deferredFlushMs?: number;
+  /** How many latest entries per conversation are loaded and kept in memory. Default 200. */
+  readonly entryTail?: number;
+}
+
+/** `open` while usable; `stopped` after a storage failure (reopen to see what was saved); `closed` by the host. */
+export type SessionStatus = "open" | "stopped" | "closed";
+
+const CHANGE_PAGE = 500;
+
+/**
+ * Opens a session.
+ *
+ * @example
+ * const session = await openSession({ id: "support-42", storage: memoryStorage() });
+ * const submission = await session.submit({ requestId: "r1", conversationId: "main", input: "Hello" });
+ */
+export async function openSession(options: OpenSessionOptions): Promise<Session> {
+  if (typeof options.id !== "string" || options.id.length === 0 || options.id.length > 256) {
+    throw new InvalidArgumentError("session id must be a non-empty string of at most 256 characters", [
+      { path: "id", message: "invalid session id" },
+    ]);
+  }
+  const mode = options.mode ?? "write";
+  const clock = options.clock ?? systemClock;
+  const entryTail = options.entryTail ?? 200;
+  const registry = options.registry ?? createRegistry();
+  const stored = await options.storage.open(options.id, { mode, at: clock.now(), entryTail });
+  if (!stored) throw new SessionNotFoundError(options.id);
+  const state = loadSessionState(stored, registry, entryTail);
+  return new Session(state, mode, options.storage, registry, clock, options);
+}
+
+export class Session {
+  private readonly pipeline: CommitPipeline;
+  private readonly subscriptions: Subscriptions;
+  private currentStatus: SessionStatus = "open";
+  private stopError: KernelError | undefined;
+
+  /** @internal Use {@link openSession}. */
+  constructor(
+    private readonly state: SessionState,
+    /** `write` or `read`. */
+    readonly mode: "write" | "read",
+    private readonly storage: Storage,
+    readonly registry: Registry,
+    readonly clock: Clock,
+    options: OpenSessionOptions,
+  ) {
+    const ids = options.ids ?? randomIds;
+    this.ids = ids;
+    this.pipeline = new CommitPipeline({
+      sessionId: state.id,
+      state,
+      storage,
+      registry,
+      clock,
+      timers: options.timers ?? systemTimers,
+      deferredFlushMs: options.deferredFlushMs ?? 50,
+      adopt: (frozen) => this.adopt(frozen),
+      stop: (error) => this.stop(error),
+    });
+    this.subscriptions = new Subscriptions(
+      () => this.state.version,
+      (after) => this.readChanges(after, CHANGE_PAGE),
+    );
+  }
+
+  /** The id source this session uses for new records. */
+  readonly ids: IdSource;
+
+  get id(): string {
+    return this.state.id;
+  }
+  /** The version of the last commit this session adopted. */
+  get version(): number {
+    return this.state.version;
+  }
+  /** The owner epoch this session writes with (read-only sessions: the epoch they loaded). */
+  get epoch(): number {
+    return this.state.epoch;
+  }
+  get status(): SessionStatus {
+    return this.currentStatus;
+  }
+  /** Why the session stopped, when it did. */
+  get stoppedBecause(): KernelError | undefined {
+    return this.stopError;
+  }
+
+  /**
+   * Commits whatever `build` stages on the draft, atomically. The promise resolves after storage confirmed
+   * the commit and the change was adopted and published.
+   */
+  commit<T>(build: BuildCommit<T>, options?: CommitOptions): Promise<CommitResult<T>> {
+    const unusable = this.unusable("commit");
+    if (unusable) return Promise.reject(unusable);
+    return this.pipeline.commit(build, options);
+  }
+
+  /**
+   * Accepts an input durably. A retry with the same `requestId` returns the original Submission and
+   * creates no new work.
+   */
+  async submit(input: SubmitInput): Promise<Submission> {
+    const unusable = this.unusable("submit");
+    if (unusable) throw unusable;
+    const parsed = parseSubmitInput(input);
+    const existing = this.state.submissionByRequest(parsed.requestId);
+    if (existing) return existing;
+    const { value } = await this.pipeline.commit(
+      (draft) =>
+        draft.submissionByRequest(parsed.requestId) ?? buildSubmission(draft, parsed, this.ids.next("sub")),
+    );
+    return this.state.submission(value.id) ?? value;
+  }
+
+  /** A snapshot of the session at its current version. */
+  view(): SessionView {
+    return buildView(this.state);
+  }
+
+  /**
+   * Delivers every committed change with version > `fromVersion`, in order, without gaps or duplicates:
+   * first the missing ones from the change log, then live ones as they are committed.
+   */
+  subscribe(fromVersion: number, listener: ChangeListener, options?: SubscribeOptions): Unsubscribe {
+    return this.subscriptions.subscribe(fromVersion, listener, options);
+  }
+
+  /** Entries `fromSeq` ≤ seq < `toSeq` of a conversation, read from storage and validated. */
+  async readEntries(conversationId: string, fromSeq: number, toSeq?: number): Promise<Entry[]> {
+    const end = toSeq ?? this.state.conversation(conversationId)?.entryCount ?? 0;
+    const rows = await this.storage.readEntries(this.id, conversationId, fromSeq, end);
+    return rows.map((row) => validateRecord(EntrySchema, row.value, row.key));
+  }
+
+  /** Committed changes after `afterVersion` from the change log, validated, oldest first. */
+  async readChanges(
+    afterVersion: number,
+    limit = CHANGE_PAGE,
+  ): Promise<{ changes: CommitRecord[]; oldestRetained: number }> {
+    const { changes, oldestRetained } = await this.storage.readChanges(this.id, afterVersion, limit);
+    return {
+      changes: changes.map((row) => validateRecord(CommitRecordSchema, row.value, row.key)),
+      oldestRetained,
+    };
+  }
+
+  /**
+   * Read-only sessions: adopts the changes other writers committed since this session's version.
+   * Returns how many changes were adopted.
+   */
+  async refresh(): Promise<number> {
+    const unusable = this.currentStatus === "open" ? undefined : this.unusable("refresh");
+    if (unusable) throw unusable;
+    if (this.mode !== "read") return 0;
+    let adopted = 0;
+    for (;;) {
+      const { changes } = await this.readChanges(this.state.version);
+      const next = changes.filter((c) => c.version > this.state.version);
+      if (next.length === 0) return adopted;
+      for (const change of next) {
+        if (change.version !== this.state.version + 1) return adopted;
+        this.adopt({ commit: change, documentValues: new Map<string, Json>() });
+        adopted++;
+      }
+    }
+  }
+
+  /** Commits pending deferred changes now. */
+  flush(): Promise<void> {
+    return this.pipeline.flush();
+  }
+
+  /** Stops using the session: commits pending deferred changes, then ends subscriptions. Unfinished work stays stored. */
+  async close(): Promise<void> {
+    if (this.currentStatus !== "open") return;
+    if (this.mode === "write") await this.pipeline.flush().catch(() => undefined);
+    this.currentStatus = "closed";
+    const closed = new SessionClosedError(this.id);
+    this.pipeline.fail(closed);
+    this.subscriptions.end();
+  }
+
+  private adopt(frozen: FrozenCommit): void {
+    reduceSession(this.state, {
+      type: "committed",
+      commit: frozen.commit,
+      documentValues: frozen.documentValues,
+    });
+    this.subscriptions.publish(frozen.commit);
+  }
+
+  private stop(error: KernelError): void {
+    this.currentStatus = "stopped";
+    this.stopError = error;
+    this.subscriptions.end(new SessionStoppedError(this.id, { cause: error }));
+  }
+
+  private unusable(what: string): KernelError | undefined {
+    if (this.currentStatus === "closed") return new SessionClosedError(this.id);
+    if (this.currentStatus === "stopped") return new SessionStoppedError(this.id, { cause: this.stopError });
+    if (this.mode === "read") return new ReadOnlyError(this.id, what);
+    return undefined;
+  }
+}

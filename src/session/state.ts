@@ -1,0 +1,155 @@
+/**
+ * The in-memory state of one session and the reducer that is the only place it changes. The reducer
+ * applies committed changes (never drafts), so memory always equals storage after a confirmed commit.
+ *
+ * It updates the maps in place rather than returning copies: a session may hold tens of thousands of
+ * tasks, and copying them per commit would make every commit O(session). Views copy on demand instead.
+ */
+import { applyJsonPatch } from "../documents/json-patch.ts";
+import type {
+  CommitRecord,
+  Conversation,
+  DocumentHead,
+  Entry,
+  Json,
+  Submission,
+  Task,
+} from "../records/schemas.ts";
+
+/** A document's head and current value. */
+export interface DocumentState {
+  readonly head: DocumentHead;
+  readonly value: Json;
+}
+
+/** A conversation's record and the entries held in memory (its latest ones). */
+export interface ConversationState {
+  readonly record: Conversation;
+  readonly entries: readonly Entry[];
+}
+
+export type BlockedKind = "conversation" | "document" | "task" | "submission";
+
+/** A record that failed to load: what it belongs to, and why. The stored row is kept as it is. */
+export interface BlockedRecord {
+  readonly kind: BlockedKind;
+  readonly id: string;
+  /** The stored row that failed, e.g. `tasks/t_1` or `entries/main/4`. */
+  readonly record: string;
+  readonly reason: string;
+}
+
+/** Read access shared by the committed state and by drafts layered over it. */
+export interface StateReader {
+  conversation(id: string): Conversation | undefined;
+  document(id: string): DocumentState | undefined;
+  task(id: string): Task | undefined;
+  submission(id: string): Submission | undefined;
+  submissionByRequest(requestId: string): Submission | undefined;
+  blocked(kind: BlockedKind, id: string): BlockedRecord | undefined;
+}
+
+export class SessionState implements StateReader {
+  version = 0;
+  epoch = 0;
+  readonly conversations = new Map<string, ConversationState>();
+  readonly documents = new Map<string, DocumentState>();
+  readonly tasks = new Map<string, Task>();
+  readonly submissions = new Map<string, Submission>();
+  readonly requestIndex = new Map<string, string>();
+  readonly blockedRecords = new Map<string, BlockedRecord>();
+
+  constructor(
+    readonly id: string,
+    readonly createdAt: number,
+    /** How many latest entries per conversation stay in memory. */
+    readonly entryTail: number,
+  ) {}
+
+  conversation(id: string): Conversation | undefined {
+    return this.conversations.get(id)?.record;
+  }
+  document(id: string): DocumentState | undefined {
+    return this.documents.get(id);
+  }
+  task(id: string): Task | undefined {
+    return this.tasks.get(id);
+  }
+  submission(id: string): Submission | undefined {
+    return this.submissions.get(id);
+  }
+  submissionByRequest(requestId: string): Submission | undefined {
+    const id = this.requestIndex.get(requestId);
+    return id === undefined ? undefined : this.submissions.get(id);
+  }
+  blocked(kind: BlockedKind, id: string): BlockedRecord | undefined {
+    return this.blockedRecords.get(`${kind}:${id}`);
+  }
+}
+
+/** Every way the state can change. */
+export type SessionAction =
+  | {
+      readonly type: "committed";
+      readonly commit: CommitRecord;
+      /**
+       * Post-commit document values the writer already computed in its draft; without them (followers,
+       * replays) the reducer applies the commit's patches.
+       */
+      readonly documentValues?: ReadonlyMap<string, Json>;
+    }
+  | { readonly type: "blocked"; readonly record: BlockedRecord };
+
+/** Applies one action to the state. The only function that changes a {@link SessionState}. */
+export function reduceSession(state: SessionState, action: SessionAction): void {
+  switch (action.type) {
+    case "committed":
+      applyCommit(state, action.commit, action.documentValues);
+      return;
+    case "blocked":
+      state.blockedRecords.set(`${action.record.kind}:${action.record.id}`, action.record);
+      return;
+    default:
+      assertNever(action);
+  }
+}
+
+function applyCommit(state: SessionState, commit: CommitRecord, values?: ReadonlyMap<string, Json>): void {
+  for (const record of commit.conversations) {
+    const existing = state.conversations.get(record.id);
+    state.conversations.set(record.id, { record, entries: existing?.entries ?? [] });
+  }
+  for (const entry of commit.entries) {
+    const conversation = state.conversations.get(entry.conversationId);
+    if (!conversation) continue;
+    const entries = [...conversation.entries, entry];
+    // Keep memory bounded for long conversations; older entries stay readable from storage.
+    const kept = entries.length > state.entryTail * 2 ? entries.slice(-state.entryTail) : entries;
+    state.conversations.set(entry.conversationId, { record: conversation.record, entries: kept });
+  }
+  for (const change of commit.documents) {
+    const before = state.documents.get(change.id);
+    const value =
+      values?.get(change.id) ??
+      (change.baseline !== undefined ? change.baseline : applyJsonPatch(before?.value ?? null, change.patch));
+    const head: DocumentHead = {
+      id: change.id,
+      type: change.type,
+      version: change.version,
+      baselineVersion: change.baselineVersion,
+      updatedAt: commit.at,
+    };
+    state.documents.set(change.id, { head, value });
+  }
+  for (const task of commit.tasks) state.tasks.set(task.id, task);
+  for (const submission of commit.submissions) {
+    state.submissions.set(submission.id, submission);
+    state.requestIndex.set(submission.requestId, submission.id);
+  }
+  state.version = commit.version;
+}
+
+/** Marks a switch as exhaustive: adding a case to the union without handling it is a compile error. */
+export function assertNever(value: never): never {
+  throw new Error(`unhandled case: ${JSON.stringify(value)}`);
+}

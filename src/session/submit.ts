@@ -1,0 +1,52 @@
+/** Accepting inputs: the Submission record and the user entry that carries the input. */
+import { z } from "zod";
+import { InvalidArgumentError } from "../errors.ts";
+import type { Submission } from "../records/schemas.ts";
+import { JsonSchema } from "../records/schemas.ts";
+import { describeIssues, summarizeIssues } from "../records/validate.ts";
+import type { Draft } from "./draft.ts";
+
+export const SubmitInputSchema = z.object({
+  /** The client's idempotency key: retries with the same value return the original Submission. */
+  requestId: z.string().min(1).max(256),
+  conversationId: z.string().min(1).max(256),
+  /** The user's message, or a structured input with a `text` to show in the conversation. */
+  input: z.union([z.string(), z.object({ text: z.string(), data: JsonSchema.optional() })]),
+});
+export type SubmitInput = z.input<typeof SubmitInputSchema>;
+type ParsedSubmitInput = z.output<typeof SubmitInputSchema>;
+
+/** Validates a submission request, naming every bad field. */
+export function parseSubmitInput(input: unknown): ParsedSubmitInput {
+  const result = SubmitInputSchema.safeParse(input);
+  if (!result.success) {
+    throw new InvalidArgumentError(
+      `invalid submission: ${summarizeIssues(result.error)}`,
+      describeIssues(result.error),
+    );
+  }
+  return result.data;
+}
+
+/** Stages a new Submission and its user entry on the draft. */
+export function buildSubmission(draft: Draft, input: ParsedSubmitInput, id: string): Submission {
+  const text = typeof input.input === "string" ? input.input : input.input.text;
+  const data = typeof input.input === "string" ? undefined : input.input.data;
+  const entry = draft.appendEntry(
+    input.conversationId,
+    { kind: "user", text, ...(data !== undefined && { data }) },
+    { submissionId: id },
+  );
+  const submission: Submission = {
+    id,
+    requestId: input.requestId,
+    conversationId: input.conversationId,
+    status: "accepted",
+    input: typeof input.input === "string" ? input.input : { text, ...(data !== undefined && { data }) },
+    entrySeq: entry.seq,
+    acceptedAt: draft.at,
+    updatedAt: draft.at,
+  };
+  draft.putSubmission(submission);
+  return submission;
+}

@@ -1,0 +1,288 @@
+/**
+ * The IndexedDB store (via `idb`): one readwrite transaction per commit group, compound keys
+ * `[sessionId, …]` so every session lives in the same object stores and each read is one key range.
+ */
+import type { IDBPDatabase, IDBPTransaction } from "idb";
+import { wrap } from "idb";
+import { ensureError, KernelError, SessionNotFoundError, StorageError } from "../errors.ts";
+import type { CommitRecord } from "../records/schemas.ts";
+import type { WriteHook } from "./memory-storage.ts";
+import type { KeyPart, Table } from "./rows.ts";
+import {
+  checkGuard,
+  newSessionMeta,
+  pruneChangesThrough,
+  rawNumber,
+  recordName,
+  rowsOfCommit,
+  TABLES,
+} from "./rows.ts";
+import type {
+  CommitGuard,
+  OpenRequest,
+  Storage,
+  StorageOptions,
+  StoredChanges,
+  StoredDocument,
+  StoredRecord,
+  StoredSession,
+} from "./storage.ts";
+import { DEFAULT_RETAIN_CHANGES } from "./storage.ts";
+
+export interface IndexedDbStorageOptions extends StorageOptions {
+  /**
+   * Transaction durability. Default `"strict"`: a commit is confirmed only once the browser reports it
+   * flushed to disk, so it survives an OS crash or power loss, not just a tab or browser crash. `"relaxed"`
+   * roughly halves commit latency in Chromium and still survives tab reloads and browser crashes.
+   */
+  readonly durability?: "strict" | "relaxed" | "default";
+  /** The IndexedDB factory. Default `globalThis.indexedDB`; tests pass fake-indexeddb's. */
+  readonly factory?: IDBFactory;
+  /** Called for each row a commit writes; throwing aborts the transaction (fault injection in tests). */
+  readonly onWrite?: WriteHook;
+}
+
+const DB_VERSION = 1;
+const SESSIONS = "sessions";
+const ALL_STORES = [SESSIONS, ...TABLES];
+type Db = IDBPDatabase<unknown>;
+// Typed as readwrite so one helper serves both modes; readonly bodies only read.
+type Tx = IDBPTransaction<unknown, string[], "readwrite">;
+
+const sessionRange = (sessionId: string, ...prefix: KeyPart[]) =>
+  IDBKeyRange.bound([sessionId, ...prefix], [sessionId, ...prefix, []]);
+const numberRange = (sessionId: string, prefix: KeyPart[], from: number, to: number) =>
+  IDBKeyRange.bound([sessionId, ...prefix, from], [sessionId, ...prefix, to]);
+
+/** The IndexedDB store. Create one with {@link indexedDbStorage}. */
+export class IndexedDbStorage implements Storage {
+  private database: Promise<Db> | undefined;
+  private closedReason: string | undefined;
+  private readonly retain: number;
+  private readonly durability: "strict" | "relaxed" | "default";
+
+  constructor(
+    /** The IndexedDB database name; one database holds any number of sessions. */
+    readonly name: string,
+    private readonly options: IndexedDbStorageOptions = {},
+  ) {
+    this.retain = options.retainChanges ?? DEFAULT_RETAIN_CHANGES;
+    this.durability = options.durability ?? "strict";
+  }
+
+  async open(sessionId: string, request: OpenRequest): Promise<StoredSession | undefined> {
+    return this.transaction(request.mode === "write" ? "readwrite" : "readonly", async (tx) => {
+      const sessions = tx.objectStore(SESSIONS);
+      let meta: unknown = await sessions.get(sessionId);
+      if (request.mode === "write") {
+        if (meta === undefined) meta = newSessionMeta(sessionId, request.at);
+        else {
+          const epoch = rawNumber(meta, "epoch");
+          if (epoch === undefined) throw new SessionNotFoundError(sessionId);
+          meta = { ...(meta as object), epoch: epoch + 1 };
+        }
+        await sessions.put(meta, sessionId);
+      }
+      if (meta === undefined) return undefined;
+      return readSession(tx, sessionId, meta, request.entryTail);
+    });
+  }
+
+  async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+    const last = commits.at(-1);
+    if (!last) return;
+    await this.transaction("readwrite", async (tx) => {
+      const sessions = tx.objectStore(SESSIONS);
+      const meta = checkGuard(await sessions.get(guard.sessionId), guard);
+      const writes: Promise<unknown>[] = [];
+      const track = (request: Promise<unknown>) => {
+        // Every request settles when the transaction aborts; keep their rejections handled.
+        request.catch(() => undefined);
+        writes.push(request);
+      };
+      let index = 0;
+      for (const commit of commits) {
+        for (const row of rowsOfCommit(commit)) {
+          this.options.onWrite?.(row, index++);
+          track(tx.objectStore(row.table).put(row.value, [guard.sessionId, ...row.key]));
+        }
+        const through = pruneChangesThrough(commit.version, this.retain);
+        if (through !== undefined)
+          track(tx.objectStore("changes").delete(numberRange(guard.sessionId, [], 0, through)));
+      }
+      track(sessions.put({ ...meta, version: last.version, updatedAt: last.at }, guard.sessionId));
+      await Promise.all(writes);
+    });
+  }
+
+  async readEntries(sessionId: string, conversationId: string, fromSeq: number, toSeq: number) {
+    if (toSeq <= fromSeq) return [];
+    return this.transaction("readonly", (tx) =>
+      readRows(tx, "entries", numberRange(sessionId, [conversationId], fromSeq, toSeq - 1)),
+    );
+  }
+
+  async readChanges(sessionId: string, afterVersion: number, limit: number): Promise<StoredChanges> {
+    return this.transaction("readonly", async (tx) => {
+      const store = tx.objectStore("changes");
+      const first = (await store.getKey(sessionRange(sessionId))) as KeyPart[] | undefined;
+      const changes = await readRows(
+        tx,
+        "changes",
+        numberRange(sessionId, [], afterVersion + 1, Number.POSITIVE_INFINITY),
+        limit,
+      );
+      const meta = await tx.objectStore(SESSIONS).get(sessionId);
+      const oldestRetained = first ? Number(first[1]) : (rawNumber(meta, "version") ?? 0) + 1;
+      return { changes, oldestRetained };
+    });
+  }
+
+  async readDocumentRows(sessionId: string, documentId: string, fromVersion: number, toVersion: number) {
+    return this.transaction("readonly", (tx) =>
+      readRows(tx, "documentRows", numberRange(sessionId, [documentId], fromVersion, toVersion)),
+    );
+  }
+
+  async close(): Promise<void> {
+    this.closedReason ??= "closed by its owner";
+    const database = this.database;
+    this.database = undefined;
+    if (database) (await database.catch(() => undefined))?.close();
+  }
+
+  private connect(): Promise<Db> {
+    if (this.closedReason) {
+      return Promise.reject(
+        new StorageError("storage-closed", `IndexedDB "${this.name}" is ${this.closedReason}`),
+      );
+    }
+    this.database ??= this.openDatabase().catch((error: unknown) => {
+      this.database = undefined;
+      throw toStorageError(error, `cannot open IndexedDB "${this.name}"`);
+    });
+    return this.database;
+  }
+
+  private async openDatabase(): Promise<Db> {
+    const factory = this.options.factory ?? globalThis.indexedDB;
+    if (!factory) throw new StorageError("storage-failed", "IndexedDB is not available in this environment");
+    const request = factory.open(this.name, DB_VERSION);
+    request.onupgradeneeded = () => {
+      const db = request.result;
+      for (const store of ALL_STORES) if (!db.objectStoreNames.contains(store)) db.createObjectStore(store);
+    };
+    const db = (await wrap(request)) as Db;
+    // Another tab is upgrading the schema: let it, and stop cleanly instead of blocking it.
+    db.addEventListener("versionchange", () => {
+      this.closedReason = "closed because another connection is upgrading it";
+      db.close();
+      this.database = undefined;
+    });
+    // The browser closed the connection (storage cleared, disk error): reconnect on next use.
+    db.addEventListener("close", () => {
+      this.database = undefined;
+    });
+    return db;
+  }
+
+  private async transaction<T>(mode: "readonly" | "readwrite", body: (tx: Tx) => Promise<T>): Promise<T> {
+    const db = await this.connect();
+    let tx: Tx;
+    try {
+      tx = db.transaction(ALL_STORES, mode, { durability: this.durability }) as unknown as Tx;
+    } catch (error) {
+      this.database = undefined;
+      throw toStorageError(error, `cannot start an IndexedDB transaction on "${this.name}"`);
+    }
+    try {
+      const result = await body(tx);
+      await tx.done;
+      return result;
+    } catch (error) {
+      try {
+        tx.abort();
+      } catch {
+        // Already finished or aborted by the browser; `tx.done` below reports why.
+      }
+      const reason = await tx.done.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      throw toStorageError(
+        error instanceof KernelError ? error : (reason ?? error),
+        "IndexedDB transaction failed",
+      );
+    }
+  }
+}
+
+async function readSession(
+  tx: Tx,
+  sessionId: string,
+  meta: unknown,
+  entryTail: number,
+): Promise<StoredSession> {
+  const conversations = await readRows(tx, "conversations", sessionRange(sessionId));
+  const entries: StoredRecord[] = [];
+  for (const conversation of conversations) {
+    const id = conversation.key.slice("conversations/".length);
+    const count = rawNumber(conversation.value, "entryCount") ?? 0;
+    if (count === 0) continue;
+    entries.push(
+      ...(await readRows(
+        tx,
+        "entries",
+        numberRange(sessionId, [id], Math.max(0, count - entryTail), count - 1),
+      )),
+    );
+  }
+  const documents: StoredDocument[] = [];
+  for (const head of await readRows(tx, "documents", sessionRange(sessionId))) {
+    const id = head.key.slice("documents/".length);
+    const from = rawNumber(head.value, "baselineVersion");
+    const rows =
+      from === undefined
+        ? []
+        : await readRows(tx, "documentRows", numberRange(sessionId, [id], from, Number.POSITIVE_INFINITY));
+    documents.push({ head, rows });
+  }
+  return {
+    meta: { key: recordName("sessions", [sessionId]), value: meta },
+    conversations,
+    entries,
+    documents,
+    tasks: await readRows(tx, "tasks", sessionRange(sessionId)),
+    submissions: await readRows(tx, "submissions", sessionRange(sessionId)),
+  };
+}
+
+async function readRows(tx: Tx, table: Table, range: IDBKeyRange, limit?: number): Promise<StoredRecord[]> {
+  const store = tx.objectStore(table);
+  const [keys, values] = await Promise.all([store.getAllKeys(range, limit), store.getAll(range, limit)]);
+  return values.map((value, i) => ({ key: recordName(table, (keys[i] as KeyPart[]).slice(1)), value }));
+}
+
+function toStorageError(error: unknown, context: string): KernelError {
+  if (error instanceof KernelError) return error;
+  const err = ensureError(error);
+  if (err.name === "QuotaExceededError") {
+    return new StorageError("quota-exceeded", `${context}: storage quota exceeded`, { cause: err });
+  }
+  if (err.name === "InvalidStateError") {
+    return new StorageError("storage-closed", `${context}: the connection is closing (${err.message})`, {
+      cause: err,
+    });
+  }
+  return new StorageError("storage-failed", `${context}: ${err.name}: ${err.message}`, { cause: err });
+}
+
+/**
+ * Creates an IndexedDB store.
+ *
+ * @example
+ * const storage = indexedDbStorage("my-app", { durability: "relaxed" });
+ */
+export function indexedDbStorage(name: string, options?: IndexedDbStorageOptions): IndexedDbStorage {
+  return new IndexedDbStorage(name, options);
+}

@@ -1,0 +1,235 @@
+/**
+ * An in-memory store: the reference implementation of the storage contract, and the "disk" that crash
+ * simulations keep while they throw kernels away. Values are structured-cloned in and out, so nothing a
+ * caller holds aliases what is stored.
+ */
+import { SessionNotFoundError, StorageError } from "../errors.ts";
+import type { CommitRecord } from "../records/schemas.ts";
+import type { KeyPart, RowWrite, Table } from "./rows.ts";
+import {
+  checkGuard,
+  newSessionMeta,
+  pruneChangesThrough,
+  rawNumber,
+  recordName,
+  rowsOfCommit,
+} from "./rows.ts";
+import type {
+  CommitGuard,
+  OpenRequest,
+  Storage,
+  StorageOptions,
+  StoredChanges,
+  StoredDocument,
+  StoredRecord,
+  StoredSession,
+} from "./storage.ts";
+import { DEFAULT_RETAIN_CHANGES } from "./storage.ts";
+
+type Rows = Map<string, { key: readonly KeyPart[]; value: unknown }>;
+
+interface SessionRows {
+  meta: unknown;
+  tables: Record<Table, Rows>;
+}
+
+/** Called for each row a commit is about to write; throwing aborts the whole commit (tests inject faults). */
+export type WriteHook = (row: RowWrite, index: number) => void;
+
+export interface MemoryStorageOptions extends StorageOptions {
+  readonly onWrite?: WriteHook;
+}
+
+const encode = (key: readonly KeyPart[]): string =>
+  key
+    .map((part) => (typeof part === "number" ? part.toString(36).padStart(12, "0") : `s${part}`))
+    .join("\u0000");
+
+/** The in-memory store. Create one with {@link memoryStorage}. */
+export class MemoryStorage implements Storage {
+  private readonly sessions = new Map<string, SessionRows>();
+  private readonly retain: number;
+  private closed = false;
+
+  constructor(private readonly options: MemoryStorageOptions = {}) {
+    this.retain = options.retainChanges ?? DEFAULT_RETAIN_CHANGES;
+  }
+
+  async open(sessionId: string, request: OpenRequest): Promise<StoredSession | undefined> {
+    this.assertOpen();
+    let rows = this.sessions.get(sessionId);
+    if (request.mode === "write") {
+      if (!rows) {
+        rows = { meta: newSessionMeta(sessionId, request.at), tables: emptyTables() };
+        this.sessions.set(sessionId, rows);
+      } else {
+        const epoch = rawNumber(rows.meta, "epoch");
+        if (epoch === undefined) throw new SessionNotFoundError(sessionId);
+        rows.meta = { ...(rows.meta as object), epoch: epoch + 1 };
+      }
+    }
+    if (!rows) return undefined;
+    return structuredClone(this.snapshot(sessionId, rows, request.entryTail));
+  }
+
+  async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+    this.assertOpen();
+    const rows = this.sessions.get(guard.sessionId);
+    const meta = checkGuard(rows?.meta, guard);
+    if (!rows) return;
+    // Stage everything first: a fault while staging leaves the stored rows untouched, like an aborted
+    // transaction would.
+    const staged: RowWrite[] = [];
+    const prunes: number[] = [];
+    for (const commit of commits) {
+      for (const row of rowsOfCommit(commit)) {
+        this.options.onWrite?.(row, staged.length);
+        staged.push({ ...row, value: structuredClone(row.value) });
+      }
+      const through = pruneChangesThrough(commit.version, this.retain);
+      if (through !== undefined) prunes.push(through);
+    }
+    const last = commits.at(-1);
+    if (!last) return;
+    for (const row of staged) rows.tables[row.table].set(encode(row.key), { key: row.key, value: row.value });
+    for (const through of prunes) {
+      for (const [k, row] of rows.tables.changes)
+        if ((row.key[0] as number) <= through) rows.tables.changes.delete(k);
+    }
+    rows.meta = { ...meta, version: last.version, updatedAt: last.at };
+  }
+
+  async readEntries(sessionId: string, conversationId: string, fromSeq: number, toSeq: number) {
+    this.assertOpen();
+    const rows = this.sessions.get(sessionId);
+    if (!rows) return [];
+    return structuredClone(
+      sortedRange(rows.tables.entries, "entries", (key) => key[0] === conversationId, 1, fromSeq, toSeq - 1),
+    );
+  }
+
+  async readChanges(sessionId: string, afterVersion: number, limit: number): Promise<StoredChanges> {
+    this.assertOpen();
+    const rows = this.sessions.get(sessionId);
+    if (!rows) return { changes: [], oldestRetained: afterVersion + 1 };
+    const all = sortedRange(rows.tables.changes, "changes", () => true, 0, 0, Number.MAX_SAFE_INTEGER);
+    const oldest = all[0] ? Number(all[0].key.split("/")[1]) : (rawNumber(rows.meta, "version") ?? 0) + 1;
+    const changes = all.filter((r) => Number(r.key.split("/")[1]) > afterVersion).slice(0, limit);
+    return { changes: structuredClone(changes), oldestRetained: oldest };
+  }
+
+  async readDocumentRows(sessionId: string, documentId: string, fromVersion: number, toVersion: number) {
+    this.assertOpen();
+    const rows = this.sessions.get(sessionId);
+    if (!rows) return [];
+    return structuredClone(
+      sortedRange(
+        rows.tables.documentRows,
+        "documentRows",
+        (k) => k[0] === documentId,
+        1,
+        fromVersion,
+        toVersion,
+      ),
+    );
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  /**
+   * Writes a raw row, bypassing every check. Only for tests that need a corrupt or hand-made record.
+   * `table` "sessions" replaces the session row itself.
+   */
+  unsafeWriteRaw(
+    sessionId: string,
+    table: Table | "sessions",
+    key: readonly KeyPart[],
+    value: unknown,
+  ): void {
+    const rows = this.sessions.get(sessionId);
+    if (!rows) throw new SessionNotFoundError(sessionId);
+    if (table === "sessions") rows.meta = value;
+    else rows.tables[table].set(encode(key), { key, value });
+  }
+
+  /** A new handle on the same stored data, as a restarted process would get. Closing one does not close the other. */
+  reopen(options: MemoryStorageOptions = this.options): MemoryStorage {
+    const next = new MemoryStorage(options);
+    (next as unknown as { sessions: Map<string, SessionRows> }).sessions = this.sessions;
+    return next;
+  }
+
+  private snapshot(sessionId: string, rows: SessionRows, entryTail: number): StoredSession {
+    const all = (table: Table) =>
+      sortedRange(rows.tables[table], table, () => true, 0, -Infinity, Number.POSITIVE_INFINITY);
+    const conversations = all("conversations");
+    const entries: StoredRecord[] = [];
+    for (const conversation of conversations) {
+      const id = conversation.key.slice("conversations/".length);
+      const count = rawNumber(conversation.value, "entryCount") ?? 0;
+      entries.push(
+        ...sortedRange(rows.tables.entries, "entries", (k) => k[0] === id, 1, count - entryTail, count - 1),
+      );
+    }
+    const documents: StoredDocument[] = all("documents").map((head) => {
+      const id = head.key.slice("documents/".length);
+      const from = rawNumber(head.value, "baselineVersion");
+      const rowsOfDoc =
+        from === undefined
+          ? []
+          : sortedRange(rows.tables.documentRows, "documentRows", (k) => k[0] === id, 1, from, Infinity);
+      return { head, rows: rowsOfDoc };
+    });
+    return {
+      meta: { key: recordName("sessions", [sessionId]), value: rows.meta },
+      conversations,
+      entries,
+      documents,
+      tasks: all("tasks"),
+      submissions: all("submissions"),
+    };
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new StorageError("storage-closed", "memory storage is closed");
+  }
+}
+
+function emptyTables(): Record<Table, Rows> {
+  return {
+    conversations: new Map(),
+    entries: new Map(),
+    documents: new Map(),
+    documentRows: new Map(),
+    tasks: new Map(),
+    submissions: new Map(),
+    changes: new Map(),
+  };
+}
+
+/** Rows of a table matching `filter` whose numeric key part `at` lies in [from, to], sorted by key. */
+function sortedRange(
+  rows: Rows,
+  table: Table,
+  filter: (key: readonly KeyPart[]) => boolean,
+  at: number,
+  from: number,
+  to: number,
+): StoredRecord[] {
+  const out: { sort: string; record: StoredRecord }[] = [];
+  for (const [sort, row] of rows) {
+    if (!filter(row.key)) continue;
+    const n = row.key[at];
+    if (typeof n === "number" && (n < from || n > to)) continue;
+    out.push({ sort, record: { key: recordName(table, row.key), value: row.value } });
+  }
+  out.sort((a, b) => (a.sort < b.sort ? -1 : a.sort > b.sort ? 1 : 0));
+  return out.map((o) => o.record);
+}
+
+/** Creates an in-memory store. */
+export function memoryStorage(options?: MemoryStorageOptions): MemoryStorage {
+  return new MemoryStorage(options);
+}

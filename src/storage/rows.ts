@@ -1,0 +1,119 @@
+/**
+ * The row layout shared by every store: which rows one commit writes. Keeping it in one place means the
+ * stores differ only in how they run a transaction, never in what they write.
+ */
+
+import { StaleOwnerError } from "../errors.ts";
+import type { CommitRecord, DocumentHead, DocumentRow, SessionMeta } from "../records/schemas.ts";
+import { STORAGE_FORMAT } from "../records/schemas.ts";
+import type { CommitGuard } from "./storage.ts";
+
+/** Tables of the layout, keyed by the parts after the session id. */
+export type Table =
+  | "conversations" // [conversationId]
+  | "entries" // [conversationId, seq]
+  | "documents" // [documentId] → DocumentHead
+  | "documentRows" // [documentId, version] → DocumentRow
+  | "tasks" // [taskId]
+  | "submissions" // [submissionId]
+  | "changes"; // [version] → CommitRecord
+
+export const TABLES: readonly Table[] = [
+  "conversations",
+  "entries",
+  "documents",
+  "documentRows",
+  "tasks",
+  "submissions",
+  "changes",
+];
+
+export type KeyPart = string | number;
+
+/** One row to put. */
+export interface RowWrite {
+  readonly table: Table;
+  readonly key: readonly KeyPart[];
+  readonly value: unknown;
+}
+
+/** Log pruning happens only at these boundaries, so most commits pay nothing for it. */
+export const PRUNE_EVERY = 256;
+
+/** The rows one commit writes, in a stable order. */
+export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
+  const rows: RowWrite[] = [];
+  for (const conversation of commit.conversations) {
+    rows.push({ table: "conversations", key: [conversation.id], value: conversation });
+  }
+  for (const entry of commit.entries) {
+    rows.push({ table: "entries", key: [entry.conversationId, entry.seq], value: entry });
+  }
+  for (const change of commit.documents) {
+    const head: DocumentHead = {
+      id: change.id,
+      type: change.type,
+      version: change.version,
+      baselineVersion: change.baselineVersion,
+      updatedAt: commit.at,
+    };
+    const row: DocumentRow =
+      change.baseline !== undefined
+        ? { version: change.version, baseline: change.baseline }
+        : { version: change.version, patch: change.patch };
+    rows.push({ table: "documents", key: [change.id], value: head });
+    rows.push({ table: "documentRows", key: [change.id, change.version], value: row });
+  }
+  for (const task of commit.tasks) rows.push({ table: "tasks", key: [task.id], value: task });
+  for (const submission of commit.submissions) {
+    rows.push({ table: "submissions", key: [submission.id], value: submission });
+  }
+  rows.push({ table: "changes", key: [commit.version], value: commit });
+  return rows;
+}
+
+/** The highest log version to delete after writing `version`, or undefined when this commit prunes nothing. */
+export function pruneChangesThrough(version: number, retain: number): number | undefined {
+  if (version % PRUNE_EVERY !== 0) return undefined;
+  const through = version - retain;
+  return through > 0 ? through : undefined;
+}
+
+/** A new session row. */
+export function newSessionMeta(sessionId: string, at: number): SessionMeta {
+  return { id: sessionId, format: STORAGE_FORMAT, version: 0, epoch: 1, createdAt: at, updatedAt: at };
+}
+
+/** The readable name of a row, used in errors and in the `blocked` list of views. */
+export function recordName(table: Table | "sessions", key: readonly KeyPart[]): string {
+  return `${table}/${key.join("/")}`;
+}
+
+/** Reads a numeric field of a raw (not yet validated) row, for layout decisions only. */
+export function rawNumber(value: unknown, field: string): number | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const n = (value as Record<string, unknown>)[field];
+  return typeof n === "number" && Number.isInteger(n) && n >= 0 ? n : undefined;
+}
+
+/**
+ * Checks a commit batch's guard against the stored session row. Called inside the store's transaction,
+ * so the check and the write are one atomic step.
+ */
+export function checkGuard(storedMeta: unknown, guard: CommitGuard): SessionMeta {
+  const storedEpoch = rawNumber(storedMeta, "epoch") ?? -1;
+  const storedVersion = rawNumber(storedMeta, "version") ?? -1;
+  if (storedEpoch !== guard.epoch || storedVersion !== guard.expectedVersion) {
+    const why =
+      storedEpoch !== guard.epoch
+        ? `owner epoch ${guard.epoch} was superseded by epoch ${storedEpoch}`
+        : `version moved from ${guard.expectedVersion} to ${storedVersion}`;
+    throw new StaleOwnerError(`session ${guard.sessionId}: stale writer, ${why}; nothing was written`, {
+      expectedEpoch: guard.epoch,
+      storedEpoch,
+      expectedVersion: guard.expectedVersion,
+      storedVersion,
+    });
+  }
+  return storedMeta as SessionMeta;
+}

@@ -1,0 +1,99 @@
+/**
+ * The storage contract. A store keeps sessions as rows and writes one commit batch atomically; it knows
+ * nothing of tasks or agents. Records come back raw (`unknown`): the kernel validates them on load, so a
+ * corrupt row is reported by name instead of crashing the store.
+ */
+import type { CommitRecord } from "../records/schemas.ts";
+
+/** A row as it was read, with a readable name such as `tasks/t_1` used in errors and views. */
+export interface StoredRecord {
+  readonly key: string;
+  readonly value: unknown;
+}
+
+/** A document head with the rows needed to rebuild its current value (its baseline and later deltas). */
+export interface StoredDocument {
+  readonly head: StoredRecord;
+  readonly rows: readonly StoredRecord[];
+}
+
+/** Everything needed to rebuild a session's live state, read in one consistent snapshot. */
+export interface StoredSession {
+  readonly meta: StoredRecord;
+  readonly conversations: readonly StoredRecord[];
+  /** The last `entryTail` entries of each conversation. */
+  readonly entries: readonly StoredRecord[];
+  readonly documents: readonly StoredDocument[];
+  readonly tasks: readonly StoredRecord[];
+  readonly submissions: readonly StoredRecord[];
+}
+
+/** How to open a session in a store. */
+export interface OpenRequest {
+  /** `write` takes ownership: creates the session if missing and bumps its owner epoch, atomically. */
+  readonly mode: "write" | "read";
+  /** Time to stamp on a newly created session row. */
+  readonly at: number;
+  /** How many of each conversation's latest entries to load. */
+  readonly entryTail: number;
+}
+
+/** The condition every commit batch is checked against, inside the same transaction that writes it. */
+export interface CommitGuard {
+  readonly sessionId: string;
+  /** The writer's owner epoch; the stored one must be equal. */
+  readonly epoch: number;
+  /** The session version the batch was built on; the stored one must be equal. */
+  readonly expectedVersion: number;
+}
+
+/** A slice of the change log. */
+export interface StoredChanges {
+  /** Commit records after the requested version, oldest first. */
+  readonly changes: readonly StoredRecord[];
+  /** The lowest version still retained (the requested range is complete only if it starts at or after it). */
+  readonly oldestRetained: number;
+}
+
+/**
+ * A session store. Implementations: {@link MemoryStorage}, {@link IndexedDbStorage}, and the Durable Object
+ * SQLite store in `durable-agent/edge`. One contract test suite runs against all of them.
+ */
+export interface Storage {
+  /** Reads a session (taking ownership in `write` mode). `undefined` when reading a session that does not exist. */
+  open(sessionId: string, request: OpenRequest): Promise<StoredSession | undefined>;
+  /**
+   * Writes the commits, in order, in one atomic transaction, if the stored epoch and version still match
+   * `guard`; otherwise throws `StaleOwnerError` and writes nothing. Failures surface as `StorageError`.
+   */
+  commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void>;
+  /** Entries `fromSeq` ≤ seq < `toSeq` of one conversation, in order. */
+  readEntries(
+    sessionId: string,
+    conversationId: string,
+    fromSeq: number,
+    toSeq: number,
+  ): Promise<StoredRecord[]>;
+  /** Up to `limit` commit records with version > `afterVersion`, oldest first. */
+  readChanges(sessionId: string, afterVersion: number, limit: number): Promise<StoredChanges>;
+  /** Document rows (baselines and deltas) of one document with `fromVersion` ≤ version ≤ `toVersion`. */
+  readDocumentRows(
+    sessionId: string,
+    documentId: string,
+    fromVersion: number,
+    toVersion: number,
+  ): Promise<StoredRecord[]>;
+  /** Releases connections. The store may be opened again by creating a new instance. */
+  close(): Promise<void>;
+}
+
+/** Options every store accepts. */
+export interface StorageOptions {
+  /**
+   * How many commit records the change log keeps (subscriptions and devtools read it). Older ones are
+   * pruned in the commit that crosses each 256-version boundary. Default 10 000.
+   */
+  readonly retainChanges?: number;
+}
+
+export const DEFAULT_RETAIN_CHANGES = 10_000;

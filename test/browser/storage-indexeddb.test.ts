@@ -1,0 +1,8 @@
+import { indexedDbStorage } from "../../src/index.ts";
+import { writeRawIndexedDbRow } from "../support/raw-indexeddb.ts";
+import { describeStorageContract } from "../support/storage-contract.ts";
+
+describeStorageContract("IndexedDB (Chromium)", {
+  storage: (options) => indexedDbStorage("contract", { durability: "relaxed", ...options }),
+  corrupt: (sessionId, table, key, value) => writeRawIndexedDbRow("contract", sessionId, table, key, value),
+});

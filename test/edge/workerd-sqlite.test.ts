@@ -1,0 +1,69 @@
+/**
+ * Edge tier smoke test: a real workerd (through miniflare) with a SQLite-backed Durable Object, checking the
+ * platform guarantees the edge host relies on: `transactionSync` is atomic and data survives a restart.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Miniflare } from "miniflare";
+import { afterAll, describe, expect, it } from "vitest";
+
+const script = /* js */ `
+export class Probe {
+  constructor(state) {
+    this.sql = state.storage.sql;
+    this.storage = state.storage;
+    this.sql.exec("CREATE TABLE IF NOT EXISTS rows (k TEXT PRIMARY KEY, v TEXT NOT NULL)");
+  }
+  async fetch(request) {
+    const url = new URL(request.url);
+    if (url.pathname === "/put") {
+      const fail = url.searchParams.get("fail") === "1";
+      try {
+        this.storage.transactionSync(() => {
+          this.sql.exec("INSERT OR REPLACE INTO rows VALUES (?, ?)", url.searchParams.get("k"), url.searchParams.get("v"));
+          if (fail) throw new Error("abort inside the transaction");
+        });
+      } catch (error) {
+        return new Response(String(error.message), { status: 500 });
+      }
+      return new Response("ok");
+    }
+    const rows = this.sql.exec("SELECT k, v FROM rows ORDER BY k").toArray();
+    return Response.json(rows);
+  }
+}
+export default {
+  fetch(request, env) {
+    return env.PROBE.get(env.PROBE.idFromName("one")).fetch(request);
+  },
+};
+`;
+
+const persist = mkdtempSync(join(tmpdir(), "workerd-"));
+const start = () =>
+  new Miniflare({
+    modules: true,
+    script,
+    compatibilityDate: "2026-04-01",
+    durableObjects: { PROBE: { className: "Probe", useSQLite: true } },
+    durableObjectsPersist: persist,
+  });
+
+afterAll(() => rmSync(persist, { recursive: true, force: true }));
+
+describe("workerd Durable Object SQLite", () => {
+  it("rolls back a failed transactionSync and keeps committed rows across a runtime restart", async () => {
+    const first = start();
+    expect(await (await first.dispatchFetch("http://do/put?k=a&v=1")).text()).toBe("ok");
+    const failed = await first.dispatchFetch("http://do/put?k=b&v=2&fail=1");
+    expect(failed.status).toBe(500);
+    await failed.text();
+    await first.dispose();
+
+    const second = start();
+    const rows = await (await second.dispatchFetch("http://do/list")).json();
+    expect(rows).toEqual([{ k: "a", v: "1" }]);
+    await second.dispose();
+  });
+});

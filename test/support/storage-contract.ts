@@ -1,0 +1,318 @@
+/**
+ * The storage contract suite: one set of behaviours every store must show, run against each store
+ * (in-memory, IndexedDB on fake-indexeddb, IndexedDB in real Chromium, Durable Object SQLite).
+ */
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  BlockedRecordError,
+  type CommitRecord,
+  CorruptRecordError,
+  createRegistry,
+  defineDocument,
+  HistoryTruncatedError,
+  type KeyPart,
+  ManualClock,
+  openSession,
+  type Session,
+  SessionNotFoundError,
+  SessionStoppedError,
+  type SessionView,
+  StaleOwnerError,
+  type Storage,
+  type StorageOptions,
+  sequentialIds,
+  type Table,
+  type WriteHook,
+} from "../../src/index.ts";
+
+/** What the suite needs from a store under test. */
+export interface StoreHarness {
+  /** A store handle over the harness's data. Options apply to that handle. */
+  storage(options?: StorageOptions & { onWrite?: WriteHook }): Storage;
+  /** Writes a raw row, bypassing validation, to plant a corrupt record. */
+  corrupt(
+    sessionId: string,
+    table: Table | "sessions",
+    key: readonly KeyPart[],
+    value: unknown,
+  ): Promise<void>;
+}
+
+const plan = defineDocument({
+  type: "plan",
+  schema: z.object({ steps: z.array(z.string()), approved: z.boolean() }),
+  baselineEvery: 4,
+});
+export const contractRegistry = createRegistry({ documents: [plan] });
+
+let sessionCounter = 0;
+/** A fresh session id per test, so stores that persist across tests do not mix them. */
+export const freshId = (label: string) => `${label}-${Date.now().toString(36)}-${sessionCounter++}`;
+
+/** Opens a session with deterministic clock and ids. */
+export function open(storage: Storage, id: string, mode: "write" | "read" = "write"): Promise<Session> {
+  return openSession({
+    id,
+    storage,
+    mode,
+    registry: contractRegistry,
+    clock: new ManualClock(1_000),
+    ids: sequentialIds(),
+    entryTail: 50,
+  });
+}
+
+/** The parts of a view that must survive a reopen (the epoch changes by design). */
+export function durable(view: SessionView) {
+  const { epoch: _epoch, ...rest } = view;
+  return rest;
+}
+
+function task(id: string, phase = "start") {
+  return {
+    id,
+    kind: "demo",
+    kindVersion: 1,
+    input: { n: 1 },
+    state: { status: "pending" as const },
+    checkpoint: { phase, data: null },
+    attempts: 0,
+    restarts: 0,
+    createdAt: 1_000,
+    updatedAt: 1_000,
+  };
+}
+
+export function describeStorageContract(name: string, harness: StoreHarness): void {
+  describe(`storage contract: ${name}`, () => {
+    it("creates a session on first write-open and takes a new epoch on every write-open", async () => {
+      const id = freshId("epoch");
+      const first = await open(harness.storage(), id);
+      expect([first.version, first.epoch]).toEqual([0, 1]);
+      const second = await open(harness.storage(), id);
+      expect(second.epoch).toBe(2);
+      const reader = await open(harness.storage(), id, "read");
+      expect(reader.epoch).toBe(2);
+    });
+
+    it("refuses a read-only open of a session that does not exist", async () => {
+      await expect(open(harness.storage(), freshId("missing"), "read")).rejects.toBeInstanceOf(
+        SessionNotFoundError,
+      );
+    });
+
+    it("stores every kind of record and reopens to the same view", async () => {
+      const id = freshId("roundtrip");
+      const session = await open(harness.storage(), id);
+      const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "send the notice" });
+      await session.commit((d) => {
+        d.setDocument("plan", "plan", { steps: ["a", "b"], approved: false });
+        d.putTask({ ...task("t1"), submissionId: sub.id });
+        d.appendEntry("main", { kind: "note", text: "planned" }, { taskId: "t1" });
+      });
+      await session.commit((d) =>
+        d.patchDocument("plan", [{ op: "replace", path: "/approved", value: true }]),
+      );
+      const reopened = await open(harness.storage(), id);
+      expect(durable(reopened.view())).toEqual(durable(session.view()));
+      expect(reopened.view().documents[0]?.value).toEqual({ steps: ["a", "b"], approved: true });
+      expect(reopened.view().conversations[0]?.entries.map((e) => e.content.kind)).toEqual(["user", "note"]);
+    });
+
+    it("rebuilds documents from a baseline plus deltas across many versions", async () => {
+      const id = freshId("docs");
+      const session = await open(harness.storage(), id);
+      for (let i = 0; i < 11; i++) {
+        await session.commit((d) =>
+          d.setDocument("plan", "plan", {
+            steps: Array.from({ length: i }, (_, k) => `s${k}`),
+            approved: i % 2 === 0,
+          }),
+        );
+      }
+      const reopened = await open(harness.storage(), id);
+      const doc = reopened.view().documents[0];
+      expect(doc?.version).toBe(11);
+      expect(doc?.value).toEqual({ steps: Array.from({ length: 10 }, (_, k) => `s${k}`), approved: true });
+      const rows = await harness.storage().readDocumentRows(id, "plan", 1, 11);
+      expect(rows.map((r) => ("baseline" in (r.value as object) ? "B" : "d")).join("")).toBe("BdddBdddBdd");
+    });
+
+    it("keeps the latest entries in memory and reads older ones by range", async () => {
+      const id = freshId("entries");
+      const session = await open(harness.storage(), id);
+      for (let i = 0; i < 120; i++)
+        await session.commit((d) => d.appendEntry("main", { kind: "note", text: `n${i}` }));
+      const reopened = await open(harness.storage(), id);
+      const conversation = reopened.view().conversations[0];
+      expect(conversation?.entryCount).toBe(120);
+      expect(conversation?.entries.map((e) => e.seq)).toEqual(Array.from({ length: 50 }, (_, i) => 70 + i));
+      const older = await reopened.readEntries("main", 10, 13);
+      expect(older.map((e) => e.content)).toEqual([10, 11, 12].map((i) => ({ kind: "note", text: `n${i}` })));
+    });
+
+    it("rejects a stale writer with StaleOwnerError and shows nothing it sent", async () => {
+      const id = freshId("stale");
+      const old = await open(harness.storage(), id);
+      await old.commit((d) => d.appendEntry("main", { kind: "note", text: "before takeover" }));
+      const current = await open(harness.storage(), id);
+      await expect(
+        old.commit((d) => d.appendEntry("main", { kind: "note", text: "from the stale tab" })),
+      ).rejects.toBeInstanceOf(StaleOwnerError);
+      expect(old.status).toBe("stopped");
+      await expect(
+        old.submit({ requestId: "x", conversationId: "main", input: "late" }),
+      ).rejects.toBeInstanceOf(SessionStoppedError);
+      await current.commit((d) => d.appendEntry("main", { kind: "note", text: "from the leader" }));
+      const texts = (await open(harness.storage(), id, "read"))
+        .view()
+        .conversations[0]?.entries.map((e) => (e.content.kind === "note" ? e.content.text : ""));
+      expect(texts).toEqual(["before takeover", "from the leader"]);
+    });
+
+    it("checks the expected version inside the transaction", async () => {
+      const id = freshId("version");
+      const session = await open(harness.storage(), id);
+      await session.commit((d) => d.appendEntry("main", { kind: "note", text: "one" }));
+      const commit: CommitRecord = {
+        version: 1,
+        epoch: session.epoch,
+        at: 1,
+        deferred: false,
+        conversations: [],
+        entries: [],
+        documents: [],
+        tasks: [task("ghost")],
+        submissions: [],
+      };
+      await expect(
+        harness.storage().commit({ sessionId: id, epoch: session.epoch, expectedVersion: 0 }, [commit]),
+      ).rejects.toBeInstanceOf(StaleOwnerError);
+      expect((await open(harness.storage(), id, "read")).view().tasks).toEqual([]);
+    });
+
+    it("writes nothing of a commit group whose transaction fails midway, and stops the session", async () => {
+      const id = freshId("abort");
+      const session = await open(harness.storage(), id);
+      await session.submit({ requestId: "r1", conversationId: "main", input: "first" });
+      const confirmed = durable(session.view());
+      let armed = true;
+      const faulty = harness.storage({
+        onWrite: (_row, index) => {
+          if (armed && index === 2) throw new Error("disk unplugged");
+        },
+      });
+      const writer = await open(faulty, id);
+      const expected = durable(writer.view());
+      const a = writer.submit({ requestId: "r2", conversationId: "main", input: "second" });
+      const b = writer.commit((d) => d.putTask(task("t9")));
+      await expect(a).rejects.toMatchObject({ name: "StorageError" });
+      await expect(b).rejects.toMatchObject({ name: "StorageError" });
+      armed = false;
+      expect(writer.status).toBe("stopped");
+      expect(writer.view().version).toBe(expected.version);
+      const reopened = await open(harness.storage(), id);
+      expect(durable(reopened.view())).toEqual({ ...confirmed });
+    });
+
+    it("returns the original submission for a repeated requestId, also after reopening", async () => {
+      const id = freshId("idem");
+      const session = await open(harness.storage(), id);
+      const [a, b] = await Promise.all([
+        session.submit({ requestId: "same", conversationId: "main", input: "hi" }),
+        session.submit({ requestId: "same", conversationId: "main", input: "hi" }),
+      ]);
+      expect(b).toEqual(a);
+      const reopened = await open(harness.storage(), id);
+      const c = await reopened.submit({ requestId: "same", conversationId: "main", input: "hi again" });
+      expect(c).toEqual(a);
+      expect(reopened.view().submissions).toHaveLength(1);
+      expect(reopened.view().conversations[0]?.entryCount).toBe(1);
+    });
+
+    it("serves the change log after a version, and prunes it to the retention bound", async () => {
+      const id = freshId("log");
+      const storage = harness.storage({ retainChanges: 100 });
+      const session = await openSession({ id, storage, registry: contractRegistry, ids: sequentialIds() });
+      for (let i = 0; i < 300; i++)
+        await session.commit((d) => d.appendEntry("main", { kind: "note", text: `${i}` }));
+      const { changes, oldestRetained } = await session.readChanges(280, 10);
+      expect(changes.map((c) => c.version)).toEqual([281, 282, 283, 284, 285, 286, 287, 288, 289, 290]);
+      expect(oldestRetained).toBe(157); // pruned at version 256 through 156
+      const errors: Error[] = [];
+      session.subscribe(10, () => undefined, { onError: (e) => errors.push(e) });
+      await expect.poll(() => errors.length).toBe(1);
+      expect(errors[0]).toBeInstanceOf(HistoryTruncatedError);
+    });
+
+    it("delivers exactly the missing changes to a subscriber that reconnects from an old version", async () => {
+      const id = freshId("reconnect");
+      const session = await open(harness.storage(), id);
+      for (let i = 1; i <= 5; i++)
+        await session.commit((d) => d.appendEntry("main", { kind: "note", text: `${i}` }));
+      const seen: number[] = [];
+      session.subscribe(2, (change) => seen.push(change.version));
+      // Commits made while the subscriber is still catching up must neither be lost nor repeated.
+      const live = [6, 7].map((i) =>
+        session.commit((d) => d.appendEntry("main", { kind: "note", text: `${i}` })),
+      );
+      await Promise.all(live);
+      await expect.poll(() => seen.length).toBe(5);
+      await session.commit((d) => d.appendEntry("main", { kind: "note", text: "8" }));
+      expect(seen).toEqual([3, 4, 5, 6, 7, 8]);
+    });
+
+    it("loads around corrupt records, naming each and blocking what it belongs to", async () => {
+      const id = freshId("corrupt");
+      const session = await open(harness.storage(), id);
+      await session.submit({ requestId: "r1", conversationId: "main", input: "keep me" });
+      await session.submit({ requestId: "r2", conversationId: "side", input: "and me" });
+      await session.commit((d) => {
+        d.putTask(task("good"));
+        d.putTask(task("bad"));
+        d.setDocument("plan", "plan", { steps: [], approved: false });
+      });
+      await harness.corrupt(id, "tasks", ["bad"], { id: "bad", kind: 42 });
+      await harness.corrupt(id, "entries", ["side", 0], { nonsense: true });
+      await harness.corrupt(id, "documentRows", ["plan", 1], { version: 1, baseline: { steps: "nope" } });
+      const reopened = await open(harness.storage(), id);
+      const view = reopened.view();
+      expect(view.blocked.map((b) => [b.kind, b.id, b.record])).toEqual([
+        ["document", "plan", "documents/plan"],
+        ["conversation", "side", "entries/side/0"],
+        ["task", "bad", "tasks/bad"],
+      ]);
+      expect(view.blocked.every((b) => b.reason.length > 0)).toBe(true);
+      expect(view.tasks.map((t) => t.id)).toEqual(["good"]);
+      expect(view.submissions.map((s) => s.requestId)).toEqual(["r1", "r2"]);
+      expect(view.conversations.find((c) => c.id === "main")?.entries).toHaveLength(1);
+      await expect(reopened.commit((d) => d.putTask(task("bad")))).rejects.toBeInstanceOf(BlockedRecordError);
+      expect(reopened.status).toBe("open");
+      await reopened.commit((d) => d.putTask(task("new")));
+      expect(reopened.view().tasks.map((t) => t.id)).toEqual(["good", "new"]);
+    });
+
+    it("refuses to open a session whose own row is corrupt, naming it", async () => {
+      const id = freshId("corrupt-meta");
+      await open(harness.storage(), id);
+      await harness.corrupt(id, "sessions", [id], { id, version: "seven" });
+      await expect(open(harness.storage(), id, "read")).rejects.toSatisfy(
+        (e: unknown) => e instanceof CorruptRecordError && e.record === `sessions/${id}`,
+      );
+    });
+
+    it("lets a read-only session follow another writer's commits", async () => {
+      const id = freshId("follow");
+      const writer = await open(harness.storage(), id);
+      const reader = await open(harness.storage(), id, "read");
+      const seen: number[] = [];
+      reader.subscribe(reader.version, (c) => seen.push(c.version));
+      await writer.submit({ requestId: "r", conversationId: "main", input: "hello" });
+      await writer.commit((d) => d.setDocument("plan", "plan", { steps: ["x"], approved: true }));
+      expect(await reader.refresh()).toBe(2);
+      expect(seen).toEqual([1, 2]);
+      expect(durable(reader.view())).toEqual(durable(writer.view()));
+    });
+  });
+}
