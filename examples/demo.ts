@@ -23,10 +23,17 @@ const flaky = disk.reopen({
 
 console.log("process 1");
 const first = await openSession({ id: "support-42", storage: flaky, registry });
-const accepted = await first.submit({ requestId: "req-1", conversationId: "main", input: "Send the approved notice" });
+const accepted = await first.submit({
+  requestId: "req-1",
+  conversationId: "main",
+  input: "Send the approved notice",
+});
 log(`accepted submission ${accepted.id} at version ${first.version}`);
 await first.commit((draft) =>
-  draft.setDocument("plan", "email-plan", { recipients: ["ana@example.com", "bo@example.com"], approved: true }),
+  draft.setDocument("plan", "email-plan", {
+    recipients: ["ana@example.com", "bo@example.com"],
+    approved: true,
+  }),
 );
 log(`plan committed at version ${first.version}`);
 
@@ -41,10 +48,22 @@ log(`session status: ${first.status}`);
 console.log("process 2 (reopened)");
 const second = await openSession({ id: "support-42", storage: disk.reopen(), registry });
 const view = second.view();
-log(`version ${view.version}, epoch ${view.epoch}, submissions ${view.submissions.map((s) => s.requestId).join(", ")}`);
-const retried = await second.submit({ requestId: "req-1", conversationId: "main", input: "Send the approved notice" });
-log(`client retry of req-1 returned ${retried.id === accepted.id ? "the original submission" : "NEW WORK (bug)"}`);
-const again = await second.submit({ requestId: "req-2", conversationId: "main", input: "Also add cy@example.com" });
+log(
+  `version ${view.version}, epoch ${view.epoch}, submissions ${view.submissions.map((s) => s.requestId).join(", ")}`,
+);
+const retried = await second.submit({
+  requestId: "req-1",
+  conversationId: "main",
+  input: "Send the approved notice",
+});
+log(
+  `client retry of req-1 returned ${retried.id === accepted.id ? "the original submission" : "NEW WORK (bug)"}`,
+);
+const again = await second.submit({
+  requestId: "req-2",
+  conversationId: "main",
+  input: "Also add cy@example.com",
+});
 log(`client retry of req-2 accepted as ${again.id} at version ${second.version}`);
 
 console.log(
@@ -52,6 +71,7 @@ console.log(
     confirmedBeforeCrash: 2,
     versionAfterReopen: view.version,
     submissions: second.view().submissions.length,
-    duplicates: second.view().submissions.length - new Set(second.view().submissions.map((s) => s.requestId)).size,
+    duplicates:
+      second.view().submissions.length - new Set(second.view().submissions.map((s) => s.requestId)).size,
   }),
 );

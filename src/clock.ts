@@ -60,3 +60,52 @@ export class ManualClock implements Clock {
     this.time = Math.max(this.time, time);
   }
 }
+
+/**
+ * Timers driven by a {@link ManualClock}: nothing fires until the test advances time, then due timers fire
+ * in order of due time (ties in order of creation).
+ */
+export class ManualTimers implements Timers {
+  private readonly pending = new Map<number, { due: number; callback: () => void }>();
+  private nextHandle = 1;
+
+  constructor(private readonly clock: ManualClock) {}
+
+  setTimeout(callback: () => void, ms: number): TimerHandle {
+    const handle = this.nextHandle++;
+    this.pending.set(handle, { due: this.clock.now() + Math.max(0, ms), callback });
+    return handle;
+  }
+
+  clearTimeout(handle: TimerHandle): void {
+    this.pending.delete(handle as number);
+  }
+
+  /** How many timers are waiting. */
+  get size(): number {
+    return this.pending.size;
+  }
+
+  /** The earliest due time, if any timer is waiting. */
+  get nextDue(): number | undefined {
+    let next: number | undefined;
+    for (const { due } of this.pending.values()) if (next === undefined || due < next) next = due;
+    return next;
+  }
+
+  /** Moves the clock forward by `ms`, firing every timer that falls due on the way. */
+  advance(ms: number): void {
+    const target = this.clock.now() + Math.max(0, ms);
+    for (;;) {
+      let first: [number, { due: number; callback: () => void }] | undefined;
+      for (const entry of this.pending) {
+        if (entry[1].due <= target && (!first || entry[1].due < first[1].due)) first = entry;
+      }
+      if (!first) break;
+      this.pending.delete(first[0]);
+      this.clock.set(first[1].due);
+      first[1].callback();
+    }
+    this.clock.set(target);
+  }
+}

@@ -3,7 +3,7 @@
  * Documents, Tasks, Submissions), so a new process continues exactly where the work stood.
  */
 export type { Clock, IdSource, TimerHandle, Timers } from "./clock.ts";
-export { ManualClock, randomIds, sequentialIds, systemClock, systemTimers } from "./clock.ts";
+export { ManualClock, ManualTimers, randomIds, sequentialIds, systemClock, systemTimers } from "./clock.ts";
 export type { DocumentDefinition } from "./documents/define-document.ts";
 export { defineDocument } from "./documents/define-document.ts";
 export { applyJsonPatch, diffJson } from "./documents/json-patch.ts";

@@ -205,14 +205,9 @@ export class IndexedDbStorage implements Storage {
       } catch {
         // Already finished or aborted by the browser; `tx.done` below reports why.
       }
-      const reason = await tx.done.then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-      throw toStorageError(
-        error instanceof KernelError ? error : (reason ?? error),
-        "IndexedDB transaction failed",
-      );
+      // Wait for the abort to settle; the error that caused it is the one worth reporting.
+      await tx.done.catch(() => undefined);
+      throw toStorageError(error, "IndexedDB transaction failed");
     }
   }
 }
