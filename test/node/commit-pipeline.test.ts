@@ -1,0 +1,231 @@
+import "fake-indexeddb/auto";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  type CommitRecord,
+  createRegistry,
+  defineDocument,
+  InvalidArgumentError,
+  indexedDbStorage,
+  ManualClock,
+  ManualTimers,
+  memoryStorage,
+  openSession,
+  ReadOnlyError,
+  SessionStoppedError,
+  sequentialIds,
+  ValidationError,
+} from "../../src/index.ts";
+import { deferred, SpyStorage } from "../support/storage-wrappers.ts";
+
+const counter = defineDocument({ type: "counter", schema: z.object({ n: z.number().int().nonnegative() }) });
+const registry = createRegistry({ documents: [counter] });
+
+async function setup() {
+  const disk = memoryStorage();
+  const storage = new SpyStorage(disk);
+  const clock = new ManualClock(0);
+  const timers = new ManualTimers(clock);
+  const session = await openSession({
+    id: "s",
+    storage,
+    registry,
+    clock,
+    timers,
+    ids: sequentialIds(),
+    deferredFlushMs: 100,
+  });
+  return { disk, storage, clock, timers, session };
+}
+
+const note = (text: string) => ({ kind: "note" as const, text });
+
+describe("commit pipeline", () => {
+  it("groups commits requested in the same tick into one transaction, keeping each its own version", async () => {
+    const { storage, session } = await setup();
+    const results = await Promise.all(
+      ["a", "b", "c"].map((t) => session.commit((d) => d.appendEntry("main", note(t)))),
+    );
+    expect(results.map((r) => r.version)).toEqual([1, 2, 3]);
+    expect(storage.groups.map((g) => g.map((c) => c.version))).toEqual([[1, 2, 3]]);
+    expect(session.view().conversations[0]?.entries.map((e) => e.seq)).toEqual([0, 1, 2]);
+  });
+
+  it("lets a later draft in a group see the earlier drafts' changes", async () => {
+    const { session } = await setup();
+    await Promise.all([
+      session.commit((d) => d.setDocument("c", "counter", { n: 1 })),
+      session.commit((d) => d.patchDocument("c", [{ op: "replace", path: "/n", value: 2 }])),
+    ]);
+    expect(session.view().documents[0]).toMatchObject({ version: 2, value: { n: 2 } });
+  });
+
+  it("never shows a change to views or subscribers before storage confirms it", async () => {
+    const { storage, session } = await setup();
+    const seen: number[] = [];
+    session.subscribe(0, (c) => seen.push(c.version));
+    const gate = deferred();
+    storage.gate = gate.promise;
+    const pending = session.commit((d) => d.appendEntry("main", note("slow disk")));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(session.view().version).toBe(0);
+    expect(session.view().conversations).toEqual([]);
+    expect(seen).toEqual([]);
+    gate.resolve();
+    await pending;
+    expect(session.view().version).toBe(1);
+    expect(seen).toEqual([1]);
+  });
+
+  it("discards only the draft whose build throws; the rest of the group commits", async () => {
+    const { storage, session } = await setup();
+    const [ok1, bad, ok2] = await Promise.allSettled([
+      session.commit((d) => d.appendEntry("main", note("one"))),
+      session.commit((d) => {
+        d.appendEntry("main", note("half-built"));
+        throw new Error("tool pre-check failed");
+      }),
+      session.commit((d) => d.appendEntry("main", note("two"))),
+    ]);
+    expect(ok1.status).toBe("fulfilled");
+    expect(bad).toMatchObject({ status: "rejected", reason: { message: "tool pre-check failed" } });
+    expect(ok2.status).toBe("fulfilled");
+    expect(storage.groups).toHaveLength(1);
+    expect(session.view().conversations[0]?.entries.map((e) => e.content)).toEqual([
+      note("one"),
+      note("two"),
+    ]);
+    expect(session.status).toBe("open");
+  });
+
+  it("rejects a document that breaks its schema with a ValidationError naming the field, writing nothing", async () => {
+    const { storage, session } = await setup();
+    const error = await session
+      .commit((d) => d.setDocument("c", "counter", { n: -1 }))
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as ValidationError).record).toBe("documents/c");
+    expect((error as ValidationError).issues[0]?.path).toBe("n");
+    expect(storage.groups).toHaveLength(0);
+    expect(session.status).toBe("open");
+  });
+
+  it("batches deferred progress into one commit, flushed by its timer", async () => {
+    const { storage, timers, session } = await setup();
+    await session.commit((d) => d.setDocument("c", "counter", { n: 0 }));
+    const progress = [1, 2, 3, 4, 5].map((n) =>
+      session.commit((d) => d.setDocument("c", "counter", { n }), { deferred: true }),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(storage.groups).toHaveLength(1);
+    timers.advance(100);
+    const results = await Promise.all(progress);
+    expect(results.map((r) => r.version)).toEqual([2, 2, 2, 2, 2]);
+    expect(storage.groups).toHaveLength(2);
+    expect(storage.groups[1]?.[0]).toMatchObject({ deferred: true, version: 2 });
+    expect(session.view().documents[0]?.value).toEqual({ n: 5 });
+  });
+
+  it("flushes pending deferred progress before, and together with, a critical commit", async () => {
+    const { storage, timers, session } = await setup();
+    const streamed = session.commit((d) => d.setDocument("c", "counter", { n: 7 }), { deferred: true });
+    const critical = await session.commit((d) => d.appendEntry("main", note("model response")));
+    expect((await streamed).version).toBe(1);
+    expect(critical.version).toBe(2);
+    expect(storage.groups.map((g) => g.map((c) => [c.version, c.deferred]))).toEqual([
+      [
+        [1, true],
+        [2, false],
+      ],
+    ]);
+    expect(timers.size).toBe(0);
+  });
+
+  it("stops the session on a storage failure; queued work fails and reopening shows what was saved", async () => {
+    const { disk, storage, session } = await setup();
+    await session.commit((d) => d.appendEntry("main", note("saved")));
+    const errors: Error[] = [];
+    session.subscribe(session.version, () => undefined, { onError: (e) => errors.push(e) });
+    storage.failNext = new Error("EIO");
+    const failing = session.commit((d) => d.appendEntry("main", note("lost")));
+    await expect(failing).rejects.toMatchObject({ name: "StorageError", code: "storage-failed" });
+    await expect(session.commit((d) => d.appendEntry("main", note("after")))).rejects.toBeInstanceOf(
+      SessionStoppedError,
+    );
+    expect(session.status).toBe("stopped");
+    expect(errors[0]).toBeInstanceOf(SessionStoppedError);
+    const reopened = await openSession({ id: "s", storage: disk, registry });
+    expect(reopened.view().conversations[0]?.entries.map((e) => e.content)).toEqual([note("saved")]);
+  });
+
+  it("surfaces an IndexedDB quota error as a typed StorageError and keeps what was committed", async () => {
+    let quotaHit = false;
+    const storage = indexedDbStorage("quota", {
+      onWrite: () => {
+        if (quotaHit) throw new DOMException("The quota has been exceeded.", "QuotaExceededError");
+      },
+    });
+    const session = await openSession({ id: "q", storage, registry });
+    await session.submit({ requestId: "r1", conversationId: "main", input: "kept" });
+    quotaHit = true;
+    await expect(
+      session.submit({ requestId: "r2", conversationId: "main", input: "too big" }),
+    ).rejects.toMatchObject({
+      name: "StorageError",
+      code: "quota-exceeded",
+    });
+    expect(session.status).toBe("stopped");
+    quotaHit = false;
+    const reopened = await openSession({ id: "q", storage: indexedDbStorage("quota"), registry });
+    expect(reopened.view().submissions.map((s) => s.requestId)).toEqual(["r1"]);
+  });
+
+  it("rejects malformed submissions with an InvalidArgumentError naming each field", async () => {
+    const { session } = await setup();
+    const error = await session
+      .submit({ requestId: "", conversationId: "main", input: 42 } as never)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as InvalidArgumentError).issues.map((i) => i.path).sort()).toEqual(["input", "requestId"]);
+    expect(session.version).toBe(0);
+  });
+
+  it("refuses writes through a read-only session", async () => {
+    const { disk } = await setup();
+    const reader = await openSession({ id: "s", storage: disk, mode: "read" });
+    await expect(reader.commit((d) => d.appendEntry("main", note("x")))).rejects.toBeInstanceOf(
+      ReadOnlyError,
+    );
+    await expect(
+      reader.submit({ requestId: "r", conversationId: "main", input: "x" }),
+    ).rejects.toBeInstanceOf(ReadOnlyError);
+  });
+
+  it("keeps delivering to other subscribers when one listener throws", async () => {
+    const { session } = await setup();
+    const good: CommitRecord[] = [];
+    const errors: Error[] = [];
+    session.subscribe(
+      0,
+      () => {
+        throw new Error("render bug");
+      },
+      { onError: (e) => errors.push(e) },
+    );
+    session.subscribe(0, (c) => good.push(c));
+    await session.commit((d) => d.appendEntry("main", note("x")));
+    expect(good.map((c) => c.version)).toEqual([1]);
+    expect(errors.map((e) => e.message)).toEqual(["render bug"]);
+  });
+
+  it("commits pending deferred changes on close and keeps them", async () => {
+    const { disk, session } = await setup();
+    void session
+      .commit((d) => d.setDocument("c", "counter", { n: 3 }), { deferred: true })
+      .catch(() => undefined);
+    await session.close();
+    expect(session.status).toBe("closed");
+    const reopened = await openSession({ id: "s", storage: disk, registry });
+    expect(reopened.view().documents[0]?.value).toEqual({ n: 3 });
+  });
+});
