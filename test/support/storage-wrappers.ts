@@ -29,7 +29,7 @@ export class SpyStorage implements Storage {
   close: Storage["close"] = () => this.inner.close();
 
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
-    if (this.gate) {
+    if (this.gate !== undefined) {
       const gate = this.gate;
       this.gate = undefined;
       await gate;
