@@ -101,6 +101,8 @@ export const DocumentHeadSchema = z.object({
   type: z.string().min(1),
   version: Version,
   baselineVersion: Version,
+  /** Size (JSON characters) of the deltas stored since the baseline; bounds the work of a reload. */
+  deltaBytes: Version,
   updatedAt: Time,
 });
 export type DocumentHead = z.infer<typeof DocumentHeadSchema>;
@@ -194,10 +196,23 @@ export const DocumentChangeSchema = z.object({
   type: z.string().min(1),
   version: Version,
   baselineVersion: Version,
+  deltaBytes: Version,
   patch: z.array(PatchOperationSchema),
   baseline: JsonSchema.optional(),
 });
 export type DocumentChange = z.infer<typeof DocumentChangeSchema>;
+
+/** The head a document has after `change`, committed at `at`. */
+export function headAfter(change: DocumentChange, at: number): DocumentHead {
+  return {
+    id: change.id,
+    type: change.type,
+    version: change.version,
+    baselineVersion: change.baselineVersion,
+    deltaBytes: change.deltaBytes,
+    updatedAt: at,
+  };
+}
 
 /**
  * One committed change: what a single commit wrote. This is the unit of the change log, of subscriptions

@@ -19,6 +19,7 @@ import type {
 import {
   ConversationSchema,
   EntrySchema,
+  headAfter,
   JsonSchema,
   SubmissionSchema,
   TaskSchema,
@@ -81,6 +82,7 @@ export class Draft implements StateReader {
       type: changed.type,
       version: 0,
       baselineVersion: 0,
+      deltaBytes: 0,
       updatedAt: this.at,
     };
     return { head: { ...head, type: changed.type }, value: changed.value };
@@ -188,7 +190,13 @@ export class Draft implements StateReader {
       if (before && patch.length === 0) continue;
       const version = (before?.head.version ?? 0) + 1;
       const every = definition?.baselineEvery ?? DEFAULT_BASELINE_EVERY;
-      const isBaseline = !before || version - before.head.baselineVersion >= every;
+      // A full baseline every `every` versions, or sooner once the deltas since the last one outweigh the
+      // value itself: a reload then never reads more than about twice the document, however long its history.
+      const deltaBytes = (before?.head.deltaBytes ?? 0) + JSON.stringify(patch).length;
+      const isBaseline =
+        !before ||
+        version - before.head.baselineVersion >= every ||
+        deltaBytes > JSON.stringify(checked).length;
       const frozen = deepFreeze(checked);
       documentValues.set(id, frozen);
       documents.push({
@@ -196,6 +204,7 @@ export class Draft implements StateReader {
         type,
         version,
         baselineVersion: isBaseline ? version : (before?.head.baselineVersion ?? version),
+        deltaBytes: isBaseline ? 0 : deltaBytes,
         patch,
         ...(isBaseline && { baseline: frozen }),
       });
@@ -220,16 +229,7 @@ export class Draft implements StateReader {
     this.frozenDocuments = new Map(
       documents.map((change) => [
         change.id,
-        {
-          head: {
-            id: change.id,
-            type: change.type,
-            version: change.version,
-            baselineVersion: change.baselineVersion,
-            updatedAt: this.at,
-          },
-          value: documentValues.get(change.id) as Json,
-        },
+        { head: headAfter(change, this.at), value: documentValues.get(change.id) as Json },
       ]),
     );
     return { commit: deepFreeze(commit), documentValues };

@@ -56,10 +56,7 @@ export function loadSessionState(stored: StoredSession, registry: Registry, entr
     }
     const conversation = state.conversations.get(conversationId);
     if (!conversation) continue;
-    state.conversations.set(conversationId, {
-      record: conversation.record,
-      entries: [...conversation.entries, deepFreeze(parsed.data)],
-    });
+    conversation.entries.push(deepFreeze(parsed.data));
   }
   for (const doc of stored.documents) {
     const loaded = loadDocument(doc, registry);

@@ -15,6 +15,7 @@ import type {
   Submission,
   Task,
 } from "../records/schemas.ts";
+import { headAfter } from "../records/schemas.ts";
 
 /** A document's head and current value. */
 export interface DocumentState {
@@ -22,10 +23,10 @@ export interface DocumentState {
   readonly value: Json;
 }
 
-/** A conversation's record and the entries held in memory (its latest ones). */
+/** A conversation's record and the entries held in memory (its latest ones, oldest first). */
 export interface ConversationState {
   readonly record: Conversation;
-  readonly entries: readonly Entry[];
+  readonly entries: Entry[];
 }
 
 export type BlockedKind = "conversation" | "document" | "task" | "submission";
@@ -117,29 +118,24 @@ export function reduceSession(state: SessionState, action: SessionAction): void 
 function applyCommit(state: SessionState, commit: CommitRecord, values?: ReadonlyMap<string, Json>): void {
   for (const record of commit.conversations) {
     const existing = state.conversations.get(record.id);
-    state.conversations.set(record.id, { record, entries: existing?.entries ?? [] });
+    state.conversations.set(record.id, { record, entries: existing ? existing.entries : [] });
   }
   for (const entry of commit.entries) {
     const conversation = state.conversations.get(entry.conversationId);
     if (!conversation) continue;
-    const entries = [...conversation.entries, entry];
-    // Keep memory bounded for long conversations; older entries stay readable from storage.
-    const kept = entries.length > state.entryTail * 2 ? entries.slice(-state.entryTail) : entries;
-    state.conversations.set(entry.conversationId, { record: conversation.record, entries: kept });
+    // Appended in place (views copy on demand), trimmed in chunks so memory stays bounded for long
+    // conversations; older entries stay readable from storage.
+    conversation.entries.push(entry);
+    if (conversation.entries.length > state.entryTail * 2) {
+      conversation.entries.splice(0, conversation.entries.length - state.entryTail);
+    }
   }
   for (const change of commit.documents) {
     const before = state.documents.get(change.id);
     const value =
       values?.get(change.id) ??
       (change.baseline !== undefined ? change.baseline : applyJsonPatch(before?.value ?? null, change.patch));
-    const head: DocumentHead = {
-      id: change.id,
-      type: change.type,
-      version: change.version,
-      baselineVersion: change.baselineVersion,
-      updatedAt: commit.at,
-    };
-    state.documents.set(change.id, { head, value });
+    state.documents.set(change.id, { head: headAfter(change, commit.at), value });
   }
   for (const task of commit.tasks) state.tasks.set(task.id, task);
   for (const submission of commit.submissions) {

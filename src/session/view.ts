@@ -37,7 +37,7 @@ export function buildView(state: SessionState): SessionView {
     version: state.version,
     epoch: state.epoch,
     conversations: [...state.conversations.values()]
-      .map(({ record, entries }) => ({ ...record, entries }))
+      .map(({ record, entries }) => ({ ...record, entries: entries.slice() }))
       .sort(byId),
     documents: [...state.documents.values()]
       .map(({ head, value }) => ({

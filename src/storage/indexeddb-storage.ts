@@ -95,22 +95,24 @@ export class IndexedDbStorage implements Storage {
       const sessions = tx.objectStore(SESSIONS);
       const meta = checkGuard(await sessions.get(guard.sessionId), guard);
       const writes: Promise<unknown>[] = [];
-      const track = (request: Promise<unknown>) => {
-        // Every request settles when the transaction aborts; keep their rejections handled.
-        request.catch(() => undefined);
-        writes.push(request);
-      };
-      let index = 0;
-      for (const commit of commits) {
-        for (const row of rowsOfCommit(commit)) {
-          this.options.onWrite?.(row, index++);
-          track(tx.objectStore(row.table).put(row.value, [guard.sessionId, ...row.key]));
+      try {
+        let index = 0;
+        for (const commit of commits) {
+          for (const row of rowsOfCommit(commit)) {
+            this.options.onWrite?.(row, index++);
+            writes.push(tx.objectStore(row.table).put(row.value, [guard.sessionId, ...row.key]));
+          }
+          const through = pruneChangesThrough(commit.version, this.retain);
+          if (through !== undefined) {
+            writes.push(tx.objectStore("changes").delete(numberRange(guard.sessionId, [], 0, through)));
+          }
         }
-        const through = pruneChangesThrough(commit.version, this.retain);
-        if (through !== undefined)
-          track(tx.objectStore("changes").delete(numberRange(guard.sessionId, [], 0, through)));
+        writes.push(sessions.put({ ...meta, version: last.version, updatedAt: last.at }, guard.sessionId));
+      } catch (error) {
+        // The transaction will abort and every request issued so far will reject: keep those handled.
+        for (const write of writes) write.catch(() => undefined);
+        throw error;
       }
-      track(sessions.put({ ...meta, version: last.version, updatedAt: last.at }, guard.sessionId));
       await Promise.all(writes);
     });
   }
@@ -196,8 +198,7 @@ export class IndexedDbStorage implements Storage {
       throw toStorageError(error, `cannot start an IndexedDB transaction on "${this.name}"`);
     }
     try {
-      const result = await body(tx);
-      await tx.done;
+      const [result] = await Promise.all([body(tx), tx.done]);
       return result;
     } catch (error) {
       try {

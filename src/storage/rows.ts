@@ -5,7 +5,7 @@
 
 import { StaleOwnerError } from "../errors.ts";
 import type { CommitRecord, DocumentHead, DocumentRow, SessionMeta } from "../records/schemas.ts";
-import { STORAGE_FORMAT } from "../records/schemas.ts";
+import { headAfter, STORAGE_FORMAT } from "../records/schemas.ts";
 import type { CommitGuard } from "./storage.ts";
 
 /** Tables of the layout, keyed by the parts after the session id. */
@@ -50,13 +50,7 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     rows.push({ table: "entries", key: [entry.conversationId, entry.seq], value: entry });
   }
   for (const change of commit.documents) {
-    const head: DocumentHead = {
-      id: change.id,
-      type: change.type,
-      version: change.version,
-      baselineVersion: change.baselineVersion,
-      updatedAt: commit.at,
-    };
+    const head: DocumentHead = headAfter(change, commit.at);
     const row: DocumentRow =
       change.baseline !== undefined
         ? { version: change.version, baseline: change.baseline }

@@ -123,20 +123,36 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
     it("rebuilds documents from a baseline plus deltas across many versions", async () => {
       const id = freshId("docs");
       const session = await open(harness.storage(), id);
+      const steps = Array.from({ length: 40 }, (_, k) => `step number ${k} of the approved plan`);
       for (let i = 0; i < 11; i++) {
         await session.commit((d) =>
-          d.setDocument("plan", "plan", {
-            steps: Array.from({ length: i }, (_, k) => `s${k}`),
-            approved: i % 2 === 0,
-          }),
+          d.setDocument("plan", "plan", { steps: steps.slice(0, 30 + i), approved: i % 2 === 0 }),
         );
       }
       const reopened = await open(harness.storage(), id);
       const doc = reopened.view().documents[0];
       expect(doc?.version).toBe(11);
-      expect(doc?.value).toEqual({ steps: Array.from({ length: 10 }, (_, k) => `s${k}`), approved: true });
+      expect(doc?.value).toEqual({ steps: steps.slice(0, 40), approved: true });
       const rows = await harness.storage().readDocumentRows(id, "plan", 1, 11);
+      // "plan" stores a baseline every 4 versions while its deltas stay small next to the value.
       expect(rows.map((r) => ("baseline" in (r.value as object) ? "B" : "d")).join("")).toBe("BdddBdddBdd");
+    });
+
+    it("stores a baseline early once the deltas since the last one outweigh the value", async () => {
+      const id = freshId("docs-small");
+      const session = await open(harness.storage(), id);
+      const steps = ["alpha-step-one", "beta-step-two", "gamma-step-three", "delta-step-four"];
+      // Each version flips one flag: a 51-character delta against a 97-character value, so every second
+      // delta would outweigh the value and a baseline is stored instead (the count rule alone says every 4).
+      for (let i = 0; i < 6; i++) {
+        await session.commit((d) => d.setDocument("plan", "plan", { steps, approved: i % 2 === 0 }));
+      }
+      const rows = await harness.storage().readDocumentRows(id, "plan", 1, 6);
+      expect(rows.map((r) => ("baseline" in (r.value as object) ? "B" : "d")).join("")).toBe("BdBdBd");
+      expect((await open(harness.storage(), id)).view().documents[0]?.value).toEqual({
+        steps,
+        approved: false,
+      });
     });
 
     it("keeps the latest entries in memory and reads older ones by range", async () => {

@@ -1,0 +1,50 @@
+/**
+ * `npm run bench [-- <name filter>]`: prints one JSON object per benchmark line:
+ * {"bench": "<name>", "ours": <number>, "floor": <number>, "unit": "<unit>", "ratio": <ours/floor>}
+ * The floor is the same work done the cheapest raw way, measured in the same run.
+ */
+import "fake-indexeddb/auto";
+import { existsSync } from "node:fs";
+import { chromiumCommitBench } from "./chromium.ts";
+import { reopenBench } from "./reopen.ts";
+import { compareCommitCost } from "./workload.ts";
+
+interface Result {
+  ours: number;
+  floor: number;
+  unit: string;
+}
+
+const benches: Record<string, () => Promise<Result | undefined>> = {
+  "commit/fake-indexeddb": async () => ({
+    ...(await compareCommitCost("node", "strict", 9, 200)),
+    unit: "ms/commit",
+  }),
+  "commit/chromium-indexeddb": async () => {
+    const chromium = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+    if (!existsSync(chromium)) {
+      console.error(`commit/chromium-indexeddb: skipped, no Chromium at ${chromium}`);
+      return undefined;
+    }
+    return { ...(await chromiumCommitBench(chromium)), unit: "ms/commit" };
+  },
+  "reopen/10000-vs-100": async () => ({ ...(await reopenBench()), unit: "ms/reopen" }),
+};
+
+const filter = process.argv[2] ?? "";
+for (const [name, bench] of Object.entries(benches)) {
+  if (!name.includes(filter)) continue;
+  const result = await bench();
+  if (!result) continue;
+  const ratio = Math.round((result.ours / result.floor) * 1000) / 1000;
+  const round = (n: number) => Math.round(n * 10_000) / 10_000;
+  console.log(
+    JSON.stringify({
+      bench: name,
+      ours: round(result.ours),
+      floor: round(result.floor),
+      unit: result.unit,
+      ratio,
+    }),
+  );
+}

@@ -1,0 +1,137 @@
+/**
+ * The commit workload shared by the Node and Chromium benchmarks: each commit appends one entry and edits
+ * one small document. The floor writes the same rows the kernel writes, through a bare idb transaction.
+ */
+import type { IDBPDatabase } from "idb";
+import { openDB } from "idb";
+import { z } from "zod";
+import {
+  type CommitRecord,
+  createRegistry,
+  defineDocument,
+  indexedDbStorage,
+  openSession,
+  type Session,
+  sequentialIds,
+} from "../src/index.ts";
+import { rowsOfCommit } from "../src/storage/rows.ts";
+
+const progress = defineDocument({
+  type: "progress",
+  schema: z.object({ step: z.number().int(), label: z.string(), done: z.array(z.string()) }),
+});
+export const benchRegistry = createRegistry({ documents: [progress] });
+
+/** One step of the workload through the Session. */
+export function commitStep(session: Session, i: number) {
+  return session.commit((draft) => {
+    draft.appendEntry("main", { kind: "note", text: `step ${i} finished` });
+    draft.setDocument("progress", "progress", { step: i, label: `step ${i}`, done: [`s${i % 5}`] });
+  });
+}
+
+/** Opens a fresh session in its own database. */
+export async function openBenchSession(database: string, durability: "strict" | "relaxed") {
+  const storage = indexedDbStorage(database, { durability });
+  const session = await openSession({ id: "bench", storage, registry: benchRegistry, ids: sequentialIds() });
+  return { session, storage };
+}
+
+/**
+ * The same rows as `template`, renumbered as the `count` commits after version `from`: every commit
+ * writes new keys (entry seq, document version, change-log version), as a live session does.
+ */
+export function renumber(template: readonly CommitRecord[], from: number, count: number): CommitRecord[] {
+  return Array.from({ length: count }, (_, i) => {
+    const base = template[i % template.length] as CommitRecord;
+    const version = from + i + 1;
+    return {
+      ...base,
+      version,
+      entries: base.entries.map((e) => ({ ...e, seq: version, version })),
+      conversations: base.conversations.map((c) => ({ ...c, entryCount: version + 1 })),
+      documents: base.documents.map((d) => ({ ...d, version })),
+    };
+  });
+}
+
+/**
+ * Runs raw transactions with exactly the rows the kernel writes for the same steps, using a bare `idb`
+ * connection on the kernel's object stores. Returns ms per transaction.
+ */
+export async function rawCommits(
+  database: string,
+  commits: readonly CommitRecord[],
+  durability: "strict" | "relaxed",
+): Promise<number> {
+  const db: IDBPDatabase = await openDB(database);
+  const sessionId = "raw";
+  const rows = commits.map((commit) => rowsOfCommit(commit));
+  const stores = [...db.objectStoreNames];
+  const start = performance.now();
+  for (const [i, commitRows] of rows.entries()) {
+    const tx = db.transaction(stores, "readwrite", { durability });
+    const meta = tx.objectStore("sessions");
+    await meta.get(sessionId);
+    const writes: Promise<unknown>[] = commitRows.map((row) =>
+      tx.objectStore(row.table).put(row.value, [sessionId, ...row.key]),
+    );
+    writes.push(meta.put({ id: sessionId, version: i + 1 }, sessionId));
+    await Promise.all([...writes, tx.done]);
+  }
+  const elapsed = performance.now() - start;
+  db.close();
+  return elapsed / rows.length;
+}
+
+/** Times `n` workload commits through the Session; returns ms per commit. */
+export async function sessionCommits(session: Session, n: number, offset = 0): Promise<number> {
+  const start = performance.now();
+  for (let i = 0; i < n; i++) await commitStep(session, offset + i);
+  return (performance.now() - start) / n;
+}
+
+/** Median of numbers. */
+export function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2
+    ? (sorted[mid] as number)
+    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
+}
+
+/**
+ * Compares the Session against the raw floor in one run, alternating rounds so machine noise hits both.
+ * Returns ms per commit for each.
+ */
+export async function compareCommitCost(
+  prefix: string,
+  durability: "strict" | "relaxed",
+  rounds: number,
+  perRound: number,
+): Promise<{ ours: number; floor: number }> {
+  const { session, storage } = await openBenchSession(`${prefix}-ours`, durability);
+  await sessionCommits(session, 50); // warm-up: JIT, connection, first baseline
+  const { changes } = await session.readChanges(0, 50);
+  // The raw floor writes into a database created by the kernel's own schema.
+  const rawSetup = await openBenchSession(`${prefix}-raw`, durability);
+  await rawSetup.session.close();
+  await rawSetup.storage.close();
+  await rawCommits(`${prefix}-raw`, renumber(changes, 0, 50), durability);
+  const ours: number[] = [];
+  const floor: number[] = [];
+  // Collect garbage before each half-round (when run with --expose-gc) so neither side pays for the
+  // other's allocations.
+  const gc = (globalThis as { gc?: () => void }).gc ?? (() => undefined);
+  for (let r = 0; r < rounds; r++) {
+    const from = 50 + r * perRound;
+    const raw = renumber(changes, from, perRound);
+    gc();
+    ours.push(await sessionCommits(session, perRound, from));
+    gc();
+    floor.push(await rawCommits(`${prefix}-raw`, raw, durability));
+  }
+  await session.close();
+  await storage.close();
+  return { ours: median(ours), floor: median(floor) };
+}
