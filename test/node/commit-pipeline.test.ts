@@ -229,3 +229,31 @@ describe("commit pipeline", () => {
     expect(reopened.view().documents[0]?.value).toEqual({ n: 3 });
   });
 });
+
+describe("IndexedDB connection lifecycle", () => {
+  it("steps aside when another connection upgrades the database, stopping the session cleanly", async () => {
+    const session = await openSession({ id: "vc", storage: indexedDbStorage("versionchange"), registry });
+    await session.submit({ requestId: "r1", conversationId: "main", input: "kept" });
+    // Another tab ships a newer schema: it must not be blocked by our open connection.
+    const upgraded = await new Promise<IDBDatabase>((resolve, reject) => {
+      const request = indexedDB.open("versionchange", 2);
+      request.onsuccess = () => resolve(request.result);
+      request.onerror = () => reject(request.error);
+      request.onblocked = () => reject(new Error("upgrade blocked by the kernel's connection"));
+    });
+    await expect(
+      session.submit({ requestId: "r2", conversationId: "main", input: "late" }),
+    ).rejects.toMatchObject({
+      name: "StorageError",
+      code: "storage-closed",
+    });
+    expect(session.status).toBe("stopped");
+    const tx = upgraded.transaction("submissions", "readonly");
+    const count = await new Promise<number>((resolve) => {
+      const request = tx.objectStore("submissions").count();
+      request.onsuccess = () => resolve(request.result);
+    });
+    expect(count).toBe(1);
+    upgraded.close();
+  });
+});

@@ -1,0 +1,279 @@
+/**
+ * The Durable Object SQLite store: the storage contract over `ctx.storage.sql`, one `transactionSync` per
+ * commit group. A Durable Object serializes its own requests, and the transaction makes the guard check
+ * and the writes one atomic step, so a stale instance can never advance a session.
+ */
+import { ensureError, KernelError, SessionNotFoundError, StorageError } from "../src/errors.ts";
+import type { CommitRecord } from "../src/records/schemas.ts";
+import type { WriteHook } from "../src/storage/memory-storage.ts";
+import type { KeyPart, Table } from "../src/storage/rows.ts";
+import {
+  checkGuard,
+  newSessionMeta,
+  pruneChangesThrough,
+  rawNumber,
+  recordName,
+  rowsOfCommit,
+} from "../src/storage/rows.ts";
+import type {
+  CommitGuard,
+  OpenRequest,
+  Storage,
+  StorageOptions,
+  StoredChanges,
+  StoredDocument,
+  StoredRecord,
+  StoredSession,
+} from "../src/storage/storage.ts";
+import { DEFAULT_RETAIN_CHANGES } from "../src/storage/storage.ts";
+
+/** The parts of `DurableObjectStorage` this store uses (structural, so no Cloudflare types are needed). */
+export interface DurableObjectStorageLike {
+  readonly sql: {
+    exec(query: string, ...bindings: unknown[]): { toArray(): Record<string, unknown>[] };
+  };
+  transactionSync<T>(closure: () => T): T;
+}
+
+export interface DurableObjectSqliteStorageOptions extends StorageOptions {
+  /** Called for each row a commit writes; throwing rolls the transaction back (fault injection in tests). */
+  readonly onWrite?: WriteHook;
+}
+
+/**
+ * Rows are stored as JSON text keyed by (session, table, id, n): `id` is the string part of the key and `n`
+ * its numeric part (entry seq, document version, change version), so every read is one indexed range.
+ */
+const SCHEMA = [
+  "CREATE TABLE IF NOT EXISTS da_sessions (id TEXT PRIMARY KEY, v TEXT NOT NULL)",
+  "CREATE TABLE IF NOT EXISTS da_rows (session TEXT NOT NULL, tbl TEXT NOT NULL, id TEXT NOT NULL, n INTEGER NOT NULL, v TEXT NOT NULL, PRIMARY KEY (session, tbl, id, n)) WITHOUT ROWID",
+];
+
+/** Splits a layout key into its (id, n) columns. */
+function columns(table: Table, key: readonly KeyPart[]): [string, number] {
+  switch (table) {
+    case "changes":
+      return ["", key[0] as number];
+    case "entries":
+    case "documentRows":
+      return [key[0] as string, key[1] as number];
+    default:
+      return [key[0] as string, -1];
+  }
+}
+
+function keyOf(table: Table, id: string, n: number): KeyPart[] {
+  if (table === "changes") return [n];
+  return n === -1 ? [id] : [id, n];
+}
+
+/** The DO SQLite store. Create one per Durable Object with `new DurableObjectSqliteStorage(ctx.storage)`. */
+export class DurableObjectSqliteStorage implements Storage {
+  private readonly retain: number;
+
+  constructor(
+    private readonly storage: DurableObjectStorageLike,
+    private readonly options: DurableObjectSqliteStorageOptions = {},
+  ) {
+    this.retain = options.retainChanges ?? DEFAULT_RETAIN_CHANGES;
+    for (const statement of SCHEMA) storage.sql.exec(statement);
+  }
+
+  async open(sessionId: string, request: OpenRequest): Promise<StoredSession | undefined> {
+    return this.run(() =>
+      this.storage.transactionSync(() => {
+        let meta = this.readMeta(sessionId);
+        if (request.mode === "write") {
+          if (meta === undefined) meta = newSessionMeta(sessionId, request.at);
+          else {
+            const epoch = rawNumber(meta, "epoch");
+            if (epoch === undefined) throw new SessionNotFoundError(sessionId);
+            meta = { ...(meta as object), epoch: epoch + 1 };
+          }
+          this.writeMeta(sessionId, meta);
+        }
+        return meta === undefined ? undefined : this.readSession(sessionId, meta, request.entryTail);
+      }),
+    );
+  }
+
+  async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+    const last = commits.at(-1);
+    if (!last) return;
+    this.run(() =>
+      this.storage.transactionSync(() => {
+        const meta = checkGuard(this.readMeta(guard.sessionId), guard);
+        let index = 0;
+        for (const commit of commits) {
+          for (const row of rowsOfCommit(commit)) {
+            this.options.onWrite?.(row, index++);
+            const [id, n] = columns(row.table, row.key);
+            this.storage.sql.exec(
+              "INSERT OR REPLACE INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?)",
+              guard.sessionId,
+              row.table,
+              id,
+              n,
+              JSON.stringify(row.value),
+            );
+          }
+          const through = pruneChangesThrough(commit.version, this.retain);
+          if (through !== undefined) {
+            this.storage.sql.exec(
+              "DELETE FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = '' AND n <= ?",
+              guard.sessionId,
+              through,
+            );
+          }
+        }
+        this.writeMeta(guard.sessionId, { ...meta, version: last.version, updatedAt: last.at });
+      }),
+    );
+  }
+
+  async readEntries(sessionId: string, conversationId: string, fromSeq: number, toSeq: number) {
+    return this.run(() => this.range(sessionId, "entries", conversationId, fromSeq, toSeq - 1));
+  }
+
+  async readChanges(sessionId: string, afterVersion: number, limit: number): Promise<StoredChanges> {
+    return this.run(() => {
+      const changes = this.range(sessionId, "changes", "", afterVersion + 1, Number.MAX_SAFE_INTEGER, limit);
+      const first = this.storage.sql
+        .exec("SELECT MIN(n) AS n FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = ''", sessionId)
+        .toArray()[0]?.n;
+      const oldestRetained =
+        typeof first === "number" ? first : (rawNumber(this.readMeta(sessionId), "version") ?? 0) + 1;
+      return { changes, oldestRetained };
+    });
+  }
+
+  async readDocumentRows(sessionId: string, documentId: string, fromVersion: number, toVersion: number) {
+    return this.run(() => this.range(sessionId, "documentRows", documentId, fromVersion, toVersion));
+  }
+
+  async close(): Promise<void> {
+    // The platform owns the database; nothing to release.
+  }
+
+  /** Writes a raw row, bypassing every check. Only for tests that need a corrupt or hand-made record. */
+  unsafeWriteRaw(
+    sessionId: string,
+    table: Table | "sessions",
+    key: readonly KeyPart[],
+    value: unknown,
+  ): void {
+    if (table === "sessions") {
+      this.writeMeta(sessionId, value);
+      return;
+    }
+    const [id, n] = columns(table, key);
+    this.storage.sql.exec(
+      "INSERT OR REPLACE INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?)",
+      sessionId,
+      table,
+      id,
+      n,
+      JSON.stringify(value),
+    );
+  }
+
+  private readSession(sessionId: string, meta: unknown, entryTail: number): StoredSession {
+    const conversations = this.all(sessionId, "conversations");
+    const entries: StoredRecord[] = [];
+    for (const conversation of conversations) {
+      const id = conversation.key.slice("conversations/".length);
+      const count = rawNumber(conversation.value, "entryCount") ?? 0;
+      if (count > 0)
+        entries.push(...this.range(sessionId, "entries", id, Math.max(0, count - entryTail), count - 1));
+    }
+    const documents: StoredDocument[] = this.all(sessionId, "documents").map((head) => {
+      const id = head.key.slice("documents/".length);
+      const from = rawNumber(head.value, "baselineVersion");
+      return {
+        head,
+        rows:
+          from === undefined ? [] : this.range(sessionId, "documentRows", id, from, Number.MAX_SAFE_INTEGER),
+      };
+    });
+    return {
+      meta: { key: recordName("sessions", [sessionId]), value: meta },
+      conversations,
+      entries,
+      documents,
+      tasks: this.all(sessionId, "tasks"),
+      submissions: this.all(sessionId, "submissions"),
+    };
+  }
+
+  private all(sessionId: string, table: Table): StoredRecord[] {
+    const rows = this.storage.sql
+      .exec("SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = ? ORDER BY id, n", sessionId, table)
+      .toArray();
+    return rows.map((row) => this.record(table, row));
+  }
+
+  private range(
+    sessionId: string,
+    table: Table,
+    id: string,
+    from: number,
+    to: number,
+    limit = -1,
+  ): StoredRecord[] {
+    const rows = this.storage.sql
+      .exec(
+        "SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = ? AND id = ? AND n BETWEEN ? AND ? ORDER BY n LIMIT ?",
+        sessionId,
+        table,
+        id,
+        from,
+        to,
+        limit,
+      )
+      .toArray();
+    return rows.map((row) => this.record(table, row));
+  }
+
+  private record(table: Table, row: Record<string, unknown>): StoredRecord {
+    const key = recordName(table, keyOf(table, String(row.id), Number(row.n)));
+    return { key, value: parseJson(row.v) };
+  }
+
+  private readMeta(sessionId: string): unknown {
+    const row = this.storage.sql.exec("SELECT v FROM da_sessions WHERE id = ?", sessionId).toArray()[0];
+    return row === undefined ? undefined : parseJson(row.v);
+  }
+
+  private writeMeta(sessionId: string, meta: unknown): void {
+    this.storage.sql.exec(
+      "INSERT OR REPLACE INTO da_sessions (id, v) VALUES (?, ?)",
+      sessionId,
+      JSON.stringify(meta),
+    );
+  }
+
+  private run<T>(body: () => T): T {
+    try {
+      return body();
+    } catch (error) {
+      if (error instanceof KernelError) throw error;
+      const err = ensureError(error);
+      const quota = /SQLITE_FULL|exceeded|quota/i.test(err.message);
+      throw new StorageError(
+        quota ? "quota-exceeded" : "storage-failed",
+        `Durable Object SQLite: ${err.message}`,
+        { cause: err },
+      );
+    }
+  }
+}
+
+/** A row whose text is not JSON loads as that text, so validation reports it instead of the store crashing. */
+function parseJson(text: unknown): unknown {
+  if (typeof text !== "string") return text;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}

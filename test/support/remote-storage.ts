@@ -1,0 +1,87 @@
+/**
+ * A Storage that forwards every call to a store running elsewhere (inside workerd), rebuilding typed
+ * errors on the way back, so the contract suite can run unchanged against the Durable Object store.
+ */
+import {
+  type CommitGuard,
+  type CommitRecord,
+  KernelError,
+  type KeyPart,
+  SessionNotFoundError,
+  StaleOwnerError,
+  type Storage,
+  StorageError,
+  type Table,
+  type WriteHook,
+} from "../../src/index.ts";
+import { rowsOfCommit } from "../../src/storage/rows.ts";
+
+export type Post = (body: unknown) => Promise<{ ok: boolean; result?: unknown; error?: WireError }>;
+interface WireError {
+  name: string;
+  code: string;
+  message: string;
+  details?: unknown;
+}
+
+const classes: Record<string, { prototype: object }> = {
+  StaleOwnerError,
+  StorageError,
+  SessionNotFoundError,
+};
+
+function rebuild(wire: WireError): KernelError {
+  const error = new KernelError(wire.code as KernelError["code"], wire.message);
+  const cls = classes[wire.name];
+  if (cls) Object.setPrototypeOf(error, cls.prototype);
+  Object.defineProperty(error, "name", { value: wire.name });
+  if (wire.details !== undefined) Object.defineProperty(error, "details", { value: wire.details });
+  return error;
+}
+
+export class RemoteStorage implements Storage {
+  constructor(
+    private readonly post: Post,
+    private readonly options: { retainChanges?: number; onWrite?: WriteHook } = {},
+  ) {}
+
+  private async call(method: string, args: unknown[], failAtRow?: number): Promise<unknown> {
+    const reply = await this.post({
+      method,
+      args,
+      ...(this.options.retainChanges !== undefined && { retainChanges: this.options.retainChanges }),
+      ...(failAtRow !== undefined && { failAtRow }),
+    });
+    if (!reply.ok && reply.error) throw rebuild(reply.error);
+    return reply.result === null ? undefined : reply.result;
+  }
+
+  open: Storage["open"] = (...args) => this.call("open", args) as ReturnType<Storage["open"]>;
+  readEntries: Storage["readEntries"] = (...args) =>
+    this.call("readEntries", args) as ReturnType<Storage["readEntries"]>;
+  readChanges: Storage["readChanges"] = (...args) =>
+    this.call("readChanges", args) as ReturnType<Storage["readChanges"]>;
+  readDocumentRows: Storage["readDocumentRows"] = (...args) =>
+    this.call("readDocumentRows", args) as ReturnType<Storage["readDocumentRows"]>;
+  close: Storage["close"] = async () => undefined;
+
+  async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+    // The write hook cannot cross into workerd: find the row it would fail at here, and have the store
+    // fail at that row inside its real transaction.
+    let failAtRow: number | undefined;
+    if (this.options.onWrite) {
+      let index = 0;
+      try {
+        for (const commit of commits)
+          for (const row of rowsOfCommit(commit)) this.options.onWrite(row, index++);
+      } catch {
+        failAtRow = index - 1;
+      }
+    }
+    await this.call("commit", [guard, commits], failAtRow);
+  }
+
+  unsafeWriteRaw(sessionId: string, table: Table | "sessions", key: readonly KeyPart[], value: unknown) {
+    return this.call("unsafeWriteRaw", [sessionId, table, key, value]);
+  }
+}
