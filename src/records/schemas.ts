@@ -140,12 +140,27 @@ export const TaskStateSchema = z.discriminatedUnion("status", [
     policy: z.enum(["allSettled", "failFast"]),
     thenPhase: z.string().min(1),
   }),
-  z.object({ status: z.literal("completing"), outcome: z.enum(["succeeded", "failed", "cancelled"]) }),
+  /** Ended its own work; waits for owned children to wind down before the stored outcome becomes final. */
+  z.object({
+    status: z.literal("completing"),
+    outcome: z.enum(["succeeded", "failed", "cancelled"]),
+    result: JsonSchema.optional(),
+    error: ErrorInfoSchema.optional(),
+    reason: z.string().optional(),
+  }),
   z.object({ status: z.literal("succeeded"), result: JsonSchema }),
   z.object({ status: z.literal("failed"), error: ErrorInfoSchema }),
   z.object({ status: z.literal("cancelled"), reason: z.string() }),
 ]);
 export type TaskState = z.infer<typeof TaskStateSchema>;
+
+/** Statuses after which a task never changes again. */
+export const TERMINAL_STATUSES: ReadonlySet<TaskStatus> = new Set(["succeeded", "failed", "cancelled"]);
+
+/** Whether a task (or nothing) is finished for good. */
+export function isTerminal(task: { readonly state: TaskState } | undefined): boolean {
+  return task !== undefined && TERMINAL_STATUSES.has(task.state.status);
+}
 
 /** A durable unit of work. Its handler code is not stored: it comes from the Registry by kind + version. */
 export const TaskSchema = z.object({

@@ -9,6 +9,7 @@ import type { Registry } from "../registry.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { FrozenCommit } from "./draft.ts";
 import { Draft } from "./draft.ts";
+import { GroupOverlay } from "./group-overlay.ts";
 import type { SessionState, StateReader } from "./state.ts";
 
 /** What a commit call resolves to. */
@@ -135,26 +136,30 @@ export class CommitPipeline {
     const frozen: FrozenCommit[] = [];
     const settle: (() => void)[] = [];
     const batch: PendingRequest[] = [...deferred, ...critical];
-    let base: StateReader = state;
+    // Drafts after the first read through one overlay of everything frozen so far in this group.
+    let overlay: GroupOverlay | undefined;
+    const absorb = (commit: FrozenCommit) => {
+      frozen.push(commit);
+      overlay ??= new GroupOverlay(state);
+      overlay.absorb(commit);
+    };
     let version = state.version;
 
     if (deferred.length > 0) {
-      const group = this.buildDeferredGroup(base, version + 1, deferred);
+      const group = this.buildDeferredGroup(state, version + 1, deferred);
       if (group.frozen) {
-        frozen.push(group.frozen);
-        base = group.draft;
+        absorb(group.frozen);
         version++;
       }
       const at = version;
       for (const [request, value] of group.values) settle.push(() => request.resolve({ value, version: at }));
     }
     for (const request of critical) {
-      const draft = new Draft(base, this.host.registry, version + 1, this.host.clock.now());
+      const draft = new Draft(overlay ?? state, this.host.registry, version + 1, this.host.clock.now());
       try {
         const value = request.build(draft);
         if (!draft.isEmpty) {
-          frozen.push(draft.freeze(state.epoch, false));
-          base = draft;
+          absorb(draft.freeze(state.epoch, false));
           version++;
         }
         const at = version;

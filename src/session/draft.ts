@@ -19,7 +19,6 @@ import type {
 import {
   ConversationSchema,
   EntrySchema,
-  headAfter,
   JsonSchema,
   SubmissionSchema,
   TaskSchema,
@@ -27,6 +26,7 @@ import {
 import { deepFreeze, validateRecord } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
 import type { BlockedKind, BlockedRecord, DocumentState, StateReader } from "./state.ts";
+import { openChildDelta } from "./state.ts";
 
 /** Links an entry to the work that produced it. */
 export interface EntryLinks {
@@ -56,8 +56,8 @@ export class Draft implements StateReader {
   private readonly tasks = new Map<string, Task>();
   private readonly submissions = new Map<string, Submission>();
   private readonly requestIndex = new Map<string, string>();
-  /** Set by `freeze`, so a later draft of the same group commit reads the new heads. */
-  private frozenDocuments: Map<string, DocumentState> | undefined;
+  private readonly openDelta = new Map<string, number>();
+  private readonly newChildren = new Map<string, string[]>();
 
   constructor(
     private readonly base: StateReader,
@@ -72,8 +72,6 @@ export class Draft implements StateReader {
     return this.conversations.get(id) ?? this.base.conversation(id);
   }
   document(id: string): DocumentState | undefined {
-    const frozen = this.frozenDocuments?.get(id);
-    if (frozen) return frozen;
     const changed = this.documents.get(id);
     if (!changed) return this.base.document(id);
     const before = this.base.document(id);
@@ -99,6 +97,13 @@ export class Draft implements StateReader {
   }
   blocked(kind: BlockedKind, id: string): BlockedRecord | undefined {
     return this.base.blocked(kind, id);
+  }
+  openChildCount(parentId: string): number {
+    return this.base.openChildCount(parentId) + (this.openDelta.get(parentId) ?? 0);
+  }
+  ownedChildren(parentId: string): readonly string[] {
+    const added = this.newChildren.get(parentId);
+    return added ? [...this.base.ownedChildren(parentId), ...added] : this.base.ownedChildren(parentId);
   }
 
   /** Appends an entry to a conversation (creating the conversation if it is new) and returns it. */
@@ -149,7 +154,16 @@ export class Draft implements StateReader {
   /** Creates or replaces a task record. */
   putTask(task: Task): void {
     this.assertWritable("task", task.id);
+    const before = this.task(task.id);
     this.tasks.set(task.id, task);
+    if (task.parentId === undefined) return;
+    if (!before) {
+      const added = this.newChildren.get(task.parentId);
+      if (added) added.push(task.id);
+      else this.newChildren.set(task.parentId, [task.id]);
+    }
+    const delta = openChildDelta(before, task);
+    if (delta !== 0) this.openDelta.set(task.parentId, (this.openDelta.get(task.parentId) ?? 0) + delta);
   }
 
   /** Creates or replaces a submission record. */
@@ -226,12 +240,6 @@ export class Draft implements StateReader {
         validateRecord(SubmissionSchema, s, `submissions/${s.id}`),
       ),
     };
-    this.frozenDocuments = new Map(
-      documents.map((change) => [
-        change.id,
-        { head: headAfter(change, this.at), value: documentValues.get(change.id) as Json },
-      ]),
-    );
     return { commit: deepFreeze(commit), documentValues };
   }
 

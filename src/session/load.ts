@@ -65,7 +65,7 @@ export function loadSessionState(stored: StoredSession, registry: Registry, entr
   }
   for (const row of stored.tasks) {
     const parsed = TaskSchema.safeParse(row.value);
-    if (parsed.success) state.tasks.set(parsed.data.id, deepFreeze(parsed.data));
+    if (parsed.success) state.putTask(deepFreeze(parsed.data));
     else block("task", idOf(row), row.key, summarizeIssues(parsed.error));
   }
   for (const row of stored.submissions) {

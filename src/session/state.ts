@@ -15,7 +15,7 @@ import type {
   Submission,
   Task,
 } from "../records/schemas.ts";
-import { headAfter } from "../records/schemas.ts";
+import { headAfter, isTerminal } from "../records/schemas.ts";
 
 /** A document's head and current value. */
 export interface DocumentState {
@@ -48,6 +48,16 @@ export interface StateReader {
   submission(id: string): Submission | undefined;
   submissionByRequest(requestId: string): Submission | undefined;
   blocked(kind: BlockedKind, id: string): BlockedRecord | undefined;
+  /** How many tasks owned by `parentId` are not terminal. O(1): kept as an index, never counted. */
+  openChildCount(parentId: string): number;
+  /** Ids of the tasks owned by `parentId`, in creation order. */
+  ownedChildren(parentId: string): readonly string[];
+}
+
+/** The (parent, change in open-children count) a task record change makes, if any. */
+export function openChildDelta(before: Task | undefined, after: Task): number {
+  if (after.parentId === undefined) return 0;
+  return (isTerminal(after) ? 0 : 1) - (before === undefined || isTerminal(before) ? 0 : 1);
 }
 
 export class SessionState implements StateReader {
@@ -59,6 +69,10 @@ export class SessionState implements StateReader {
   readonly submissions = new Map<string, Submission>();
   readonly requestIndex = new Map<string, string>();
   readonly blockedRecords = new Map<string, BlockedRecord>();
+  /** Tasks the scheduler cannot run (unknown kind, unmigratable version), with the reason. Writable. */
+  readonly blockedTasks = new Map<string, string>();
+  private readonly children = new Map<string, string[]>();
+  private readonly openChildren = new Map<string, number>();
 
   constructor(
     readonly id: string,
@@ -86,6 +100,26 @@ export class SessionState implements StateReader {
   blocked(kind: BlockedKind, id: string): BlockedRecord | undefined {
     return this.blockedRecords.get(`${kind}:${id}`);
   }
+  openChildCount(parentId: string): number {
+    return this.openChildren.get(parentId) ?? 0;
+  }
+  ownedChildren(parentId: string): readonly string[] {
+    return this.children.get(parentId) ?? [];
+  }
+
+  /** Stores a task record and keeps the parent indexes in step. Only the reducer and loader call it. */
+  putTask(task: Task): void {
+    const before = this.tasks.get(task.id);
+    this.tasks.set(task.id, task);
+    if (task.parentId === undefined) return;
+    if (!before) {
+      const siblings = this.children.get(task.parentId);
+      if (siblings) siblings.push(task.id);
+      else this.children.set(task.parentId, [task.id]);
+    }
+    const delta = openChildDelta(before, task);
+    if (delta !== 0) this.openChildren.set(task.parentId, this.openChildCount(task.parentId) + delta);
+  }
 }
 
 /** Every way the state can change. */
@@ -99,7 +133,9 @@ export type SessionAction =
        */
       readonly documentValues?: ReadonlyMap<string, Json>;
     }
-  | { readonly type: "blocked"; readonly record: BlockedRecord };
+  | { readonly type: "blocked"; readonly record: BlockedRecord }
+  | { readonly type: "task-blocked"; readonly taskId: string; readonly reason: string }
+  | { readonly type: "task-unblocked"; readonly taskId: string };
 
 /** Applies one action to the state. The only function that changes a {@link SessionState}. */
 export function reduceSession(state: SessionState, action: SessionAction): void {
@@ -109,6 +145,12 @@ export function reduceSession(state: SessionState, action: SessionAction): void 
       return;
     case "blocked":
       state.blockedRecords.set(`${action.record.kind}:${action.record.id}`, action.record);
+      return;
+    case "task-blocked":
+      state.blockedTasks.set(action.taskId, action.reason);
+      return;
+    case "task-unblocked":
+      state.blockedTasks.delete(action.taskId);
       return;
     default:
       assertNever(action);
@@ -137,7 +179,7 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
       (change.baseline !== undefined ? change.baseline : applyJsonPatch(before?.value ?? null, change.patch));
     state.documents.set(change.id, { head: headAfter(change, commit.at), value });
   }
-  for (const task of commit.tasks) state.tasks.set(task.id, task);
+  for (const task of commit.tasks) state.putTask(task);
   for (const submission of commit.submissions) {
     state.submissions.set(submission.id, submission);
     state.requestIndex.set(submission.requestId, submission.id);

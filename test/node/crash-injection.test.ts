@@ -21,7 +21,6 @@ import {
   ManualTimers,
   memoryStorage,
   openSession,
-  type Session,
   type Storage,
   sequentialIds,
 } from "../../src/index.ts";
