@@ -9,8 +9,8 @@ export { defineDocument } from "./documents/define-document.ts";
 export { applyJsonPatch, diffJson } from "./documents/json-patch.ts";
 export * from "./errors.ts";
 export * from "./records/schemas.ts";
-export type { Registry, RegistryInput } from "./registry.ts";
-export { createRegistry } from "./registry.ts";
+export type { RegistryInput, SubmissionTask, TaskResolution } from "./registry.ts";
+export { createRegistry, Registry } from "./registry.ts";
 export type { BuildCommit, CommitOptions, CommitResult } from "./session/commit-pipeline.ts";
 export type { Draft, EntryLinks } from "./session/draft.ts";
 export type { OpenSessionOptions, SessionStatus } from "./session/session.ts";
@@ -34,3 +34,15 @@ export type {
   StoredRecord,
   StoredSession,
 } from "./storage/storage.ts";
+export type {
+  JoinPolicy,
+  Phase,
+  PhaseContext,
+  SpawnOptions,
+  TaskDefinition,
+  TaskSnapshot,
+  Transition,
+} from "./tasks/define-task.ts";
+export { defineTask } from "./tasks/define-task.ts";
+export type { RecoveryAction } from "./tasks/recovery.ts";
+export type { WakeInfo } from "./tasks/scheduler.ts";

@@ -1,31 +1,134 @@
 /**
- * The Registry: the code side of a session. Stored records name a `type` or `kind`; the Registry resolves
- * them to definitions. Later layers add task kinds and tools here.
+ * The Registry: the code side of a session. Stored records name a document `type` or a task `kind` and
+ * version; the Registry resolves them to definitions, and tells how to migrate an older stored task.
  */
 import type { DocumentDefinition } from "./documents/define-document.ts";
-import type { Json } from "./records/schemas.ts";
+import type { Json, Submission } from "./records/schemas.ts";
+import type { TaskDefinition, TaskSnapshot } from "./tasks/define-task.ts";
+
+// Definitions are stored type-erased: their phases are only ever called with inputs their own schema parsed.
+// biome-ignore lint/suspicious/noExplicitAny: see above
+type AnyTaskDefinition = TaskDefinition<any, any>;
+
+/** The task a new Submission starts, if the app wants one. */
+export type SubmissionTask = (submission: Submission) => { kind: string; input: Json } | undefined;
 
 export interface RegistryInput {
   readonly documents?: readonly DocumentDefinition<Json>[];
+  readonly tasks?: readonly AnyTaskDefinition[];
+  /** Starts a root task for every accepted Submission, in the same commit that accepts it. */
+  readonly submissionTask?: SubmissionTask;
 }
 
-/** Resolved definitions, looked up by name. */
-export interface Registry {
+/** How a stored task resolves against the registered definitions. */
+export type TaskResolution =
+  | {
+      readonly ok: true;
+      readonly definition: AnyTaskDefinition;
+      readonly migrate?: (stored: TaskSnapshot) => TaskSnapshot;
+    }
+  | { readonly ok: false; readonly reason: string };
+
+/** Resolved definitions, looked up by name. Task kinds may be registered later (blocked tasks then run). */
+export class Registry {
   readonly documents: ReadonlyMap<string, DocumentDefinition<Json>>;
+  readonly submissionTask: SubmissionTask | undefined;
+  private readonly tasks = new Map<string, Map<number, AnyTaskDefinition>>();
+  private readonly listeners = new Set<() => void>();
+
+  constructor(input: RegistryInput = {}) {
+    const documents = new Map<string, DocumentDefinition<Json>>();
+    for (const definition of input.documents ?? []) {
+      if (documents.has(definition.type))
+        throw new Error(`document type "${definition.type}" is registered twice`);
+      documents.set(definition.type, definition);
+    }
+    this.documents = documents;
+    this.submissionTask = input.submissionTask;
+    for (const definition of input.tasks ?? []) this.addTask(definition);
+  }
+
+  /** The definition of exactly this kind and version. */
+  task(kind: string, version: number): AnyTaskDefinition | undefined {
+    return this.tasks.get(kind)?.get(version);
+  }
+
+  /** The newest registered version of a kind. */
+  latestTask(kind: string): AnyTaskDefinition | undefined {
+    const versions = this.tasks.get(kind);
+    if (!versions) return undefined;
+    return versions.get(Math.max(...versions.keys()));
+  }
+
+  /** Registers a task kind (or a new version of one) and tells listeners, so blocked tasks can run. */
+  registerTask(definition: AnyTaskDefinition): void {
+    this.addTask(definition);
+    for (const listener of this.listeners) listener();
+  }
+
+  /** Called after every `registerTask`. Returns an unsubscribe function. */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /**
+   * Resolves a stored task: its own version if registered, else the newest version reachable through a
+   * chain of migrations, else a stated reason why it cannot run.
+   */
+  resolveTask(kind: string, version: number): TaskResolution {
+    const exact = this.task(kind, version);
+    if (exact) return { ok: true, definition: exact };
+    const latest = this.latestTask(kind);
+    if (!latest) return { ok: false, reason: `no task kind "${kind}" is registered` };
+    if (latest.version < version) {
+      return {
+        ok: false,
+        reason: `stored version ${version} of "${kind}" is newer than the registered version ${latest.version}`,
+      };
+    }
+    const steps: ((stored: TaskSnapshot) => TaskSnapshot)[] = [];
+    for (let v = version; v < latest.version; v++) {
+      const step = this.findMigration(kind, v);
+      if (!step) {
+        return { ok: false, reason: `no migration of "${kind}" from version ${v} to ${v + 1} is registered` };
+      }
+      steps.push(step);
+    }
+    return {
+      ok: true,
+      definition: latest,
+      migrate: (stored) => steps.reduce((snapshot, step) => step(snapshot), stored),
+    };
+  }
+
+  private findMigration(kind: string, from: number) {
+    for (const definition of this.tasks.get(kind)?.values() ?? []) {
+      const step = definition.migrations?.[from];
+      if (step) return step;
+    }
+    return undefined;
+  }
+
+  private addTask(definition: AnyTaskDefinition): void {
+    let versions = this.tasks.get(definition.kind);
+    if (!versions) {
+      versions = new Map();
+      this.tasks.set(definition.kind, versions);
+    }
+    if (versions.has(definition.version)) {
+      throw new Error(`task kind "${definition.kind}" version ${definition.version} is registered twice`);
+    }
+    versions.set(definition.version, definition);
+  }
 }
 
 /**
  * Builds a Registry. Duplicate names are a programming error and throw at once.
  *
  * @example
- * const registry = createRegistry({ documents: [emailPlan] });
+ * const registry = createRegistry({ documents: [emailPlan], tasks: [sendBatch] });
  */
 export function createRegistry(input: RegistryInput = {}): Registry {
-  const documents = new Map<string, DocumentDefinition<Json>>();
-  for (const definition of input.documents ?? []) {
-    if (documents.has(definition.type))
-      throw new Error(`document type "${definition.type}" is registered twice`);
-    documents.set(definition.type, definition);
-  }
-  return { documents };
+  return new Registry(input);
 }

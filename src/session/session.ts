@@ -12,12 +12,17 @@ import {
   SessionNotFoundError,
   SessionStoppedError,
 } from "../errors.ts";
-import type { CommitRecord, Entry, Json, Submission } from "../records/schemas.ts";
-import { CommitRecordSchema, EntrySchema } from "../records/schemas.ts";
+import type { CommitRecord, Entry, Json, Submission, Task } from "../records/schemas.ts";
+import { CommitRecordSchema, EntrySchema, isTerminal } from "../records/schemas.ts";
 import { validateRecord } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
 import { createRegistry } from "../registry.ts";
 import type { Storage } from "../storage/storage.ts";
+import type { RecoveryAction } from "../tasks/recovery.ts";
+import { planRecovery } from "../tasks/recovery.ts";
+import type { WakeInfo } from "../tasks/scheduler.ts";
+import { Scheduler } from "../tasks/scheduler.ts";
+import { createTask, requestCancel } from "../tasks/transitions.ts";
 import type { BuildCommit, CommitOptions, CommitResult } from "./commit-pipeline.ts";
 import { CommitPipeline } from "./commit-pipeline.ts";
 import type { FrozenCommit } from "./draft.ts";
@@ -44,12 +49,19 @@ export interface OpenSessionOptions {
   readonly deferredFlushMs?: number;
   /** How many latest entries per conversation are loaded and kept in memory. Default 200. */
   readonly entryTail?: number;
+  /** Called after every commit with `{ runnableNow, nextWakeAt }`: hosts turn it into timers or alarms. */
+  readonly onWake?: (wake: WakeInfo) => void;
+  /** Restart limit for task kinds that do not set their own `maxRestarts`. Default 3. */
+  readonly maxRestarts?: number;
 }
 
 /** `open` while usable; `stopped` after a storage failure (reopen to see what was saved); `closed` by the host. */
 export type SessionStatus = "open" | "stopped" | "closed";
 
 const CHANGE_PAGE = 500;
+
+const isFinished = (submission: Submission) =>
+  submission.status === "succeeded" || submission.status === "failed" || submission.status === "cancelled";
 
 /**
  * Opens a session.
@@ -77,6 +89,7 @@ export async function openSession(options: OpenSessionOptions): Promise<Session>
 export class Session {
   private readonly pipeline: CommitPipeline;
   private readonly subscriptions: Subscriptions;
+  private readonly scheduler: Scheduler | undefined;
   private currentStatus: SessionStatus = "open";
   private stopError: KernelError | undefined;
 
@@ -107,6 +120,24 @@ export class Session {
       () => this.state.version,
       (after) => this.readChanges(after, CHANGE_PAGE),
     );
+    if (mode === "write") {
+      this.scheduler = new Scheduler(
+        {
+          state,
+          registry,
+          clock,
+          timers: options.timers ?? systemTimers,
+          ids,
+          commit: (build) => this.commit(build),
+          block: (taskId, reason) => reduceSession(state, { type: "task-blocked", taskId, reason }),
+          unblock: (taskId) => reduceSession(state, { type: "task-unblocked", taskId }),
+        },
+        {
+          ...(options.onWake !== undefined && { onWake: options.onWake }),
+          ...(options.maxRestarts !== undefined && { maxRestarts: options.maxRestarts }),
+        },
+      );
+    }
   }
 
   /** The id source this session uses for new records. */
@@ -151,11 +182,149 @@ export class Session {
     const parsed = parseSubmitInput(input);
     const existing = this.state.submissionByRequest(parsed.requestId);
     if (existing) return existing;
-    const { value } = await this.pipeline.commit(
-      (draft) =>
-        draft.submissionByRequest(parsed.requestId) ?? buildSubmission(draft, parsed, this.ids.next("sub")),
-    );
+    const { value } = await this.pipeline.commit((draft) => {
+      const existing = draft.submissionByRequest(parsed.requestId);
+      if (existing) return existing;
+      const submission = buildSubmission(draft, parsed, this.ids.next("sub"));
+      const root = this.registry.submissionTask?.(submission);
+      if (!root) return submission;
+      // The Submission and the work it starts are one commit: accepted input always has its task.
+      const task = createTask(draft, this.registry, {
+        id: this.ids.next("task"),
+        kind: root.kind,
+        input: root.input,
+        submissionId: submission.id,
+        conversationId: submission.conversationId,
+      });
+      const running: Submission = { ...submission, status: "running", taskId: task.id };
+      draft.putSubmission(running);
+      return running;
+    });
     return this.state.submission(value.id) ?? value;
+  }
+
+  /** Creates a top-level task; it runs once the session is resumed. */
+  async spawn(
+    kind: string,
+    input: Json,
+    options: { id?: string; conversationId?: string } = {},
+  ): Promise<Task> {
+    const unusable = this.unusable("spawn");
+    if (unusable) throw unusable;
+    const id = options.id ?? this.ids.next("task");
+    await this.pipeline.commit((draft) =>
+      createTask(draft, this.registry, {
+        id,
+        kind,
+        input,
+        ...(options.conversationId !== undefined && { conversationId: options.conversationId }),
+      }),
+    );
+    return this.state.task(id) as Task;
+  }
+
+  /**
+   * Cancels a task and its owned children, durably: the intent is committed first, a running phase's
+   * signal aborts, and the task ends `cancelled` once its children have.
+   */
+  async cancel(taskId: string, reason = "cancelled by request"): Promise<void> {
+    const unusable = this.unusable("cancel");
+    if (unusable) throw unusable;
+    if (!this.state.task(taskId)) {
+      throw new InvalidArgumentError(`task ${taskId} does not exist`, [
+        { path: "taskId", message: "unknown task" },
+      ]);
+    }
+    await this.pipeline.commit((draft) => requestCancel(draft, taskId, reason));
+  }
+
+  /** Cancels a Submission's task tree (or the Submission itself when it has no task). */
+  async cancelSubmission(submissionId: string, reason = "cancelled by request"): Promise<Submission> {
+    const unusable = this.unusable("cancel");
+    if (unusable) throw unusable;
+    if (!this.state.submission(submissionId)) {
+      throw new InvalidArgumentError(`submission ${submissionId} does not exist`, [
+        { path: "submissionId", message: "unknown submission" },
+      ]);
+    }
+    await this.pipeline.commit((draft) => {
+      const current = draft.submission(submissionId);
+      if (!current || isFinished(current)) return;
+      if (current.taskId !== undefined && draft.task(current.taskId))
+        requestCancel(draft, current.taskId, reason);
+      else draft.putSubmission({ ...current, status: "cancelled", updatedAt: draft.at });
+    });
+    return this.state.submission(submissionId) as Submission;
+  }
+
+  /** Starts driving unfinished work: recovers it (DESIGN §4), then runs ready phases. */
+  async resume(): Promise<void> {
+    const unusable = this.unusable("resume");
+    if (unusable) throw unusable;
+    await this.scheduler?.resume();
+  }
+
+  /**
+   * Resolves when the Submission has ended (succeeded, failed or cancelled). Only observes: safe to call
+   * from any number of clients, and again after reconnecting.
+   */
+  wait(submissionId: string): Promise<Submission> {
+    return this.waitFor(() => {
+      const submission = this.state.submission(submissionId);
+      if (!submission) throw new InvalidArgumentError(`submission ${submissionId} does not exist`);
+      return isFinished(submission) ? submission : undefined;
+    });
+  }
+
+  /** Resolves with the task's record once it is terminal. Only observes. */
+  waitForTask(taskId: string): Promise<Task> {
+    return this.waitFor(() => {
+      const task = this.state.task(taskId);
+      if (!task) throw new InvalidArgumentError(`task ${taskId} does not exist`);
+      return isTerminal(task) ? task : undefined;
+    });
+  }
+
+  /** Resolves once no phase is running and no scheduled work is pending (timed sleeps may remain). */
+  whenIdle(): Promise<void> {
+    return this.scheduler?.whenIdle() ?? Promise.resolve();
+  }
+
+  /** What `resume()` would do to each unfinished task right now, without doing it. */
+  previewRecovery(): RecoveryAction[] {
+    return planRecovery(this.state.tasks.values(), this.state, this.registry, this.clock.now());
+  }
+
+  /** Whether work is runnable now and when the next timed wake-up is. */
+  wakeInfo(): WakeInfo {
+    return this.scheduler?.wakeInfo() ?? { runnableNow: false, nextWakeAt: undefined };
+  }
+
+  /** Registers a task kind (or a new version); tasks blocked for want of it are scheduled. */
+  registerTask(definition: Parameters<Registry["registerTask"]>[0]): void {
+    this.registry.registerTask(definition);
+  }
+
+  private waitFor<T>(check: () => T | undefined): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      try {
+        const done = check();
+        if (done !== undefined) return resolve(done);
+      } catch (error) {
+        return reject(error);
+      }
+      const stop = this.subscribe(
+        this.version,
+        () => {
+          const done = check();
+          if (done !== undefined) {
+            stop();
+            resolve(done);
+          }
+        },
+        { onError: reject },
+      );
+    });
   }
 
   /** A snapshot of the session at its current version. */
@@ -219,6 +388,7 @@ export class Session {
   /** Stops using the session: commits pending deferred changes, then ends subscriptions. Unfinished work stays stored. */
   async close(): Promise<void> {
     if (this.currentStatus !== "open") return;
+    this.scheduler?.close();
     if (this.mode === "write") await this.pipeline.flush().catch(() => undefined);
     this.currentStatus = "closed";
     const closed = new SessionClosedError(this.id);
@@ -233,9 +403,11 @@ export class Session {
       documentValues: frozen.documentValues,
     });
     this.subscriptions.publish(frozen.commit);
+    this.scheduler?.onCommitted(frozen.commit);
   }
 
   private stop(error: KernelError): void {
+    this.scheduler?.close("the session stopped after a storage failure");
     this.currentStatus = "stopped";
     this.stopError = error;
     this.subscriptions.end(new SessionStoppedError(this.id, { cause: error }));

@@ -71,6 +71,8 @@ export class SessionState implements StateReader {
   readonly blockedRecords = new Map<string, BlockedRecord>();
   /** Tasks the scheduler cannot run (unknown kind, unmigratable version), with the reason. Writable. */
   readonly blockedTasks = new Map<string, string>();
+  /** How many tasks are `running` or `pending`: work that should be executing now. */
+  runnableTasks = 0;
   private readonly children = new Map<string, string[]>();
   private readonly openChildren = new Map<string, number>();
 
@@ -111,6 +113,7 @@ export class SessionState implements StateReader {
   putTask(task: Task): void {
     const before = this.tasks.get(task.id);
     this.tasks.set(task.id, task);
+    this.runnableTasks += (isRunnable(task) ? 1 : 0) - (before && isRunnable(before) ? 1 : 0);
     if (task.parentId === undefined) return;
     if (!before) {
       const siblings = this.children.get(task.parentId);
@@ -186,6 +189,8 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
   }
   state.version = commit.version;
 }
+
+const isRunnable = (task: Task) => task.state.status === "running" || task.state.status === "pending";
 
 /** Marks a switch as exhaustive: adding a case to the union without handling it is a compile error. */
 export function assertNever(value: never): never {

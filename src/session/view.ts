@@ -50,6 +50,14 @@ export function buildView(state: SessionState): SessionView {
       .sort(byId),
     tasks: [...state.tasks.values()].sort(byId),
     submissions: [...state.submissions.values()].sort(byId),
-    blocked: [...state.blockedRecords.values()].sort((a, b) => (a.record < b.record ? -1 : 1)),
+    blocked: [
+      ...state.blockedRecords.values(),
+      ...[...state.blockedTasks].map(([id, reason]) => ({
+        kind: "task" as const,
+        id,
+        record: `tasks/${id}`,
+        reason,
+      })),
+    ].sort((a, b) => (a.record < b.record ? -1 : a.record > b.record ? 1 : 0)),
   };
 }

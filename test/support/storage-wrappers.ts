@@ -43,3 +43,26 @@ export class SpyStorage implements Storage {
     this.groups.push([...commits]);
   }
 }
+
+/**
+ * A store handle that can be killed like the process holding it: after `kill()` every call fails, so the
+ * abandoned kernel can neither read nor write, while the data stays for the next process.
+ */
+export class KillableStorage implements Storage {
+  private dead = false;
+  constructor(readonly inner: Storage) {}
+  kill(): void {
+    this.dead = true;
+  }
+  private check(): void {
+    if (this.dead) throw new Error("process killed");
+  }
+  open: Storage["open"] = async (...args) => (this.check(), this.inner.open(...args));
+  readEntries: Storage["readEntries"] = async (...args) => (this.check(), this.inner.readEntries(...args));
+  readChanges: Storage["readChanges"] = async (...args) => (this.check(), this.inner.readChanges(...args));
+  readDocumentRows: Storage["readDocumentRows"] = async (...args) => (
+    this.check(), this.inner.readDocumentRows(...args)
+  );
+  close: Storage["close"] = async () => undefined;
+  commit: Storage["commit"] = async (...args) => (this.check(), this.inner.commit(...args));
+}
