@@ -17,7 +17,8 @@ export type Transition =
       readonly type: "wait";
       readonly children: readonly string[];
       readonly policy: JoinPolicy;
-      readonly then: string;
+      /** The phase to continue in once the join is satisfied. */
+      readonly thenPhase: string;
       readonly data: Json;
     }
   | { readonly type: "complete"; readonly result: Json }
@@ -62,9 +63,15 @@ export interface PhaseContext<Input = Json, Data = Json> {
   /** Stages a child task, created (and started) with the transition. Returns its id. */
   spawn(kind: string, input: Json, options?: SpawnOptions): string;
 
+  /** Continues in `phase` with `data` as its checkpoint. */
   next(phase: string, data?: Json): Transition;
   sleep(until: number, phase: string, data?: Json): Transition;
-  wait(children: readonly string[], options: { policy: JoinPolicy; then: string }, data?: Json): Transition;
+  /**
+   * Waits for `children` (every unfinished owned child must be listed), then continues in `options.next`.
+   * (DESIGN §4 calls the option `then`; it is `next` here so the options object is never mistaken for a
+   * promise-like "thenable".)
+   */
+  wait(children: readonly string[], options: { policy: JoinPolicy; next: string }, data?: Json): Transition;
   complete(result?: Json): Transition;
   fail(error: string | Error | ErrorInfo): Transition;
 }

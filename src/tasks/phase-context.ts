@@ -74,10 +74,10 @@ export class PhaseContextImpl<Input, Data> implements PhaseContext<Input, Data> 
   }
   wait(
     children: readonly string[],
-    options: { policy: JoinPolicy; then: string },
+    options: { policy: JoinPolicy; next: string },
     data: Json = null,
   ): Transition {
-    return { type: "wait", children, policy: options.policy, then: options.then, data };
+    return { type: "wait", children, policy: options.policy, thenPhase: options.next, data };
   }
   complete(result: Json = null): Transition {
     return { type: "complete", result };

@@ -92,7 +92,10 @@ export function applyTransition(
   switch (transition.type) {
     case "next":
     case "sleep": {
-      if (!hasPhase(transition.phase)) return failUnknownPhase(draft, task, transition.phase);
+      if (!hasPhase(transition.phase)) {
+        failUnknownPhase(draft, task, transition.phase);
+        return;
+      }
       const state: TaskState =
         transition.type === "next" ? { status: "running" } : { status: "sleeping", until: transition.until };
       draft.putTask({
@@ -106,19 +109,25 @@ export function applyTransition(
       return;
     }
     case "wait":
-      if (!hasPhase(transition.then)) return failUnknownPhase(draft, task, transition.then);
-      return startWaiting(
+      if (!hasPhase(transition.thenPhase)) {
+        failUnknownPhase(draft, task, transition.thenPhase);
+        return;
+      }
+      startWaiting(
         draft,
         task,
         transition.children,
         transition.policy,
-        transition.then,
+        transition.thenPhase,
         transition.data,
       );
+      return;
     case "complete":
-      return endTask(draft, task, { status: "succeeded", result: transition.result });
+      endTask(draft, task, { status: "succeeded", result: transition.result });
+      return;
     case "fail":
-      return endTask(draft, task, { status: "failed", error: transition.error });
+      endTask(draft, task, { status: "failed", error: transition.error });
+      return;
     default:
       assertNever(transition);
   }
@@ -144,33 +153,13 @@ function startWaiting(
   then: string,
   data: Json,
 ): void {
-  const listed = new Set(children);
-  for (const id of children) {
-    if (draft.task(id)?.parentId !== task.id) {
-      return endTask(draft, task, {
-        status: "failed",
-        error: {
-          name: "TaskError",
-          code: "invalid-wait",
-          message: `task ${id} is not a child of ${task.id}`,
-        },
-      });
-    }
-  }
-  if (draft.openChildCount(task.id) > 0) {
-    // A parent never moves on past unfinished children it does not mention: they would be orphaned.
-    for (const id of draft.ownedChildren(task.id)) {
-      if (!listed.has(id) && !isTerminal(draft.task(id))) {
-        return endTask(draft, task, {
-          status: "failed",
-          error: {
-            name: "TaskError",
-            code: "invalid-wait",
-            message: `wait must list unfinished child ${id}`,
-          },
-        });
-      }
-    }
+  const problem = invalidWait(draft, task, children);
+  if (problem) {
+    endTask(draft, task, {
+      status: "failed",
+      error: { name: "TaskError", code: "invalid-wait", message: problem },
+    });
+    return;
   }
   const waiting: Task = {
     ...task,
@@ -183,6 +172,20 @@ function startWaiting(
   const failed = policy === "failFast" ? children.map((id) => draft.task(id)).find(isFailed) : undefined;
   if (failed) failParentFast(draft, waiting, failed);
   else if (draft.openChildCount(task.id) === 0) reenter(draft, waiting, then, data, false);
+}
+
+/** Why a wait on `children` is not allowed, if it is not. */
+function invalidWait(draft: Draft, task: Task, children: readonly string[]): string | undefined {
+  for (const id of children) {
+    if (draft.task(id)?.parentId !== task.id) return `task ${id} is not a child of ${task.id}`;
+  }
+  if (draft.openChildCount(task.id) === 0) return undefined;
+  // A parent never moves on past unfinished children it does not mention: they would be orphaned.
+  const listed = new Set(children);
+  for (const id of draft.ownedChildren(task.id)) {
+    if (!listed.has(id) && !isTerminal(draft.task(id))) return `wait must list unfinished child ${id}`;
+  }
+  return undefined;
 }
 
 /**

@@ -57,7 +57,7 @@ const fanout = defineTask({
   phases: {
     spawn: (ctx) => {
       const ids = ctx.input.children.map((child) => ctx.spawn("leaf", child));
-      return ctx.wait(ids, { policy: ctx.input.policy, then: "report" });
+      return ctx.wait(ids, { policy: ctx.input.policy, next: "report" });
     },
     report: (ctx) => ctx.complete(ctx.children().map((c) => ({ id: c.id, status: c.state.status }))),
   },
@@ -148,7 +148,7 @@ describe("durable tasks", () => {
     });
     const done = await session.waitForTask(parent.id);
     expect(done.state.status).toBe("succeeded");
-    const report = (done.state as { result: { status: string }[] }).result;
+    const report = (done.state as unknown as { result: { status: string }[] }).result;
     expect(report.map((r) => r.status)).toEqual(["succeeded", "failed", "succeeded"]);
   });
 
@@ -230,7 +230,7 @@ describe("durable tasks", () => {
   it("re-enters an interrupted phase from its start as a counted attempt, after reopening", async () => {
     const disk = memoryStorage();
     const first = new KillableStorage(disk.reopen());
-    const gate = { release: () => undefined as void };
+    const gate: { release: () => void } = { release: () => undefined };
     let entries = 0;
     const once = defineTask({
       kind: "once",

@@ -54,15 +54,14 @@ export class KillableStorage implements Storage {
   kill(): void {
     this.dead = true;
   }
-  private check(): void {
+  private alive(): Storage {
     if (this.dead) throw new Error("process killed");
+    return this.inner;
   }
-  open: Storage["open"] = async (...args) => (this.check(), this.inner.open(...args));
-  readEntries: Storage["readEntries"] = async (...args) => (this.check(), this.inner.readEntries(...args));
-  readChanges: Storage["readChanges"] = async (...args) => (this.check(), this.inner.readChanges(...args));
-  readDocumentRows: Storage["readDocumentRows"] = async (...args) => (
-    this.check(), this.inner.readDocumentRows(...args)
-  );
+  open: Storage["open"] = async (...args) => this.alive().open(...args);
+  readEntries: Storage["readEntries"] = async (...args) => this.alive().readEntries(...args);
+  readChanges: Storage["readChanges"] = async (...args) => this.alive().readChanges(...args);
+  readDocumentRows: Storage["readDocumentRows"] = async (...args) => this.alive().readDocumentRows(...args);
   close: Storage["close"] = async () => undefined;
-  commit: Storage["commit"] = async (...args) => (this.check(), this.inner.commit(...args));
+  commit: Storage["commit"] = async (...args) => this.alive().commit(...args);
 }
