@@ -7,6 +7,7 @@ import "fake-indexeddb/auto";
 import { existsSync } from "node:fs";
 import { chromiumCommitBench } from "./chromium.ts";
 import { reopenBench } from "./reopen.ts";
+import { chainBench, fanoutBench } from "./tasks.ts";
 import { compareCommitCost } from "./workload.ts";
 
 interface Result {
@@ -29,6 +30,8 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     return { ...(await chromiumCommitBench(chromium)), unit: "ms/commit" };
   },
   "reopen/10000-vs-100": async () => ({ ...(await reopenBench()), unit: "ms/reopen" }),
+  "fanout/10000-vs-1000": async () => ({ ...(await fanoutBench()), unit: "ms/child" }),
+  "phases/chain-1000": async () => ({ ...(await chainBench()), unit: "ms/phase" }),
 };
 
 const filter = process.argv[2] ?? "";

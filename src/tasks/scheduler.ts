@@ -3,6 +3,8 @@
  * transition through the session's serialized pipeline. It holds no state of its own that matters for
  * recovery — what runs next is always read from committed task records.
  */
+
+import type { z } from "zod";
 import type { Clock, IdSource, TimerHandle, Timers } from "../clock.ts";
 import { KernelError } from "../errors.ts";
 import type { CommitRecord, Task } from "../records/schemas.ts";
@@ -10,7 +12,7 @@ import { isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import type { BuildCommit, CommitResult } from "../session/commit-pipeline.ts";
 import type { SessionState } from "../session/state.ts";
-import type { Transition } from "./define-task.ts";
+import type { TaskDefinition, Transition } from "./define-task.ts";
 import { DEFAULT_MAX_RESTARTS } from "./define-task.ts";
 import { PhaseContextImpl } from "./phase-context.ts";
 import { applyRecovery, planRecovery } from "./recovery.ts";
@@ -57,6 +59,7 @@ export class Scheduler {
   private drainScheduled = false;
   private busy = 0;
   private idleWaiters: (() => void)[] = [];
+  private readonly parsedInputs = new WeakMap<object, Map<unknown, ReturnType<z.ZodType["safeParse"]>>>();
 
   constructor(
     private readonly host: SchedulerHost,
@@ -187,7 +190,10 @@ export class Scheduler {
   }
 
   private drain(): void {
-    if (!this.driving) return;
+    if (!this.driving) {
+      this.settleIdle();
+      return;
+    }
     const { state } = this.host;
     for (const id of this.ready) {
       // Still finishing its previous phase: stays ready, and `start`'s cleanup drains again.
@@ -254,7 +260,7 @@ export class Scheduler {
     });
     if (!phase)
       return failure("unknown-phase", `task kind "${task.kind}" has no phase "${task.checkpoint.phase}"`);
-    const input = definition.input.safeParse(task.input);
+    const input = this.parseInput(definition, task);
     if (!input.success)
       return failure("invalid-input", `stored input does not match "${task.kind}": ${input.error.message}`);
     const context = new PhaseContextImpl(task, input.data, controller.signal, clock, state, registry, ids);
@@ -264,6 +270,24 @@ export class Scheduler {
       if (!this.driving) return undefined;
       return { transition: { type: "fail", error: errorInfo(error) }, staged: [] };
     }
+  }
+
+  /**
+   * A task's input never changes between phases (records are copied, the frozen input object is shared),
+   * so it is parsed once per definition rather than on every phase of a long chain.
+   */
+  private parseInput(definition: TaskDefinition<unknown, unknown>, task: Task) {
+    if (typeof task.input !== "object" || task.input === null) return definition.input.safeParse(task.input);
+    let byDefinition = this.parsedInputs.get(task.input);
+    const cached = byDefinition?.get(definition);
+    if (cached) return cached;
+    const parsed = definition.input.safeParse(task.input);
+    if (!byDefinition) {
+      byDefinition = new Map();
+      this.parsedInputs.set(task.input, byDefinition);
+    }
+    byDefinition.set(definition, parsed);
+    return parsed;
   }
 
   private armTimer(): void {

@@ -1,0 +1,164 @@
+/**
+ * Seeded crash simulation of durable tasks (see test/support/task-simulation.ts). Every seed runs a random
+ * forest of task trees through random process deaths until everything is terminal, then checks:
+ * - every task ends terminal (none lost, none stuck);
+ * - no committed transition is applied twice, and every execution of a phase is a counted attempt;
+ * - a parent is never terminal before its owned children; failFast stops siblings; allSettled reports all;
+ * - a crash loop ends failed with the restart reason.
+ * SIM_SEEDS=<n> runs more seeds; SIM_SEED=<seed> reruns one exactly.
+ */
+import { describe, expect, it } from "vitest";
+import type { Task } from "../../src/index.ts";
+import { MAX_RESTARTS, type SimSpec, type SimulationResult, simulate } from "../support/task-simulation.ts";
+
+const single = process.env.SIM_SEED;
+const seeds =
+  single !== undefined
+    ? [Number(single)]
+    : Array.from({ length: Number(process.env.SIM_SEEDS ?? 2000) }, (_, i) => i + 1);
+
+const TERMINAL = ["succeeded", "failed", "cancelled"];
+
+function check(run: SimulationResult): void {
+  const byId = new Map(run.tasks.map((t) => [t.id, t]));
+  const childrenOf = (id: string) => run.tasks.filter((t) => t.parentId === id);
+  const where = `seed ${run.seed} (rerun: SIM_SEED=${run.seed})`;
+
+  // Every task ends terminal; the tree is exactly the spec's, nothing lost or duplicated.
+  for (const task of run.tasks)
+    expect(TERMINAL, `${where}: ${task.id} is ${task.state.status}`).toContain(task.state.status);
+  const expectedIds: string[] = [];
+  const walk = (id: string, spec: SimSpec, spawned: boolean) => {
+    if (spawned) expectedIds.push(id);
+    const task = byId.get(id);
+    // Children exist only if the parent reached its spawn phase (it may have been cancelled before).
+    const reachedSpawn = task !== undefined && childrenOf(id).length > 0;
+    for (const [i, child] of spec.children.entries()) walk(`${id}.${i}`, child, spawned && reachedSpawn);
+  };
+  for (const [id, spec] of run.roots) walk(id, spec, true);
+  expect(new Set(run.tasks.map((t) => t.id)), where).toEqual(new Set(expectedIds));
+
+  // Replay the change log: no transition applied twice; parents never terminal before their children.
+  const status = new Map<string, Task>();
+  const closedAttempts = new Map<string, Set<number>>();
+  for (const commit of run.log) {
+    for (const task of commit.tasks) {
+      const before = status.get(task.id);
+      if (before && before.state.status === "running" && task.checkpoint !== before.checkpoint) {
+        const phaseEnded =
+          task.attempts !== before.attempts ||
+          task.state.status !== "running" ||
+          task.checkpoint.phase !== before.checkpoint.phase;
+        if (phaseEnded && task.restarts === 0) {
+          const closed = closedAttempts.get(task.id) ?? new Set<number>();
+          expect(
+            closed.has(before.attempts),
+            `${where}: ${task.id} attempt ${before.attempts} committed twice`,
+          ).toBe(false);
+          closed.add(before.attempts);
+          closedAttempts.set(task.id, closed);
+        }
+      }
+      status.set(task.id, task);
+    }
+    for (const task of commit.tasks) {
+      if (!TERMINAL.includes(task.state.status)) continue;
+      for (const [id, other] of status) {
+        if (other.parentId === task.id) {
+          expect(TERMINAL, `${where}: ${task.id} ended at v${commit.version} before child ${id}`).toContain(
+            other.state.status,
+          );
+        }
+      }
+    }
+  }
+
+  for (const task of run.tasks) {
+    // Every execution of a step is visible as an attempt; restarts stay within the limit.
+    let effects = 0;
+    for (const [key, count] of run.world.effects) if (key.startsWith(`${task.id}#`)) effects += count;
+    expect(
+      effects,
+      `${where}: ${task.id} ran ${effects} steps in ${task.attempts} attempts`,
+    ).toBeLessThanOrEqual(task.attempts);
+    expect(task.restarts).toBeLessThanOrEqual(MAX_RESTARTS);
+    const spec = specOf(run, task.id);
+    if (task.state.status === "succeeded") {
+      const result = task.state.result as { steps: number; children: { id: string; status: string }[] };
+      // Steps were counted in committed checkpoints: a doubly applied transition would overshoot.
+      expect(result.steps, where).toBe(spec.steps);
+      for (let i = 0; i < spec.steps; i++)
+        expect(run.world.effects.get(`${task.id}#${i}`), where).toBeGreaterThanOrEqual(1);
+      // allSettled (and a failFast that saw no failure) reports every child, each terminal.
+      expect(
+        result.children.map((c) => c.id),
+        where,
+      ).toEqual(spec.children.map((_, i) => `${task.id}.${i}`));
+      for (const child of result.children) expect(TERMINAL, where).toContain(child.status);
+    }
+    if (task.state.status === "failed") {
+      const code = task.state.error.code;
+      expect(
+        ["restart-limit", "failed", "child-failed"],
+        `${where}: ${task.id} failed with ${code}`,
+      ).toContain(code);
+      // The restart limit fires for crash loops, or when the process really died that often mid-phase.
+      if (code === "restart-limit")
+        expect(spec.crashLoop || run.world.kills > MAX_RESTARTS, where).toBe(true);
+      if (code === "failed") expect(spec.fail, where).toBe(true);
+      if (code === "child-failed") {
+        expect(spec.policy, where).toBe("failFast");
+        expect(
+          childrenOf(task.id).some((c) => c.state.status === "failed"),
+          where,
+        ).toBe(true);
+      }
+    }
+    if (task.state.status === "cancelled") {
+      // Only what was cancelled, or lies under something cancelled or failFast-stopped, ends cancelled.
+      let cause: Task | undefined = task;
+      let explained = false;
+      while (cause && !explained) {
+        explained =
+          run.cancelled.has(cause.id) ||
+          (cause.state.status === "failed" && cause.state.error.code === "child-failed");
+        cause = cause.parentId !== undefined ? byId.get(cause.parentId) : undefined;
+      }
+      expect(explained, `${where}: ${task.id} cancelled without a cause`).toBe(true);
+    }
+    // A crash-looping task that was not stopped for another reason fails with the restart reason.
+    if (spec.crashLoop && !spec.fail && task.state.status === "succeeded") {
+      throw new Error(`${where}: crash-looping ${task.id} succeeded`);
+    }
+  }
+}
+
+function specOf(run: SimulationResult, id: string): SimSpec {
+  const [root, ...path] = id.split(".");
+  let spec = run.roots.get(root ?? "") as SimSpec;
+  for (const i of path) spec = spec.children[Number(i)] as SimSpec;
+  return spec;
+}
+
+describe("deterministic crash simulation of durable tasks", () => {
+  it(`keeps every invariant across ${seeds.length} seeds of random task trees and process deaths`, async () => {
+    let kills = 0;
+    let tasks = 0;
+    for (const seed of seeds) {
+      const run = await simulate(seed);
+      check(run);
+      kills += run.world.kills;
+      tasks += run.tasks.length;
+    }
+    // The simulation must actually kill processes and build trees, or it proves nothing.
+    expect(kills).toBeGreaterThan(seeds.length / 2);
+    expect(tasks).toBeGreaterThan(seeds.length * 2);
+  }, 300_000);
+
+  it("reproduces a seed exactly", async () => {
+    const a = await simulate(4242);
+    const b = await simulate(4242);
+    expect(b.log).toEqual(a.log);
+    expect(b.world.kills).toBe(a.world.kills);
+  });
+});
