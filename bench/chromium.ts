@@ -1,11 +1,15 @@
-/** commit/chromium-indexeddb: the commit workload in real Chromium with an on-disk profile. */
+/** Benchmarks that run in real Chromium with an on-disk profile (real IndexedDB), driven by playwright-core. */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
 import { createServer } from "vite";
 
-export async function chromiumCommitBench(executablePath: string): Promise<{ ours: number; floor: number }> {
+/** Runs `window[entry]()` of bench/browser/index.html in Chromium and returns its result. */
+export async function runInChromium(
+  executablePath: string,
+  entry: "runCommitBench" | "runChainBench",
+): Promise<{ ours: number; floor: number }> {
   const server = await createServer({
     configFile: false,
     root: join(import.meta.dirname, "browser"),
@@ -31,9 +35,12 @@ export async function chromiumCommitBench(executablePath: string): Promise<{ our
   try {
     const page = await context.newPage();
     await page.goto(`http://127.0.0.1:${port}/index.html`);
-    await page.waitForFunction(() => "runCommitBench" in window, undefined, { timeout: 60_000 });
-    return await page.evaluate(() =>
-      (window as unknown as { runCommitBench(): Promise<{ ours: number; floor: number }> }).runCommitBench(),
+    await page.waitForFunction((name) => name in window, entry, { timeout: 60_000 });
+    return await page.evaluate(
+      (name) =>
+        (window as unknown as Record<string, () => Promise<{ ours: number; floor: number }>>)[name]?.() ??
+        Promise.reject(new Error(`no ${name}`)),
+      entry,
     );
   } finally {
     await context.close();

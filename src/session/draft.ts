@@ -49,15 +49,26 @@ export interface FrozenCommit {
  *   draft.setDocument("plan", "email-plan", { recipients, approved: true });
  * });
  */
+/** Shared by every draft until it writes: most commits touch one or two kinds of record. */
+const NONE: ReadonlyMap<never, never> = new Map<never, never>();
+
+/** Sets `key` in `map`, first giving the draft its own map if it still shares {@link NONE}. */
+function put<K, V>(map: ReadonlyMap<K, V>, key: K, value: V): Map<K, V> {
+  const own = map === NONE ? new Map<K, V>() : (map as Map<K, V>);
+  own.set(key, value);
+  return own;
+}
+
 export class Draft implements StateReader {
-  private readonly conversations = new Map<string, Conversation>();
-  private readonly entries: Entry[] = [];
-  private readonly documents = new Map<string, { type: string; value: Json }>();
-  private readonly tasks = new Map<string, Task>();
-  private readonly submissions = new Map<string, Submission>();
-  private readonly requestIndex = new Map<string, string>();
-  private readonly openDelta = new Map<string, number>();
-  private readonly newChildren = new Map<string, string[]>();
+  // Allocated on first write (see NONE): drafts are made per commit, on the hot path.
+  private conversations: ReadonlyMap<string, Conversation> = NONE;
+  private entries: Entry[] | undefined;
+  private documents: ReadonlyMap<string, { type: string; value: Json }> = NONE;
+  private tasks: ReadonlyMap<string, Task> = NONE;
+  private submissions: ReadonlyMap<string, Submission> = NONE;
+  private requestIndex: ReadonlyMap<string, string> = NONE;
+  private openDelta: ReadonlyMap<string, number> = NONE;
+  private newChildren: ReadonlyMap<string, string[]> = NONE;
 
   constructor(
     private readonly base: StateReader,
@@ -121,7 +132,11 @@ export class Draft implements StateReader {
       ...(links.taskId !== undefined && { taskId: links.taskId }),
       content,
     };
-    this.conversations.set(conversationId, { ...conversation, entryCount: conversation.entryCount + 1 });
+    this.conversations = put(this.conversations, conversationId, {
+      ...conversation,
+      entryCount: conversation.entryCount + 1,
+    });
+    this.entries ??= [];
     this.entries.push(entry);
     return entry;
   }
@@ -137,7 +152,7 @@ export class Draft implements StateReader {
         [{ path: "type", message: `expected "${existing.head.type}"` }],
       );
     }
-    this.documents.set(id, { type, value });
+    this.documents = put(this.documents, id, { type, value });
   }
 
   /** Applies JSON Patch operations to an existing document. */
@@ -155,15 +170,16 @@ export class Draft implements StateReader {
   putTask(task: Task): void {
     this.assertWritable("task", task.id);
     const before = this.task(task.id);
-    this.tasks.set(task.id, task);
+    this.tasks = put(this.tasks, task.id, task);
     if (task.parentId === undefined) return;
     if (!before) {
       const added = this.newChildren.get(task.parentId);
       if (added) added.push(task.id);
-      else this.newChildren.set(task.parentId, [task.id]);
+      else this.newChildren = put(this.newChildren, task.parentId, [task.id]);
     }
     const delta = openChildDelta(before, task);
-    if (delta !== 0) this.openDelta.set(task.parentId, (this.openDelta.get(task.parentId) ?? 0) + delta);
+    if (delta !== 0)
+      this.openDelta = put(this.openDelta, task.parentId, (this.openDelta.get(task.parentId) ?? 0) + delta);
   }
 
   /** Creates or replaces a submission record. */
@@ -177,14 +193,14 @@ export class Draft implements StateReader {
         [{ path: "requestId", message: "duplicate requestId" }],
       );
     }
-    this.submissions.set(submission.id, submission);
-    this.requestIndex.set(submission.requestId, submission.id);
+    this.submissions = put(this.submissions, submission.id, submission);
+    this.requestIndex = put(this.requestIndex, submission.requestId, submission.id);
   }
 
   /** True when the draft changes nothing. */
   get isEmpty(): boolean {
     return (
-      this.entries.length === 0 &&
+      this.entries === undefined &&
       this.documents.size === 0 &&
       this.tasks.size === 0 &&
       this.submissions.size === 0 &&
@@ -231,7 +247,7 @@ export class Draft implements StateReader {
       conversations: [...this.conversations.values()].map((c) =>
         validateRecord(ConversationSchema, c, `conversations/${c.id}`),
       ),
-      entries: this.entries.map((e) =>
+      entries: (this.entries ?? []).map((e) =>
         validateRecord(EntrySchema, e, `entries/${e.conversationId}/${e.seq}`),
       ),
       documents,

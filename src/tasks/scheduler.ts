@@ -59,7 +59,10 @@ export class Scheduler {
   private drainScheduled = false;
   private busy = 0;
   private idleWaiters: (() => void)[] = [];
-  private readonly parsedInputs = new WeakMap<object, Map<unknown, ReturnType<z.ZodType["safeParse"]>>>();
+  private readonly parsedInputs = new Map<
+    string,
+    { version: number; parsed: ReturnType<z.ZodType["safeParse"]> }
+  >();
 
   constructor(
     private readonly host: SchedulerHost,
@@ -106,6 +109,7 @@ export class Scheduler {
   onCommitted(commit: CommitRecord): void {
     for (const task of commit.tasks) {
       const status = task.state.status;
+      if (isTerminal(task)) this.parsedInputs.delete(task.id);
       if (status === "running") this.ready.add(task.id);
       else if (status === "sleeping") this.sleepers.push(task.state.until, task.id);
       if (task.cancelRequested !== undefined) {
@@ -273,20 +277,14 @@ export class Scheduler {
   }
 
   /**
-   * A task's input never changes between phases (records are copied, the frozen input object is shared),
-   * so it is parsed once per definition rather than on every phase of a long chain.
+   * A task's input only changes by migration (which changes its kind version), so it is parsed once per
+   * task and version rather than on every phase of a long chain.
    */
   private parseInput(definition: TaskDefinition<unknown, unknown>, task: Task) {
-    if (typeof task.input !== "object" || task.input === null) return definition.input.safeParse(task.input);
-    let byDefinition = this.parsedInputs.get(task.input);
-    const cached = byDefinition?.get(definition);
-    if (cached) return cached;
+    const cached = this.parsedInputs.get(task.id);
+    if (cached && cached.version === task.kindVersion) return cached.parsed;
     const parsed = definition.input.safeParse(task.input);
-    if (!byDefinition) {
-      byDefinition = new Map();
-      this.parsedInputs.set(task.input, byDefinition);
-    }
-    byDefinition.set(definition, parsed);
+    this.parsedInputs.set(task.id, { version: task.kindVersion, parsed });
     return parsed;
   }
 
