@@ -2,6 +2,28 @@
  * durable-agent: a durable execution kernel for AI agents. Progress lives in committed data (Entries,
  * Documents, Tasks, Submissions), so a new process continues exactly where the work stood.
  */
+
+export { buildMessages, contextStart } from "./agent/context.ts";
+export type { Agent, AgentOptions } from "./agent/create-agent.ts";
+export { createAgent } from "./agent/create-agent.ts";
+export type { ToolContext, ToolDefinition } from "./agent/define-tool.ts";
+export { defineTool, toolSpec } from "./agent/define-tool.ts";
+export type { UsageDocument } from "./agent/generation-task.ts";
+export { GENERATE_TASK, streamDocumentId, usageDocumentId } from "./agent/generation-task.ts";
+export type {
+  GenerateOptions,
+  Model,
+  ModelMessage,
+  ModelRequest,
+  ModelResponse,
+  ModelUsage,
+  ToolSpec,
+} from "./agent/model.ts";
+export { ModelError } from "./agent/model.ts";
+export type { ScriptedModelOptions, ScriptedTurn } from "./agent/scripted-model.ts";
+export { scriptedModel } from "./agent/scripted-model.ts";
+export type { ToolOutcome, ToolResult } from "./agent/tool-task.ts";
+export { runDocumentId, TOOL_TASK } from "./agent/tool-task.ts";
 export type { Clock, IdSource, TimerHandle, Timers } from "./clock.ts";
 export { ManualClock, ManualTimers, randomIds, sequentialIds, systemClock, systemTimers } from "./clock.ts";
 export type { DocumentDefinition } from "./documents/define-document.ts";

@@ -128,7 +128,8 @@ export class Session {
           clock,
           timers: options.timers ?? systemTimers,
           ids,
-          commit: (build) => this.commit(build),
+          commit: (build, commitOptions) => this.commit(build, commitOptions),
+          readEntries: (conversationId, fromSeq) => this.readEntriesFrom(conversationId, fromSeq),
           block: (taskId, reason) => reduceSession(state, { type: "task-blocked", taskId, reason }),
           unblock: (taskId) => reduceSession(state, { type: "task-unblocked", taskId }),
         },
@@ -345,6 +346,16 @@ export class Session {
     const end = toSeq ?? this.state.conversation(conversationId)?.entryCount ?? 0;
     const rows = await this.storage.readEntries(this.id, conversationId, fromSeq, end);
     return rows.map((row) => validateRecord(EntrySchema, row.value, row.key));
+  }
+
+  /** Entries from `fromSeq` to the end of a conversation: from memory when it holds them, else from storage. */
+  private async readEntriesFrom(conversationId: string, fromSeq: number): Promise<Entry[]> {
+    const held = this.state.conversations.get(conversationId);
+    if (!held) return [];
+    const first = held.entries[0]?.seq ?? held.record.entryCount;
+    if (fromSeq >= first) return held.entries.filter((e) => e.seq >= fromSeq);
+    const older = await this.readEntries(conversationId, fromSeq, first);
+    return [...older, ...held.entries];
   }
 
   /** Committed changes after `afterVersion` from the change log, validated, oldest first. */

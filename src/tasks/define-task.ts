@@ -5,8 +5,16 @@
  */
 import type { z } from "zod";
 import type { Clock } from "../clock.ts";
-import type { EntryContent, ErrorInfo, Json, PatchOperation, Task } from "../records/schemas.ts";
-import type { EntryLinks } from "../session/draft.ts";
+import type {
+  Conversation,
+  Entry,
+  EntryContent,
+  ErrorInfo,
+  Json,
+  PatchOperation,
+  Task,
+} from "../records/schemas.ts";
+import type { Draft, EntryLinks } from "../session/draft.ts";
 import type { DocumentState } from "../session/state.ts";
 
 /** What a phase ends with. Built with the context's `next`, `sleep`, `wait`, `complete` and `fail`. */
@@ -49,10 +57,19 @@ export interface PhaseContext<Input = Json, Data = Json> {
   /** Aborted when the task is cancelled or the host closes. */
   readonly signal: AbortSignal;
   readonly clock: Clock;
+  /** A conversation's record (its `entryCount` is the position of the next entry). */
+  conversation(id: string): Conversation | undefined;
   /** A committed document, as of when the phase started. */
   document(id: string): DocumentState | undefined;
   /** Records of this task's owned children, as committed (results and errors of finished ones). */
   children(): Task[];
+  /** Committed entries of a conversation from `fromSeq` (default 0) to its end. */
+  conversationEntries(conversationId: string, fromSeq?: number): Promise<Entry[]>;
+  /**
+   * Commits loss-tolerant progress (streamed text, live tool output) as a deferred commit, outside this
+   * phase's transition: batched, possibly lost in a crash, never needed for correctness.
+   */
+  progress(build: (draft: Draft) => void): void;
 
   /** Stages an entry, committed with the transition. */
   appendEntry(conversationId: string, content: EntryContent, links?: EntryLinks): void;

@@ -1,6 +1,14 @@
 /** The context a phase runs with: reads of committed state, staging for its commit, and transition builders. */
 import type { Clock, IdSource } from "../clock.ts";
-import type { EntryContent, ErrorInfo, Json, PatchOperation, Task } from "../records/schemas.ts";
+import type {
+  Conversation,
+  Entry,
+  EntryContent,
+  ErrorInfo,
+  Json,
+  PatchOperation,
+  Task,
+} from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import type { Draft, EntryLinks } from "../session/draft.ts";
 import type { DocumentState, StateReader } from "../session/state.ts";
@@ -25,6 +33,10 @@ export class PhaseContextImpl<Input, Data> implements PhaseContext<Input, Data> 
     private readonly state: StateReader & { tasks: ReadonlyMap<string, Task> },
     private readonly registry: Registry,
     private readonly ids: IdSource,
+    private readonly host: {
+      readEntries(conversationId: string, fromSeq: number): Promise<Entry[]>;
+      progress(build: StagedChange): void;
+    },
   ) {
     this.phase = task.checkpoint.phase;
     this.data = task.checkpoint.data as Data;
@@ -34,6 +46,15 @@ export class PhaseContextImpl<Input, Data> implements PhaseContext<Input, Data> 
 
   document(id: string): DocumentState | undefined {
     return this.state.document(id);
+  }
+  conversation(id: string): Conversation | undefined {
+    return this.state.conversation(id);
+  }
+  conversationEntries(conversationId: string, fromSeq = 0): Promise<Entry[]> {
+    return this.host.readEntries(conversationId, fromSeq);
+  }
+  progress(build: StagedChange): void {
+    this.host.progress(build);
   }
   children(): Task[] {
     return this.state.ownedChildren(this.task.id).flatMap((id) => this.state.task(id) ?? []);

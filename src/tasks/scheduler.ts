@@ -7,10 +7,10 @@
 import type { z } from "zod";
 import type { Clock, IdSource, TimerHandle, Timers } from "../clock.ts";
 import { KernelError } from "../errors.ts";
-import type { CommitRecord, Task } from "../records/schemas.ts";
+import type { CommitRecord, Entry, Task } from "../records/schemas.ts";
 import { isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
-import type { BuildCommit, CommitResult } from "../session/commit-pipeline.ts";
+import type { BuildCommit, CommitOptions, CommitResult } from "../session/commit-pipeline.ts";
 import type { SessionState } from "../session/state.ts";
 import type { TaskDefinition, Transition } from "./define-task.ts";
 import { DEFAULT_MAX_RESTARTS } from "./define-task.ts";
@@ -32,7 +32,9 @@ export interface SchedulerHost {
   readonly clock: Clock;
   readonly timers: Timers;
   readonly ids: IdSource;
-  commit<T>(build: BuildCommit<T>): Promise<CommitResult<T>>;
+  commit<T>(build: BuildCommit<T>, options?: CommitOptions): Promise<CommitResult<T>>;
+  /** Committed entries of a conversation from `fromSeq` on (memory first, then storage). */
+  readEntries(conversationId: string, fromSeq: number): Promise<Entry[]>;
   block(taskId: string, reason: string): void;
   unblock(taskId: string): void;
 }
@@ -267,7 +269,13 @@ export class Scheduler {
     const input = this.parseInput(definition, task);
     if (!input.success)
       return failure("invalid-input", `stored input does not match "${task.kind}": ${input.error.message}`);
-    const context = new PhaseContextImpl(task, input.data, controller.signal, clock, state, registry, ids);
+    const context = new PhaseContextImpl(task, input.data, controller.signal, clock, state, registry, ids, {
+      readEntries: (conversationId, fromSeq) => this.host.readEntries(conversationId, fromSeq),
+      progress: (build) => {
+        // Loss-tolerant: a lost progress commit is fine, and a stopped session just drops it.
+        this.host.commit(build, { deferred: true }).catch(() => undefined);
+      },
+    });
     try {
       return { transition: await phase(context), staged: context.staged };
     } catch (error) {

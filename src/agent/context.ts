@@ -1,0 +1,57 @@
+/**
+ * The model's context, rebuilt from committed entries only — never from a live array — so a process that
+ * reopens the session sends the model exactly what the crashed one would have.
+ */
+import type { Entry } from "../records/schemas.ts";
+import type { ModelMessage } from "./model.ts";
+
+/** The seq from which the context starts: the latest summary (compaction marker) covers what came before. */
+export function contextStart(entries: readonly Entry[]): number {
+  for (let i = entries.length - 1; i >= 0; i--) {
+    const content = entries[i]?.content;
+    if (content?.kind === "summary") return entries[i]?.seq ?? 0;
+  }
+  return 0;
+}
+
+/**
+ * Messages for the model from entries (seq order). Interrupted records are kept visible as notes, so the
+ * model knows an earlier answer was cut off, but their partial text never becomes an assistant turn and
+ * never drives tool calls.
+ */
+export function buildMessages(entries: readonly Entry[], system?: string): ModelMessage[] {
+  const messages: ModelMessage[] = system ? [{ role: "system", content: system }] : [];
+  const start = contextStart(entries);
+  for (const entry of entries) {
+    if (entry.seq < start) continue;
+    const content = entry.content;
+    switch (content.kind) {
+      case "user":
+        messages.push({ role: "user", content: content.text });
+        break;
+      case "model":
+        messages.push({ role: "assistant", content: content.text, toolCalls: content.toolCalls });
+        break;
+      case "tool-result":
+        messages.push({
+          role: "tool",
+          toolCallId: content.toolCallId,
+          toolName: content.toolName,
+          content: JSON.stringify({ outcome: content.outcome, output: content.output }),
+        });
+        break;
+      case "interrupted":
+        messages.push({
+          role: "system",
+          content: `An earlier ${content.of} response was interrupted (${content.reason}); its partial text was: ${JSON.stringify(content.partialText)}`,
+        });
+        break;
+      case "summary":
+        messages.push({ role: "system", content: `Summary of the conversation so far: ${content.text}` });
+        break;
+      case "note":
+        break;
+    }
+  }
+  return messages;
+}

@@ -1,0 +1,42 @@
+/** The agent loop as registry input: a generation task per Submission, a tool task per tool call. */
+import type { SubmissionTask } from "../registry.ts";
+import type { TaskDefinition } from "../tasks/define-task.ts";
+import type { ToolDefinition } from "./define-tool.ts";
+import { toolSpec } from "./define-tool.ts";
+import { GENERATE_TASK, type GenerationOptions, generationTask } from "./generation-task.ts";
+import type { Model } from "./model.ts";
+import { toolTask } from "./tool-task.ts";
+
+export interface AgentOptions extends Omit<GenerationOptions, "tools" | "model"> {
+  readonly model: Model;
+  // biome-ignore lint/suspicious/noExplicitAny: tools of any argument type; each validates its own input
+  readonly tools?: readonly ToolDefinition<any>[];
+}
+
+export interface Agent {
+  // biome-ignore lint/suspicious/noExplicitAny: task kinds of any input type
+  readonly tasks: readonly TaskDefinition<any, any>[];
+  readonly submissionTask: SubmissionTask;
+}
+
+/**
+ * Builds the agent loop's task kinds. Spread it into `createRegistry`.
+ *
+ * @example
+ * const agent = createAgent({ model: scriptedModel([...]), tools: [sendEmail] });
+ * const registry = createRegistry({ ...agent, documents: [emailPlan] });
+ */
+export function createAgent(options: AgentOptions): Agent {
+  const tools = new Map<string, ToolDefinition<unknown>>();
+  for (const tool of options.tools ?? []) {
+    if (tools.has(tool.name)) throw new Error(`tool "${tool.name}" is defined twice`);
+    tools.set(tool.name, tool as ToolDefinition<unknown>);
+  }
+  return {
+    tasks: [generationTask({ ...options, tools: [...tools.values()].map(toolSpec) }), toolTask(tools)],
+    submissionTask: (submission) => ({
+      kind: GENERATE_TASK,
+      input: { conversationId: submission.conversationId },
+    }),
+  };
+}

@@ -1,0 +1,61 @@
+/** Tools: what a model may call. Arguments are validated with zod; the model sees the JSON Schema. */
+import { z } from "zod";
+import type { Json } from "../records/schemas.ts";
+import type { ToolSpec } from "./model.ts";
+
+/** What a running tool gets besides its arguments. */
+export interface ToolContext {
+  /**
+   * Stable across re-entries of this tool call: pass it to the service as an idempotency key, and look
+   * the operation up by it in `confirm`.
+   */
+  readonly operationId: string;
+  readonly signal: AbortSignal;
+  /** Live output or progress: kept as deferred, loss-tolerant state (shown if the call is interrupted). */
+  reportProgress(progress: Json): void;
+}
+
+export interface ToolDefinition<Args = unknown> {
+  readonly name: string;
+  readonly description: string;
+  readonly input: z.ZodType<Args>;
+  /**
+   * `safe`: re-running after a crash cannot do harm (reads, idempotent writes). `unsafe`: never re-run
+   * blindly; recovery asks `confirm`, or records the call as interrupted.
+   */
+  readonly replay: "safe" | "unsafe";
+  /** Did the operation with this id happen? Its result if so, undefined if it did not. */
+  readonly confirm?: (operationId: string, args: Args) => Promise<Json | undefined> | Json | undefined;
+  /** Checks before the intent is committed; a returned string rejects the call with that message. */
+  readonly precheck?: (args: Args) => string | undefined | Promise<string | undefined>;
+  readonly execute: (args: Args, context: ToolContext) => Promise<Json> | Json;
+}
+
+/**
+ * Declares a tool.
+ *
+ * @example
+ * const sendEmail = defineTool({
+ *   name: "send_email",
+ *   description: "Send one email",
+ *   input: z.object({ to: z.string().email(), body: z.string() }),
+ *   replay: "unsafe",
+ *   confirm: (operationId) => mail.lookup(operationId),
+ *   execute: ({ to, body }, { operationId, signal }) => mail.send({ to, body, idempotencyKey: operationId }, { signal }),
+ * });
+ */
+export function defineTool<Args>(definition: ToolDefinition<Args>): ToolDefinition<Args> {
+  if (!/^[a-zA-Z0-9_-]{1,64}$/.test(definition.name)) {
+    throw new Error(`tool name "${definition.name}" must be 1-64 letters, digits, _ or -`);
+  }
+  return definition;
+}
+
+/** The tool as a model sees it, with the JSON Schema generated from its zod schema by zod itself. */
+export function toolSpec(tool: ToolDefinition<unknown>): ToolSpec {
+  const { $schema: _ignored, ...parameters } = z.toJSONSchema(tool.input, { io: "input" }) as Record<
+    string,
+    unknown
+  >;
+  return { name: tool.name, description: tool.description, parameters };
+}

@@ -1,0 +1,164 @@
+/**
+ * The tool task (DESIGN §5): `call` resolves and validates the model's arguments, then commits final
+ * arguments, replay policy and intent with a stable operation id; `execute` runs the tool outside any
+ * commit, and is also the recovery entry for "intent saved, outcome unknown".
+ */
+import { z } from "zod";
+import type { Json } from "../records/schemas.ts";
+import { defineTask, type PhaseContext, type TaskDefinition } from "../tasks/define-task.ts";
+import type { ToolDefinition } from "./define-tool.ts";
+
+export const TOOL_TASK = "agent.tool";
+export const TOOL_RUN_DOCUMENT = "tool-run";
+
+/** How a tool call ended, as the model and the views see it. */
+export type ToolOutcome = "ok" | "error" | "interrupted";
+
+export const ToolTaskInputSchema = z.object({
+  toolCallId: z.string(),
+  name: z.string(),
+  /** Raw arguments as the model produced them. */
+  args: z.string(),
+  conversationId: z.string(),
+});
+type ToolTaskInput = z.infer<typeof ToolTaskInputSchema>;
+
+/** What `call` commits with the intent: everything recovery needs, without the tool's code. */
+interface Intent {
+  args: Json;
+  replay: "safe" | "unsafe";
+  operationId: string;
+}
+
+export interface ToolResult {
+  readonly outcome: ToolOutcome;
+  readonly output: Json;
+  /** How the result was obtained: run, re-run after a crash, or confirmed by operation id. */
+  readonly via: "run" | "replay" | "confirm" | "rejected" | "unknown";
+}
+
+/** The tool task kind, resolving tools by name from `tools`. */
+export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): TaskDefinition<ToolTaskInput> {
+  return defineTask<ToolTaskInput>({
+    kind: TOOL_TASK,
+    version: 1,
+    input: ToolTaskInputSchema,
+    phases: {
+      call: async (ctx) => {
+        const tool = tools.get(ctx.input.name);
+        if (!tool) return reject(ctx, `unknown tool "${ctx.input.name}"`);
+        let raw: unknown;
+        try {
+          raw = ctx.input.args.trim() === "" ? {} : JSON.parse(ctx.input.args);
+        } catch (error) {
+          return reject(ctx, `arguments are not valid JSON: ${(error as Error).message}`);
+        }
+        const parsed = tool.input.safeParse(raw);
+        if (!parsed.success) {
+          const issues = parsed.error.issues
+            .map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`)
+            .join("; ");
+          return reject(ctx, `invalid arguments for ${tool.name}: ${issues}`);
+        }
+        const problem = await tool.precheck?.(parsed.data);
+        if (problem) return reject(ctx, problem);
+        const intent: Intent = { args: raw as Json, replay: tool.replay, operationId: ctx.task.id };
+        ctx.setDocument(runDocumentId(ctx.task.id), TOOL_RUN_DOCUMENT, {
+          tool: tool.name,
+          toolCallId: ctx.input.toolCallId,
+          operationId: intent.operationId,
+          args: intent.args,
+          replay: tool.replay,
+          status: "intent",
+        });
+        return ctx.next("execute", intent as unknown as Json);
+      },
+      execute: async (ctx) => {
+        const intent = ctx.data as unknown as Intent;
+        const tool = tools.get(ctx.input.name);
+        const args = tool?.input.safeParse(intent.args);
+        if (!tool || !args?.success)
+          return finish(ctx, {
+            outcome: "error",
+            output: { error: `tool "${ctx.input.name}" is no longer available` },
+            via: "unknown",
+          });
+        const recovering = ctx.restarts > 0;
+        if (recovering) {
+          const replayable = intent.replay === "safe" && tool.replay === "safe";
+          if (!replayable) {
+            if (!tool.confirm) {
+              const partial = ctx.document(runDocumentId(ctx.task.id))?.value as
+                | { progress?: Json }
+                | undefined;
+              return finish(ctx, {
+                outcome: "interrupted",
+                output: {
+                  error: `the outcome of ${tool.name} is unknown: the process stopped while it ran, and it is not safe to re-run`,
+                  partialOutput: partial?.progress ?? null,
+                },
+                via: "unknown",
+              });
+            }
+            const found = await tool.confirm(intent.operationId, args.data);
+            if (found !== undefined) return finish(ctx, { outcome: "ok", output: found, via: "confirm" });
+          }
+        }
+        try {
+          const output = await tool.execute(args.data, {
+            operationId: intent.operationId,
+            signal: ctx.signal,
+            reportProgress: (progress) =>
+              ctx.progress((draft) => {
+                const current = draft.document(runDocumentId(ctx.task.id));
+                if (current)
+                  draft.setDocument(current.head.id, TOOL_RUN_DOCUMENT, {
+                    ...(current.value as object),
+                    progress,
+                  });
+              }),
+          });
+          return finish(ctx, { outcome: "ok", output, via: recovering ? "replay" : "run" });
+        } catch (error) {
+          if (ctx.signal.aborted) throw error;
+          // A clear error from the tool is a result the model can act on, not an unknown outcome.
+          return finish(ctx, {
+            outcome: "error",
+            output: { error: (error as Error).message ?? String(error) },
+            via: recovering ? "replay" : "run",
+          });
+        }
+      },
+    },
+  });
+}
+
+export const runDocumentId = (taskId: string) => `tool-run:${taskId}`;
+
+function reject(ctx: PhaseContext<ToolTaskInput>, message: string) {
+  return finish(ctx, { outcome: "error", output: { error: message }, via: "rejected" });
+}
+
+/** Commits the result entry, the tool-run document and the task's end together. */
+function finish(ctx: PhaseContext<ToolTaskInput>, result: ToolResult) {
+  ctx.appendEntry(ctx.input.conversationId, {
+    kind: "tool-result",
+    toolCallId: ctx.input.toolCallId,
+    toolName: ctx.input.name,
+    outcome: result.outcome,
+    output: result.output,
+  });
+  const id = runDocumentId(ctx.task.id);
+  const run = (ctx.document(id)?.value as Record<string, Json> | undefined) ?? {
+    tool: ctx.input.name,
+    toolCallId: ctx.input.toolCallId,
+    operationId: ctx.task.id,
+  };
+  ctx.setDocument(id, TOOL_RUN_DOCUMENT, {
+    ...run,
+    status: result.outcome,
+    via: result.via,
+    output: result.output,
+  });
+  return ctx.complete(result as unknown as Json);
+}

@@ -1,0 +1,318 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  buildMessages,
+  createAgent,
+  createRegistry,
+  defineTool,
+  type Entry,
+  type Json,
+  ManualClock,
+  ManualTimers,
+  type Model,
+  ModelError,
+  memoryStorage,
+  openSession,
+  runDocumentId,
+  type ScriptedTurn,
+  scriptedModel,
+  sequentialIds,
+  usageDocumentId,
+} from "../../src/index.ts";
+import { deferred, KillableStorage } from "../support/storage-wrappers.ts";
+
+/** A stand-in service with its own log, which survives the kernel's crashes. */
+class Service {
+  readonly log = new Map<string, Json>();
+  calls = 0;
+  run(operationId: string, value: Json): Json {
+    this.calls++;
+    if (!this.log.has(operationId)) this.log.set(operationId, value);
+    return this.log.get(operationId) as Json;
+  }
+}
+
+function tools(
+  service: Service,
+  options: { gate?: Promise<void>; confirm?: boolean; replay?: "safe" | "unsafe" } = {},
+) {
+  const lookup = defineTool({
+    name: "lookup_customer",
+    description: "Find a customer by email",
+    input: z.object({ email: z.string().email() }),
+    replay: "safe",
+    execute: ({ email }) => ({ email, name: email.split("@")[0] ?? "" }),
+  });
+  const charge = defineTool({
+    name: "charge_card",
+    description: "Charge a card once",
+    input: z.object({ amount: z.number().positive() }),
+    replay: options.replay ?? "unsafe",
+    ...(options.confirm && { confirm: (operationId: string) => service.log.get(operationId) }),
+    execute: async ({ amount }, { operationId, reportProgress }) => {
+      reportProgress({ stage: "authorising" });
+      const receipt = service.run(operationId, { charged: amount });
+      await options.gate;
+      return receipt;
+    },
+  });
+  return [lookup, charge];
+}
+
+const script: ScriptedTurn[] = [
+  {
+    text: "Let me look that up and charge.",
+    toolCalls: [
+      { name: "lookup_customer", args: { email: "ana@example.com" } },
+      { name: "charge_card", args: { amount: 42 } },
+    ],
+  },
+  { text: "Done: Ana was charged 42." },
+];
+
+async function open(
+  storage: ReturnType<typeof memoryStorage> | KillableStorage,
+  model: Model,
+  toolList: ReturnType<typeof tools> | [],
+) {
+  const clock = new ManualClock(0);
+  const timers = new ManualTimers(clock);
+  const agent = createAgent({ model, tools: toolList, backoffMs: 1_000 });
+  const session = await openSession({
+    id: "agent",
+    storage,
+    registry: createRegistry({ ...agent }),
+    clock,
+    timers,
+    ids: sequentialIds(),
+  });
+  return { session, clock, timers };
+}
+
+const kinds = (entries: readonly Entry[]) => entries.map((e) => e.content.kind);
+
+describe("agent loop", () => {
+  it("runs a turn with parallel tool calls to a final answer, recording usage per call and in total", async () => {
+    const service = new Service();
+    const { session } = await open(memoryStorage(), scriptedModel(script), tools(service));
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "Charge Ana 42" });
+    const done = await session.wait(sub.id);
+    expect(done).toMatchObject({
+      status: "succeeded",
+      result: { text: "Done: Ana was charged 42.", round: 2 },
+    });
+    const entries = session.view().conversations[0]?.entries ?? [];
+    expect(kinds(entries)).toEqual(["user", "model", "tool-result", "tool-result", "model"]);
+    const results = entries.filter((e) => e.content.kind === "tool-result").map((e) => e.content);
+    expect(results).toContainEqual(
+      expect.objectContaining({ toolName: "charge_card", outcome: "ok", output: { charged: 42 } }),
+    );
+    const usage = session.view().documents.find((d) => d.id === usageDocumentId(sub.id))?.value as {
+      calls: unknown[];
+      total: { inputTokens: number; outputTokens: number };
+    };
+    expect(usage.calls).toHaveLength(2);
+    expect(usage.total.outputTokens).toBeGreaterThan(0);
+    expect(service.calls).toBe(1);
+  });
+
+  it("turns invalid or unparsable arguments and unknown tools into error results the model sees", async () => {
+    const service = new Service();
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: "charge_card", args: { amount: -5 } },
+          { name: "charge_card", args: "{not json" },
+          { name: "delete_everything", args: {} },
+        ],
+      },
+      (request) => ({ text: `saw ${request.messages.filter((m) => m.role === "tool").length} tool errors` }),
+    ]);
+    const { session } = await open(memoryStorage(), model, tools(service));
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "go" });
+    expect(await session.wait(sub.id)).toMatchObject({
+      status: "succeeded",
+      result: { text: "saw 3 tool errors" },
+    });
+    const errors = (session.view().conversations[0]?.entries ?? [])
+      .filter((e) => e.content.kind === "tool-result")
+      .map((e) => (e.content.kind === "tool-result" ? (e.content.output as { error: string }).error : ""));
+    expect(errors).toEqual([
+      expect.stringContaining("amount: Too small"),
+      expect.stringContaining("not valid JSON"),
+      'unknown tool "delete_everything"',
+    ]);
+    expect(service.calls).toBe(0);
+  });
+
+  it("after a crash mid-tool, never re-runs an unsafe tool blindly: the result is interrupted, with its progress", async () => {
+    const service = new Service();
+    const disk = memoryStorage();
+    const first = new KillableStorage(disk.reopen());
+    const gate = deferred();
+    const a = await open(first, scriptedModel(script), tools(service, { gate: gate.promise }));
+    await a.session.resume();
+    const sub = await a.session.submit({ requestId: "r1", conversationId: "main", input: "Charge Ana 42" });
+    await waitUntil(() => service.calls === 1);
+    await new Promise((resolve) => setTimeout(resolve, 5)); // let the progress commit land
+    first.kill();
+    gate.resolve();
+
+    const b = await open(disk.reopen(), scriptedModel(script), tools(service));
+    await b.session.resume();
+    expect(await b.session.wait(sub.id)).toMatchObject({ status: "succeeded" });
+    const charge = b.session
+      .view()
+      .conversations[0]?.entries.find(
+        (e) => e.content.kind === "tool-result" && e.content.toolName === "charge_card",
+      );
+    expect(charge?.content).toMatchObject({
+      outcome: "interrupted",
+      output: { partialOutput: { stage: "authorising" } },
+    });
+    expect(service.calls).toBe(1);
+  });
+
+  it("after a crash mid-tool, confirms an unsafe tool by operation id instead of re-running it", async () => {
+    const service = new Service();
+    const disk = memoryStorage();
+    const first = new KillableStorage(disk.reopen());
+    const gate = deferred();
+    const a = await open(first, scriptedModel(script), tools(service, { gate: gate.promise, confirm: true }));
+    await a.session.resume();
+    const sub = await a.session.submit({ requestId: "r1", conversationId: "main", input: "Charge Ana 42" });
+    await waitUntil(() => service.calls === 1);
+    first.kill();
+    gate.resolve();
+    const b = await open(disk.reopen(), scriptedModel(script), tools(service, { confirm: true }));
+    await b.session.resume();
+    await b.session.wait(sub.id);
+    const run = b.session
+      .view()
+      .documents.find((d) => d.type === "tool-run" && (d.value as { tool: string }).tool === "charge_card");
+    expect(run?.value).toMatchObject({ status: "ok", via: "confirm", output: { charged: 42 } });
+    expect(service.calls).toBe(1);
+  });
+
+  it("re-runs a safe tool after a crash", async () => {
+    const service = new Service();
+    const disk = memoryStorage();
+    const first = new KillableStorage(disk.reopen());
+    const gate = deferred();
+    const a = await open(
+      first,
+      scriptedModel(script),
+      tools(service, { gate: gate.promise, replay: "safe" }),
+    );
+    await a.session.resume();
+    const sub = await a.session.submit({ requestId: "r1", conversationId: "main", input: "x" });
+    await waitUntil(() => service.calls === 1);
+    first.kill();
+    gate.resolve();
+    const b = await open(disk.reopen(), scriptedModel(script), tools(service, { replay: "safe" }));
+    await b.session.resume();
+    await b.session.wait(sub.id);
+    const runs = b.session
+      .view()
+      .documents.filter((d) => d.type === "tool-run")
+      .map((d) => d.value as { via: string });
+    expect(runs.map((r) => r.via).sort()).toEqual(["replay", "run"]);
+    expect(service.calls).toBe(2);
+    void runDocumentId;
+  });
+
+  it("keeps text streamed before a crash as an interrupted entry that drives no tool call", async () => {
+    const disk = memoryStorage();
+    const first = new KillableStorage(disk.reopen());
+    const stall = deferred();
+    const streaming: Model = {
+      id: "streaming",
+      async generate(_request, { onText }) {
+        onText?.("I will charge the ca");
+        await stall.promise;
+        return { text: "never", toolCalls: [{ id: "x", name: "charge_card", args: '{"amount":1}' }] };
+      },
+    };
+    const service = new Service();
+    const a = await open(first, streaming, tools(service));
+    await a.session.resume();
+    const sub = await a.session.submit({ requestId: "r1", conversationId: "main", input: "x" });
+    await waitUntil(() => a.timers.size > 0); // the streamed text waits as deferred progress…
+    a.timers.advance(50); // …until its flush timer fires
+    await waitUntil(() => a.session.view().documents.some((d) => d.type === "model-stream"));
+    first.kill();
+    const b = await open(disk.reopen(), scriptedModel([{ text: "Recovered answer." }]), tools(service));
+    await b.session.resume();
+    expect(await b.session.wait(sub.id)).toMatchObject({
+      status: "succeeded",
+      result: { text: "Recovered answer." },
+    });
+    const entries = b.session.view().conversations[0]?.entries ?? [];
+    // The interruption is recorded with the re-asked attempt, before the answer that followed it.
+    expect(kinds(entries)).toEqual(["user", "interrupted", "model"]);
+    expect(entries[1]?.content).toMatchObject({
+      kind: "interrupted",
+      of: "model",
+      partialText: "I will charge the ca",
+    });
+    expect(service.calls).toBe(0);
+    stall.resolve();
+  });
+
+  it("retries retryable model errors with backoff kept in task state, honouring retry-after", async () => {
+    let calls = 0;
+    const flaky: Model = {
+      id: "flaky",
+      async generate() {
+        calls++;
+        if (calls === 1)
+          throw new ModelError("rate limited", { retryable: true, retryAfterMs: 5_000, status: 429 });
+        if (calls === 2) throw new ModelError("server error", { retryable: true, status: 500 });
+        return { text: "finally", toolCalls: [] };
+      },
+    };
+    const { session, timers } = await open(memoryStorage(), flaky, []);
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "x" });
+    await session.whenIdle();
+    expect(session.wakeInfo().nextWakeAt).toBe(5_000);
+    timers.advance(5_000);
+    await session.whenIdle();
+    expect(session.wakeInfo().nextWakeAt).toBe(7_000); // 1 s base backoff doubled for the third attempt
+    timers.advance(2_000);
+    expect(await session.wait(sub.id)).toMatchObject({ status: "succeeded", result: { text: "finally" } });
+    expect(calls).toBe(3);
+  });
+
+  it("rebuilds the same model context after reopening as the live run had", async () => {
+    const service = new Service();
+    const disk = memoryStorage();
+    const seen: string[] = [];
+    const recording = scriptedModel([
+      (request) => {
+        seen.push(JSON.stringify(request.messages));
+        return script[0] as ScriptedTurn;
+      },
+      (request) => {
+        seen.push(JSON.stringify(request.messages));
+        return { text: "done" };
+      },
+    ]);
+    const { session } = await open(disk, recording, tools(service));
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "Charge Ana 42" });
+    await session.wait(sub.id);
+    await session.close();
+    const reopened = await openSession({ id: "agent", storage: disk.reopen(), mode: "read" });
+    const entries = await reopened.readEntries("main", 0);
+    const modelEntry = entries.findLastIndex((e) => e.content.kind === "model");
+    expect(JSON.stringify(buildMessages(entries.slice(0, modelEntry)))).toBe(seen[1]);
+  });
+});
+
+async function waitUntil(condition: () => boolean): Promise<void> {
+  for (let i = 0; i < 2_000 && !condition(); i++) await new Promise((resolve) => setImmediate(resolve));
+  expect(condition()).toBe(true);
+}
