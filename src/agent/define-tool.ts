@@ -28,7 +28,14 @@ export interface ToolDefinition<Args = unknown> {
   readonly confirm?: (operationId: string, args: Args) => Promise<Json | undefined> | Json | undefined;
   /** Checks before the intent is committed; a returned string rejects the call with that message. */
   readonly precheck?: (args: Args) => string | undefined | Promise<string | undefined>;
-  readonly execute: (args: Args, context: ToolContext) => Promise<Json> | Json;
+  /** Runs the tool. Give either `execute` or `task`. */
+  readonly execute?: (args: Args, context: ToolContext) => Promise<Json> | Json;
+  /**
+   * A task kind that does the work instead of `execute`: the tool call spawns it (its input is the
+   * validated arguments), waits for it durably, and its result becomes the tool result. For work that
+   * needs phases of its own, such as one child task per email.
+   */
+  readonly task?: string;
 }
 
 /**
@@ -47,6 +54,9 @@ export interface ToolDefinition<Args = unknown> {
 export function defineTool<Args>(definition: ToolDefinition<Args>): ToolDefinition<Args> {
   if (!/^[a-zA-Z0-9_-]{1,64}$/.test(definition.name)) {
     throw new Error(`tool name "${definition.name}" must be 1-64 letters, digits, _ or -`);
+  }
+  if ((definition.execute === undefined) === (definition.task === undefined)) {
+    throw new Error(`tool "${definition.name}" needs exactly one of execute or task`);
   }
   return definition;
 }

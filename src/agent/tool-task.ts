@@ -62,6 +62,11 @@ export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): T
         }
         const problem = await tool.precheck?.(parsed.data);
         if (problem) return reject(ctx, problem);
+        if (tool.task !== undefined) {
+          // The work is a task of its own: spawn it with the validated arguments and wait for it durably.
+          const child = ctx.spawn(tool.task, parsed.data as Json, { id: `${ctx.task.id}/run` });
+          return ctx.wait([child], { policy: "allSettled", next: "collect" });
+        }
         const intent: Intent = { args: raw as Json, replay: tool.replay, operationId: ctx.task.id };
         ctx.setDocument(runDocumentId(ctx.task.id), TOOL_RUN_DOCUMENT, {
           tool: tool.name,
@@ -73,11 +78,24 @@ export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): T
         });
         return ctx.next("execute", intent as unknown as Json);
       },
+      collect: (ctx) => {
+        const child = ctx.children()[0];
+        const state = child?.state;
+        if (state?.status === "succeeded")
+          return finish(ctx, { outcome: "ok", output: state.result, via: "run" });
+        const error =
+          state?.status === "failed"
+            ? state.error.message
+            : state?.status === "cancelled"
+              ? state.reason
+              : "no result";
+        return finish(ctx, { outcome: "error", output: { error }, via: "run" });
+      },
       execute: async (ctx) => {
         const intent = ctx.data as unknown as Intent;
         const tool = tools.get(ctx.input.name);
         const args = tool?.input.safeParse(intent.args);
-        if (!tool || !args?.success)
+        if (!tool?.execute || !args?.success)
           return finish(ctx, {
             outcome: "error",
             output: { error: `tool "${ctx.input.name}" is no longer available` },

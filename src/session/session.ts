@@ -338,6 +338,15 @@ export class Session {
    * first the missing ones from the change log, then live ones as they are committed.
    */
   subscribe(fromVersion: number, listener: ChangeListener, options?: SubscribeOptions): Unsubscribe {
+    if (this.currentStatus !== "open") {
+      // Nothing more will be committed through this session: say so rather than wait forever.
+      const ended =
+        this.currentStatus === "closed"
+          ? new SessionClosedError(this.id)
+          : new SessionStoppedError(this.id, { cause: this.stopError });
+      queueMicrotask(() => options?.onError?.(ended));
+      return () => undefined;
+    }
     return this.subscriptions.subscribe(fromVersion, listener, options);
   }
 

@@ -1,0 +1,168 @@
+/**
+ * The five-email reference scenario (DESIGN §1) as an app on the kernel: an approved recipient plan
+ * (a typed Document), a `send_email` tool that is unsafe to replay but confirmable by operation id, a
+ * campaign task that sends one child task per email and joins them allSettled, and — for contrast — the
+ * naive black-box `send_batch_emails` tool.
+ */
+import { z } from "zod";
+import {
+  createAgent,
+  createRegistry,
+  defineDocument,
+  defineTask,
+  defineTool,
+  type Json,
+  type Model,
+  scriptedModel,
+  TOOL_TASK,
+} from "../../src/index.ts";
+import type { MailService, Receipt } from "./mail-service.ts";
+
+export const RECIPIENTS = [
+  "ana@example.com",
+  "bo@example.com",
+  "cy@example.com",
+  "di@example.com",
+  "ed@example.com",
+];
+
+export const emailPlan = defineDocument({
+  type: "email-plan",
+  schema: z.object({ recipients: z.array(z.string().email()), body: z.string(), approved: z.boolean() }),
+});
+type Plan = z.infer<typeof emailPlan.schema>;
+
+/** One email, sent with the tool call's operation id as the provider's idempotency key. */
+export function sendEmailTool(mail: MailService) {
+  return defineTool({
+    name: "send_email",
+    description: "Send one email",
+    input: z.object({ to: z.string().email(), body: z.string() }),
+    replay: "unsafe",
+    confirm: (operationId) => {
+      const receipt = mail.lookup(operationId);
+      return receipt === undefined ? undefined : receiptJson(receipt);
+    },
+    execute: ({ to, body }, { operationId }) =>
+      receiptJson(mail.send({ to, body, idempotencyKey: operationId })),
+  });
+}
+
+/** The whole campaign as one tool call backed by the campaign task. */
+export const sendApprovedNotice = defineTool({
+  name: "send_approved_notice",
+  description: "Send the approved notice to every recipient of the approved plan, then summarise",
+  input: z.object({ planId: z.string() }),
+  replay: "unsafe",
+  task: "email-campaign",
+});
+
+/** For contrast: one opaque call that sends everything; after a crash nobody knows how far it got. */
+export function sendBatchTool(mail: MailService) {
+  return defineTool({
+    name: "send_batch_emails",
+    description: "Send the same email to many recipients",
+    input: z.object({ recipients: z.array(z.string().email()), body: z.string() }),
+    replay: "unsafe",
+    execute: ({ recipients, body }, { operationId, reportProgress }) => {
+      const sent: string[] = [];
+      for (const [i, to] of recipients.entries()) {
+        mail.send({ to, body, idempotencyKey: `${operationId}#${i}` });
+        sent.push(to);
+        reportProgress({ sent });
+      }
+      return { sent };
+    },
+  });
+}
+
+/** Sends one child `send_email` tool task per recipient, joins them allSettled, and writes the summary. */
+export const emailCampaign = defineTask({
+  kind: "email-campaign",
+  version: 1,
+  input: z.object({ planId: z.string() }),
+  phases: {
+    send: (ctx) => {
+      const plan = ctx.document(ctx.input.planId)?.value as Plan | undefined;
+      if (!plan) return ctx.fail(`no plan "${ctx.input.planId}"`);
+      if (!plan.approved) return ctx.fail(`plan "${ctx.input.planId}" is not approved`);
+      const conversationId = ctx.task.conversationId ?? "main";
+      const ids = plan.recipients.map((to, i) =>
+        // Each child is a tool call with its own stored operation id (its task id).
+        ctx.spawn(
+          TOOL_TASK,
+          {
+            toolCallId: `${ctx.task.id}:mail-${i}`,
+            name: "send_email",
+            args: JSON.stringify({ to, body: plan.body }),
+            conversationId,
+          },
+          { id: `${ctx.task.id}/mail-${i}` },
+        ),
+      );
+      return ctx.wait(ids, { policy: "allSettled", next: "summarise" });
+    },
+    summarise: (ctx) => {
+      const results = ctx.children().map((child) => {
+        const result =
+          child.state.status === "succeeded"
+            ? (child.state.result as { outcome: string; output: Json; via: string })
+            : undefined;
+        const output = result?.output as { to?: string } | undefined;
+        return {
+          to: output?.to ?? "?",
+          outcome: result?.outcome ?? child.state.status,
+          via: result?.via ?? "?",
+        };
+      });
+      const delivered = results.filter((r) => r.outcome === "ok").length;
+      const text = `Campaign ${ctx.input.planId}: ${delivered} of ${results.length} emails delivered (${results
+        .map((r) => `${r.to} ${r.outcome}${r.via === "confirm" ? " (confirmed by operation id)" : ""}`)
+        .join(", ")}).`;
+      ctx.appendEntry(ctx.task.conversationId ?? "main", { kind: "note", text });
+      return ctx.complete({ delivered, total: results.length, results });
+    },
+  },
+});
+
+/** The scripted model for the demo: start the campaign, then summarise what the tool reported. */
+export function campaignModel(): Model {
+  return scriptedModel([
+    {
+      text: "Sending the approved notice.",
+      toolCalls: [{ name: "send_approved_notice", args: { planId: "plan" } }],
+    },
+    (request) => {
+      const last = [...request.messages].reverse().find((m) => m.role === "tool");
+      const result = last
+        ? (JSON.parse(last.content) as { output: { delivered?: number; total?: number } })
+        : undefined;
+      return {
+        text: `Done: ${result?.output.delivered ?? 0} of ${result?.output.total ?? 0} notices delivered.`,
+      };
+    },
+  ]);
+}
+
+/** The contrast model: one black-box batch call. */
+export function batchModel(): Model {
+  return scriptedModel([
+    { toolCalls: [{ name: "send_batch_emails", args: { recipients: RECIPIENTS, body: "Approved notice" } }] },
+    (request) => {
+      const last = [...request.messages].reverse().find((m) => m.role === "tool");
+      const outcome = last ? (JSON.parse(last.content) as { outcome: string }).outcome : "none";
+      return { text: `The batch call ended ${outcome}; I cannot tell who got the notice without checking.` };
+    },
+  ]);
+}
+
+export function campaignRegistry(mail: MailService, model: Model = campaignModel()) {
+  const agent = createAgent({ model, tools: [sendEmailTool(mail), sendApprovedNotice, sendBatchTool(mail)] });
+  return createRegistry({ ...agent, tasks: [...agent.tasks, emailCampaign], documents: [emailPlan] });
+}
+
+export const approvedPlan = (): Plan => ({ recipients: RECIPIENTS, body: "Approved notice", approved: true });
+
+function receiptJson(receipt: Receipt): Json {
+  return { messageId: receipt.messageId, to: receipt.to, operationId: receipt.operationId };
+}

@@ -1,0 +1,201 @@
+/**
+ * The five-email reference scenario (DESIGN §1): crash at every commit boundary, and in the window between
+ * "the mail service accepted mail 4" and "its receipt was committed"; after recovery exactly five mails
+ * were delivered, each once, and the summary says so. The black-box batch tool, crashed mid-batch, ends
+ * interrupted and never silently resends.
+ */
+import { describe, expect, it } from "vitest";
+import { approvedPlan, batchModel, campaignRegistry, RECIPIENTS } from "../../examples/five-emails/app.ts";
+import { MailService } from "../../examples/five-emails/mail-service.ts";
+import {
+  type CommitGuard,
+  type CommitRecord,
+  type Json,
+  ManualClock,
+  ManualTimers,
+  type MemoryStorage,
+  memoryStorage,
+  openSession,
+  type Session,
+  type Storage,
+  sequentialIds,
+} from "../../src/index.ts";
+
+type Crash = { commit: number; mode: "before" | "after" } | { acceptedMail: number };
+
+/** A process's handle on the store: it can die at its k-th commit, and then does nothing more. */
+class ProcessStorage implements Storage {
+  commits = 0;
+  dead = false;
+  constructor(
+    private readonly inner: Storage,
+    private readonly dieAt: { commit: number; mode: "before" | "after" } | undefined,
+    private readonly onDeath: () => void,
+  ) {}
+  kill(): void {
+    this.dead = true;
+    this.onDeath();
+  }
+  private alive(): Storage {
+    if (this.dead) throw new Error("process killed");
+    return this.inner;
+  }
+  open: Storage["open"] = async (...args) => this.alive().open(...args);
+  readEntries: Storage["readEntries"] = async (...args) => this.alive().readEntries(...args);
+  readChanges: Storage["readChanges"] = async (...args) => this.alive().readChanges(...args);
+  readDocumentRows: Storage["readDocumentRows"] = async (...args) => this.alive().readDocumentRows(...args);
+  close: Storage["close"] = async () => undefined;
+  async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+    const inner = this.alive();
+    this.commits++;
+    const hit = this.dieAt?.commit === this.commits;
+    if (hit && this.dieAt?.mode === "before") this.kill();
+    await this.alive().commit(guard, commits);
+    void inner;
+    if (hit && this.dieAt?.mode === "after") this.kill();
+    if (this.dead) throw new Error("process killed after its write became durable");
+  }
+}
+
+interface Outcome {
+  mail: MailService;
+  crashes: number;
+  commits: number;
+  final: Session;
+  submissionId: string;
+}
+
+/** Runs the scenario, crashing once as planned, reopening and resuming until the Submission ends. */
+async function run(crash: Crash | undefined, registryFor = campaignRegistry): Promise<Outcome> {
+  const mail = new MailService();
+  const disk: MemoryStorage = memoryStorage();
+  const clock = new ManualClock(0);
+  let crashes = 0;
+  let commits = 0;
+  for (let incarnation = 0; incarnation < 4; incarnation++) {
+    const planned = incarnation === 0 ? crash : undefined;
+    const storage = new ProcessStorage(
+      disk.reopen(),
+      planned && "commit" in planned ? planned : undefined,
+      () => {
+        mail.reachable = false; // a dead process sends nothing more
+        crashes++;
+      },
+    );
+    mail.reachable = true;
+    mail.onAccepted =
+      planned && "acceptedMail" in planned
+        ? (_receipt, count) => {
+            if (count === planned.acceptedMail) storage.kill(); // accepted, but the receipt is never committed
+          }
+        : undefined;
+    const registry = registryFor(mail);
+    let session: Session | undefined;
+    let submissionId: string | undefined;
+    try {
+      session = await openSession({
+        id: "campaign",
+        storage,
+        registry,
+        clock,
+        timers: new ManualTimers(clock),
+        ids: sequentialIds(incarnation * 100),
+      });
+      if (!session.view().documents.some((d) => d.id === "plan")) {
+        await session.commit((d) => d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json));
+      }
+      // The client retries its request after every crash; the same requestId never creates new work.
+      const submission = await session.submit({
+        requestId: "notice-1",
+        conversationId: "main",
+        input: "Send the approved notice to five customers and summarise",
+      });
+      submissionId = submission.id;
+      await session.resume();
+      const done = await session.wait(submission.id);
+      commits += storage.commits;
+      return { mail, crashes, commits, final: session, submissionId: done.id };
+    } catch (error) {
+      if (!storage.dead) throw error;
+      commits += storage.commits;
+      await session?.whenIdle(); // the dead process's phases wind down before the next one starts
+      void submissionId;
+    }
+  }
+  throw new Error("the scenario did not finish in 4 incarnations");
+}
+
+/** Fails with `message` instead of hanging the whole test when one scenario never finishes. */
+async function withTimeout<T>(work: Promise<T>, message: string, ms = 5_000): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function expectExactlyFive(outcome: Outcome, label: string): void {
+  const counts = outcome.mail.deliveryCounts();
+  expect([...counts.keys()].sort(), label).toEqual([...RECIPIENTS].sort());
+  expect([...counts.values()], `${label}: each recipient exactly once`).toEqual([1, 1, 1, 1, 1]);
+  const submission = outcome.final.view().submissions.find((s) => s.id === outcome.submissionId);
+  expect(submission?.status, label).toBe("succeeded");
+  expect(submission?.result, label).toMatchObject({ text: "Done: 5 of 5 notices delivered." });
+  const summary = outcome.final
+    .view()
+    .conversations[0]?.entries.find(
+      (e) => e.content.kind === "note" && e.content.text.startsWith("Campaign plan:"),
+    );
+  expect(summary?.content, label).toMatchObject({ text: expect.stringContaining("5 of 5 emails delivered") });
+}
+
+describe("five-email reference scenario", () => {
+  it("delivers exactly five mails with no crash", async () => {
+    const outcome = await run(undefined);
+    expectExactlyFive(outcome, "no crash");
+    expect(outcome.crashes).toBe(0);
+  });
+
+  it("delivers exactly five mails, each once, whatever commit boundary the process dies at", async () => {
+    const clean = await run(undefined);
+    expect(clean.commits).toBeGreaterThan(10);
+    for (let commit = 1; commit <= clean.commits; commit++) {
+      for (const mode of ["before", "after"] as const) {
+        const outcome = await withTimeout(
+          run({ commit, mode }),
+          `crash ${mode} commit ${commit} did not finish`,
+        );
+        expect(outcome.crashes, `commit ${commit} ${mode}`).toBe(1);
+        expectExactlyFive(outcome, `crash ${mode} commit ${commit}`);
+      }
+    }
+  }, 120_000);
+
+  it("confirms mail 4 by its operation id when the process died after the service accepted it", async () => {
+    const outcome = await run({ acceptedMail: 4 });
+    expect(outcome.crashes).toBe(1);
+    expectExactlyFive(outcome, "crash after mail 4 was accepted");
+    const confirmed = outcome.final
+      .view()
+      .documents.filter((d) => d.type === "tool-run" && (d.value as { via?: string }).via === "confirm");
+    // The five sends run concurrently, so mails 1-4 were all accepted in the window: each is confirmed by
+    // its operation id, none is sent again, and mail 5 (refused while the process died) is sent once.
+    expect(confirmed.map((d) => (d.value as { output: { to: string } }).output.to)).toContain(RECIPIENTS[3]);
+    for (const run of confirmed) expect(run.value).toMatchObject({ status: "ok" });
+  });
+
+  it("the black-box batch tool, crashed mid-batch, ends interrupted and never resends", async () => {
+    const outcome = await run({ acceptedMail: 3 }, (mail) => campaignRegistry(mail, batchModel()));
+    expect(outcome.mail.deliveries.map((d) => d.to)).toEqual(RECIPIENTS.slice(0, 3));
+    const result = outcome.final
+      .view()
+      .conversations[0]?.entries.find((e) => e.content.kind === "tool-result");
+    expect(result?.content).toMatchObject({ toolName: "send_batch_emails", outcome: "interrupted" });
+    const submission = outcome.final.view().submissions[0];
+    expect(submission?.result).toMatchObject({ text: expect.stringContaining("ended interrupted") });
+  });
+});
