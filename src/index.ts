@@ -20,6 +20,8 @@ export type {
   ToolSpec,
 } from "./agent/model.ts";
 export { ModelError } from "./agent/model.ts";
+export type { OpenAiCompatibleOptions } from "./agent/openai-compatible.ts";
+export { openAiCompatibleModel } from "./agent/openai-compatible.ts";
 export type { ScriptedModelOptions, ScriptedTurn } from "./agent/scripted-model.ts";
 export { scriptedModel } from "./agent/scripted-model.ts";
 export type { ToolOutcome, ToolResult } from "./agent/tool-task.ts";
