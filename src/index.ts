@@ -3,6 +3,7 @@
  * Documents, Tasks, Submissions), so a new process continues exactly where the work stood.
  */
 
+export { aiSdkModel } from "./agent/ai-sdk.ts";
 export { buildMessages, contextStart } from "./agent/context.ts";
 export type { Agent, AgentOptions } from "./agent/create-agent.ts";
 export { createAgent } from "./agent/create-agent.ts";

@@ -1,0 +1,117 @@
+/** An AI SDK provider (the real @ai-sdk/openai-compatible, LanguageModelV3) adapted as our Model, over real HTTP. */
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  aiSdkModel,
+  createAgent,
+  createRegistry,
+  defineTool,
+  ModelError,
+  memoryStorage,
+  openSession,
+  sequentialIds,
+} from "../../src/index.ts";
+import { type Fixture, type FixtureReply, startOpenAiFixture } from "../support/openai-fixture.ts";
+
+let fixture: Fixture | undefined;
+afterEach(async () => {
+  await fixture?.close();
+  fixture = undefined;
+});
+
+async function modelFor(replies: FixtureReply[]) {
+  fixture = await startOpenAiFixture(replies);
+  const provider = createOpenAICompatible({
+    name: "fixture",
+    baseURL: fixture.url,
+    apiKey: "sk-test",
+    includeUsage: true,
+  });
+  return aiSdkModel(provider.chatModel("fixture-1"));
+}
+
+const request = { messages: [{ role: "user" as const, content: "hi" }], tools: [] };
+const signal = new AbortController().signal;
+
+describe("AI SDK LanguageModelV3 adapter", () => {
+  it("streams text and reports usage through an AI SDK provider", async () => {
+    const model = await modelFor([{ kind: "text", chunks: ["Hel", "lo"] }]);
+    const deltas: string[] = [];
+    const response = await model.generate(request, { signal, onText: (d) => deltas.push(d) });
+    expect(model.id).toBe("fixture.chat:fixture-1");
+    expect(deltas.join("")).toBe("Hello");
+    expect(response).toMatchObject({
+      text: "Hello",
+      toolCalls: [],
+      finishReason: "stop",
+      usage: { inputTokens: 11, outputTokens: 7 },
+    });
+  });
+
+  it("returns the provider's assembled tool calls", async () => {
+    const model = await modelFor([
+      { kind: "tools", calls: [{ id: "call_a", name: "lookup", args: ['{"email":', '"ana@example.com"}'] }] },
+    ]);
+    const response = await model.generate(
+      {
+        ...request,
+        tools: [
+          {
+            name: "lookup",
+            description: "Find",
+            parameters: { type: "object", properties: { email: { type: "string" } } },
+          },
+        ],
+      },
+      { signal },
+    );
+    expect(response.toolCalls).toEqual([
+      { id: "call_a", name: "lookup", args: '{"email":"ana@example.com"}' },
+    ]);
+    expect(fixture?.requests[0]?.body.tools).toMatchObject([
+      { type: "function", function: { name: "lookup" } },
+    ]);
+  });
+
+  it("maps a provider's 429 to a retryable ModelError with retry-after", async () => {
+    const model = await modelFor([{ kind: "status", status: 429, retryAfter: 2 }]);
+    const error = await model.generate(request, { signal }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ModelError);
+    expect(error).toMatchObject({ retryable: true, status: 429, retryAfterMs: 2_000 });
+  });
+
+  it("runs the agent loop unchanged on an AI SDK model", async () => {
+    const model = await modelFor([
+      { kind: "tools", calls: [{ id: "call_1", name: "lookup", args: ['{"email":"ana@example.com"}'] }] },
+      { kind: "text", chunks: ["Ana is a customer."] },
+    ]);
+    const lookup = defineTool({
+      name: "lookup",
+      description: "Find a customer",
+      input: z.object({ email: z.string().email() }),
+      replay: "safe",
+      execute: ({ email }) => ({ email, customer: true }),
+    });
+    const agent = createAgent({ model, tools: [lookup] });
+    const session = await openSession({
+      id: "ai-sdk",
+      storage: memoryStorage(),
+      registry: createRegistry({ ...agent }),
+      ids: sequentialIds(),
+    });
+    await session.resume();
+    const sub = await session.submit({
+      requestId: "r1",
+      conversationId: "main",
+      input: "Is Ana a customer?",
+    });
+    expect(await session.wait(sub.id)).toMatchObject({
+      status: "succeeded",
+      result: { text: "Ana is a customer." },
+    });
+    // The second request carried the tool call and its result back to the provider in its own format.
+    const messages = fixture?.requests[1]?.body.messages as { role: string }[];
+    expect(messages.map((m) => m.role)).toEqual(["user", "assistant", "tool"]);
+  });
+});
