@@ -7,7 +7,7 @@ import { GENERATE_TASK, type GenerationOptions, generationTask } from "./generat
 import type { Model } from "./model.ts";
 import { toolTask } from "./tool-task.ts";
 
-export interface AgentOptions extends Omit<GenerationOptions, "tools" | "model"> {
+export interface AgentOptions extends Omit<GenerationOptions, "tools" | "toolSpecs" | "model"> {
   readonly model: Model;
   // biome-ignore lint/suspicious/noExplicitAny: tools of any argument type; each validates its own input
   readonly tools?: readonly ToolDefinition<any>[];
@@ -33,10 +33,14 @@ export function createAgent(options: AgentOptions): Agent {
     tools.set(tool.name, tool as ToolDefinition<unknown>);
   }
   return {
-    tasks: [generationTask({ ...options, tools: [...tools.values()].map(toolSpec) }), toolTask(tools)],
+    tasks: [
+      generationTask({ ...options, tools, toolSpecs: [...tools.values()].map(toolSpec) }),
+      toolTask(tools),
+    ],
+    // The turn's context position is the Submission's own entry: fixed in the commit that accepts it.
     submissionTask: (submission) => ({
       kind: GENERATE_TASK,
-      input: { conversationId: submission.conversationId },
+      input: { conversationId: submission.conversationId, throughSeq: submission.entrySeq + 1 },
     }),
   };
 }

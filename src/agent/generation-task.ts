@@ -1,28 +1,38 @@
 /**
- * The model-generation task (DESIGN §5): `prepare` fixes the context position and model, `request` calls
- * the model (streamed text is deferred progress), `retry` backs off in task state, `poll` follows an async
- * response handle across restarts. The transition out of `request`/`poll` is the design's "tools" step:
- * the response entry, the tool tasks it asks for and the wait on them commit together. When the tools
- * end, the next round starts from `prepare` again.
+ * The model-generation task (DESIGN §5). A turn runs in rounds:
+ * - the context position is fixed before the model is asked (`prepare`; for a Submission's root task it is
+ *   fixed by the Submission's own commit, so no extra commit is paid);
+ * - `request` asks the model; streamed text is deferred progress; `retry` backs off in task state
+ *   (retry-after honoured); `poll` follows a stored async handle across restarts instead of re-asking;
+ * - the response entry, the tool tasks it asks for (arguments already validated, intents and operation ids
+ *   fixed) and the wait on them commit together — the design's "tools" step — and the next round starts
+ *   when they have all ended.
+ * The context of every round is rebuilt from committed entries: the conversation up to the turn's start,
+ * plus everything this turn itself produced.
  */
 import { z } from "zod";
-import type { Json, ToolCall } from "../records/schemas.ts";
+import type { Entry, Json, ToolCall } from "../records/schemas.ts";
 import { defineTask, type PhaseContext, type TaskDefinition, type Transition } from "../tasks/define-task.ts";
 import { buildMessages } from "./context.ts";
+import type { ToolDefinition } from "./define-tool.ts";
 import type { ToolSpec } from "./model.ts";
 import { type Model, ModelError, type ModelResponse } from "./model.ts";
-import { TOOL_TASK } from "./tool-task.ts";
+import { intentDocument, resolveToolCall, runDocumentId, TOOL_RUN_DOCUMENT, TOOL_TASK } from "./tool-task.ts";
 
 export const GENERATE_TASK = "agent.generate";
 export const STREAM_DOCUMENT = "model-stream";
 export const USAGE_DOCUMENT = "usage";
 
-export const GenerateInputSchema = z.object({ conversationId: z.string() });
+export const GenerateInputSchema = z.object({
+  conversationId: z.string(),
+  /** Entries with seq below this are the conversation before the turn; omitted: fixed by `prepare`. */
+  throughSeq: z.number().int().nonnegative().optional(),
+});
 type GenerateInput = z.infer<typeof GenerateInputSchema>;
 
 interface Round {
   round: number;
-  /** Entries the request is built from: [0, throughSeq). Fixed in `prepare`, so a re-asked request is the same. */
+  /** The conversation before this turn: entries [0, throughSeq). */
   throughSeq: number;
   model: string;
   attempt: number;
@@ -33,7 +43,8 @@ interface Round {
 
 export interface GenerationOptions {
   readonly model: Model;
-  readonly tools: readonly ToolSpec[];
+  readonly tools: ReadonlyMap<string, ToolDefinition<unknown>>;
+  readonly toolSpecs: readonly ToolSpec[];
   readonly system?: string;
   readonly maxRounds?: number;
   readonly maxAttempts?: number;
@@ -46,33 +57,34 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
   const maxAttempts = options.maxAttempts ?? 4;
   const backoffMs = options.backoffMs ?? 1_000;
   const pollIntervalMs = options.pollIntervalMs ?? 2_000;
+  const asJson = (round: Round) => round as unknown as Json;
 
   return defineTask<GenerateInput>({
     kind: GENERATE_TASK,
     version: 1,
     input: GenerateInputSchema,
+    start: "request",
     phases: {
       prepare: (ctx) => {
-        const previous = ctx.data as unknown as Round | null;
-        const round = previous ? previous.round + 1 : 1;
-        if (round > maxRounds)
-          return ctx.fail(`stopped after ${maxRounds} model rounds without a final answer`);
         const throughSeq = ctx.conversation(ctx.input.conversationId)?.entryCount ?? 0;
-        const next: Round = { round, throughSeq, model: options.model.id, attempt: 1 };
-        return ctx.next("request", next as unknown as Json);
+        return ctx.next("request", asJson(firstRound(throughSeq)));
       },
       request: async (ctx) => {
-        const round = ctx.data as unknown as Round;
+        let round = ctx.data as unknown as Round | null;
+        if (!round) {
+          // A turn without a fixed position (spawned by an app, not by a Submission) fixes it first.
+          if (ctx.input.throughSeq === undefined) return ctx.next("prepare");
+          round = firstRound(ctx.input.throughSeq);
+        }
         noteInterruptedStream(ctx, round);
-        const messages = buildMessages(
-          (await ctx.conversationEntries(ctx.input.conversationId)).filter((e) => e.seq < round.throughSeq),
-          options.system,
-        );
-        const request = { messages, tools: options.tools };
+        const request = {
+          messages: buildMessages(await turnEntries(ctx, round), options.system),
+          tools: options.toolSpecs,
+        };
         try {
           if (options.model.start && options.model.poll) {
             const handle = await options.model.start(request, { signal: ctx.signal });
-            return ctx.next("poll", { ...round, handle } as unknown as Json);
+            return ctx.next("poll", asJson({ ...round, handle }));
           }
           const streamId = streamDocumentId(ctx.task.id);
           let streamed = "";
@@ -81,12 +93,13 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
             onText: (delta) => {
               streamed += delta;
               const text = streamed;
+              const roundNumber = round.round;
               ctx.progress((draft) =>
-                draft.setDocument(streamId, STREAM_DOCUMENT, { round: round.round, text }),
+                draft.setDocument(streamId, STREAM_DOCUMENT, { round: roundNumber, text }),
               );
             },
           });
-          return respond(ctx, round, response);
+          return await respond(ctx, round, response);
         } catch (error) {
           return failedAttempt(ctx, round, error);
         }
@@ -94,20 +107,24 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       retry: (ctx) => {
         const round = ctx.data as unknown as Round;
         const delay = round.retryAfterMs ?? backoffMs * 2 ** (round.attempt - 2);
-        return ctx.sleep(ctx.clock.now() + delay, "request", round as unknown as Json);
+        return ctx.sleep(ctx.clock.now() + delay, "request", asJson(round));
       },
       poll: async (ctx) => {
         const round = ctx.data as unknown as Round;
         try {
           const response = await options.model.poll?.(round.handle ?? null, { signal: ctx.signal });
-          if (!response) return ctx.sleep(ctx.clock.now() + pollIntervalMs, "poll", round as unknown as Json);
-          return respond(ctx, round, response);
+          if (!response) return ctx.sleep(ctx.clock.now() + pollIntervalMs, "poll", asJson(round));
+          return await respond(ctx, round, response);
         } catch (error) {
           return failedAttempt(ctx, round, error);
         }
       },
     },
   });
+
+  function firstRound(throughSeq: number): Round {
+    return { round: 1, throughSeq, model: options.model.id, attempt: 1 };
+  }
 
   function failedAttempt(ctx: PhaseContext<GenerateInput>, round: Round, error: unknown): Transition {
     const retryable = error instanceof ModelError ? error.retryable : !ctx.signal.aborted;
@@ -119,9 +136,8 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
         reason: error.message,
       });
     }
-    if (!retryable || round.attempt >= maxAttempts) {
+    if (!retryable || round.attempt >= maxAttempts)
       return ctx.fail(error instanceof Error ? error : String(error));
-    }
     // A fresh attempt: no stale handle, and a retry-after only if this failure gave one.
     const { handle: _handle, retryAfterMs: _retryAfter, ...rest } = round;
     const next: Round = {
@@ -131,11 +147,18 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       ...(error instanceof ModelError &&
         error.retryAfterMs !== undefined && { retryAfterMs: error.retryAfterMs }),
     };
-    return ctx.next("retry", next as unknown as Json);
+    return ctx.next("retry", asJson(next));
   }
 
-  /** The response, its tool tasks and the wait on them, in one commit; or the final answer. */
-  function respond(ctx: PhaseContext<GenerateInput>, round: Round, response: ModelResponse): Transition {
+  /**
+   * The response, its tool calls (validated now, their intents fixed) and the wait on them, in one commit;
+   * or the final answer. Calls the model got wrong become error results it will see next round.
+   */
+  async function respond(
+    ctx: PhaseContext<GenerateInput>,
+    round: Round,
+    response: ModelResponse,
+  ): Promise<Transition> {
     const conversationId = ctx.input.conversationId;
     ctx.appendEntry(conversationId, {
       kind: "model",
@@ -144,14 +167,34 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       model: round.model,
     });
     recordUsage(ctx, round, response);
-    if (response.toolCalls.length === 0) {
-      return ctx.complete({ text: response.text, round: round.round });
+    if (response.toolCalls.length === 0) return ctx.complete({ text: response.text, round: round.round });
+    if (round.round >= maxRounds)
+      return ctx.fail(`stopped after ${maxRounds} model rounds without a final answer`);
+    const children: string[] = [];
+    for (const [index, call] of response.toolCalls.entries()) {
+      const id = `${ctx.task.id}/r${round.round}/${index}`;
+      const resolved = await resolveToolCall(options.tools, call.name, call.args, id);
+      if (!resolved.ok) {
+        ctx.appendEntry(conversationId, rejected(call, resolved.error));
+        continue;
+      }
+      const input = { toolCallId: call.id, name: call.name, args: call.args, conversationId };
+      if (resolved.tool.task !== undefined) {
+        children.push(ctx.spawn(TOOL_TASK, input, { id })); // task-backed: its call phase spawns the work
+        continue;
+      }
+      ctx.setDocument(runDocumentId(id), TOOL_RUN_DOCUMENT, intentDocument(input, resolved.intent));
+      children.push(
+        ctx.spawn(TOOL_TASK, input, { id, phase: "execute", data: resolved.intent as unknown as Json }),
+      );
     }
-    const ids = response.toolCalls.map((call: ToolCall) =>
-      ctx.spawn(TOOL_TASK, { toolCallId: call.id, name: call.name, args: call.args, conversationId }),
-    );
-    // When every tool task has ended (their results are entries by then), the next round prepares.
-    return ctx.wait(ids, { policy: "allSettled", next: "prepare" }, round as unknown as Json);
+    const next: Round = {
+      round: round.round + 1,
+      throughSeq: round.throughSeq,
+      model: options.model.id,
+      attempt: 1,
+    };
+    return ctx.wait(children, { policy: "allSettled", next: "request" }, asJson(next));
   }
 
   function recordUsage(ctx: PhaseContext<GenerateInput>, round: Round, response: ModelResponse): void {
@@ -170,6 +213,25 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       },
     } satisfies UsageDocument as unknown as Json);
   }
+}
+
+/** The turn's context: the conversation before it, plus every entry the turn and its tool calls produced. */
+async function turnEntries(ctx: PhaseContext<GenerateInput>, round: Round): Promise<Entry[]> {
+  const own = ctx.task.id;
+  const entries = await ctx.conversationEntries(ctx.input.conversationId);
+  return entries.filter(
+    (e) => e.seq < round.throughSeq || e.taskId === own || (e.taskId?.startsWith(`${own}/`) ?? false),
+  );
+}
+
+function rejected(call: ToolCall, error: string) {
+  return {
+    kind: "tool-result" as const,
+    toolCallId: call.id,
+    toolName: call.name,
+    outcome: "error" as const,
+    output: { error },
+  };
 }
 
 /** Token usage of a Submission: per call (one per round, i.e. per turn of the loop) and in total. */

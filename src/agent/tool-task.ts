@@ -21,10 +21,10 @@ export const ToolTaskInputSchema = z.object({
   args: z.string(),
   conversationId: z.string(),
 });
-type ToolTaskInput = z.infer<typeof ToolTaskInputSchema>;
+export type ToolTaskInput = z.infer<typeof ToolTaskInputSchema>;
 
 /** What `call` commits with the intent: everything recovery needs, without the tool's code. */
-interface Intent {
+export interface Intent {
   args: Json;
   replay: "safe" | "unsafe";
   operationId: string;
@@ -45,37 +45,15 @@ export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): T
     input: ToolTaskInputSchema,
     phases: {
       call: async (ctx) => {
-        const tool = tools.get(ctx.input.name);
-        if (!tool) return reject(ctx, `unknown tool "${ctx.input.name}"`);
-        let raw: unknown;
-        try {
-          raw = ctx.input.args.trim() === "" ? {} : JSON.parse(ctx.input.args);
-        } catch (error) {
-          return reject(ctx, `arguments are not valid JSON: ${(error as Error).message}`);
-        }
-        const parsed = tool.input.safeParse(raw);
-        if (!parsed.success) {
-          const issues = parsed.error.issues
-            .map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`)
-            .join("; ");
-          return reject(ctx, `invalid arguments for ${tool.name}: ${issues}`);
-        }
-        const problem = await tool.precheck?.(parsed.data);
-        if (problem) return reject(ctx, problem);
+        const resolved = await resolveToolCall(tools, ctx.input.name, ctx.input.args, ctx.task.id);
+        if (!resolved.ok) return reject(ctx, resolved.error);
+        const { tool, intent, args } = resolved;
         if (tool.task !== undefined) {
           // The work is a task of its own: spawn it with the validated arguments and wait for it durably.
-          const child = ctx.spawn(tool.task, parsed.data as Json, { id: `${ctx.task.id}/run` });
+          const child = ctx.spawn(tool.task, args as Json, { id: `${ctx.task.id}/run` });
           return ctx.wait([child], { policy: "allSettled", next: "collect" });
         }
-        const intent: Intent = { args: raw as Json, replay: tool.replay, operationId: ctx.task.id };
-        ctx.setDocument(runDocumentId(ctx.task.id), TOOL_RUN_DOCUMENT, {
-          tool: tool.name,
-          toolCallId: ctx.input.toolCallId,
-          operationId: intent.operationId,
-          args: intent.args,
-          replay: tool.replay,
-          status: "intent",
-        });
+        ctx.setDocument(runDocumentId(ctx.task.id), TOOL_RUN_DOCUMENT, intentDocument(ctx.input, intent));
         return ctx.next("execute", intent as unknown as Json);
       },
       collect: (ctx) => {
@@ -152,6 +130,61 @@ export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): T
 }
 
 export const runDocumentId = (taskId: string) => `tool-run:${taskId}`;
+
+/** A model's tool call, resolved: the tool, its validated arguments and the intent to commit. */
+export type ResolvedToolCall =
+  | {
+      readonly ok: true;
+      readonly tool: ToolDefinition<unknown>;
+      readonly args: unknown;
+      readonly intent: Intent;
+    }
+  | { readonly ok: false; readonly error: string };
+
+/**
+ * Resolves and validates a tool call and runs its pre-checks (DESIGN §5, the `call` step). Bad arguments,
+ * unparsable JSON and unknown tools are errors the model will see, never exceptions.
+ */
+export async function resolveToolCall(
+  tools: ReadonlyMap<string, ToolDefinition<unknown>>,
+  name: string,
+  rawArgs: string,
+  operationId: string,
+): Promise<ResolvedToolCall> {
+  const tool = tools.get(name);
+  if (!tool) return { ok: false, error: `unknown tool "${name}"` };
+  let raw: unknown;
+  try {
+    raw = rawArgs.trim() === "" ? {} : JSON.parse(rawArgs);
+  } catch (error) {
+    return { ok: false, error: `arguments are not valid JSON: ${(error as Error).message}` };
+  }
+  const parsed = tool.input.safeParse(raw);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
+    return { ok: false, error: `invalid arguments for ${tool.name}: ${issues}` };
+  }
+  const problem = await tool.precheck?.(parsed.data);
+  if (problem) return { ok: false, error: problem };
+  return {
+    ok: true,
+    tool,
+    args: parsed.data,
+    intent: { args: raw as Json, replay: tool.replay, operationId },
+  };
+}
+
+/** The tool-run document as the intent is committed. */
+export function intentDocument(input: ToolTaskInput, intent: Intent): Json {
+  return {
+    tool: input.name,
+    toolCallId: input.toolCallId,
+    operationId: intent.operationId,
+    args: intent.args,
+    replay: intent.replay,
+    status: "intent",
+  };
+}
 
 function reject(ctx: PhaseContext<ToolTaskInput>, message: string) {
   return finish(ctx, { outcome: "error", output: { error: message }, via: "rejected" });

@@ -39,6 +39,12 @@ export type JoinPolicy = "allSettled" | "failFast";
 export interface SpawnOptions {
   /** Id for the child; default a fresh one. Give one to make the spawn idempotent across re-entries. */
   readonly id?: string;
+  /**
+   * Start the child in this phase with this checkpoint data instead of its first phase — for a parent
+   * that already did the child's first step (e.g. validated a tool call and fixed its intent).
+   */
+  readonly phase?: string;
+  readonly data?: Json;
 }
 
 /** Everything a phase can read, stage and return. */

@@ -82,6 +82,7 @@ export class PhaseContextImpl<Input, Data> implements PhaseContext<Input, Data> 
         parentId: parent.id,
         ...(parent.submissionId !== undefined && { submissionId: parent.submissionId }),
         ...(parent.conversationId !== undefined && { conversationId: parent.conversationId }),
+        ...(options.phase !== undefined && { phase: options.phase, data: options.data ?? null }),
       });
     });
     return id;

@@ -20,6 +20,9 @@ export interface TaskSpec {
   readonly parentId?: string;
   readonly submissionId?: string;
   readonly conversationId?: string;
+  /** Start in this phase (default the kind's first) with this checkpoint data. */
+  readonly phase?: string;
+  readonly data?: Json;
 }
 
 type Outcome =
@@ -56,6 +59,9 @@ export function createTask(draft: Draft, registry: Registry, spec: TaskSpec): Ta
     );
   }
   if (draft.task(spec.id)) throw new KernelError("invalid-argument", `task ${spec.id} already exists`);
+  if (spec.phase !== undefined && !(spec.phase in definition.phases)) {
+    throw new KernelError("invalid-argument", `task kind "${spec.kind}" has no phase "${spec.phase}"`);
+  }
   const task: Task = {
     id: spec.id,
     kind: spec.kind,
@@ -65,7 +71,7 @@ export function createTask(draft: Draft, registry: Registry, spec: TaskSpec): Ta
     ...(spec.submissionId !== undefined && { submissionId: spec.submissionId }),
     ...(spec.conversationId !== undefined && { conversationId: spec.conversationId }),
     state: { status: "running" },
-    checkpoint: { phase: startPhase(definition), data: null },
+    checkpoint: { phase: spec.phase ?? startPhase(definition), data: spec.data ?? null },
     attempts: 1,
     restarts: 0,
     createdAt: draft.at,

@@ -316,3 +316,63 @@ async function waitUntil(condition: () => boolean): Promise<void> {
   for (let i = 0; i < 2_000 && !condition(); i++) await new Promise((resolve) => setImmediate(resolve));
   expect(condition()).toBe(true);
 }
+
+describe("agent loop: async handles and context", () => {
+  it("stores an async response handle and polls it after a restart instead of asking again", async () => {
+    const disk = memoryStorage();
+    const first = new KillableStorage(disk.reopen());
+    let starts = 0;
+    let polls = 0;
+    const background = (ready: boolean): Model => ({
+      id: "background",
+      generate: () => Promise.reject(new Error("use start/poll")),
+      start: async () => {
+        starts++;
+        return { job: `job-${starts}` };
+      },
+      poll: async (handle) => {
+        polls++;
+        return ready ? { text: `answer from ${(handle as { job: string }).job}`, toolCalls: [] } : undefined;
+      },
+    });
+    const a = await open(first, background(false), []);
+    await a.session.resume();
+    const sub = await a.session.submit({ requestId: "r1", conversationId: "main", input: "slow question" });
+    await a.session.whenIdle();
+    const generation = a.session.view().tasks[0];
+    expect(generation?.state).toMatchObject({ status: "sleeping" });
+    expect(generation?.checkpoint).toMatchObject({ phase: "poll", data: { handle: { job: "job-1" } } });
+    first.kill();
+
+    const b = await open(disk.reopen(), background(true), []);
+    await b.session.resume();
+    b.timers.advance(2_000);
+    expect(await b.session.wait(sub.id)).toMatchObject({
+      status: "succeeded",
+      result: { text: "answer from job-1" },
+    });
+    expect(starts).toBe(1);
+    expect(polls).toBe(2);
+  });
+
+  it("starts the context at the latest summary marker and shows interrupted records as notes", () => {
+    const entry = (seq: number, content: Entry["content"]): Entry => ({
+      conversationId: "c",
+      seq,
+      version: seq + 1,
+      at: 0,
+      content,
+    });
+    const entries = [
+      entry(0, { kind: "user", text: "old question" }),
+      entry(1, { kind: "model", text: "old answer", toolCalls: [] }),
+      entry(2, { kind: "summary", text: "they asked and we answered", coversThroughSeq: 1 }),
+      entry(3, { kind: "user", text: "new question" }),
+      entry(4, { kind: "interrupted", of: "model", partialText: "I was say", reason: "crash" }),
+    ];
+    const messages = buildMessages(entries, "be brief");
+    expect(messages.map((m) => m.role)).toEqual(["system", "system", "user", "system"]);
+    expect(JSON.stringify(messages)).not.toContain("old question");
+    expect(messages[3]).toMatchObject({ content: expect.stringContaining('"I was say"') });
+  });
+});
