@@ -5,6 +5,7 @@
  */
 import "fake-indexeddb/auto";
 import { existsSync } from "node:fs";
+import { commitsPerToolCallBench, parallelToolsBench, stepOverheadBench } from "./agent.ts";
 import { reopenBench } from "./reopen.ts";
 import { chainBench, fanoutBench } from "./tasks.ts";
 import { compareCommitCost } from "./workload.ts";
@@ -25,6 +26,12 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
   "fanout/10000-vs-1000": async () => ({ ...(await fanoutBench()), unit: "ms/child" }),
   "phases/chain-1000": async () => ({ ...(await chainBench()), unit: "ms/phase" }),
   "phases/chain-1000/chromium-indexeddb": async () => inChromium("runChainBench", "ms/phase"),
+  "agent/step-overhead": async () => ({ ...(await stepOverheadBench()), unit: "ms/step" }),
+  "agent/commits-per-tool-call": async () => ({
+    ...(await commitsPerToolCallBench()),
+    unit: "txn/tool-call",
+  }),
+  "agent/parallel-tools": async () => ({ ...(await parallelToolsBench()), unit: "txn" }),
 };
 
 /** Runs a benchmark page entry in Debian's Chromium, if it is installed. */

@@ -4,9 +4,60 @@
  */
 import { z } from "zod";
 
-/** Any JSON value. Stored records only ever hold JSON, so every store can keep them as they are. */
-export const JsonSchema = z.json();
-export type Json = z.infer<typeof JsonSchema>;
+/** A JSON value: what stored records may hold, so every store can keep them as they are. */
+export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+
+/** Whether `value` is JSON all the way down (plain objects and arrays, finite numbers, no cycles). */
+function isJson(value: unknown, depth: number): boolean {
+  if (value === null || typeof value === "string" || typeof value === "boolean") return true;
+  if (typeof value === "number") return Number.isFinite(value);
+  if (typeof value !== "object" || depth > 256) return false;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!isJson(value[i], depth + 1)) return false;
+    return true;
+  }
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return false;
+  for (const key in value) if (!isJson((value as Record<string, unknown>)[key], depth + 1)) return false;
+  return true;
+}
+
+/** Where `value` stops being JSON (a path like `a.b[2]`), or undefined when all of it is JSON. */
+export function findNonJson(value: unknown): string | undefined {
+  // The fast check runs on every commit; paths are only built for the error message.
+  if (isJson(value, 0)) return undefined;
+  const walk = (v: unknown, path: string, depth: number): string | undefined => {
+    if (isJson(v, depth)) return undefined;
+    if (typeof v === "object" && v !== null && depth <= 256) {
+      const proto = Object.getPrototypeOf(v);
+      if (Array.isArray(v) || proto === Object.prototype || proto === null) {
+        for (const [key, inner] of Object.entries(v)) {
+          const bad = walk(
+            inner,
+            Array.isArray(v) ? `${path}[${key}]` : path ? `${path}.${key}` : key,
+            depth + 1,
+          );
+          if (bad !== undefined) return bad;
+        }
+      }
+    }
+    return path || "(root)";
+  };
+  return walk(value, "", 0);
+}
+
+/**
+ * Any JSON value. A hand-written check rather than `z.json()`: that recursive union re-parses every nested
+ * value through each branch, and JSON fields are validated on every commit. Valid values are copied
+ * (`structuredClone`), so a record never aliases an object its caller may still change.
+ */
+export const JsonSchema: z.ZodType<Json> = z
+  .unknown()
+  .superRefine((value, ctx) => {
+    const bad = findNonJson(value);
+    if (bad !== undefined) ctx.addIssue({ code: "custom", message: `not a JSON value at ${bad}` });
+  })
+  .transform((value) => structuredClone(value) as Json);
 
 const Id = z.string().min(1).max(256);
 const Version = z.number().int().nonnegative();

@@ -28,7 +28,7 @@ export class PhaseContextImpl<Input, Data> implements PhaseContext<Input, Data> 
   constructor(
     readonly task: Task,
     readonly input: Input,
-    readonly signal: AbortSignal,
+    private readonly signalOf: () => AbortSignal,
     readonly clock: Clock,
     private readonly state: StateReader & { tasks: ReadonlyMap<string, Task> },
     private readonly registry: Registry,
@@ -44,6 +44,9 @@ export class PhaseContextImpl<Input, Data> implements PhaseContext<Input, Data> 
     this.restarts = task.restarts;
   }
 
+  get signal(): AbortSignal {
+    return this.signalOf();
+  }
   document(id: string): DocumentState | undefined {
     return this.state.document(id);
   }

@@ -52,7 +52,7 @@ type PhaseOutcome = {
 };
 
 export class Scheduler {
-  private readonly active = new Map<string, AbortController>();
+  private readonly active = new Map<string, PhaseAbort>();
   private readonly ready = new Set<string>();
   private readonly sleepers = new WakeQueue();
   private timer: TimerHandle | undefined;
@@ -213,7 +213,7 @@ export class Scheduler {
   }
 
   private start(task: Task): void {
-    const controller = new AbortController();
+    const controller = new PhaseAbort();
     this.active.set(task.id, controller);
     void this.runPhase(task, controller).finally(() => {
       this.active.delete(task.id);
@@ -222,7 +222,7 @@ export class Scheduler {
     });
   }
 
-  private async runPhase(task: Task, controller: AbortController): Promise<void> {
+  private async runPhase(task: Task, controller: PhaseAbort): Promise<void> {
     const outcome = await this.executePhase(task, controller);
     if (!outcome || !this.driving) return; // closed or stopped meanwhile: the task stays stored as running
     const { registry } = this.host;
@@ -232,7 +232,7 @@ export class Scheduler {
         const current = draft.task(task.id);
         if (
           current?.cancelRequested !== undefined &&
-          controller.signal.aborted &&
+          controller.aborted &&
           outcome.transition.type === "fail"
         ) {
           endTask(draft, current, { status: "cancelled", reason: current.cancelRequested });
@@ -251,7 +251,7 @@ export class Scheduler {
     }
   }
 
-  private async executePhase(task: Task, controller: AbortController): Promise<PhaseOutcome | undefined> {
+  private async executePhase(task: Task, controller: PhaseAbort): Promise<PhaseOutcome | undefined> {
     const { registry, state, clock, ids } = this.host;
     const resolution = registry.resolveTask(task.kind, task.kindVersion);
     if (!resolution.ok) {
@@ -269,13 +269,22 @@ export class Scheduler {
     const input = this.parseInput(definition, task);
     if (!input.success)
       return failure("invalid-input", `stored input does not match "${task.kind}": ${input.error.message}`);
-    const context = new PhaseContextImpl(task, input.data, controller.signal, clock, state, registry, ids, {
-      readEntries: (conversationId, fromSeq) => this.host.readEntries(conversationId, fromSeq),
-      progress: (build) => {
-        // Loss-tolerant: a lost progress commit is fine, and a stopped session just drops it.
-        this.host.commit(build, { deferred: true }).catch(() => undefined);
+    const context = new PhaseContextImpl(
+      task,
+      input.data,
+      () => controller.signal,
+      clock,
+      state,
+      registry,
+      ids,
+      {
+        readEntries: (conversationId, fromSeq) => this.host.readEntries(conversationId, fromSeq),
+        progress: (build) => {
+          // Loss-tolerant: a lost progress commit is fine, and a stopped session just drops it.
+          this.host.commit(build, { deferred: true }).catch(() => undefined);
+        },
       },
-    });
+    );
     try {
       return { transition: await phase(context), staged: context.staged };
     } catch (error) {
@@ -369,6 +378,26 @@ export class Scheduler {
 
   private report(): void {
     this.options.onWake?.(this.wakeInfo());
+  }
+}
+
+/** A phase's abort: the AbortController is only made if the phase looks at its signal (most never do). */
+class PhaseAbort {
+  private controller: AbortController | undefined;
+  private reason: unknown;
+  aborted = false;
+
+  get signal(): AbortSignal {
+    this.controller ??= new AbortController();
+    if (this.aborted && !this.controller.signal.aborted) this.controller.abort(this.reason);
+    return this.controller.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    this.controller?.abort(reason);
   }
 }
 

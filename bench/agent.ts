@@ -1,0 +1,128 @@
+/**
+ * Agent-loop benchmarks on fake-indexeddb, with a deterministic model and no-op tools:
+ * - agent/step-overhead: 100 turns x 3 sequential tool calls; kernel ms per committed step vs a raw
+ *   transaction writing the same rows.
+ * - agent/commits-per-tool-call: storage transactions per tool call over that run (floor: 2, one for the
+ *   intent and one for the result).
+ * - agent/parallel-tools: 100 turns x 8 parallel tool calls finishing in the same tick; storage
+ *   transactions vs commits (the count if every commit had its own transaction).
+ */
+import { z } from "zod";
+import {
+  type CommitGuard,
+  type CommitRecord,
+  createAgent,
+  createRegistry,
+  defineTool,
+  indexedDbStorage,
+  type Model,
+  openSession,
+  type Storage,
+} from "../src/index.ts";
+import { median, rawCommits } from "./workload.ts";
+
+/** Calls `perRound` tools at once, `rounds` times in a row, then answers; counts rounds within the turn. */
+function toolModel(rounds: number, perRound: number): Model {
+  return {
+    id: "bench",
+    async generate(request) {
+      const lastUser = request.messages.findLastIndex((m) => m.role === "user");
+      const done = request.messages.slice(lastUser).filter((m) => m.role === "assistant").length;
+      if (done >= rounds) return { text: "done", toolCalls: [], usage: { inputTokens: 10, outputTokens: 1 } };
+      return {
+        text: "",
+        toolCalls: Array.from({ length: perRound }, (_, i) => ({
+          id: `c${done}_${i}`,
+          name: "noop",
+          args: `{"n":${i}}`,
+        })),
+        usage: { inputTokens: 10, outputTokens: 5 },
+      };
+    },
+  };
+}
+
+const noop = defineTool({
+  name: "noop",
+  description: "Does nothing",
+  input: z.object({ n: z.number() }),
+  replay: "unsafe",
+  execute: ({ n }) => ({ n }),
+});
+
+/** Counts storage transactions and the commits they carried. */
+class CountingStorage implements Storage {
+  transactions = 0;
+  commits = 0;
+  constructor(readonly inner: Storage) {}
+  open: Storage["open"] = (...args) => this.inner.open(...args);
+  readEntries: Storage["readEntries"] = (...args) => this.inner.readEntries(...args);
+  readChanges: Storage["readChanges"] = (...args) => this.inner.readChanges(...args);
+  readDocumentRows: Storage["readDocumentRows"] = (...args) => this.inner.readDocumentRows(...args);
+  close: Storage["close"] = () => this.inner.close();
+  async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+    this.transactions++;
+    this.commits += commits.length;
+    await this.inner.commit(guard, commits);
+  }
+}
+
+let databases = 0;
+
+/** Runs `turns` turns; sequential ones one after another, parallel ones all at once. */
+async function runTurns(turns: number, rounds: number, perRound: number, concurrent: boolean) {
+  const database = `agent-${databases++}`;
+  const storage = new CountingStorage(indexedDbStorage(database, { durability: "relaxed" }));
+  const agent = createAgent({ model: toolModel(rounds, perRound), tools: [noop] });
+  const session = await openSession({ id: "bench", storage, registry: createRegistry({ ...agent }) });
+  await session.resume();
+  const start = performance.now();
+  const turn = async (i: number) => {
+    const sub = await session.submit({ requestId: `r${i}`, conversationId: `c${i}`, input: "go" });
+    const done = await session.wait(sub.id);
+    if (done.status !== "succeeded") throw new Error(`turn ${i} ended ${done.status}`);
+  };
+  if (concurrent) await Promise.all(Array.from({ length: turns }, (_, i) => turn(i)));
+  else for (let i = 0; i < turns; i++) await turn(i);
+  const ms = performance.now() - start;
+  const { changes } = await session.readChanges(0, 100_000);
+  await session.close();
+  return {
+    ms,
+    transactions: storage.transactions,
+    commits: storage.commits,
+    toolCalls: turns * rounds * perRound,
+    log: changes,
+    database,
+  };
+}
+
+async function rawFloor(log: CommitRecord[]): Promise<number> {
+  const database = `agent-raw-${databases++}`;
+  const setup = indexedDbStorage(database);
+  await setup.open("raw", { mode: "write", at: 0, entryTail: 1 });
+  await setup.close();
+  return rawCommits(database, log, "relaxed");
+}
+
+export async function stepOverheadBench(): Promise<{ ours: number; floor: number }> {
+  await runTurns(20, 3, 1, false); // warm-up
+  const ours: number[] = [];
+  const floor: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const run = await runTurns(100, 3, 1, false);
+    ours.push(run.ms / run.commits);
+    floor.push(await rawFloor(run.log));
+  }
+  return { ours: median(ours), floor: median(floor) };
+}
+
+export async function commitsPerToolCallBench(): Promise<{ ours: number; floor: number }> {
+  const run = await runTurns(100, 3, 1, false);
+  return { ours: run.transactions / run.toolCalls, floor: 2 };
+}
+
+export async function parallelToolsBench(): Promise<{ ours: number; floor: number }> {
+  const run = await runTurns(100, 1, 8, true);
+  return { ours: run.transactions, floor: run.commits };
+}
