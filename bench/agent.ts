@@ -1,9 +1,9 @@
 /**
  * Agent-loop benchmarks on fake-indexeddb, with a deterministic model and no-op tools:
- * - agent/step-overhead: 100 turns x 3 sequential tool calls; kernel ms per committed step vs a raw
- *   transaction writing the same rows.
- * - agent/commits-per-tool-call: storage transactions per tool call over that run (floor: 2, one for the
- *   intent and one for the result).
+ * - agent/step-overhead: one agent run of 100 turns (model rounds) of 3 tool calls each; kernel ms per
+ *   committed step vs a raw transaction writing the same rows (one per commit, no grouping).
+ * - agent/commits-per-tool-call: storage transactions per tool call over that run, the Submission and
+ *   final answer included (floor: 2, one for the intent and one for the result, as a naive loop pays).
  * - agent/parallel-tools: 100 turns x 8 parallel tool calls finishing in the same tick; storage
  *   transactions vs commits (the count if every commit had its own transaction).
  */
@@ -42,12 +42,22 @@ function toolModel(rounds: number, perRound: number): Model {
   };
 }
 
+let sequential = false;
+let previous: Promise<unknown> = Promise.resolve();
 const noop = defineTool({
   name: "noop",
   description: "Does nothing",
   input: z.object({ n: z.number() }),
   replay: "unsafe",
-  execute: ({ n }) => ({ n }),
+  execute: async ({ n }) => {
+    if (sequential) {
+      // Finish one after another, a macrotask apart, instead of all in the same tick.
+      const mine = previous.then(() => new Promise((resolve) => setImmediate(resolve)));
+      previous = mine;
+      await mine;
+    }
+    return { n };
+  },
 });
 
 /** Counts storage transactions and the commits they carried. */
@@ -73,7 +83,7 @@ let databases = 0;
 async function runTurns(turns: number, rounds: number, perRound: number, concurrent: boolean) {
   const database = `agent-${databases++}`;
   const storage = new CountingStorage(indexedDbStorage(database, { durability: "relaxed" }));
-  const agent = createAgent({ model: toolModel(rounds, perRound), tools: [noop] });
+  const agent = createAgent({ model: toolModel(rounds, perRound), tools: [noop], maxRounds: rounds + 1 });
   const session = await openSession({ id: "bench", storage, registry: createRegistry({ ...agent }) });
   await session.resume();
   const start = performance.now();
@@ -106,11 +116,13 @@ async function rawFloor(log: CommitRecord[]): Promise<number> {
 }
 
 export async function stepOverheadBench(): Promise<{ ours: number; floor: number }> {
-  await runTurns(20, 3, 1, false); // warm-up
+  // Tools return at once here: waiting inside tools would be charged to the kernel.
+  sequential = false;
+  await runTurns(1, 30, 3, false); // warm-up
   const ours: number[] = [];
   const floor: number[] = [];
   for (let i = 0; i < 3; i++) {
-    const run = await runTurns(100, 3, 1, false);
+    const run = await runTurns(1, 100, 3, false);
     ours.push(run.ms / run.commits);
     floor.push(await rawFloor(run.log));
   }
@@ -118,11 +130,13 @@ export async function stepOverheadBench(): Promise<{ ours: number; floor: number
 }
 
 export async function commitsPerToolCallBench(): Promise<{ ours: number; floor: number }> {
-  const run = await runTurns(100, 3, 1, false);
+  sequential = true;
+  const run = await runTurns(1, 100, 3, false);
   return { ours: run.transactions / run.toolCalls, floor: 2 };
 }
 
 export async function parallelToolsBench(): Promise<{ ours: number; floor: number }> {
+  sequential = false;
   const run = await runTurns(100, 1, 8, true);
   return { ours: run.transactions, floor: run.commits };
 }

@@ -24,34 +24,48 @@ export function buildMessages(entries: readonly Entry[], system?: string): Model
   const start = contextStart(entries);
   for (const entry of entries) {
     if (entry.seq < start) continue;
-    const content = entry.content;
-    switch (content.kind) {
-      case "user":
-        messages.push({ role: "user", content: content.text });
-        break;
-      case "model":
-        messages.push({ role: "assistant", content: content.text, toolCalls: content.toolCalls });
-        break;
-      case "tool-result":
-        messages.push({
-          role: "tool",
-          toolCallId: content.toolCallId,
-          toolName: content.toolName,
-          content: JSON.stringify({ outcome: content.outcome, output: content.output }),
-        });
-        break;
-      case "interrupted":
-        messages.push({
-          role: "system",
-          content: `An earlier ${content.of} response was interrupted (${content.reason}); its partial text was: ${JSON.stringify(content.partialText)}`,
-        });
-        break;
-      case "summary":
-        messages.push({ role: "system", content: `Summary of the conversation so far: ${content.text}` });
-        break;
-      case "note":
-        break;
-    }
+    const message = messageOf(entry);
+    if (message) messages.push(message);
   }
   return messages;
+}
+
+/**
+ * Committed entries are immutable, so each one's message is built once: a long turn rebuilds its whole
+ * context every round, and re-serialising every earlier tool result each time would make it quadratic.
+ */
+const messageCache = new WeakMap<Entry, ModelMessage | null>();
+
+function messageOf(entry: Entry): ModelMessage | undefined {
+  const cached = messageCache.get(entry);
+  if (cached !== undefined) return cached ?? undefined;
+  const message = toMessage(entry);
+  if (Object.isFrozen(entry)) messageCache.set(entry, message ?? null);
+  return message;
+}
+
+function toMessage(entry: Entry): ModelMessage | undefined {
+  const content = entry.content;
+  switch (content.kind) {
+    case "user":
+      return { role: "user", content: content.text };
+    case "model":
+      return { role: "assistant", content: content.text, toolCalls: content.toolCalls };
+    case "tool-result":
+      return {
+        role: "tool",
+        toolCallId: content.toolCallId,
+        toolName: content.toolName,
+        content: JSON.stringify({ outcome: content.outcome, output: content.output }),
+      };
+    case "interrupted":
+      return {
+        role: "system",
+        content: `An earlier ${content.of} response was interrupted (${content.reason}); its partial text was: ${JSON.stringify(content.partialText)}`,
+      };
+    case "summary":
+      return { role: "system", content: `Summary of the conversation so far: ${content.text}` };
+    case "note":
+      return undefined;
+  }
 }

@@ -165,6 +165,7 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       text: response.text,
       toolCalls: [...response.toolCalls],
       model: round.model,
+      ...(response.usage && { usage: { ...response.usage } }),
     });
     recordUsage(ctx, round, response);
     if (response.toolCalls.length === 0) return ctx.complete({ text: response.text, round: round.round });
@@ -197,16 +198,17 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
     return ctx.wait(children, { policy: "allSettled", next: "request" }, asJson(next));
   }
 
+  /**
+   * Usage per call lives on the model entry (which is append-only); the Submission's usage document keeps
+   * running totals, so it stays the same size however long the loop runs.
+   */
   function recordUsage(ctx: PhaseContext<GenerateInput>, round: Round, response: ModelResponse): void {
     const usage = response.usage ?? { inputTokens: 0, outputTokens: 0 };
     const id = usageDocumentId(ctx.task.submissionId ?? ctx.task.id);
     const current = ctx.document(id)?.value as UsageDocument | undefined;
-    const calls = [
-      ...(current?.calls ?? []),
-      { taskId: ctx.task.id, round: round.round, model: round.model, ...usage },
-    ];
     ctx.setDocument(id, USAGE_DOCUMENT, {
-      calls,
+      calls: (current?.calls ?? 0) + 1,
+      rounds: round.round,
       total: {
         inputTokens: (current?.total.inputTokens ?? 0) + usage.inputTokens,
         outputTokens: (current?.total.outputTokens ?? 0) + usage.outputTokens,
@@ -234,9 +236,10 @@ function rejected(call: ToolCall, error: string) {
   };
 }
 
-/** Token usage of a Submission: per call (one per round, i.e. per turn of the loop) and in total. */
+/** Token usage of a Submission's turn: how many model calls and rounds, and the totals. */
 export interface UsageDocument {
-  calls: { taskId: string; round: number; model: string; inputTokens: number; outputTokens: number }[];
+  calls: number;
+  rounds: number;
   total: { inputTokens: number; outputTokens: number };
 }
 

@@ -102,6 +102,10 @@ export const EntryContentSchema = z.discriminatedUnion("kind", [
     text: z.string(),
     toolCalls: z.array(ToolCallSchema),
     model: z.string().optional(),
+    /** Tokens this model call used. */
+    usage: z
+      .object({ inputTokens: z.number().nonnegative(), outputTokens: z.number().nonnegative() })
+      .optional(),
   }),
   z.object({
     kind: z.literal("tool-result"),

@@ -47,7 +47,8 @@ export interface OpenSessionOptions {
   readonly ids?: IdSource;
   /** How long deferred (loss-tolerant) changes may wait before they are committed. Default 50 ms. */
   readonly deferredFlushMs?: number;
-  /** How many latest entries per conversation are loaded and kept in memory. Default 200. */
+  /** How many latest entries per conversation are loaded and kept in memory (a model turn reads its
+   * context from here without touching storage). Default 1000. */
   readonly entryTail?: number;
   /** Called after every commit with `{ runnableNow, nextWakeAt }`: hosts turn it into timers or alarms. */
   readonly onWake?: (wake: WakeInfo) => void;
@@ -78,7 +79,7 @@ export async function openSession(options: OpenSessionOptions): Promise<Session>
   }
   const mode = options.mode ?? "write";
   const clock = options.clock ?? systemClock;
-  const entryTail = options.entryTail ?? 200;
+  const entryTail = options.entryTail ?? 1_000;
   const registry = options.registry ?? createRegistry();
   const stored = await options.storage.open(options.id, { mode, at: clock.now(), entryTail });
   if (!stored) throw new SessionNotFoundError(options.id);

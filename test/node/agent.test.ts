@@ -109,10 +109,18 @@ describe("agent loop", () => {
       expect.objectContaining({ toolName: "charge_card", outcome: "ok", output: { charged: 42 } }),
     );
     const usage = session.view().documents.find((d) => d.id === usageDocumentId(sub.id))?.value as {
-      calls: unknown[];
+      calls: number;
+      rounds: number;
       total: { inputTokens: number; outputTokens: number };
     };
-    expect(usage.calls).toHaveLength(2);
+    expect(usage).toMatchObject({ calls: 2, rounds: 2 });
+    // Per call on each model entry; the document's totals are their sums.
+    const perCall = entries.flatMap((e) =>
+      e.content.kind === "model" && e.content.usage ? [e.content.usage] : [],
+    );
+    expect(perCall).toHaveLength(2);
+    expect(usage.total.outputTokens).toBe(perCall.reduce((sum, u) => sum + u.outputTokens, 0));
+    expect(usage.total.inputTokens).toBe(perCall.reduce((sum, u) => sum + u.inputTokens, 0));
     expect(usage.total.outputTokens).toBeGreaterThan(0);
     expect(service.calls).toBe(1);
   });
