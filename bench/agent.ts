@@ -17,8 +17,8 @@ import {
   indexedDbStorage,
   type Model,
   openSession,
-  type Storage,
 } from "../src/index.ts";
+import { ForwardingStorage } from "../test/support/storage-wrappers.ts";
 import { median, rawCommits } from "./workload.ts";
 
 /** Calls `perRound` tools at once, `rounds` times in a row, then answers; counts rounds within the turn. */
@@ -61,16 +61,10 @@ const noop = defineTool({
 });
 
 /** Counts storage transactions and the commits they carried. */
-class CountingStorage implements Storage {
+class CountingStorage extends ForwardingStorage {
   transactions = 0;
   commits = 0;
-  constructor(readonly inner: Storage) {}
-  open: Storage["open"] = (...args) => this.inner.open(...args);
-  readEntries: Storage["readEntries"] = (...args) => this.inner.readEntries(...args);
-  readChanges: Storage["readChanges"] = (...args) => this.inner.readChanges(...args);
-  readDocumentRows: Storage["readDocumentRows"] = (...args) => this.inner.readDocumentRows(...args);
-  close: Storage["close"] = () => this.inner.close();
-  async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+  override async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     this.transactions++;
     this.commits += commits.length;
     await this.inner.commit(guard, commits);

@@ -25,6 +25,7 @@ import {
   sequentialIds,
 } from "../../src/index.ts";
 import { durable } from "../support/storage-contract.ts";
+import { ForwardingStorage } from "../support/storage-wrappers.ts";
 
 const list = defineDocument({
   type: "list",
@@ -103,22 +104,19 @@ function build(a: Exclude<Action, { t: "tick" } | { t: "submit" }>) {
  * A store wrapper that can crash at its k-th transaction: before it starts, in the middle of its writes
  * (through the inner store's write hook, so the real transaction aborts), or after it is durable.
  */
-class CrashingStorage implements Storage {
+class CrashingStorage extends ForwardingStorage {
   transactions = 0;
   crashed = false;
   /** Last version of the group being written, for snapshotting after adoption. */
   groupEnd = 0;
   constructor(
-    private readonly inner: Storage,
+    inner: Storage,
     private readonly plan: CrashPlan | undefined,
     private readonly fault: { armed: boolean; fired: boolean },
-  ) {}
-  open: Storage["open"] = (...args) => this.inner.open(...args);
-  readEntries: Storage["readEntries"] = (...args) => this.inner.readEntries(...args);
-  readChanges: Storage["readChanges"] = (...args) => this.inner.readChanges(...args);
-  readDocumentRows: Storage["readDocumentRows"] = (...args) => this.inner.readDocumentRows(...args);
-  close: Storage["close"] = () => this.inner.close();
-  async commit(guard: CommitGuard, commits: readonly CommitRecord[]) {
+  ) {
+    super(inner);
+  }
+  override async commit(guard: CommitGuard, commits: readonly CommitRecord[]) {
     this.transactions++;
     const hit = this.plan !== undefined && this.transactions === this.plan.transaction;
     if (hit && this.plan?.mode === "before") {

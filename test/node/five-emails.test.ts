@@ -20,38 +20,34 @@ import {
   type Storage,
   sequentialIds,
 } from "../../src/index.ts";
+import { ForwardingStorage } from "../support/storage-wrappers.ts";
 
 type Crash = { commit: number; mode: "before" | "after" } | { acceptedMail: number };
 
 /** A process's handle on the store: it can die at its k-th commit, and then does nothing more. */
-class ProcessStorage implements Storage {
+class ProcessStorage extends ForwardingStorage {
   commits = 0;
   dead = false;
   constructor(
-    private readonly inner: Storage,
+    inner: Storage,
     private readonly dieAt: { commit: number; mode: "before" | "after" } | undefined,
     private readonly onDeath: () => void,
-  ) {}
+  ) {
+    super(inner);
+  }
   kill(): void {
     this.dead = true;
     this.onDeath();
   }
-  private alive(): Storage {
+  protected override target(): Storage {
     if (this.dead) throw new Error("process killed");
     return this.inner;
   }
-  open: Storage["open"] = async (...args) => this.alive().open(...args);
-  readEntries: Storage["readEntries"] = async (...args) => this.alive().readEntries(...args);
-  readChanges: Storage["readChanges"] = async (...args) => this.alive().readChanges(...args);
-  readDocumentRows: Storage["readDocumentRows"] = async (...args) => this.alive().readDocumentRows(...args);
-  close: Storage["close"] = async () => undefined;
-  async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
-    const inner = this.alive();
+  override async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     this.commits++;
     const hit = this.dieAt?.commit === this.commits;
     if (hit && this.dieAt?.mode === "before") this.kill();
-    await this.alive().commit(guard, commits);
-    void inner;
+    await this.target().commit(guard, commits);
     if (hit && this.dieAt?.mode === "after") this.kill();
     if (this.dead) throw new Error("process killed after its write became durable");
   }

@@ -12,23 +12,35 @@ export function deferred<T = void>() {
   return { promise, resolve, reject };
 }
 
+/**
+ * Forwards every call to another store. Test wrappers (spies, crash injectors, killable process handles)
+ * extend it and override `target()` (to refuse calls) or `commit()` (to interpose).
+ */
+export class ForwardingStorage implements Storage {
+  constructor(readonly inner: Storage) {}
+  /** The store calls go to; throw here to make every call fail. */
+  protected target(): Storage {
+    return this.inner;
+  }
+  open: Storage["open"] = async (...args) => this.target().open(...args);
+  readEntries: Storage["readEntries"] = async (...args) => this.target().readEntries(...args);
+  readChanges: Storage["readChanges"] = async (...args) => this.target().readChanges(...args);
+  readDocumentRows: Storage["readDocumentRows"] = async (...args) => this.target().readDocumentRows(...args);
+  close: Storage["close"] = async () => undefined;
+  async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+    await this.target().commit(guard, commits);
+  }
+}
+
 /** Wraps a store so tests can see every commit group and interpose before it reaches the inner store. */
-export class SpyStorage implements Storage {
+export class SpyStorage extends ForwardingStorage {
   readonly groups: CommitRecord[][] = [];
   /** When set, the next commit waits for this promise before writing. */
   gate: Promise<void> | undefined;
   /** When set, the next commit throws this instead of writing (and the gate is cleared). */
   failNext: Error | undefined;
 
-  constructor(readonly inner: Storage) {}
-
-  open: Storage["open"] = (...args) => this.inner.open(...args);
-  readEntries: Storage["readEntries"] = (...args) => this.inner.readEntries(...args);
-  readChanges: Storage["readChanges"] = (...args) => this.inner.readChanges(...args);
-  readDocumentRows: Storage["readDocumentRows"] = (...args) => this.inner.readDocumentRows(...args);
-  close: Storage["close"] = () => this.inner.close();
-
-  async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+  override async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     if (this.gate !== undefined) {
       const gate = this.gate;
       this.gate = undefined;
@@ -48,20 +60,13 @@ export class SpyStorage implements Storage {
  * A store handle that can be killed like the process holding it: after `kill()` every call fails, so the
  * abandoned kernel can neither read nor write, while the data stays for the next process.
  */
-export class KillableStorage implements Storage {
+export class KillableStorage extends ForwardingStorage {
   private dead = false;
-  constructor(readonly inner: Storage) {}
   kill(): void {
     this.dead = true;
   }
-  private alive(): Storage {
+  protected override target(): Storage {
     if (this.dead) throw new Error("process killed");
     return this.inner;
   }
-  open: Storage["open"] = async (...args) => this.alive().open(...args);
-  readEntries: Storage["readEntries"] = async (...args) => this.alive().readEntries(...args);
-  readChanges: Storage["readChanges"] = async (...args) => this.alive().readChanges(...args);
-  readDocumentRows: Storage["readDocumentRows"] = async (...args) => this.alive().readDocumentRows(...args);
-  close: Storage["close"] = async () => undefined;
-  commit: Storage["commit"] = async (...args) => this.alive().commit(...args);
 }

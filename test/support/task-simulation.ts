@@ -22,6 +22,7 @@ import {
   sequentialIds,
   type Task,
 } from "../../src/index.ts";
+import { ForwardingStorage } from "./storage-wrappers.ts";
 
 /** mulberry32: a tiny seeded PRNG, so a seed reproduces the whole run. */
 export function rng(seed: number) {
@@ -135,24 +136,21 @@ function simTask(world: World) {
 }
 
 /** Dies at the planned storage write: before it, in the middle of it (it aborts), or after it is durable. */
-class DyingStorage implements Storage {
+class DyingStorage extends ForwardingStorage {
   constructor(
-    private readonly inner: Storage,
+    inner: Storage,
     private readonly world: World,
     private readonly mode: () => "before" | "during" | "after",
     private readonly during: { armed: boolean },
-  ) {}
-  private alive(): Storage {
+  ) {
+    super(inner);
+  }
+  protected override target(): Storage {
     if (this.world.dead) throw new Error("process killed");
     return this.inner;
   }
-  open: Storage["open"] = async (...args) => this.alive().open(...args);
-  readEntries: Storage["readEntries"] = async (...args) => this.alive().readEntries(...args);
-  readChanges: Storage["readChanges"] = async (...args) => this.alive().readChanges(...args);
-  readDocumentRows: Storage["readDocumentRows"] = async (...args) => this.alive().readDocumentRows(...args);
-  close: Storage["close"] = async () => undefined;
-  async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
-    const inner = this.alive();
+  override async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+    const inner = this.target();
     if (!this.world.tick()) return inner.commit(guard, commits);
     const mode = this.mode();
     if (mode === "before") this.world.kill();
