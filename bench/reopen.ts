@@ -4,11 +4,15 @@
  * should stay near 1.
  */
 import { indexedDbStorage, openSession } from "../src/index.ts";
-import { benchRegistry, median, openBenchSession, sessionCommits } from "./workload.ts";
+import { benchRegistry, median, openBenchSession } from "./workload.ts";
 
 async function build(database: string, commits: number) {
   const { session, storage } = await openBenchSession(database, "relaxed");
-  await sessionCommits(session, commits);
+  for (let i = 0; i < commits; i++) {
+    await session.commit((d) =>
+      d.setDocument("progress", "progress", { step: i, label: `step ${i}`, done: [] }),
+    );
+  }
   await session.close();
   await storage.close();
 }

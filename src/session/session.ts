@@ -47,8 +47,11 @@ export interface OpenSessionOptions {
   readonly ids?: IdSource;
   /** How long deferred (loss-tolerant) changes may wait before they are committed. Default 50 ms. */
   readonly deferredFlushMs?: number;
-  /** How many latest entries per conversation are loaded and kept in memory (a model turn reads its
-   * context from here without touching storage). Default 1000. */
+  /**
+   * How many latest entries per conversation are loaded on open (default 200). Entries committed while the
+   * session runs stay in memory up to five times that, so a long model turn reads its context without
+   * touching storage; older ones are read from storage on demand.
+   */
   readonly entryTail?: number;
   /** Called after every commit with `{ runnableNow, nextWakeAt }`: hosts turn it into timers or alarms. */
   readonly onWake?: (wake: WakeInfo) => void;
@@ -79,7 +82,7 @@ export async function openSession(options: OpenSessionOptions): Promise<Session>
   }
   const mode = options.mode ?? "write";
   const clock = options.clock ?? systemClock;
-  const entryTail = options.entryTail ?? 1_000;
+  const entryTail = options.entryTail ?? 200;
   const registry = options.registry ?? createRegistry();
   const stored = await options.storage.open(options.id, { mode, at: clock.now(), entryTail });
   if (!stored) throw new SessionNotFoundError(options.id);

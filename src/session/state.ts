@@ -171,7 +171,7 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
     // Appended in place (views copy on demand), trimmed in chunks so memory stays bounded for long
     // conversations; older entries stay readable from storage.
     conversation.entries.push(entry);
-    if (conversation.entries.length > state.entryTail * 2) {
+    if (conversation.entries.length > state.entryTail * 5) {
       conversation.entries.splice(0, conversation.entries.length - state.entryTail);
     }
   }
