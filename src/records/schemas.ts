@@ -48,8 +48,8 @@ export function findNonJson(value: unknown): string | undefined {
 
 /**
  * Any JSON value. A hand-written check rather than `z.json()`: that recursive union re-parses every nested
- * value through each branch, and JSON fields are validated on every commit. Valid values are copied
- * (`structuredClone`), so a record never aliases an object its caller may still change.
+ * value through each branch, and JSON fields are validated on every commit. Valid values are copied (and
+ * frozen), so a record never aliases an object its caller may still change.
  */
 export const JsonSchema: z.ZodType<Json> = z
   .unknown()
@@ -57,7 +57,19 @@ export const JsonSchema: z.ZodType<Json> = z
     const bad = findNonJson(value);
     if (bad !== undefined) ctx.addIssue({ code: "custom", message: `not a JSON value at ${bad}` });
   })
-  .transform((value) => structuredClone(value) as Json);
+  .transform((value) => frozenCopy(value as Json));
+
+/**
+ * A deep copy of a JSON value, frozen as it is built: records never alias their caller's objects, and
+ * freezing the record afterwards skips these already-frozen subtrees.
+ */
+function frozenCopy(value: Json): Json {
+  if (typeof value !== "object" || value === null) return value;
+  if (Array.isArray(value)) return Object.freeze(value.map(frozenCopy)) as Json[];
+  const copy: { [key: string]: Json } = {};
+  for (const key in value) copy[key] = frozenCopy(value[key] as Json);
+  return Object.freeze(copy);
+}
 
 const Id = z.string().min(1).max(256);
 const Version = z.number().int().nonnegative();
