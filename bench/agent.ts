@@ -52,7 +52,7 @@ const noop = defineTool({
   execute: async ({ n }) => {
     if (sequential) {
       // Finish one after another, a macrotask apart, instead of all in the same tick.
-      const mine = previous.then(() => new Promise((resolve) => setImmediate(resolve)));
+      const mine = previous.then(() => new Promise((resolve) => setTimeout(resolve, 0)));
       previous = mine;
       await mine;
     }

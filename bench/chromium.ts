@@ -5,10 +5,12 @@ import { join } from "node:path";
 import { chromium } from "playwright-core";
 import { createServer } from "vite";
 
+export type ChromiumEntry = "runCommitBench" | "runChainBench" | "runAgentBench";
+
 /** Runs `window[entry]()` of bench/browser/index.html in Chromium and returns its result. */
 export async function runInChromium(
   executablePath: string,
-  entry: "runCommitBench" | "runChainBench",
+  entry: ChromiumEntry,
 ): Promise<{ ours: number; floor: number }> {
   const server = await createServer({
     configFile: false,

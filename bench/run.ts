@@ -6,6 +6,7 @@
 import "fake-indexeddb/auto";
 import { existsSync } from "node:fs";
 import { commitsPerToolCallBench, parallelToolsBench, stepOverheadBench } from "./agent.ts";
+import type { ChromiumEntry } from "./chromium.ts";
 import { reopenBench } from "./reopen.ts";
 import { chainBench, fanoutBench } from "./tasks.ts";
 import { compareCommitCost } from "./workload.ts";
@@ -27,6 +28,7 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
   "phases/chain-1000": async () => ({ ...(await chainBench()), unit: "ms/phase" }),
   "phases/chain-1000/chromium-indexeddb": async () => inChromium("runChainBench", "ms/phase"),
   "agent/step-overhead": async () => ({ ...(await stepOverheadBench()), unit: "ms/step" }),
+  "agent/step-overhead/chromium-indexeddb": async () => inChromium("runAgentBench", "ms/step"),
   "agent/commits-per-tool-call": async () => ({
     ...(await commitsPerToolCallBench()),
     unit: "txn/tool-call",
@@ -35,10 +37,7 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
 };
 
 /** Runs a benchmark page entry in Debian's Chromium, if it is installed. */
-async function inChromium(
-  entry: "runCommitBench" | "runChainBench",
-  unit: string,
-): Promise<Result | undefined> {
+async function inChromium(entry: ChromiumEntry, unit: string): Promise<Result | undefined> {
   const chromium = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
   if (!existsSync(chromium)) {
     console.error(`${entry}: skipped, no Chromium at ${chromium}`);

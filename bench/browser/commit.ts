@@ -1,6 +1,8 @@
+import { stepOverheadBench } from "../agent.ts";
 import { chainBench } from "../tasks.ts";
 import { compareCommitCost } from "../workload.ts";
 
 const benches = window as unknown as Record<string, () => Promise<{ ours: number; floor: number }>>;
 benches.runCommitBench = () => compareCommitCost(`chromium-${Date.now()}`, "strict", 9, 80);
 benches.runChainBench = () => chainBench();
+benches.runAgentBench = () => stepOverheadBench();
