@@ -1,0 +1,119 @@
+/**
+ * The browser host in real Chromium: one writer across "tabs" (two hosts in one page contend for the same
+ * Web Lock and talk over BroadcastChannel exactly as two tabs would), follower inputs through the durable
+ * inbox, takeover when the leader closes, and fencing of a stale leader by the owner epoch.
+ */
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  createRegistry,
+  defineTask,
+  indexedDbStorage,
+  openSession,
+  StaleOwnerError,
+} from "../../src/index.ts";
+import { BrowserSessionHost } from "../../worker/index.ts";
+
+/** Phases of "echo" wait here until the test lets them finish. */
+let gate: Promise<void> = Promise.resolve();
+let entries = 0;
+
+const echo = defineTask({
+  kind: "echo",
+  version: 1,
+  input: z.object({ text: z.string() }),
+  phases: {
+    run: async (ctx) => {
+      entries++;
+      await gate;
+      return ctx.complete({ echoed: ctx.input.text, attempt: ctx.attempt });
+    },
+  },
+});
+const registry = () =>
+  createRegistry({
+    tasks: [echo],
+    submissionTask: (s) => ({ kind: "echo", input: { text: String(s.input) } }),
+  });
+
+const names = () => {
+  const id = Math.random().toString(36).slice(2);
+  return { database: `host-${id}`, sessionId: `s-${id}` };
+};
+
+async function until(condition: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 400 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  if (!condition()) throw new Error(`timed out waiting for ${what}`);
+}
+
+describe("browser host: one writer across tabs", () => {
+  it("has exactly one leader, and a follower's input is accepted once through the durable inbox", async () => {
+    const { database, sessionId } = names();
+    const a = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
+    await a.whenLeader();
+    const b = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
+    await until(() => b.session !== undefined, "the follower to open the session");
+    expect([a.isLeader, b.isLeader]).toEqual([true, false]);
+
+    const fromFollower = await b.submit({
+      requestId: "follower-1",
+      conversationId: "main",
+      input: "hello from tab B",
+    });
+    const again = await b.submit({
+      requestId: "follower-1",
+      conversationId: "main",
+      input: "hello from tab B",
+    });
+    expect(again.id).toBe(fromFollower.id);
+    const done = await b.wait(fromFollower.id);
+    expect(done).toMatchObject({ status: "succeeded", result: { echoed: "hello from tab B" } });
+    const leaderView = a.session?.view();
+    expect(leaderView?.submissions.filter((s) => s.requestId === "follower-1")).toHaveLength(1);
+    await b.close();
+    await a.close();
+  });
+
+  it("hands over when the leader tab closes: the follower takes the lead and finishes the unfinished run", async () => {
+    const { database, sessionId } = names();
+    let release!: () => void;
+    gate = new Promise((resolve) => {
+      release = resolve;
+    });
+    entries = 0;
+    const a = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
+    await a.whenLeader();
+    const sub = await a.submit({ requestId: "r1", conversationId: "main", input: "long job" });
+    await until(() => entries === 1, "the leader to start the phase");
+    const b = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
+    expect(b.isLeader).toBe(false);
+
+    const started = performance.now();
+    await a.close(); // the leader tab goes away mid-phase
+    await b.whenLeader();
+    release();
+    const done = await b.wait(sub.id);
+    expect(done).toMatchObject({ status: "succeeded", result: { echoed: "long job", attempt: 2 } });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(b.session?.view().tasks[0]?.restarts).toBe(1);
+    await b.close();
+  });
+
+  it("fences a stale leader: once another tab takes the epoch, the old writer cannot commit", async () => {
+    const { database, sessionId } = names();
+    const storage = () => indexedDbStorage(database, { durability: "relaxed" });
+    const frozen = await openSession({ id: sessionId, storage: storage(), registry: registry() });
+    await frozen.commit((d) => d.appendEntry("main", { kind: "note", text: "before the freeze" }));
+    // Another tab steals leadership and opens the session with a new epoch while this one is frozen.
+    const next = await openSession({ id: sessionId, storage: storage(), registry: registry() });
+    expect(next.epoch).toBe(frozen.epoch + 1);
+    await expect(
+      frozen.commit((d) => d.appendEntry("main", { kind: "note", text: "from the frozen tab" })),
+    ).rejects.toBeInstanceOf(StaleOwnerError);
+    await next.commit((d) => d.appendEntry("main", { kind: "note", text: "from the new leader" }));
+    const texts = (await openSession({ id: sessionId, storage: storage(), mode: "read" }))
+      .view()
+      .conversations[0]?.entries.map((e) => (e.content.kind === "note" ? e.content.text : ""));
+    expect(texts).toEqual(["before the freeze", "from the new leader"]);
+  });
+});

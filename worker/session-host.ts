@@ -1,0 +1,229 @@
+/**
+ * A browser host for one session: it follows the session read-only while another tab leads, takes the
+ * lead (a new owner epoch) when it gets the session's Web Lock, resumes unfinished work, accepts inputs
+ * that followers left in the durable inbox, and tells followers about every commit over BroadcastChannel.
+ */
+import {
+  type ChangeListener,
+  type Clock,
+  type CommitRecord,
+  indexedDbStorage,
+  openSession,
+  type Registry,
+  type Session,
+  SessionNotFoundError,
+  type Submission,
+  type SubmitInput,
+  type Timers,
+} from "../src/index.ts";
+import { DurableInbox } from "./inbox.ts";
+import { type Leadership, requestLeadership } from "./leadership.ts";
+
+export interface BrowserSessionHostOptions {
+  readonly sessionId: string;
+  /** IndexedDB database name (shared by every session of the app). */
+  readonly database: string;
+  /** A registry per writer session: task kinds, tools and the model. */
+  readonly registry: () => Registry;
+  readonly durability?: "strict" | "relaxed";
+  /** Take leadership even if another tab holds it (recovering from a frozen leader tab). */
+  readonly steal?: boolean;
+  readonly clock?: Clock;
+  readonly timers?: Timers;
+  /** Told whenever this tab becomes leader or follower. */
+  readonly onRole?: (role: "leader" | "follower") => void;
+}
+
+type Message = { type: "committed"; version: number } | { type: "inbox" };
+
+export class BrowserSessionHost {
+  private current: Session | undefined;
+  private role: "follower" | "leader" | "closed" = "follower";
+  private readonly listeners = new Set<{ last: number; listener: ChangeListener; stop?: () => void }>();
+  private readonly channel: BroadcastChannel;
+  private readonly inbox: DurableInbox;
+  private readonly leadership: Leadership;
+  private draining: Promise<void> | undefined;
+
+  private constructor(private readonly options: BrowserSessionHostOptions) {
+    this.channel = new BroadcastChannel(`durable-agent:${options.database}:${options.sessionId}`);
+    this.inbox = new DurableInbox(`${options.database}:inbox`);
+    this.channel.onmessage = (event: MessageEvent<Message>) => void this.onMessage(event.data);
+    this.leadership = requestLeadership(`durable-agent:${options.database}:${options.sessionId}`, {
+      ...(options.steal !== undefined && { steal: options.steal }),
+    });
+  }
+
+  /** Starts following the session, and leading it as soon as this tab gets the lock. */
+  static async start(options: BrowserSessionHostOptions): Promise<BrowserSessionHost> {
+    const host = new BrowserSessionHost(options);
+    await host.follow();
+    void host.leadership.acquired.then(() => host.lead());
+    void host.leadership.lost.then(() => host.demote());
+    return host;
+  }
+
+  get isLeader(): boolean {
+    return this.role === "leader";
+  }
+
+  /** The session this tab has open now (a writer when leading, read-only when following). */
+  get session(): Session | undefined {
+    return this.current;
+  }
+
+  /** Resolves when this tab leads. */
+  whenLeader(): Promise<void> {
+    return this.leadership.acquired.then(() => this.draining ?? undefined);
+  }
+
+  /**
+   * Accepts an input. The leader submits it; a follower stores it in the durable inbox first (that is the
+   * acknowledgement) and then observes the Submission the leader creates for it.
+   */
+  async submit(input: SubmitInput): Promise<Submission> {
+    if (this.role === "leader" && this.current) return this.current.submit(input);
+    await this.inbox.put(this.options.sessionId, input);
+    this.channel.postMessage({ type: "inbox" } satisfies Message);
+    return this.observe((session) => session.view().submissions.find((s) => s.requestId === input.requestId));
+  }
+
+  /** Resolves when the Submission has ended, whichever tab drives it. */
+  wait(submissionId: string): Promise<Submission> {
+    return this.observe((session) => {
+      const submission = session.view().submissions.find((s) => s.id === submissionId);
+      return submission && ["succeeded", "failed", "cancelled"].includes(submission.status)
+        ? submission
+        : undefined;
+    });
+  }
+
+  /** Every committed change after `fromVersion`, in order, across role changes of this tab. */
+  subscribe(fromVersion: number, listener: ChangeListener): () => void {
+    const entry: { last: number; listener: ChangeListener; stop?: () => void } = {
+      last: fromVersion,
+      listener: (change) => {
+        entry.last = change.version;
+        listener(change);
+      },
+    };
+    this.listeners.add(entry);
+    this.attach(entry);
+    return () => {
+      entry.stop?.();
+      this.listeners.delete(entry);
+    };
+  }
+
+  /** Stops driving and following; unfinished work stays stored for whichever tab leads next. */
+  async close(): Promise<void> {
+    this.role = "closed";
+    this.leadership.release();
+    this.channel.close();
+    for (const entry of this.listeners) entry.stop?.();
+    await this.current?.close();
+    await this.inbox.close();
+  }
+
+  private async follow(): Promise<void> {
+    try {
+      this.replace(await openSession({ ...this.sessionOptions(), mode: "read" }));
+    } catch (error) {
+      if (!(error instanceof SessionNotFoundError)) throw error;
+      this.current = undefined; // nobody has created it yet; the leader will
+    }
+    this.options.onRole?.("follower");
+  }
+
+  private async lead(): Promise<void> {
+    if (this.role === "closed") return;
+    const writer = await openSession({ ...this.sessionOptions(), mode: "write" });
+    this.role = "leader";
+    this.replace(writer);
+    writer.subscribe(writer.version, (change: CommitRecord) =>
+      this.channel.postMessage({ type: "committed", version: change.version } satisfies Message),
+    );
+    this.channel.postMessage({ type: "committed", version: writer.version } satisfies Message);
+    this.options.onRole?.("leader");
+    await writer.resume();
+    this.draining = this.drainInbox();
+    await this.draining;
+  }
+
+  private async demote(): Promise<void> {
+    if (this.role !== "leader") return;
+    this.role = "follower";
+    await this.current?.close();
+    await this.follow();
+  }
+
+  private async onMessage(message: Message): Promise<void> {
+    if (this.role === "closed") return;
+    if (message.type === "inbox" && this.role === "leader") {
+      this.draining = this.drainInbox();
+      await this.draining;
+    } else if (message.type === "committed" && this.role === "follower") {
+      if (!this.current) await this.follow();
+      else await this.current.refresh().catch(() => undefined);
+      this.notifyObservers();
+    }
+  }
+
+  /** Accepts every input followers left; idempotent by requestId, deleted only once accepted. */
+  private async drainInbox(): Promise<void> {
+    const session = this.current;
+    if (!session || this.role !== "leader") return;
+    for (const input of await this.inbox.pending(this.options.sessionId)) {
+      await session.submit(input);
+      await this.inbox.remove(this.options.sessionId, input.requestId);
+    }
+  }
+
+  private replace(session: Session): void {
+    for (const entry of this.listeners) entry.stop?.();
+    void this.current?.close();
+    this.current = session;
+    for (const entry of this.listeners) this.attach(entry);
+    this.notifyObservers();
+  }
+
+  private attach(entry: { last: number; listener: ChangeListener; stop?: () => void }): void {
+    const session = this.current;
+    if (!session) return;
+    entry.stop = session.subscribe(Math.min(entry.last, session.version), entry.listener);
+  }
+
+  private readonly observers = new Set<() => void>();
+
+  private observe<T>(pick: (session: Session) => T | undefined): Promise<T> {
+    return new Promise((resolve) => {
+      const check = () => {
+        const found = this.current ? pick(this.current) : undefined;
+        if (found === undefined) return;
+        this.observers.delete(check);
+        resolve(found);
+      };
+      this.observers.add(check);
+      check();
+      const stop = this.subscribe(this.current?.version ?? 0, () => {
+        check();
+        if (!this.observers.has(check)) stop();
+      });
+    });
+  }
+
+  private notifyObservers(): void {
+    for (const check of [...this.observers]) check();
+  }
+
+  private sessionOptions() {
+    const { sessionId, database, registry, durability, clock, timers } = this.options;
+    return {
+      id: sessionId,
+      storage: indexedDbStorage(database, { durability: durability ?? "strict" }),
+      registry: registry(),
+      ...(clock !== undefined && { clock }),
+      ...(timers !== undefined && { timers }),
+    };
+  }
+}
