@@ -42,6 +42,7 @@ export type { OpenSessionOptions, SessionStatus } from "./session/session.ts";
 export { openSession, Session } from "./session/session.ts";
 export type { BlockedRecord, DocumentState } from "./session/state.ts";
 export type { SubmitInput } from "./session/submit.ts";
+export { parseSubmitInput } from "./session/submit.ts";
 export type { ChangeListener, SubscribeOptions, Unsubscribe } from "./session/subscriptions.ts";
 export type { ConversationView, DocumentView, SessionView } from "./session/view.ts";
 export type { IndexedDbStorageOptions } from "./storage/indexeddb-storage.ts";

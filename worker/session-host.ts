@@ -9,6 +9,7 @@ import {
   type CommitRecord,
   indexedDbStorage,
   openSession,
+  parseSubmitInput,
   type Registry,
   type Session,
   SessionNotFoundError,
@@ -83,6 +84,8 @@ export class BrowserSessionHost {
    */
   async submit(input: SubmitInput): Promise<Submission> {
     if (this.role === "leader" && this.current) return this.current.submit(input);
+    // Bad input is refused here, with the same typed error the leader would give, never queued.
+    parseSubmitInput(input);
     await this.inbox.put(this.options.sessionId, input);
     this.channel.postMessage({ type: "inbox" } satisfies Message);
     return this.observe((session) => session.view().submissions.find((s) => s.requestId === input.requestId));

@@ -1,0 +1,58 @@
+/**
+ * The worker side: `exposeSessionWorker` runs a BrowserSessionHost inside a dedicated Web Worker and exposes
+ * it to the page with comlink. An app's worker entry is a few lines:
+ *
+ * @example
+ * // session.worker.ts
+ * import { exposeSessionWorker } from "durable-agent/worker";
+ * exposeSessionWorker({ database: "my-app", sessionId: "support-42", registry: () => createRegistry({ ...agent }) });
+ */
+import * as Comlink from "comlink";
+import type { ChangeListener } from "../src/index.ts";
+import { installErrorTransfer, type SessionWorkerApi } from "./protocol.ts";
+import { BrowserSessionHost, type BrowserSessionHostOptions } from "./session-host.ts";
+
+export function exposeSessionWorker(
+  options: BrowserSessionHostOptions,
+  endpoint: Comlink.Endpoint = globalThis as unknown as Comlink.Endpoint,
+): Promise<BrowserSessionHost> {
+  installErrorTransfer();
+  const starting = BrowserSessionHost.start(options);
+  const subscriptions = new Map<number, () => void>();
+  let nextId = 1;
+  // Exposed at once (messages that arrive before a listener exists are lost); calls wait for the host.
+  const api: SessionWorkerApi = {
+    role: async () => ((await starting).isLeader ? "leader" : "follower"),
+    submit: async (input) => (await starting).submit(input),
+    wait: async (submissionId) => (await starting).wait(submissionId),
+    view: async () => (await starting).session?.view(),
+    async subscribe(fromVersion, listener: ChangeListener) {
+      const host = await starting;
+      const id = nextId++;
+      const remote = listener as ChangeListener & { [Comlink.releaseProxy]?: () => void };
+      const stop = host.subscribe(fromVersion, (change) => void remote(change));
+      subscriptions.set(id, () => {
+        stop();
+        remote[Comlink.releaseProxy]?.(); // free the page-side proxy: no leak per subscription
+      });
+      return id;
+    },
+    unsubscribe(id) {
+      subscriptions.get(id)?.();
+      subscriptions.delete(id);
+    },
+    async cancelSubmission(submissionId, reason) {
+      const host = await starting;
+      if (!host.isLeader || !host.session)
+        throw new Error("only the leader tab can cancel; retry on the leader");
+      return host.session.cancelSubmission(submissionId, reason);
+    },
+    async close() {
+      for (const stop of subscriptions.values()) stop();
+      subscriptions.clear();
+      await (await starting).close();
+    },
+  };
+  Comlink.expose(api, endpoint);
+  return starting;
+}

@@ -1,0 +1,41 @@
+/**
+ * What crosses the worker boundary: the host API the page calls through comlink, and typed errors.
+ * Errors travel as `{ name, code, message }` and are rebuilt on the page as KernelErrors with the same
+ * name and code (comlink's own "throw" handler would flatten them to plain Errors).
+ */
+import * as Comlink from "comlink";
+import type { ChangeListener, CommitRecord, SessionView, Submission, SubmitInput } from "../src/index.ts";
+import { deserializeError, type SerializedError, serializeError } from "../src/index.ts";
+
+/** The API a session worker exposes. */
+export interface SessionWorkerApi {
+  role(): Promise<"leader" | "follower">;
+  submit(input: SubmitInput): Promise<Submission>;
+  wait(submissionId: string): Promise<Submission>;
+  view(): Promise<SessionView | undefined>;
+  /** Delivers committed changes after `fromVersion`; resolves with an id for `unsubscribe`. */
+  subscribe(fromVersion: number, listener: ChangeListener): Promise<number>;
+  unsubscribe(id: number): void;
+  cancelSubmission(submissionId: string, reason?: string): Promise<Submission | undefined>;
+  close(): Promise<void>;
+}
+
+export type { CommitRecord };
+
+let installed = false;
+
+/** Makes thrown errors cross the boundary with their name and code. Idempotent; call on both sides. */
+export function installErrorTransfer(): void {
+  if (installed) return;
+  installed = true;
+  // comlink marks thrown values with a private symbol: keep its detection, replace the wire format.
+  const original = Comlink.transferHandlers.get("throw");
+  if (!original) return;
+  Comlink.transferHandlers.set("throw", {
+    canHandle: (value: unknown): value is { value: unknown } => original.canHandle(value),
+    serialize: ({ value }: { value: unknown }) => [{ error: serializeError(value) }, []],
+    deserialize: (serialized: unknown) => {
+      throw deserializeError((serialized as { error: SerializedError }).error);
+    },
+  } as Comlink.TransferHandler<unknown, unknown>);
+}
