@@ -40,6 +40,15 @@ export default defineConfig({
       },
       {
         test: {
+          name: "e2e",
+          include: ["test/e2e/**/*.test.ts"],
+          environment: "node",
+          testTimeout: 90_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        test: {
           name: "edge",
           include: ["test/edge/**/*.test.ts"],
           environment: "node",

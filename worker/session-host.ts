@@ -33,6 +33,8 @@ export interface BrowserSessionHostOptions {
   readonly timers?: Timers;
   /** Told whenever this tab becomes leader or follower. */
   readonly onRole?: (role: "leader" | "follower") => void;
+  /** Runs on the writer session each time this tab takes the lead, before it accepts input (seed data here). */
+  readonly onLead?: (session: Session) => Promise<void>;
 }
 
 type Message = { type: "committed"; version: number } | { type: "inbox" };
@@ -141,6 +143,7 @@ export class BrowserSessionHost {
   private async lead(): Promise<void> {
     if (this.role === "closed") return;
     const writer = await openSession({ ...this.sessionOptions(), mode: "write" });
+    await this.options.onLead?.(writer);
     this.role = "leader";
     this.replace(writer);
     writer.subscribe(writer.version, (change: CommitRecord) =>

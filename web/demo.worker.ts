@@ -1,0 +1,20 @@
+/** The demo's session worker: the kernel, the five-email app, and the tab-leadership host. */
+
+import { approvedPlan } from "../examples/five-emails/app.ts";
+import type { Json } from "../src/index.ts";
+import { exposeSessionWorker } from "../worker/index.ts";
+import { BrowserMailService, demoRegistry } from "./demo-app.ts";
+
+const mail = new BrowserMailService();
+void exposeSessionWorker({
+  database: "durable-agent-demo",
+  sessionId: "support-42",
+  registry: () => demoRegistry(mail),
+  // The approved plan exists before this tab accepts any input.
+  onLead: async (session) => {
+    if (session.view().documents.some((d) => d.id === "plan")) return;
+    await session.commit((draft) =>
+      draft.setDocument("plan", "email-plan", approvedPlan() as unknown as Json),
+    );
+  },
+});

@@ -1,0 +1,90 @@
+/** The demo page: talks to the session worker, renders every committed entry, survives reloads. */
+import type { CommitRecord, Entry } from "../src/index.ts";
+import { connectSessionWorker, requestPersistentStorage } from "../worker/index.ts";
+
+const client = connectSessionWorker(
+  new Worker(new URL("./demo.worker.ts", import.meta.url), { type: "module" }),
+);
+const log = document.querySelector<HTMLOListElement>("#log") as HTMLOListElement;
+const status = document.querySelector<HTMLDivElement>("#status") as HTMLDivElement;
+const start = document.querySelector<HTMLButtonElement>("#start") as HTMLButtonElement;
+const recoveredRuns = new Set<string>();
+const runCalls = new Map<string, string>(); // tool-run document id → its tool call id
+
+function render(entry: Entry): void {
+  const item = document.createElement("li");
+  const c = entry.content;
+  const kind = `<span class="kind">v${entry.version} ${c.kind}</span>`;
+  let text = "";
+  let tag = "";
+  switch (c.kind) {
+    case "user":
+    case "note":
+      text = c.text;
+      break;
+    case "model":
+      text = c.text || `calls ${c.toolCalls.map((t) => t.name).join(", ")}`;
+      break;
+    case "tool-result": {
+      const output = c.output as { to?: string; error?: string };
+      text = `${c.toolName}${output.to ? ` → ${output.to}` : ""}`;
+      tag =
+        c.outcome === "interrupted"
+          ? "interrupted"
+          : recoveredRuns.has(c.toolCallId)
+            ? "recovered"
+            : c.outcome === "ok"
+              ? "ok"
+              : "error";
+      break;
+    }
+    case "interrupted":
+      text = `interrupted: ${JSON.stringify(c.partialText)}`;
+      tag = "interrupted";
+      break;
+    case "summary":
+      text = c.text;
+      break;
+  }
+  item.innerHTML = `${kind}<span class="text"></span>${tag ? `<span class="tag ${tag}">${tag === "recovered" ? "recovered (confirmed by operation id)" : tag}</span>` : ""}`;
+  (item.querySelector(".text") as HTMLSpanElement).textContent = text;
+  item.dataset.kind = c.kind;
+  log.append(item);
+}
+
+function onChange(change: CommitRecord): void {
+  for (const doc of change.documents) {
+    const run = (doc.baseline ?? null) as { via?: string; toolCallId?: string } | null;
+    if (doc.type === "tool-run" && run?.via === "confirm" && run.toolCallId)
+      recoveredRuns.add(run.toolCallId);
+  }
+  for (const entry of change.entries) render(entry);
+  for (const submission of change.submissions) {
+    status.textContent = `submission ${submission.status}${submission.status === "succeeded" ? `: ${(submission.result as { text?: string }).text ?? ""}` : ""}`;
+    status.dataset.status = submission.status;
+    start.disabled = submission.status === "running" || submission.status === "accepted";
+  }
+}
+
+async function main(): Promise<void> {
+  void requestPersistentStorage();
+  await client.subscribe(0, onChange); // replays everything committed so far, then live changes
+  // Leadership can take a moment (another tab may hold it); show the role until this tab leads.
+  for (;;) {
+    const role = await client.role();
+    if (!status.dataset.status) status.textContent = `this tab is the ${role}`;
+    if (role === "leader") break;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+  start.addEventListener("click", async () => {
+    start.disabled = true;
+    const sub = await client.submit({
+      requestId: "notice-1",
+      conversationId: "main",
+      input: "Send the approved notice to five customers and summarise",
+    });
+    status.textContent = `submission ${sub.status}`;
+  });
+}
+
+void main();
