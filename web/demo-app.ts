@@ -6,7 +6,15 @@
 import { openDB } from "idb";
 import { z } from "zod";
 import { campaignModel, emailCampaign, emailPlan, sendApprovedNotice } from "../examples/five-emails/app.ts";
-import { createAgent, createRegistry, defineTool, type Json, type Registry } from "../src/index.ts";
+import {
+  createAgent,
+  createRegistry,
+  defineTool,
+  type Json,
+  type Registry,
+  scriptedModel,
+  systemTimers,
+} from "../src/index.ts";
 
 interface Receipt {
   messageId: string;
@@ -77,4 +85,17 @@ export function demoRegistry(mail: BrowserMailService): Registry {
   });
   const agent = createAgent({ model: campaignModel(), tools: [sendEmail, sendApprovedNotice] });
   return createRegistry({ ...agent, tasks: [...agent.tasks, emailCampaign], documents: [emailPlan] });
+}
+
+/** `?scenario=stream`: a model that streams a long answer slowly, for reloading mid-stream. */
+export function streamingRegistry(): Registry {
+  const model = scriptedModel(
+    [
+      {
+        text: "Here is a long, carefully streamed answer about durable execution: progress lives in committed data, so a reload never loses the work, and text streamed before an interruption is kept as an interrupted record.",
+      },
+    ],
+    { chunkSize: 12, chunkDelayMs: 120, timers: systemTimers },
+  );
+  return createRegistry({ ...createAgent({ model }) });
 }

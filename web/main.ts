@@ -2,8 +2,10 @@
 import type { CommitRecord, Entry } from "../src/index.ts";
 import { connectSessionWorker, requestPersistentStorage } from "../worker/index.ts";
 
+// ?scenario=stream shows a slowly streamed answer (reload mid-stream); the default is the five emails.
+const scenario = new URLSearchParams(location.search).get("scenario") === "stream" ? "stream" : "emails";
 const client = connectSessionWorker(
-  new Worker(new URL("./demo.worker.ts", import.meta.url), { type: "module" }),
+  new Worker(new URL("./demo.worker.ts", import.meta.url), { type: "module", name: scenario }),
 );
 const log = document.querySelector<HTMLOListElement>("#log") as HTMLOListElement;
 const status = document.querySelector<HTMLDivElement>("#status") as HTMLDivElement;
@@ -69,22 +71,26 @@ function onChange(change: CommitRecord): void {
 async function main(): Promise<void> {
   void requestPersistentStorage();
   await client.subscribe(0, onChange); // replays everything committed so far, then live changes
-  // Leadership can take a moment (another tab may hold it); show the role until this tab leads.
+  start.addEventListener("click", async () => {
+    start.disabled = true;
+    const sub = await client.submit(
+      scenario === "stream"
+        ? { requestId: "stream-1", conversationId: "main", input: "Explain durable execution" }
+        : {
+            requestId: "notice-1",
+            conversationId: "main",
+            input: "Send the approved notice to five customers and summarise",
+          },
+    );
+    status.textContent = `submission ${sub.status}`;
+  });
+  // A follower tab works too (its input goes through the durable inbox); show the role until this tab leads.
   for (;;) {
     const role = await client.role();
     if (!status.dataset.status) status.textContent = `this tab is the ${role}`;
     if (role === "leader") break;
     await new Promise((resolve) => setTimeout(resolve, 300));
   }
-  start.addEventListener("click", async () => {
-    start.disabled = true;
-    const sub = await client.submit({
-      requestId: "notice-1",
-      conversationId: "main",
-      input: "Send the approved notice to five customers and summarise",
-    });
-    status.textContent = `submission ${sub.status}`;
-  });
 }
 
 void main();

@@ -2,6 +2,7 @@
  * A scripted model: deterministic, declared turn by turn. The turn is chosen by how many assistant
  * messages the context already holds, so a re-asked request after a crash gets the same answer.
  */
+import type { Timers } from "../clock.ts";
 import type { Json } from "../records/schemas.ts";
 import type { Model, ModelRequest, ModelResponse } from "./model.ts";
 
@@ -14,6 +15,10 @@ export interface ScriptedModelOptions {
   readonly id?: string;
   /** Split text into chunks streamed through `onText` (default: whole text at once). */
   readonly chunkSize?: number;
+  /** Wait this long before each chunk (demos: time to watch, or to reload mid-stream). Needs `timers`. */
+  readonly chunkDelayMs?: number;
+  /** Timers for `chunkDelayMs`. */
+  readonly timers?: Timers;
 }
 
 /**
@@ -33,7 +38,14 @@ export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedM
       while (typeof turn === "function") turn = turn(request);
       const text = turn.text ?? "";
       const size = options.chunkSize ?? Math.max(1, text.length);
-      for (let i = 0; i < text.length; i += size) onText?.(text.slice(i, i + size));
+      for (let i = 0; i < text.length; i += size) {
+        if (options.chunkDelayMs && options.timers) {
+          const timers = options.timers;
+          await new Promise<void>((resolve) => timers.setTimeout(resolve, options.chunkDelayMs ?? 0));
+          signal.throwIfAborted();
+        }
+        onText?.(text.slice(i, i + size));
+      }
       return {
         text,
         toolCalls: (turn.toolCalls ?? []).map((call, i) => ({

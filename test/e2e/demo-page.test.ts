@@ -1,21 +1,19 @@
 /**
- * The demo page in real Chromium with an on-disk profile: start the five-email run, reload the tab while
- * the mails are being sent, and check the run completes with exactly five deliveries. Screenshots are kept
- * in test-artifacts/.
+ * The demo page in real Chromium with on-disk profiles (one fresh profile per test): reload while tools run
+ * and the parent task waits on them, reload while the model streams, and two tabs sharing one session.
+ * Screenshots are kept in test-artifacts/.
  */
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type BrowserContext, chromium } from "playwright-core";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { createServer, type ViteDevServer } from "vite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const artifacts = join(process.cwd(), "test-artifacts");
 let server: ViteDevServer;
-let context: BrowserContext;
 let url = "";
-let profile = "";
 
 beforeAll(async () => {
   server = await createServer({
@@ -27,8 +25,17 @@ beforeAll(async () => {
   await server.listen();
   const address = server.httpServer?.address();
   url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}/`;
-  profile = mkdtempSync(join(tmpdir(), "demo-profile-"));
-  context = await chromium.launchPersistentContext(profile, {
+  mkdirSync(artifacts, { recursive: true });
+}, 60_000);
+
+afterAll(async () => {
+  await server?.close();
+});
+
+/** A browser with a fresh on-disk profile (real IndexedDB that survives reloads). */
+async function withBrowser(run: (context: BrowserContext) => Promise<void>): Promise<void> {
+  const profile = mkdtempSync(join(tmpdir(), "demo-profile-"));
+  const context = await chromium.launchPersistentContext(profile, {
     executablePath,
     headless: true,
     args: [
@@ -40,67 +47,109 @@ beforeAll(async () => {
       "--no-first-run",
     ],
   });
-  mkdirSync(artifacts, { recursive: true });
-}, 60_000);
+  try {
+    await run(context);
+  } finally {
+    await context.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
 
-afterAll(async () => {
-  await context?.close();
-  await server?.close();
-  rmSync(profile, { recursive: true, force: true });
-});
+const statusIs = (page: Page, wanted: string, timeout = 30_000) =>
+  page.waitForFunction((s) => document.querySelector("#status")?.getAttribute("data-status") === s, wanted, {
+    timeout,
+  });
+const logHas = (page: Page, text: string, timeout = 30_000) =>
+  page.waitForFunction(
+    (t) => [...document.querySelectorAll("#log li")].some((li) => li.textContent?.includes(t)),
+    text,
+    {
+      timeout,
+    },
+  );
+const isLeader = (page: Page) =>
+  page.waitForFunction(() => document.querySelector("#status")?.textContent?.includes("leader"), undefined, {
+    timeout: 30_000,
+  });
 
-describe("demo page", () => {
-  it("finishes the five-email run across a reload in the middle of the sends, delivering each mail once", async () => {
-    const page = await context.newPage();
-    await page.goto(url);
-    await page.waitForFunction(
-      () => document.querySelector("#status")?.textContent?.includes("leader"),
-      undefined,
-      { timeout: 30_000 },
-    );
-    await page.click("#start");
-    // The campaign has started its five send_email calls (each takes ~0.7 s at the mail service).
-    await page.waitForFunction(
-      () =>
-        [...document.querySelectorAll("#log li")].some((li) =>
-          li.textContent?.includes("send_approved_notice"),
-        ),
-      undefined,
-      { timeout: 30_000 },
-    );
-    await page.waitForTimeout(250);
-    await page.screenshot({ path: join(artifacts, "demo-before-reload.png"), fullPage: true });
-    await page.reload(); // the worker dies with the page, mid-send
-    await page.waitForFunction(
-      () => document.querySelector("#status")?.getAttribute("data-status") === "succeeded",
-      undefined,
-      {
-        timeout: 30_000,
-      },
-    );
-    await page.screenshot({ path: join(artifacts, "demo-after-reload.png"), fullPage: true });
-    const deliveries = await page.evaluate(async () => {
-      const request = indexedDB.open("durable-agent-demo-mail");
-      const db = await new Promise<IDBDatabase>((resolve, reject) => {
-        request.onsuccess = () => resolve(request.result);
-        request.onerror = () => reject(request.error);
-      });
-      const all = await new Promise<{ to: string }[]>((resolve) => {
-        const read = db.transaction("deliveries").objectStore("deliveries").getAll();
-        read.onsuccess = () => resolve(read.result as { to: string }[]);
-      });
-      db.close();
-      return all.map((d) => d.to);
+async function deliveries(page: Page): Promise<string[]> {
+  return page.evaluate(async () => {
+    const request = indexedDB.open("durable-agent-demo-mail");
+    const db = await new Promise<IDBDatabase>((resolve, reject) => {
+      request.onsuccess = () => resolve(request.result);
+      request.onerror = () => reject(request.error);
     });
-    expect([...deliveries].sort()).toEqual([
-      "ana@example.com",
-      "bo@example.com",
-      "cy@example.com",
-      "di@example.com",
-      "ed@example.com",
-    ]);
-    const status = await page.textContent("#status");
-    expect(status).toContain("Done: 5 of 5 notices delivered.");
-    await page.close();
+    const all = await new Promise<{ to: string }[]>((resolve) => {
+      const read = db.transaction("deliveries").objectStore("deliveries").getAll();
+      read.onsuccess = () => resolve(read.result as { to: string }[]);
+    });
+    db.close();
+    return all.map((d) => d.to);
+  });
+}
+
+const FIVE = ["ana@example.com", "bo@example.com", "cy@example.com", "di@example.com", "ed@example.com"];
+
+describe("demo page in Chromium", () => {
+  it("finishes the five-email run across a reload while tools run and their parent waits, each mail once", async () => {
+    await withBrowser(async (context) => {
+      const page = await context.newPage();
+      await page.goto(url);
+      await isLeader(page);
+      await page.click("#start");
+      await logHas(page, "send_approved_notice"); // the campaign waits on five send_email tasks (~0.7 s each)
+      await page.waitForTimeout(250);
+      await page.screenshot({ path: join(artifacts, "demo-before-reload.png"), fullPage: true });
+      await page.reload(); // the worker dies with the page, mid-send
+      await statusIs(page, "succeeded");
+      await page.screenshot({ path: join(artifacts, "demo-after-reload.png"), fullPage: true });
+      expect([...(await deliveries(page))].sort()).toEqual(FIVE);
+      expect(await page.textContent("#status")).toContain("Done: 5 of 5 notices delivered.");
+    });
+  }, 90_000);
+
+  it("keeps text streamed before a reload as an interrupted record, then completes the answer", async () => {
+    await withBrowser(async (context) => {
+      const page = await context.newPage();
+      await page.goto(`${url}?scenario=stream`);
+      await isLeader(page);
+      await page.click("#start");
+      await page.waitForTimeout(900); // several chunks streamed and flushed as deferred progress
+      await page.reload();
+      await statusIs(page, "succeeded");
+      await page.screenshot({ path: join(artifacts, "demo-stream-after-reload.png"), fullPage: true });
+      const kinds = await page.$$eval("#log li", (items) =>
+        items.map((li) => (li as HTMLElement).dataset.kind),
+      );
+      expect(kinds).toEqual(["user", "interrupted", "model"]);
+      expect(await page.textContent("#log li[data-kind=interrupted]")).toContain("Here is a long");
+      expect(await page.textContent("#log li[data-kind=interrupted] .tag")).toBe("interrupted");
+    });
+  }, 90_000);
+
+  it("two tabs: one leads, the other follows and submits; when the leader closes, the follower finishes", async () => {
+    await withBrowser(async (context) => {
+      const leader = await context.newPage();
+      await leader.goto(url);
+      await isLeader(leader);
+      const follower = await context.newPage();
+      await follower.goto(url);
+      await follower.waitForFunction(
+        () => document.querySelector("#status")?.textContent?.includes("follower"),
+        undefined,
+        {
+          timeout: 30_000,
+        },
+      );
+      await follower.click("#start"); // through the durable inbox; the leader accepts it
+      await logHas(follower, "send_approved_notice");
+      await logHas(leader, "send_approved_notice");
+      const started = Date.now();
+      await leader.close(); // the leader tab goes away mid-run
+      await statusIs(follower, "succeeded");
+      expect(Date.now() - started).toBeLessThan(20_000);
+      await follower.screenshot({ path: join(artifacts, "demo-two-tabs-follower.png"), fullPage: true });
+      expect([...(await deliveries(follower))].sort()).toEqual(FIVE);
+    });
   }, 90_000);
 });
