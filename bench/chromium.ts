@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { chromium } from "playwright-core";
 import { createServer } from "vite";
 
-export type ChromiumEntry = "runCommitBench" | "runChainBench" | "runAgentBench";
+export type ChromiumEntry = "runCommitBench" | "runChainBench" | "runAgentBench" | "runWorkerCommitBench";
 
 /** Runs `window[entry]()` of bench/browser/index.html in Chromium and returns its result. */
 export async function runInChromium(

@@ -29,6 +29,7 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
   "phases/chain-1000/chromium-indexeddb": async () => inChromium("runChainBench", "ms/phase"),
   "agent/step-overhead": async () => ({ ...(await stepOverheadBench()), unit: "ms/step" }),
   "agent/step-overhead/chromium-indexeddb": async () => inChromium("runAgentBench", "ms/step"),
+  "worker/commit": async () => inChromium("runWorkerCommitBench", "ms/commit"),
   "agent/commits-per-tool-call": async () => ({
     ...(await commitsPerToolCallBench()),
     unit: "txn/tool-call",

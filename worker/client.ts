@@ -8,7 +8,7 @@
  * const stop = await client.subscribe(0, (change) => render(change));
  */
 import * as Comlink from "comlink";
-import type { ChangeListener, SessionView, Submission, SubmitInput } from "../src/index.ts";
+import type { ChangeListener, CommitRecord, SessionView, Submission, SubmitInput } from "../src/index.ts";
 import { installErrorTransfer, type SessionWorkerApi } from "./protocol.ts";
 
 export interface SessionWorkerClient {
@@ -19,6 +19,8 @@ export interface SessionWorkerClient {
   /** Resolves with the function that stops the subscription (and releases its proxy). */
   subscribe(fromVersion: number, listener: ChangeListener): Promise<() => Promise<void>>;
   cancelSubmission(submissionId: string, reason?: string): Promise<Submission | undefined>;
+  /** Committed changes after a version, from the change log. */
+  changes(afterVersion: number, limit?: number): Promise<CommitRecord[]>;
   /** Closes the host in the worker and releases the connection. */
   close(): Promise<void>;
 }
@@ -36,6 +38,7 @@ export function connectSessionWorker(endpoint: Comlink.Endpoint): SessionWorkerC
       return () => remote.unsubscribe(id);
     },
     cancelSubmission: (submissionId, reason) => remote.cancelSubmission(submissionId, reason),
+    changes: (afterVersion, limit) => remote.changes(afterVersion, limit),
     async close() {
       await remote.close();
       remote[Comlink.releaseProxy]();

@@ -47,6 +47,10 @@ export function exposeSessionWorker(
         throw new Error("only the leader tab can cancel; retry on the leader");
       return host.session.cancelSubmission(submissionId, reason);
     },
+    async changes(afterVersion, limit) {
+      const session = (await starting).session;
+      return session ? (await session.readChanges(afterVersion, limit)).changes : [];
+    },
     async close() {
       for (const stop of subscriptions.values()) stop();
       subscriptions.clear();

@@ -1,8 +1,10 @@
 import { stepOverheadBench } from "../agent.ts";
 import { chainBench } from "../tasks.ts";
+import { workerCommitBench } from "../worker.ts";
 import { compareCommitCost } from "../workload.ts";
 
 const benches = window as unknown as Record<string, () => Promise<{ ours: number; floor: number }>>;
 benches.runCommitBench = () => compareCommitCost(`chromium-${Date.now()}`, "strict", 9, 80);
 benches.runChainBench = () => chainBench();
 benches.runAgentBench = () => stepOverheadBench();
+benches.runWorkerCommitBench = () => workerCommitBench();
