@@ -108,6 +108,8 @@ export class BrowserSessionHost {
     const entry: { last: number; listener: ChangeListener; stop?: () => void } = {
       last: fromVersion,
       listener: (change) => {
+        // After a role change the new session may replay versions this listener already saw.
+        if (change.version <= entry.last) return;
         entry.last = change.version;
         listener(change);
       },

@@ -150,6 +150,18 @@ describe("demo page in Chromium", () => {
       expect(Date.now() - started).toBeLessThan(20_000);
       await follower.screenshot({ path: join(artifacts, "demo-two-tabs-follower.png"), fullPage: true });
       expect([...(await deliveries(follower))].sort()).toEqual(FIVE);
+      // The follower's live view went through its own role change without repeating or skipping a change.
+      const versions = await follower.$$eval("#log li .kind", (items) =>
+        items.map((i) => Number(i.textContent?.match(/v(\d+)/)?.[1])),
+      );
+      expect(versions).toEqual([...versions].sort((a, b) => a - b));
+      const lines = await follower.$$eval("#log li", (items) => items.map((li) => li.textContent ?? ""));
+      expect(new Set(lines).size).toBe(lines.length);
+      const sends = await follower.$$eval(
+        "#log li",
+        (items) => items.filter((li) => li.textContent?.includes("send_email →")).length,
+      );
+      expect(sends).toBe(5);
     });
   }, 90_000);
 });
