@@ -19,6 +19,8 @@ export interface SessionWorkerClient {
   /** Resolves with the function that stops the subscription (and releases its proxy). */
   subscribe(fromVersion: number, listener: ChangeListener): Promise<() => Promise<void>>;
   cancelSubmission(submissionId: string, reason?: string): Promise<Submission | undefined>;
+  /** Live subscriptions the worker holds for this client (0 after every `stop`). */
+  subscriptionCount(): Promise<number>;
   /** Committed changes after a version, from the change log. */
   changes(afterVersion: number, limit?: number): Promise<CommitRecord[]>;
   /** Closes the host in the worker and releases the connection. */
@@ -39,6 +41,7 @@ export function connectSessionWorker(endpoint: Comlink.Endpoint): SessionWorkerC
     },
     cancelSubmission: (submissionId, reason) => remote.cancelSubmission(submissionId, reason),
     changes: (afterVersion, limit) => remote.changes(afterVersion, limit),
+    subscriptionCount: () => remote.subscriptionCount(),
     async close() {
       await remote.close();
       remote[Comlink.releaseProxy]();

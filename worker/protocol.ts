@@ -17,6 +17,8 @@ export interface SessionWorkerApi {
   subscribe(fromVersion: number, listener: ChangeListener): Promise<number>;
   unsubscribe(id: number): void;
   cancelSubmission(submissionId: string, reason?: string): Promise<Submission | undefined>;
+  /** Live subscriptions held in the worker for this page (each one holds a proxied listener). */
+  subscriptionCount(): Promise<number>;
   /** Committed changes after a version, from the change log (devtools, catch-up, benchmarks). */
   changes(afterVersion: number, limit?: number): Promise<CommitRecord[]>;
   close(): Promise<void>;

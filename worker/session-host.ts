@@ -13,6 +13,7 @@ import {
   type Registry,
   type Session,
   SessionNotFoundError,
+  type Storage,
   type Submission,
   type SubmitInput,
   type Timers,
@@ -27,6 +28,8 @@ export interface BrowserSessionHostOptions {
   /** A registry per writer session: task kinds, tools and the model. */
   readonly registry: () => Registry;
   readonly durability?: "strict" | "relaxed";
+  /** Overrides the IndexedDB store (tests inject faults such as a full quota). */
+  readonly storage?: (database: string) => Storage;
   /** Take leadership even if another tab holds it (recovering from a frozen leader tab). */
   readonly steal?: boolean;
   readonly clock?: Clock;
@@ -228,7 +231,9 @@ export class BrowserSessionHost {
     const { sessionId, database, registry, durability, clock, timers } = this.options;
     return {
       id: sessionId,
-      storage: indexedDbStorage(database, { durability: durability ?? "strict" }),
+      storage:
+        this.options.storage?.(database) ??
+        indexedDbStorage(database, { durability: durability ?? "strict" }),
       registry: registry(),
       ...(clock !== undefined && { clock }),
       ...(timers !== undefined && { timers }),

@@ -1,12 +1,12 @@
 /** The kernel in a real dedicated Web Worker in Chromium, driven from the page through the comlink client. */
 import { describe, expect, it } from "vitest";
-import type { CommitRecord } from "../../src/index.ts";
+import { type CommitRecord, indexedDbStorage, openSession } from "../../src/index.ts";
 import { connectSessionWorker } from "../../worker/index.ts";
 
-function startWorker(db: string, session: string) {
+function startWorker(db: string, session: string, quotaAfter?: number) {
   const worker = new Worker(new URL("./fixtures/session.worker.ts", import.meta.url), {
     type: "module",
-    name: JSON.stringify({ db, session }),
+    name: JSON.stringify({ db, session, quotaAfter }),
   });
   return { worker, client: connectSessionWorker(worker) };
 }
@@ -45,5 +45,43 @@ describe("session worker (comlink)", () => {
     expect((error as Error).message).toContain("requestId");
     await client.close();
     worker.terminate();
+  });
+
+  it("releases listeners across the boundary when unsubscribed", async () => {
+    const db = `worker-${Math.random().toString(36).slice(2)}`;
+    const { worker, client } = startWorker(db, "s3");
+    let calls = 0;
+    for (let i = 0; i < 50; i++) {
+      const stop = await client.subscribe(0, () => calls++);
+      await stop();
+    }
+    expect(await client.subscriptionCount()).toBe(0);
+    await client.submit({ requestId: "after", conversationId: "main", input: "nobody is listening" });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(calls).toBe(0);
+    await client.close();
+    worker.terminate();
+  });
+
+  it("surfaces a full quota to the page as a typed error, keeping what was committed", async () => {
+    const db = `worker-${Math.random().toString(36).slice(2)}`;
+    const { worker, client } = startWorker(db, "s4", 12);
+    for (let i = 0; i < 200 && (await client.role()) !== "leader"; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    const kept = await client.submit({ requestId: "kept", conversationId: "main", input: "fits" });
+    expect((await client.wait(kept.id)).status).toBe("succeeded");
+    const error = await client
+      .submit({ requestId: "too-much", conversationId: "main", input: "does not fit" })
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: "StorageError", code: "quota-exceeded" });
+    const again = await client
+      .submit({ requestId: "later", conversationId: "main", input: "x" })
+      .catch((e: unknown) => e);
+    expect(again).toMatchObject({ code: "session-stopped" });
+    await client.close();
+    worker.terminate();
+    // Reopened elsewhere, the session holds exactly what was committed before the quota ran out.
+    const reopened = await openSession({ id: "s4", storage: indexedDbStorage(db), mode: "read" });
+    expect(reopened.view().submissions.map((s) => s.requestId)).toEqual(["kept"]);
   });
 });
