@@ -30,7 +30,7 @@ import { loadSessionState } from "./load.ts";
 import type { SessionState } from "./state.ts";
 import { reduceSession } from "./state.ts";
 import type { SubmitInput } from "./submit.ts";
-import { buildSubmission, parseSubmitInput } from "./submit.ts";
+import { acceptSubmission, observeUntil, parseSubmitInput } from "./submit.ts";
 import type { ChangeListener, SubscribeOptions, Unsubscribe } from "./subscriptions.ts";
 import { Subscriptions } from "./subscriptions.ts";
 import type { SessionView } from "./view.ts";
@@ -187,24 +187,9 @@ export class Session {
     const parsed = parseSubmitInput(input);
     const existing = this.state.submissionByRequest(parsed.requestId);
     if (existing) return existing;
-    const { value } = await this.pipeline.commit((draft) => {
-      const existing = draft.submissionByRequest(parsed.requestId);
-      if (existing) return existing;
-      const submission = buildSubmission(draft, parsed, this.ids.next("sub"));
-      const root = this.registry.submissionTask?.(submission);
-      if (!root) return submission;
-      // The Submission and the work it starts are one commit: accepted input always has its task.
-      const task = createTask(draft, this.registry, {
-        id: this.ids.next("task"),
-        kind: root.kind,
-        input: root.input,
-        submissionId: submission.id,
-        conversationId: submission.conversationId,
-      });
-      const running: Submission = { ...submission, status: "running", taskId: task.id };
-      draft.putSubmission(running);
-      return running;
-    });
+    const { value } = await this.pipeline.commit((draft) =>
+      acceptSubmission(draft, parsed, this.registry, this.ids),
+    );
     return this.state.submission(value.id) ?? value;
   }
 
@@ -311,25 +296,7 @@ export class Session {
   }
 
   private waitFor<T>(check: () => T | undefined): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      try {
-        const done = check();
-        if (done !== undefined) return resolve(done);
-      } catch (error) {
-        return reject(error);
-      }
-      const stop = this.subscribe(
-        this.version,
-        () => {
-          const done = check();
-          if (done !== undefined) {
-            stop();
-            resolve(done);
-          }
-        },
-        { onError: reject },
-      );
-    });
+    return observeUntil(this, check);
   }
 
   /** A snapshot of the session at its current version. */

@@ -1,10 +1,14 @@
 /** Accepting inputs: the Submission record and the user entry that carries the input. */
 import { z } from "zod";
+import type { IdSource } from "../clock.ts";
 import { InvalidArgumentError } from "../errors.ts";
 import type { Submission } from "../records/schemas.ts";
 import { JsonSchema } from "../records/schemas.ts";
 import { describeIssues, summarizeIssues } from "../records/validate.ts";
+import type { Registry } from "../registry.ts";
+import { createTask } from "../tasks/transitions.ts";
 import type { Draft } from "./draft.ts";
+import type { Session } from "./session.ts";
 
 export const SubmitInputSchema = z.object({
   /** The client's idempotency key: retries with the same value return the original Submission. */
@@ -49,4 +53,57 @@ export function buildSubmission(draft: Draft, input: ParsedSubmitInput, id: stri
   };
   draft.putSubmission(submission);
   return submission;
+}
+
+/**
+ * Accepts a Submission on the draft — or returns the one that already has this requestId — and, when the
+ * registry says so, creates its root task in the same commit: accepted input always has its task.
+ */
+export function acceptSubmission(
+  draft: Draft,
+  input: ParsedSubmitInput,
+  registry: Registry,
+  ids: IdSource,
+): Submission {
+  const existing = draft.submissionByRequest(input.requestId);
+  if (existing) return existing;
+  const submission = buildSubmission(draft, input, ids.next("sub"));
+  const root = registry.submissionTask?.(submission);
+  if (!root) return submission;
+  const task = createTask(draft, registry, {
+    id: ids.next("task"),
+    kind: root.kind,
+    input: root.input,
+    submissionId: submission.id,
+    conversationId: submission.conversationId,
+  });
+  const running: Submission = { ...submission, status: "running", taskId: task.id };
+  draft.putSubmission(running);
+  return running;
+}
+
+/** Resolves with the first defined `check()`, re-checked after every committed change; only observes. */
+export function observeUntil<T>(
+  session: { readonly version: number; subscribe: Session["subscribe"] },
+  check: () => T | undefined,
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    try {
+      const done = check();
+      if (done !== undefined) return resolve(done);
+    } catch (error) {
+      return reject(error);
+    }
+    const stop = session.subscribe(
+      session.version,
+      () => {
+        const done = check();
+        if (done !== undefined) {
+          stop();
+          resolve(done);
+        }
+      },
+      { onError: reject },
+    );
+  });
 }
