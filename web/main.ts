@@ -56,9 +56,15 @@ function render(entry: Entry): void {
 
 function onChange(change: CommitRecord): void {
   for (const doc of change.documents) {
+    if (doc.type !== "tool-run") continue;
+    // A tool-run document's first version (a baseline) names its call; later versions may be patches.
     const run = (doc.baseline ?? null) as { via?: string; toolCallId?: string } | null;
-    if (doc.type === "tool-run" && run?.via === "confirm" && run.toolCallId)
-      recoveredRuns.add(run.toolCallId);
+    if (run?.toolCallId) runCalls.set(doc.id, run.toolCallId);
+    const confirmed =
+      run?.via === "confirm" ||
+      doc.patch.some((op) => op.path === "/via" && "value" in op && op.value === "confirm");
+    const callId = runCalls.get(doc.id);
+    if (confirmed && callId) recoveredRuns.add(callId);
   }
   for (const entry of change.entries) render(entry);
   for (const submission of change.submissions) {
