@@ -1,17 +1,6 @@
 import { playwright } from "@vitest/browser-playwright";
 import { defineConfig } from "vitest/config";
-
-/** Debian's Chromium; never a downloaded browser build. */
-const chromium = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-export const chromiumArgs = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-  "--no-first-run",
-];
+import { chromiumArgs, chromiumPath } from "./test/support/chromium.ts";
 
 export default defineConfig({
   root: ".",
@@ -33,7 +22,7 @@ export default defineConfig({
             enabled: true,
             headless: true,
             screenshotFailures: false,
-            provider: playwright({ launchOptions: { executablePath: chromium, args: chromiumArgs } }),
+            provider: playwright({ launchOptions: { executablePath: chromiumPath, args: chromiumArgs } }),
             instances: [{ browser: "chromium" }],
           },
         },

@@ -39,14 +39,14 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
 
 /** Runs a benchmark page entry in Debian's Chromium, if it is installed. */
 async function inChromium(entry: ChromiumEntry, unit: string): Promise<Result | undefined> {
-  const chromium = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-  if (!existsSync(chromium)) {
-    console.error(`${entry}: skipped, no Chromium at ${chromium}`);
+  // Loaded only here: Vite and Playwright would otherwise bloat the heap every other benchmark runs in.
+  const { chromiumPath } = await import("../test/support/chromium.ts");
+  if (!existsSync(chromiumPath)) {
+    console.error(`${entry}: skipped, no Chromium at ${chromiumPath}`);
     return undefined;
   }
-  // Loaded only here: Vite and Playwright would otherwise bloat the heap every other benchmark runs in.
   const { runInChromium } = await import("./chromium.ts");
-  return { ...(await runInChromium(chromium, entry)), unit };
+  return { ...(await runInChromium(entry)), unit };
 }
 
 const filter = process.argv[2] ?? "";

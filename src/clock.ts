@@ -86,13 +86,6 @@ export class ManualTimers implements Timers {
     return this.pending.size;
   }
 
-  /** The earliest due time, if any timer is waiting. */
-  get nextDue(): number | undefined {
-    let next: number | undefined;
-    for (const { due } of this.pending.values()) if (next === undefined || due < next) next = due;
-    return next;
-  }
-
   /** Moves the clock forward by `ms`, firing every timer that falls due on the way. */
   advance(ms: number): void {
     const target = this.clock.now() + Math.max(0, ms);

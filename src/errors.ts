@@ -4,21 +4,24 @@
  */
 
 /** Stable error codes. Adding one is a minor change; renaming one is breaking. */
-export type KernelErrorCode =
-  | "stale-owner"
-  | "storage-failed"
-  | "quota-exceeded"
-  | "storage-closed"
-  | "invalid-record"
-  | "corrupt-record"
-  | "blocked-record"
-  | "session-stopped"
-  | "session-closed"
-  | "session-not-found"
-  | "read-only"
-  | "history-truncated"
-  | "invalid-argument"
-  | "internal";
+export const KERNEL_ERROR_CODES = [
+  "stale-owner",
+  "storage-failed",
+  "quota-exceeded",
+  "storage-closed",
+  "invalid-record",
+  "corrupt-record",
+  "blocked-record",
+  "session-stopped",
+  "session-closed",
+  "session-not-found",
+  "read-only",
+  "history-truncated",
+  "invalid-argument",
+  "internal",
+] as const;
+export type KernelErrorCode = (typeof KERNEL_ERROR_CODES)[number];
+const KNOWN_CODES: ReadonlySet<string> = new Set(KERNEL_ERROR_CODES);
 
 /** Base class of every error the kernel throws on purpose. */
 export class KernelError extends Error {
@@ -182,22 +185,7 @@ export function serializeError(value: unknown): SerializedError {
 
 /** Rebuilds a serialized error as a `KernelError` carrying the original name and code. */
 export function deserializeError(wire: SerializedError): KernelError {
-  const known = new Set<string>([
-    "stale-owner",
-    "storage-failed",
-    "quota-exceeded",
-    "storage-closed",
-    "invalid-record",
-    "corrupt-record",
-    "blocked-record",
-    "session-stopped",
-    "session-closed",
-    "session-not-found",
-    "read-only",
-    "history-truncated",
-    "invalid-argument",
-  ]);
-  const code = (known.has(wire.code) ? wire.code : "internal") as KernelErrorCode;
+  const code = (KNOWN_CODES.has(wire.code) ? wire.code : "internal") as KernelErrorCode;
   const err = new KernelError(code, wire.message);
   Object.defineProperty(err, "name", { value: wire.name });
   return err;

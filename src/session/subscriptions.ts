@@ -80,10 +80,6 @@ export class Subscriptions {
     this.subscribers.clear();
   }
 
-  get size(): number {
-    return this.subscribers.size;
-  }
-
   private async catchUp(subscriber: Subscriber): Promise<void> {
     try {
       while (subscriber.active && subscriber.last < this.currentVersion()) {

@@ -13,7 +13,6 @@ import type { Registry } from "../registry.ts";
 import type { BuildCommit, CommitOptions, CommitResult } from "../session/commit-pipeline.ts";
 import type { SessionState } from "../session/state.ts";
 import type { TaskDefinition, Transition } from "./define-task.ts";
-import { DEFAULT_MAX_RESTARTS } from "./define-task.ts";
 import { PhaseContextImpl } from "./phase-context.ts";
 import { applyRecovery, planRecovery } from "./recovery.ts";
 import { applyTransition, endTask, errorInfo, reenter } from "./transitions.ts";
@@ -414,5 +413,3 @@ function isSessionFailure(error: unknown): boolean {
     ].includes(error.code)
   );
 }
-
-export { DEFAULT_MAX_RESTARTS };

@@ -3,57 +3,25 @@
  * and the parent task waits on them, reload while the model streams, and two tabs sharing one session.
  * Screenshots are kept in test-artifacts/.
  */
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
-import { createServer, type ViteDevServer } from "vite";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serveWithVite, withChromiumProfile as withBrowser } from "../support/chromium.ts";
 
-const executablePath = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const artifacts = join(process.cwd(), "test-artifacts");
-let server: ViteDevServer;
+let server: Awaited<ReturnType<typeof serveWithVite>> | undefined;
 let url = "";
 
 beforeAll(async () => {
-  server = await createServer({
-    configFile: false,
-    root: join(process.cwd(), "web"),
-    server: { host: "127.0.0.1", port: 0 },
-    logLevel: "silent",
-  });
-  await server.listen();
-  const address = server.httpServer?.address();
-  url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}/`;
+  server = await serveWithVite(join(process.cwd(), "web"));
+  url = `${server.url}/`;
   mkdirSync(artifacts, { recursive: true });
 }, 60_000);
 
 afterAll(async () => {
   await server?.close();
 });
-
-/** A browser with a fresh on-disk profile (real IndexedDB that survives reloads). */
-async function withBrowser(run: (context: BrowserContext) => Promise<void>): Promise<void> {
-  const profile = mkdtempSync(join(tmpdir(), "demo-profile-"));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath,
-    headless: true,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-    ],
-  });
-  try {
-    await run(context);
-  } finally {
-    await context.close();
-    rmSync(profile, { recursive: true, force: true });
-  }
-}
 
 const statusIs = (page: Page, wanted: string, timeout = 30_000) =>
   page.waitForFunction((s) => document.querySelector("#status")?.getAttribute("data-status") === s, wanted, {
