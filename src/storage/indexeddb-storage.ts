@@ -13,6 +13,7 @@ import {
   newSessionMeta,
   pruneChangesThrough,
   rawNumber,
+  readStoredSession,
   recordName,
   rowsOfCommit,
   TABLES,
@@ -23,7 +24,6 @@ import type {
   Storage,
   StorageOptions,
   StoredChanges,
-  StoredDocument,
   StoredRecord,
   StoredSession,
 } from "./storage.ts";
@@ -213,44 +213,11 @@ export class IndexedDbStorage implements Storage {
   }
 }
 
-async function readSession(
-  tx: Tx,
-  sessionId: string,
-  meta: unknown,
-  entryTail: number,
-): Promise<StoredSession> {
-  const conversations = await readRows(tx, "conversations", sessionRange(sessionId));
-  const entries: StoredRecord[] = [];
-  for (const conversation of conversations) {
-    const id = conversation.key.slice("conversations/".length);
-    const count = rawNumber(conversation.value, "entryCount") ?? 0;
-    if (count === 0) continue;
-    entries.push(
-      ...(await readRows(
-        tx,
-        "entries",
-        numberRange(sessionId, [id], Math.max(0, count - entryTail), count - 1),
-      )),
-    );
-  }
-  const documents: StoredDocument[] = [];
-  for (const head of await readRows(tx, "documents", sessionRange(sessionId))) {
-    const id = head.key.slice("documents/".length);
-    const from = rawNumber(head.value, "baselineVersion");
-    const rows =
-      from === undefined
-        ? []
-        : await readRows(tx, "documentRows", numberRange(sessionId, [id], from, Number.POSITIVE_INFINITY));
-    documents.push({ head, rows });
-  }
-  return {
-    meta: { key: recordName("sessions", [sessionId]), value: meta },
-    conversations,
-    entries,
-    documents,
-    tasks: await readRows(tx, "tasks", sessionRange(sessionId)),
-    submissions: await readRows(tx, "submissions", sessionRange(sessionId)),
-  };
+function readSession(tx: Tx, sessionId: string, meta: unknown, entryTail: number): Promise<StoredSession> {
+  return readStoredSession(sessionId, meta, entryTail, {
+    all: (table) => readRows(tx, table, sessionRange(sessionId)),
+    range: (table, id, from, to) => readRows(tx, table, numberRange(sessionId, [id], from, to)),
+  });
 }
 
 async function readRows(tx: Tx, table: Table, range: IDBKeyRange, limit?: number): Promise<StoredRecord[]> {

@@ -11,6 +11,7 @@ import {
   newSessionMeta,
   pruneChangesThrough,
   rawNumber,
+  readStoredSession,
   recordName,
   rowsOfCommit,
 } from "./rows.ts";
@@ -20,7 +21,6 @@ import type {
   Storage,
   StorageOptions,
   StoredChanges,
-  StoredDocument,
   StoredRecord,
   StoredSession,
 } from "./storage.ts";
@@ -69,7 +69,7 @@ export class MemoryStorage implements Storage {
       }
     }
     if (!rows) return undefined;
-    return structuredClone(this.snapshot(sessionId, rows, request.entryTail));
+    return structuredClone(await this.snapshot(sessionId, rows, request.entryTail));
   }
 
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
@@ -161,35 +161,12 @@ export class MemoryStorage implements Storage {
     return next;
   }
 
-  private snapshot(sessionId: string, rows: SessionRows, entryTail: number): StoredSession {
-    const all = (table: Table) =>
-      sortedRange(rows.tables[table], table, () => true, 0, -Infinity, Number.POSITIVE_INFINITY);
-    const conversations = all("conversations");
-    const entries: StoredRecord[] = [];
-    for (const conversation of conversations) {
-      const id = conversation.key.slice("conversations/".length);
-      const count = rawNumber(conversation.value, "entryCount") ?? 0;
-      entries.push(
-        ...sortedRange(rows.tables.entries, "entries", (k) => k[0] === id, 1, count - entryTail, count - 1),
-      );
-    }
-    const documents: StoredDocument[] = all("documents").map((head) => {
-      const id = head.key.slice("documents/".length);
-      const from = rawNumber(head.value, "baselineVersion");
-      const rowsOfDoc =
-        from === undefined
-          ? []
-          : sortedRange(rows.tables.documentRows, "documentRows", (k) => k[0] === id, 1, from, Infinity);
-      return { head, rows: rowsOfDoc };
+  private snapshot(sessionId: string, rows: SessionRows, entryTail: number): Promise<StoredSession> {
+    return readStoredSession(sessionId, rows.meta, entryTail, {
+      all: (table) =>
+        sortedRange(rows.tables[table], table, () => true, 0, -Infinity, Number.POSITIVE_INFINITY),
+      range: (table, id, from, to) => sortedRange(rows.tables[table], table, (k) => k[0] === id, 1, from, to),
     });
-    return {
-      meta: { key: recordName("sessions", [sessionId]), value: rows.meta },
-      conversations,
-      entries,
-      documents,
-      tasks: all("tasks"),
-      submissions: all("submissions"),
-    };
   }
 
   private assertOpen(): void {

@@ -6,7 +6,7 @@
 import { StaleOwnerError } from "../errors.ts";
 import type { CommitRecord, DocumentHead, DocumentRow, SessionMeta } from "../records/schemas.ts";
 import { headAfter, STORAGE_FORMAT } from "../records/schemas.ts";
-import type { CommitGuard } from "./storage.ts";
+import type { CommitGuard, StoredDocument, StoredRecord, StoredSession } from "./storage.ts";
 
 /** Tables of the layout, keyed by the parts after the session id. */
 export type Table =
@@ -110,4 +110,47 @@ export function checkGuard(storedMeta: unknown, guard: CommitGuard): SessionMeta
     });
   }
   return storedMeta as SessionMeta;
+}
+
+/** How a store reads its rows of one session: a whole table, or one id's numbered rows in [from, to]. */
+export interface SessionRowReader {
+  all(table: Table): Promise<StoredRecord[]> | StoredRecord[];
+  range(table: Table, id: string, from: number, to: number): Promise<StoredRecord[]> | StoredRecord[];
+}
+
+/**
+ * What a session's live state is made of, read the same way by every store: each conversation's latest
+ * `entryTail` entries, each document's rows from its last baseline on, all tasks and submissions.
+ * History beyond that is never read on open.
+ */
+export async function readStoredSession(
+  sessionId: string,
+  meta: unknown,
+  entryTail: number,
+  reader: SessionRowReader,
+): Promise<StoredSession> {
+  const conversations = await reader.all("conversations");
+  const entries: StoredRecord[] = [];
+  for (const conversation of conversations) {
+    const count = rawNumber(conversation.value, "entryCount") ?? 0;
+    if (count === 0) continue;
+    const id = conversation.key.slice("conversations/".length);
+    entries.push(...(await reader.range("entries", id, Math.max(0, count - entryTail), count - 1)));
+  }
+  const documents: StoredDocument[] = [];
+  for (const head of await reader.all("documents")) {
+    const from = rawNumber(head.value, "baselineVersion");
+    const id = head.key.slice("documents/".length);
+    const rows =
+      from === undefined ? [] : await reader.range("documentRows", id, from, Number.MAX_SAFE_INTEGER);
+    documents.push({ head, rows });
+  }
+  return {
+    meta: { key: recordName("sessions", [sessionId]), value: meta },
+    conversations,
+    entries,
+    documents,
+    tasks: await reader.all("tasks"),
+    submissions: await reader.all("submissions"),
+  };
 }
