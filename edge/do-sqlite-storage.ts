@@ -239,6 +239,14 @@ export class DurableObjectSqliteStorage implements Storage {
     return { key, value: parseJson(row.v) };
   }
 
+  /** The ids of the sessions stored in this Durable Object (a session host keeps exactly one). */
+  sessionIds(): string[] {
+    return this.storage.sql
+      .exec("SELECT id FROM da_sessions ORDER BY id")
+      .toArray()
+      .map((row) => String(row.id));
+  }
+
   private readMeta(sessionId: string): unknown {
     const row = this.storage.sql.exec("SELECT v FROM da_sessions WHERE id = ?", sessionId).toArray()[0];
     return row === undefined ? undefined : parseJson(row.v);

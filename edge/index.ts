@@ -1,6 +1,20 @@
 /**
- * durable-agent/edge: the Durable Object host. Today: the DO SQLite store (one `transactionSync` per
- * commit group); the Hono app and the per-session Durable Object build on it.
+ * durable-agent/edge: the Durable Object host. One Durable Object per session (`defineSessionObject`)
+ * over the DO SQLite store, alarms for wake-ups, and the Hono router (`createEdgeApp`) that exposes
+ * sessions over HTTP + Server-Sent Events.
  */
+export type { DurableObjectNamespaceLike, EdgeAppOptions } from "./app.ts";
+export { createEdgeApp } from "./app.ts";
 export type { DurableObjectSqliteStorageOptions, DurableObjectStorageLike } from "./do-sqlite-storage.ts";
 export { DurableObjectSqliteStorage } from "./do-sqlite-storage.ts";
+export type { Problem } from "./problem.ts";
+export { problemResponse } from "./problem.ts";
+export type { InternalRoute } from "./protocol.ts";
+export { CancelBodySchema, IdSchema, SubmitBodySchema } from "./protocol.ts";
+export type {
+  DurableObjectStateLike,
+  SessionObject,
+  SessionObjectClass,
+  SessionObjectOptions,
+} from "./session-object.ts";
+export { defineSessionObject } from "./session-object.ts";

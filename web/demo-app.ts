@@ -4,17 +4,8 @@
  * survives tab reloads, like a real provider) and whose sends take a moment, so there is time to reload.
  */
 import { openDB } from "idb";
-import { z } from "zod";
-import { campaignModel, emailCampaign, emailPlan, sendApprovedNotice } from "../examples/five-emails/app.ts";
-import {
-  createAgent,
-  createRegistry,
-  defineTool,
-  type Json,
-  type Registry,
-  scriptedModel,
-  systemTimers,
-} from "../src/index.ts";
+import { asyncCampaignRegistry } from "../examples/five-emails/app.ts";
+import { createAgent, createRegistry, type Registry, scriptedModel, systemTimers } from "../src/index.ts";
 
 interface Receipt {
   messageId: string;
@@ -74,17 +65,7 @@ export class BrowserMailService {
 }
 
 export function demoRegistry(mail: BrowserMailService): Registry {
-  const sendEmail = defineTool({
-    name: "send_email",
-    description: "Send one email",
-    input: z.object({ to: z.string().email(), body: z.string() }),
-    replay: "unsafe",
-    confirm: async (operationId) => (await mail.lookup(operationId)) as unknown as Json | undefined,
-    execute: async ({ to }, { operationId }) =>
-      (await mail.send({ to, idempotencyKey: operationId })) as unknown as Json,
-  });
-  const agent = createAgent({ model: campaignModel(), tools: [sendEmail, sendApprovedNotice] });
-  return createRegistry({ ...agent, tasks: [...agent.tasks, emailCampaign], documents: [emailPlan] });
+  return asyncCampaignRegistry(mail);
 }
 
 /** `?scenario=stream`: a model that streams a long answer slowly, for reloading mid-stream. */

@@ -156,6 +156,30 @@ export function batchModel(): Model {
   ]);
 }
 
+/** A mail provider reached over the network (the browser demo's IndexedDB stand-in, the edge demo's DO). */
+export interface AsyncMailService {
+  send(message: { to: string; idempotencyKey: string }): Promise<Receipt>;
+  lookup(operationId: string): Promise<Receipt | undefined>;
+}
+
+/** The campaign with an asynchronous mail provider: what the browser and edge demos run. */
+export function asyncCampaignRegistry(mail: AsyncMailService, model: Model = campaignModel()) {
+  const sendEmail = defineTool({
+    name: "send_email",
+    description: "Send one email",
+    input: z.object({ to: z.string().email(), body: z.string() }),
+    replay: "unsafe",
+    confirm: async (operationId) => {
+      const receipt = await mail.lookup(operationId);
+      return receipt === undefined ? undefined : receiptJson(receipt);
+    },
+    execute: async ({ to }, { operationId }) =>
+      receiptJson(await mail.send({ to, idempotencyKey: operationId })),
+  });
+  const agent = createAgent({ model, tools: [sendEmail, sendApprovedNotice] });
+  return createRegistry({ ...agent, tasks: [...agent.tasks, emailCampaign], documents: [emailPlan] });
+}
+
 export function campaignRegistry(mail: MailService, model: Model = campaignModel()) {
   const agent = createAgent({ model, tools: [sendEmailTool(mail), sendApprovedNotice, sendBatchTool(mail)] });
   return createRegistry({ ...agent, tasks: [...agent.tasks, emailCampaign], documents: [emailPlan] });

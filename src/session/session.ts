@@ -299,6 +299,11 @@ export class Session {
     return observeUntil(this, check);
   }
 
+  /** One Submission as of the current version, or undefined when there is none with this id. */
+  submission(submissionId: string): Submission | undefined {
+    return this.state.submission(submissionId);
+  }
+
   /** A snapshot of the session at its current version. */
   view(): SessionView {
     return buildView(this.state);

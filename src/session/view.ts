@@ -1,5 +1,7 @@
 /** Views: plain, immutable snapshots of a session for rendering, devtools and comparisons. */
-import type { Conversation, Entry, Json, Submission, Task } from "../records/schemas.ts";
+import { applyJsonPatch } from "../documents/json-patch.ts";
+import { InvalidArgumentError } from "../errors.ts";
+import type { CommitRecord, Conversation, Entry, Json, Submission, Task } from "../records/schemas.ts";
 import type { BlockedRecord, SessionState } from "./state.ts";
 
 export interface ConversationView extends Conversation {
@@ -59,5 +61,60 @@ export function buildView(state: SessionState): SessionView {
         reason,
       })),
     ].sort((a, b) => (a.record < b.record ? -1 : a.record > b.record ? 1 : 0)),
+  };
+}
+
+/** The view of a session that has no commits yet (version 0): the start of {@link applyChangeToView}. */
+export function emptyView(sessionId: string): SessionView {
+  return {
+    id: sessionId,
+    version: 0,
+    epoch: 0,
+    conversations: [],
+    documents: [],
+    tasks: [],
+    submissions: [],
+    blocked: [],
+  };
+}
+
+/**
+ * The view after one committed change: what a remote client (SSE, devtools) folds the change stream into.
+ * Pure; `view` is not modified. Changes must be applied in version order, each exactly once.
+ *
+ * @example
+ * let view = await (await fetch(`${base}/sessions/s1/view`)).json();
+ * events.onmessage = (event) => (view = applyChangeToView(view, JSON.parse(event.data)));
+ */
+export function applyChangeToView(view: SessionView, change: CommitRecord): SessionView {
+  if (change.version !== view.version + 1) {
+    throw new InvalidArgumentError(`change ${change.version} does not follow view version ${view.version}`);
+  }
+  const conversations = new Map(view.conversations.map((c) => [c.id, c]));
+  for (const record of change.conversations)
+    conversations.set(record.id, { ...record, entries: conversations.get(record.id)?.entries ?? [] });
+  for (const entry of change.entries) {
+    const conversation = conversations.get(entry.conversationId);
+    if (conversation)
+      conversations.set(conversation.id, { ...conversation, entries: [...conversation.entries, entry] });
+  }
+  const documents = new Map(view.documents.map((d) => [d.id, d]));
+  for (const doc of change.documents) {
+    const before = documents.get(doc.id)?.value ?? null;
+    const value = doc.baseline !== undefined ? doc.baseline : applyJsonPatch(before, doc.patch);
+    documents.set(doc.id, { id: doc.id, type: doc.type, version: doc.version, updatedAt: change.at, value });
+  }
+  const tasks = new Map(view.tasks.map((t) => [t.id, t]));
+  for (const task of change.tasks) tasks.set(task.id, task);
+  const submissions = new Map(view.submissions.map((s) => [s.id, s]));
+  for (const submission of change.submissions) submissions.set(submission.id, submission);
+  return {
+    ...view,
+    version: change.version,
+    epoch: Math.max(view.epoch, change.epoch),
+    conversations: [...conversations.values()].sort(byId),
+    documents: [...documents.values()].sort(byId),
+    tasks: [...tasks.values()].sort(byId),
+    submissions: [...submissions.values()].sort(byId),
   };
 }

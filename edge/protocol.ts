@@ -1,0 +1,82 @@
+/**
+ * What the edge API accepts, and how the Worker's router talks to a session's Durable Object. Public input
+ * is validated with these schemas in the router; the object re-parses the two bodies it reads, so a bad
+ * request can never reach a session even if the router changes.
+ */
+import { z } from "zod";
+import { describeIssues, InvalidArgumentError, SubmitInputSchema } from "../src/index.ts";
+
+/** Session and submission ids in URLs. */
+export const IdSchema = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:~-]*$/, "only letters, digits and . _ : ~ - (not first)");
+
+/** `POST /sessions/:id/submissions`; unknown fields are refused rather than silently dropped. */
+export const SubmitBodySchema = SubmitInputSchema.strict();
+
+/** `POST /sessions/:id/submissions/:sid/cancel` (the body is optional). */
+export const CancelBodySchema = z.object({ reason: z.string().min(1).max(500).optional() }).strict();
+
+/** A non-negative integer in a query string or header (`"12"`), not `""`, `"1e3"` or `"-1"`. */
+export const CountSchema = z
+  .string()
+  .regex(/^\d{1,15}$/, "must be a non-negative integer")
+  .transform(Number);
+
+export function parseCancelBody(value: unknown): z.output<typeof CancelBodySchema> {
+  const result = CancelBodySchema.safeParse(value ?? {});
+  if (result.success) return result.data;
+  throw new InvalidArgumentError("invalid cancel request", describeIssues(result.error));
+}
+
+/** One call from the router to a session object. */
+export type InternalRoute =
+  | { readonly op: "submit"; readonly sessionId: string }
+  | {
+      readonly op: "submission";
+      readonly sessionId: string;
+      readonly submissionId: string;
+      readonly waitMs: number;
+    }
+  | { readonly op: "cancel"; readonly sessionId: string; readonly submissionId: string }
+  | { readonly op: "view"; readonly sessionId: string; readonly atLeast: number; readonly waitMs: number }
+  | {
+      readonly op: "events";
+      readonly sessionId: string;
+      readonly since: number;
+      readonly maxStreamMs: number;
+    };
+
+const ORIGIN = "https://session.internal";
+
+/** The request the router sends to a session object for `route`. */
+export function internalRequest(route: InternalRoute, body?: unknown): Request {
+  const url = new URL(`${ORIGIN}/${route.op}`);
+  for (const [key, value] of Object.entries(route))
+    if (key !== "op") url.searchParams.set(key, String(value));
+  return body === undefined
+    ? new Request(url)
+    : new Request(url, {
+        method: "POST",
+        body: JSON.stringify(body),
+        headers: { "content-type": "application/json" },
+      });
+}
+
+const InternalRouteSchema = z.discriminatedUnion("op", [
+  z.object({ op: z.literal("submit"), sessionId: IdSchema }),
+  z.object({ op: z.literal("submission"), sessionId: IdSchema, submissionId: IdSchema, waitMs: CountSchema }),
+  z.object({ op: z.literal("cancel"), sessionId: IdSchema, submissionId: IdSchema }),
+  z.object({ op: z.literal("view"), sessionId: IdSchema, atLeast: CountSchema, waitMs: CountSchema }),
+  z.object({ op: z.literal("events"), sessionId: IdSchema, since: CountSchema, maxStreamMs: CountSchema }),
+]);
+
+/** The route a session object was called with, or undefined for anything else. */
+export function parseInternalRoute(request: Request): InternalRoute | undefined {
+  const url = new URL(request.url);
+  const fields = { op: url.pathname.slice(1), ...Object.fromEntries(url.searchParams) };
+  const result = InternalRouteSchema.safeParse(fields);
+  return result.success ? result.data : undefined;
+}

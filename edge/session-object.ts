@@ -1,0 +1,242 @@
+/**
+ * The Durable Object that hosts one Session. The platform serializes its requests and gives it a SQLite
+ * database, so every commit of the session is one `transactionSync`; each new instance opens the session
+ * with a new owner epoch, so an evicted-but-still-running instance can never commit again.
+ *
+ * Wake-ups: after every commit the object points its alarm at the kernel's next wake time, and while
+ * phases run it keeps a watchdog alarm a little ahead, so an instance evicted or restarted mid-phase is
+ * brought back by the alarm, which reopens the session and resumes it. Alarms are at-least-once: the
+ * handler only resumes (idempotent) and re-derives the next alarm, so a duplicate or late one is harmless.
+ *
+ * @example
+ * export class AgentSession extends defineSessionObject<Env>({ registry: (env) => createRegistry({ ...agent }) }) {}
+ */
+import {
+  InvalidArgumentError,
+  openSession,
+  parseSubmitInput,
+  type Registry,
+  type Session,
+  SessionNotFoundError,
+  type WakeInfo,
+} from "../src/index.ts";
+import { DurableObjectSqliteStorage, type DurableObjectStorageLike } from "./do-sqlite-storage.ts";
+import { problemFromError, problemResponse } from "./problem.ts";
+import { type InternalRoute, parseCancelBody, parseInternalRoute } from "./protocol.ts";
+import { commitEventStream } from "./sse.ts";
+
+/** The parts of `DurableObjectState` the host uses (structural: no Cloudflare types needed). */
+export interface DurableObjectStateLike {
+  readonly storage: DurableObjectStorageLike & {
+    setAlarm(scheduledTime: number): Promise<void>;
+    deleteAlarm(): Promise<void>;
+  };
+  blockConcurrencyWhile<T>(callback: () => Promise<T>): Promise<T>;
+}
+
+export interface SessionObjectOptions<Env> {
+  /** Task kinds, tools and model of the sessions this object hosts; called once per opened session. */
+  readonly registry: (env: Env) => Registry;
+  /** Runs once when a session is created by its first submission, before the submission (seed documents). */
+  readonly onCreate?: (session: Session, env: Env) => Promise<void>;
+  /**
+   * How far ahead the watchdog alarm is kept while phases run (default 30 s): after an eviction mid-phase
+   * the session resumes this long after its last commit at the latest.
+   */
+  readonly watchdogMs?: (env: Env) => number;
+  /** How long one alarm invocation keeps driving work before it yields (default 60 s). */
+  readonly alarmBudgetMs?: number;
+}
+
+/** A Durable Object class hosting one session (see {@link defineSessionObject}). */
+export interface SessionObject {
+  fetch(request: Request): Promise<Response>;
+  alarm(): Promise<void>;
+}
+
+export type SessionObjectClass<Env> = new (ctx: DurableObjectStateLike, env: Env) => SessionObject;
+
+/** Defines the Durable Object class for an app's sessions. Export it under the name wrangler.jsonc binds. */
+export function defineSessionObject<Env>(options: SessionObjectOptions<Env>): SessionObjectClass<Env> {
+  return class implements SessionObject {
+    readonly host: SessionHost<Env>;
+    constructor(ctx: DurableObjectStateLike, env: Env) {
+      this.host = new SessionHost(ctx, env, options);
+    }
+    fetch(request: Request): Promise<Response> {
+      return this.host.fetch(request);
+    }
+    alarm(): Promise<void> {
+      return this.host.alarm();
+    }
+  };
+}
+
+/** Resolves with `promise`'s value, or undefined after `ms`. */
+async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<undefined>((resolve) => {
+    timer = setTimeout(resolve, ms, undefined);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const isFinished = (status: string) =>
+  status === "succeeded" || status === "failed" || status === "cancelled";
+
+class SessionHost<Env> {
+  private readonly storage: DurableObjectSqliteStorage;
+  private session: Session | undefined;
+  /** The alarm time this instance last set (undefined: none set by this instance). */
+  private alarmAt: number | undefined;
+  private readonly watchdogMs: number;
+
+  constructor(
+    private readonly ctx: DurableObjectStateLike,
+    private readonly env: Env,
+    private readonly options: SessionObjectOptions<Env>,
+  ) {
+    this.storage = new DurableObjectSqliteStorage(ctx.storage);
+    this.watchdogMs = options.watchdogMs?.(env) ?? 30_000;
+  }
+
+  async fetch(request: Request): Promise<Response> {
+    try {
+      const route = parseInternalRoute(request);
+      if (!route) return problemResponse(404, "not-found", "no such route");
+      return await this.handle(route, request);
+    } catch (error) {
+      return problemFromError(error);
+    }
+  }
+
+  async alarm(): Promise<void> {
+    this.alarmAt = undefined; // a fired alarm is gone; whatever is still due is scheduled again below
+    const sessionId = this.storage.sessionIds()[0];
+    if (sessionId === undefined) return;
+    const session = await this.ensure(sessionId, false);
+    if (!session) return;
+    this.schedule(session.wakeInfo());
+    // Keep this invocation alive while work runs; the watchdog alarm covers an eviction meanwhile.
+    await within(session.whenIdle(), this.options.alarmBudgetMs ?? 60_000);
+  }
+
+  private async handle(route: InternalRoute, request: Request): Promise<Response> {
+    switch (route.op) {
+      case "submit": {
+        const input = parseSubmitInput(await request.json());
+        const session = await this.ensure(route.sessionId, true);
+        if (!session) throw new SessionNotFoundError(route.sessionId);
+        return Response.json(await session.submit(input), { status: 202 });
+      }
+      case "submission": {
+        const session = await this.required(route.sessionId);
+        const submission = session.submission(route.submissionId);
+        if (!submission) return unknownSubmission(route.submissionId);
+        if (route.waitMs > 0 && !isFinished(submission.status))
+          return Response.json((await within(session.wait(submission.id), route.waitMs)) ?? submission);
+        return Response.json(submission);
+      }
+      case "cancel": {
+        const { reason } = parseCancelBody(await request.json());
+        const session = await this.required(route.sessionId);
+        if (!session.submission(route.submissionId)) return unknownSubmission(route.submissionId);
+        return Response.json(await session.cancelSubmission(route.submissionId, reason));
+      }
+      case "view": {
+        const session = await this.required(route.sessionId);
+        if (route.atLeast > session.version && route.waitMs > 0)
+          await within(reachVersion(session, route.atLeast), route.waitMs);
+        return Response.json(session.view(), { headers: { etag: `"v${session.version}"` } });
+      }
+      case "events": {
+        const session = await this.required(route.sessionId);
+        if (route.since > session.version) {
+          throw new InvalidArgumentError(
+            `since ${route.since} is ahead of the session (${session.version})`,
+            [{ path: "query.since", message: `must be at most ${session.version}` }],
+          );
+        }
+        return commitEventStream(session, route.since, route.maxStreamMs);
+      }
+    }
+  }
+
+  private async required(sessionId: string): Promise<Session> {
+    const session = await this.ensure(sessionId, false);
+    if (!session) throw new SessionNotFoundError(sessionId);
+    return session;
+  }
+
+  /**
+   * The open writer session, opening it (new epoch) and resuming its unfinished work if this instance has
+   * not yet. Only a submission creates a session: reads of an unknown one store nothing.
+   */
+  private async ensure(sessionId: string, create: boolean): Promise<Session | undefined> {
+    const current = this.session;
+    if (current?.status === "open") return current.id === sessionId ? current : undefined;
+    return this.ctx.blockConcurrencyWhile(async () => {
+      if (this.session?.status === "open") return this.session.id === sessionId ? this.session : undefined;
+      const stored = this.storage.sessionIds();
+      if (stored.length > 0 && !stored.includes(sessionId)) return undefined;
+      const isNew = stored.length === 0;
+      if (isNew && !create) return undefined;
+      await this.session?.close(); // a stopped session (storage failure) is reopened from what was saved
+      const session = await openSession({
+        id: sessionId,
+        storage: this.storage,
+        registry: this.options.registry(this.env),
+        onWake: (wake) => this.schedule(wake),
+      });
+      if (isNew) await this.options.onCreate?.(session, this.env);
+      await session.resume();
+      this.session = session;
+      return session;
+    });
+  }
+
+  /** Points the alarm at the next moment the session needs this object awake. */
+  private schedule(wake: WakeInfo): void {
+    const now = Date.now();
+    const watchdog = wake.runnableNow ? now + this.watchdogMs : undefined;
+    const candidates = [watchdog, wake.nextWakeAt].filter((t): t is number => t !== undefined);
+    const target = candidates.length > 0 ? Math.min(...candidates) : undefined;
+    const current = this.alarmAt;
+    if (target === undefined) {
+      if (current === undefined) return;
+      this.alarmAt = undefined;
+      void this.ctx.storage.deleteAlarm().catch(reportAlarmError);
+      return;
+    }
+    // An alarm due no later than needed is kept, unless a running phase would outlive its watchdog margin:
+    // moving it on every commit would cost one storage write per commit.
+    const earliestUseful = watchdog === undefined ? 0 : Math.min(target, now + this.watchdogMs / 2);
+    if (current !== undefined && current <= target && current >= earliestUseful) return;
+    this.alarmAt = target;
+    void this.ctx.storage.setAlarm(target).catch(reportAlarmError);
+  }
+}
+
+function reportAlarmError(error: unknown): void {
+  console.error("durable-agent: could not set the session alarm", error);
+}
+
+function unknownSubmission(submissionId: string): Response {
+  return problemResponse(404, "submission-not-found", `submission ${submissionId} does not exist`);
+}
+
+/** Resolves once the session has adopted `version` (or immediately if it has). */
+function reachVersion(session: Session, version: number): Promise<void> {
+  if (session.version >= version) return Promise.resolve();
+  return new Promise((resolve) => {
+    const stop = session.subscribe(session.version, (change) => {
+      if (change.version < version) return;
+      stop();
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,134 @@
+/**
+ * The five-email scenario on the edge: one Durable Object per session (`AgentSession`), the Hono router
+ * as the Worker's fetch handler, and `MailBox`, a stand-in mail provider in its own Durable Object (its
+ * log outlives the session's instances, like a real provider; sends are idempotent by operation id and
+ * can be looked up by it). `npm run dev:edge` runs it on local workerd; see the README to deploy it.
+ *
+ * Vars: `API_TOKEN` (secret, required), `WATCHDOG_MS`, `MAIL_DELAY_MS`, and optionally `OPENAI_BASE_URL`,
+ * `OPENAI_API_KEY`, `OPENAI_MODEL` to use a real model instead of the scripted one.
+ */
+import { createEdgeApp, type DurableObjectNamespaceLike, defineSessionObject } from "../../edge/index.ts";
+import type { Json } from "../../src/index.ts";
+import { openAiCompatibleModel } from "../../src/index.ts";
+import { approvedPlan, asyncCampaignRegistry, campaignModel } from "../five-emails/app.ts";
+import type { Receipt } from "../five-emails/mail-service.ts";
+
+export interface Env {
+  readonly SESSIONS: DurableObjectNamespaceLike;
+  readonly MAIL: DurableObjectNamespaceLike;
+  readonly API_TOKEN?: string;
+  readonly WATCHDOG_MS?: string;
+  readonly MAIL_DELAY_MS?: string;
+  readonly OPENAI_BASE_URL?: string;
+  readonly OPENAI_API_KEY?: string;
+  readonly OPENAI_MODEL?: string;
+}
+
+const mailbox = (env: Env) => env.MAIL.get(env.MAIL.idFromName("mailbox"));
+
+function modelFor(env: Env) {
+  if (!env.OPENAI_BASE_URL) return campaignModel();
+  return openAiCompatibleModel({
+    baseUrl: env.OPENAI_BASE_URL,
+    apiKey: env.OPENAI_API_KEY ?? "",
+    model: env.OPENAI_MODEL ?? "gpt-4.1-mini",
+  });
+}
+
+/** The session object: the campaign agent, with the approved plan seeded when a session is created. */
+export class AgentSession extends defineSessionObject<Env>({
+  registry: (env) =>
+    asyncCampaignRegistry(
+      {
+        send: async (message) => {
+          const response = await mailbox(env).fetch(
+            new Request("https://mail/send", { method: "POST", body: JSON.stringify(message) }),
+          );
+          if (!response.ok) throw new Error(`mail provider: HTTP ${response.status}`);
+          return (await response.json()) as Receipt;
+        },
+        lookup: async (operationId) => {
+          const response = await mailbox(env).fetch(
+            new Request(`https://mail/lookup?op=${encodeURIComponent(operationId)}`),
+          );
+          if (response.status === 404) return undefined;
+          if (!response.ok) throw new Error(`mail provider: HTTP ${response.status}`);
+          return (await response.json()) as Receipt;
+        },
+      },
+      modelFor(env),
+    ),
+  onCreate: async (session) => {
+    await session.commit((draft) =>
+      draft.setDocument("plan", "email-plan", approvedPlan() as unknown as Json),
+    );
+  },
+  watchdogMs: (env) => Number(env.WATCHDOG_MS ?? 30_000),
+}) {}
+
+interface SqlState {
+  storage: {
+    sql: { exec(query: string, ...bindings: unknown[]): { toArray(): Record<string, unknown>[] } };
+    transactionSync<T>(closure: () => T): T;
+  };
+}
+
+/**
+ * The mail provider stand-in: accepts a message once per idempotency key, one message at a time, each
+ * after a short delay (a rate-limited provider: deliveries land one by one, so a run can be cut between).
+ */
+export class MailBox {
+  private readonly sql: SqlState["storage"]["sql"];
+  private queue: Promise<unknown> = Promise.resolve();
+  constructor(
+    private readonly ctx: SqlState,
+    private readonly env: Env,
+  ) {
+    this.sql = ctx.storage.sql;
+    this.sql.exec(
+      "CREATE TABLE IF NOT EXISTS deliveries (n INTEGER PRIMARY KEY AUTOINCREMENT, op TEXT UNIQUE NOT NULL, recipient TEXT NOT NULL)",
+    );
+  }
+
+  async fetch(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    if (url.pathname === "/send") {
+      const { to, idempotencyKey } = (await request.json()) as { to: string; idempotencyKey: string };
+      const accepted = this.queue.then(async () => {
+        await new Promise((resolve) => setTimeout(resolve, Number(this.env.MAIL_DELAY_MS ?? 300)));
+        return this.ctx.storage.transactionSync(() => {
+          const known = this.find(idempotencyKey);
+          if (known) return known;
+          this.sql.exec("INSERT INTO deliveries (op, recipient) VALUES (?, ?)", idempotencyKey, to);
+          return this.find(idempotencyKey);
+        });
+      });
+      this.queue = accepted.catch(() => undefined);
+      return Response.json(await accepted);
+    }
+    if (url.pathname === "/lookup") {
+      const receipt = this.find(url.searchParams.get("op") ?? "");
+      return receipt ? Response.json(receipt) : new Response("unknown operation", { status: 404 });
+    }
+    if (url.pathname === "/deliveries") {
+      const rows = this.sql.exec("SELECT op, recipient FROM deliveries ORDER BY n").toArray();
+      return Response.json(rows.map((row) => ({ to: row.recipient, operationId: row.op })));
+    }
+    return new Response("not found", { status: 404 });
+  }
+
+  private find(operationId: string): Receipt | undefined {
+    const row = this.sql
+      .exec("SELECT n, op, recipient FROM deliveries WHERE op = ?", operationId)
+      .toArray()[0];
+    return row === undefined
+      ? undefined
+      : { messageId: `msg-${String(row.n)}`, to: String(row.recipient), operationId: String(row.op) };
+  }
+}
+
+const app = createEdgeApp<Env>();
+/** What the mail provider really delivered (authenticated like every route). */
+app.get("/mail/deliveries", (c) => mailbox(c.env).fetch(new Request("https://mail/deliveries")));
+
+export default app;
