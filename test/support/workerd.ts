@@ -32,3 +32,109 @@ export function startWorkerd(
     ...(persist !== undefined && { durableObjectsPersist: persist }),
   });
 }
+
+/** The shipped edge example (with a test hook to fire alarms) on workerd, and a client for its API. */
+export class EdgeExample {
+  static readonly token = "test-token";
+  private constructor(readonly workerd: Miniflare) {}
+
+  static async start(
+    script: string,
+    options: { persist?: string; watchdogMs?: number; mailDelayMs?: number } = {},
+  ): Promise<EdgeExample> {
+    const workerd = new Miniflare({
+      modules: true,
+      script,
+      compatibilityDate: "2026-04-01",
+      compatibilityFlags: ["nodejs_compat"],
+      durableObjects: {
+        SESSIONS: { className: "AgentSession", useSQLite: true },
+        MAIL: { className: "MailBox", useSQLite: true },
+      },
+      bindings: {
+        API_TOKEN: EdgeExample.token,
+        WATCHDOG_MS: String(options.watchdogMs ?? 30_000),
+        MAIL_DELAY_MS: String(options.mailDelayMs ?? 20),
+      },
+      ...(options.persist !== undefined && { durableObjectsPersist: options.persist }),
+    });
+    await workerd.ready;
+    return new EdgeExample(workerd);
+  }
+
+  /** A request exactly as given (no token added). Miniflare's undici Response is the standard one. */
+  raw(path: string, init: RequestInit = {}): Promise<Response> {
+    return this.workerd.dispatchFetch(
+      `http://edge.test${path}`,
+      init as Parameters<Miniflare["dispatchFetch"]>[1],
+    ) as unknown as Promise<Response>;
+  }
+
+  /** An authenticated request to the example's API. */
+  request(
+    path: string,
+    init: { method?: string; body?: unknown; headers?: Record<string, string> } = {},
+  ): Promise<Response> {
+    return this.raw(path, {
+      method: init.method ?? (init.body === undefined ? "GET" : "POST"),
+      headers: {
+        authorization: `Bearer ${EdgeExample.token}`,
+        ...(init.body !== undefined && { "content-type": "application/json" }),
+        ...init.headers,
+      },
+      ...(init.body !== undefined && { body: JSON.stringify(init.body) }),
+    });
+  }
+
+  async json<T>(path: string, init?: Parameters<EdgeExample["request"]>[1]): Promise<T> {
+    const response = await this.request(path, init);
+    if (!response.ok) throw new Error(`${path}: HTTP ${response.status} ${await response.text()}`);
+    return (await response.json()) as T;
+  }
+
+  deliveries(): Promise<{ to: string; operationId: string }[]> {
+    return this.json("/mail/deliveries");
+  }
+
+  dispose(): Promise<void> {
+    return this.workerd.dispose();
+  }
+}
+
+/** Parsed Server-Sent Events from a streaming response, until `stop` returns true or the stream ends. */
+export async function readEvents(
+  response: { body: ReadableStream<Uint8Array> | null },
+  stop: (event: { id?: string; event: string; data: string }) => boolean,
+): Promise<void> {
+  const reader = response.body?.getReader();
+  if (!reader) throw new Error("no event stream body");
+  const decoder = new TextDecoder();
+  let buffer = "";
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let end = buffer.indexOf("\n\n");
+      while (end !== -1) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        end = buffer.indexOf("\n\n");
+        const fields: { id?: string; event: string; data: string } = { event: "message", data: "" };
+        for (const line of block.split("\n")) {
+          if (line.startsWith(":")) continue;
+          const colon = line.indexOf(":");
+          const name = colon === -1 ? line : line.slice(0, colon);
+          const value = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
+          if (name === "id") fields.id = value;
+          else if (name === "event") fields.event = value;
+          else if (name === "data") fields.data += fields.data ? `\n${value}` : value;
+        }
+        if (fields.data === "" && fields.id === undefined) continue;
+        if (stop(fields)) return;
+      }
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+}

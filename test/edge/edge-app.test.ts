@@ -1,0 +1,309 @@
+/**
+ * The shipped edge example (examples/edge/worker.ts: Hono router + one Durable Object per session + a
+ * mail provider DO) on real workerd through miniflare: runtime kills mid-run resumed by the alarm,
+ * idempotent submissions under concurrent duplicates, SSE resume with Last-Event-ID, bad input, and
+ * duplicate alarms.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  applyChangeToView,
+  type CommitRecord,
+  emptyView,
+  type SessionView,
+  type Submission,
+} from "../../src/index.ts";
+import { bundleWorker, EdgeExample, readEvents } from "../support/workerd.ts";
+
+const script = await bundleWorker(fileURLToPath(new URL("./fixtures/edge-example.ts", import.meta.url)));
+const notice = (requestId: string) => ({
+  requestId,
+  conversationId: "main",
+  input: "Send the approved notice",
+});
+
+/** Polls `check` every 25 ms until it holds (or fails the test after `timeoutMs`). */
+async function until(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not reached in time");
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+const ofTask = (deliveries: { to: string; operationId: string }[], taskId: string | undefined) =>
+  deliveries.filter((d) => taskId !== undefined && d.operationId.startsWith(`${taskId}/`));
+
+describe("edge host on workerd", () => {
+  it("resumes on its alarm after the runtime is killed mid-run: five deliveries, each once, across two kills", async () => {
+    const persist = mkdtempSync(join(tmpdir(), "edge-kill-"));
+    const options = { persist, watchdogMs: 300, mailDelayMs: 300 };
+    let edge = await EdgeExample.start(script, options);
+    try {
+      const accepted = await edge.json<Submission>("/sessions/kill/submissions", { body: notice("r1") });
+      for (const killAfter of [1, 3]) {
+        let delivered = 0;
+        await until(async () => {
+          delivered = (await edge.deliveries()).length;
+          return delivered >= killAfter;
+        });
+        expect(delivered).toBeLessThan(5); // the run is really cut in the middle
+        await edge.dispose(); // the whole runtime dies mid-run, with phases and a mail send in flight
+        edge = await EdgeExample.start(script, options);
+      }
+      // Nothing calls the session any more: only its persisted alarm can bring it back.
+      await until(async () => (await edge.deliveries()).length >= 5);
+      const done = await edge.json<Submission>(`/sessions/kill/submissions/${accepted.id}?wait=20000`);
+      expect(done.status).toBe("succeeded");
+      expect(done.result).toMatchObject({ text: "Done: 5 of 5 notices delivered." });
+      const deliveries = await edge.deliveries();
+      expect(deliveries.map((d) => d.to).sort()).toEqual([
+        "ana@example.com",
+        "bo@example.com",
+        "cy@example.com",
+        "di@example.com",
+        "ed@example.com",
+      ]);
+      const view = await edge.json<SessionView>("/sessions/kill/view");
+      expect(view.epoch).toBeGreaterThanOrEqual(3); // three instances owned it in turn
+      expect(view.tasks.every((task) => task.state.status === "succeeded")).toBe(true);
+    } finally {
+      await edge.dispose();
+      rmSync(persist, { recursive: true, force: true });
+    }
+  }, 90_000);
+
+  describe("one runtime", () => {
+    let edge: EdgeExample;
+    beforeAll(async () => {
+      edge = await EdgeExample.start(script);
+    });
+    afterAll(() => edge.dispose());
+
+    it("turns concurrent duplicate posts of one requestId into one Submission", async () => {
+      const responses = await Promise.all(
+        Array.from({ length: 16 }, () =>
+          edge.request("/sessions/idem/submissions", { body: notice("same") }),
+        ),
+      );
+      expect(responses.map((r) => r.status)).toEqual(Array(16).fill(202));
+      const submissions = (await Promise.all(responses.map((r) => r.json()))) as Submission[];
+      expect(new Set(submissions.map((s) => s.id)).size).toBe(1);
+      const other = await edge.json<Submission>("/sessions/idem/submissions", { body: notice("other") });
+      expect(other.id).not.toBe(submissions[0]?.id);
+
+      await edge.json(`/sessions/idem/submissions/${other.id}?wait=20000`);
+      const view = await edge.json<SessionView>(`/sessions/idem/view`);
+      expect(view.submissions.map((s) => s.requestId).sort()).toEqual(["other", "same"]);
+      const userEntries = view.conversations[0]?.entries.filter((e) => e.content.kind === "user") ?? [];
+      expect(userEntries).toHaveLength(2);
+    });
+
+    it("streams commits as SSE; a client that reconnects with Last-Event-ID assembles the server's view", async () => {
+      const accepted = await edge.json<Submission>("/sessions/sse/submissions", { body: notice("r1") });
+      let view = emptyView("sse");
+      let lastId = "0";
+      const apply = (event: { id?: string; event: string; data: string }) => {
+        expect(event.event).toBe("commit");
+        view = applyChangeToView(view, JSON.parse(event.data) as CommitRecord); // throws on a gap or a repeat
+        lastId = event.id ?? lastId;
+      };
+      let seen = 0;
+      await readEvents(await edge.request("/sessions/sse/events?since=0"), (event) => {
+        apply(event);
+        return ++seen === 3; // drop the connection mid-run
+      });
+      expect(view.version).toBe(3);
+      const finished = () => view.submissions.find((s) => s.id === accepted.id)?.status === "succeeded";
+      await readEvents(
+        await edge.request("/sessions/sse/events?since=0", { headers: { "last-event-id": lastId } }),
+        (event) => {
+          apply(event);
+          return finished();
+        },
+      );
+      const server = await edge.json<SessionView>(`/sessions/sse/view?atLeast=${view.version}`);
+      if (server.version > view.version) {
+        await readEvents(
+          await edge.request("/sessions/sse/events", { headers: { "last-event-id": String(view.version) } }),
+          (event) => {
+            apply(event);
+            return view.version === server.version;
+          },
+        );
+      }
+      expect(view).toEqual(server);
+    });
+
+    it("answers bad input with the right 4xx problem, never a 5xx, and stores nothing", async () => {
+      const good = await edge.json<Submission>("/sessions/bad-existing/submissions", { body: notice("r1") });
+      await edge.json(`/sessions/bad-existing/submissions/${good.id}?wait=20000`);
+      const before = await edge.json<SessionView>("/sessions/bad-existing/view");
+      const raw = (path: string, init: RequestInit) => edge.raw(path, init);
+      const auth = { authorization: `Bearer ${EdgeExample.token}` };
+      const json = { ...auth, "content-type": "application/json" };
+      const cases: [string, Promise<Response>, number, string, string?][] = [
+        [
+          "no token",
+          raw("/sessions/bad/submissions", { method: "POST", body: JSON.stringify(notice("x")) }),
+          401,
+          "unauthorized",
+        ],
+        [
+          "wrong token",
+          raw("/sessions/bad/view", { headers: { authorization: "Bearer nope" } }),
+          401,
+          "unauthorized",
+        ],
+        [
+          "basic auth",
+          raw("/sessions/bad/view", { headers: { authorization: "Basic dGVzdA==" } }),
+          401,
+          "unauthorized",
+        ],
+        [
+          "malformed JSON",
+          raw("/sessions/bad/submissions", { method: "POST", headers: json, body: "{oops" }),
+          400,
+          "invalid-argument",
+          "body",
+        ],
+        [
+          "empty body",
+          raw("/sessions/bad/submissions", { method: "POST", headers: json }),
+          400,
+          "invalid-argument",
+          "body",
+        ],
+        [
+          "wrong type",
+          edge.request("/sessions/bad/submissions", { body: { ...notice("x"), requestId: 5 } }),
+          400,
+          "invalid-argument",
+          "body.requestId",
+        ],
+        [
+          "missing field",
+          edge.request("/sessions/bad/submissions", { body: { requestId: "x", input: "hi" } }),
+          400,
+          "invalid-argument",
+          "body.conversationId",
+        ],
+        [
+          "unknown field",
+          edge.request("/sessions/bad/submissions", { body: { ...notice("x"), admin: true } }),
+          400,
+          "invalid-argument",
+          "body",
+        ],
+        [
+          "oversize body",
+          edge.request("/sessions/bad/submissions", { body: { ...notice("x"), input: "x".repeat(70_000) } }),
+          413,
+          "body-too-large",
+        ],
+        [
+          "not JSON",
+          raw("/sessions/bad/submissions", {
+            method: "POST",
+            headers: { ...auth, "content-type": "text/plain" },
+            body: "hi",
+          }),
+          415,
+          "unsupported-media-type",
+        ],
+        ["bad session id", edge.request("/sessions/%20bad%20/view"), 400, "invalid-argument", "params.id"],
+        ["unknown session", edge.request("/sessions/bad/view"), 404, "session-not-found"],
+        [
+          "unknown session's submission",
+          edge.request("/sessions/bad/submissions/sub_1"),
+          404,
+          "session-not-found",
+        ],
+        [
+          "unknown submission",
+          edge.request("/sessions/bad-existing/submissions/sub_nope"),
+          404,
+          "submission-not-found",
+        ],
+        [
+          "cancel unknown submission",
+          edge.request("/sessions/bad-existing/submissions/sub_nope/cancel", { body: {} }),
+          404,
+          "submission-not-found",
+        ],
+        [
+          "cancel with a bad reason",
+          edge.request(`/sessions/bad-existing/submissions/${good.id}/cancel`, { body: { reason: 7 } }),
+          400,
+          "invalid-argument",
+          "body.reason",
+        ],
+        [
+          "negative wait",
+          edge.request(`/sessions/bad-existing/submissions/${good.id}?wait=-1`),
+          400,
+          "invalid-argument",
+          "query.wait",
+        ],
+        [
+          "wait too long",
+          edge.request(`/sessions/bad-existing/submissions/${good.id}?wait=99999999`),
+          400,
+          "invalid-argument",
+          "query.wait",
+        ],
+        [
+          "since ahead",
+          edge.request("/sessions/bad-existing/events?since=100000"),
+          400,
+          "invalid-argument",
+          "query.since",
+        ],
+        [
+          "bad Last-Event-ID",
+          edge.request("/sessions/bad-existing/events", { headers: { "last-event-id": "x" } }),
+          400,
+          "invalid-argument",
+          "headers.last-event-id",
+        ],
+        ["unknown route", edge.request("/nowhere"), 404, "not-found"],
+      ];
+      for (const [name, pending, status, code, path] of cases) {
+        const response = await pending;
+        const problem = (await response.json()) as {
+          status: number;
+          code: string;
+          errors?: { path: string }[];
+        };
+        expect({ name, status: response.status, code: problem.code }).toEqual({ name, status, code });
+        expect(response.headers.get("content-type")).toBe("application/problem+json");
+        if (path !== undefined) expect(problem.errors?.map((e) => e.path)).toContain(path);
+      }
+      // Nothing was stored: the unknown session still does not exist, the existing one did not move.
+      expect((await edge.request("/sessions/bad/view")).status).toBe(404);
+      expect((await edge.json<SessionView>("/sessions/bad-existing/view")).version).toBe(before.version);
+    });
+
+    it("shrugs off duplicate and late alarms: no second delivery, no extra commit", async () => {
+      const accepted = await edge.json<Submission>("/sessions/alarms/submissions", { body: notice("r1") });
+      // Alarms firing while the run is in flight (duplicates of the watchdog) …
+      await Promise.all(
+        Array.from({ length: 5 }, () => edge.request("/__alarm/alarms").then((r) => r.text())),
+      );
+      const done = await edge.json<Submission>(`/sessions/alarms/submissions/${accepted.id}?wait=20000`);
+      expect(done.status).toBe("succeeded");
+      const settled = await edge.json<SessionView>("/sessions/alarms/view");
+      // … and late ones after it ended.
+      for (let i = 0; i < 3; i++)
+        expect(await (await edge.request("/__alarm/alarms")).text()).toBe("alarm handled");
+      expect((await edge.json<SessionView>("/sessions/alarms/view")).version).toBe(settled.version);
+      const mine = ofTask(await edge.deliveries(), accepted.taskId);
+      expect(mine).toHaveLength(5);
+      expect(new Set(mine.map((d) => d.to)).size).toBe(5);
+    });
+  });
+});
