@@ -7,6 +7,7 @@ import "fake-indexeddb/auto";
 import { existsSync } from "node:fs";
 import { commitsPerToolCallBench, parallelToolsBench, stepOverheadBench } from "./agent.ts";
 import type { ChromiumEntry } from "./chromium.ts";
+import { edgeCommitBench, edgeSubmissionBench } from "./edge.ts";
 import { reopenBench } from "./reopen.ts";
 import { chainBench, fanoutBench } from "./tasks.ts";
 import { compareCommitCost } from "./workload.ts";
@@ -30,6 +31,8 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
   "agent/step-overhead": async () => ({ ...(await stepOverheadBench()), unit: "ms/step" }),
   "agent/step-overhead/chromium-indexeddb": async () => inChromium("runAgentBench", "ms/step"),
   "worker/commit": async () => inChromium("runWorkerCommitBench", "ms/commit"),
+  "edge/commit": async () => ({ ...(await edgeCommitBench()), unit: "ms/commit" }),
+  "edge/submission-roundtrip": async () => ({ ...(await edgeSubmissionBench()), unit: "ms/submission" }),
   "agent/commits-per-tool-call": async () => ({
     ...(await commitsPerToolCallBench()),
     unit: "txn/tool-call",
