@@ -31,6 +31,12 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
   "agent/step-overhead": async () => ({ ...(await stepOverheadBench()), unit: "ms/step" }),
   "agent/step-overhead/chromium-indexeddb": async () => inChromium("runAgentBench", "ms/step"),
   "worker/commit": async () => inChromium("runWorkerCommitBench", "ms/commit"),
+  "worker/resume-10000-vs-100": async () => {
+    const { chromiumPath } = await import("../test/support/chromium.ts");
+    if (!existsSync(chromiumPath)) return undefined;
+    const { resumeBench } = await import("./worker-resume.ts");
+    return { ...(await resumeBench()), unit: "ms/resume" };
+  },
   "edge/commit": async () => ({ ...(await edgeCommitBench()), unit: "ms/commit" }),
   "edge/submission-roundtrip": async () => ({ ...(await edgeSubmissionBench()), unit: "ms/submission" }),
   "agent/commits-per-tool-call": async () => ({
