@@ -40,7 +40,15 @@ export interface BrowserSessionHostOptions {
   readonly onLead?: (session: Session) => Promise<void>;
 }
 
-type Message = { type: "committed"; version: number } | { type: "inbox" };
+/**
+ * Between the tabs of one session: the leader announces commits (only once some follower said it listens,
+ * so a lone tab pays nothing per commit), followers announce themselves and their inbox inputs.
+ */
+type Message =
+  | { type: "committed"; version: number }
+  | { type: "inbox" }
+  | { type: "follower" }
+  | { type: "leader" };
 
 export class BrowserSessionHost {
   private current: Session | undefined;
@@ -136,6 +144,8 @@ export class BrowserSessionHost {
   }
 
   private async follow(): Promise<void> {
+    // Said before loading: the leader answers with its version, covering commits made meanwhile.
+    this.channel.postMessage({ type: "follower" } satisfies Message);
     try {
       this.replace(await openSession({ ...this.sessionOptions(), mode: "read" }));
     } catch (error) {
@@ -151,14 +161,31 @@ export class BrowserSessionHost {
     await this.options.onLead?.(writer);
     this.role = "leader";
     this.replace(writer);
-    writer.subscribe(writer.version, (change: CommitRecord) =>
-      this.channel.postMessage({ type: "committed", version: change.version } satisfies Message),
-    );
-    this.channel.postMessage({ type: "committed", version: writer.version } satisfies Message);
+    writer.subscribe(writer.version, (change: CommitRecord) => this.announce(change.version));
+    this.channel.postMessage({ type: "leader" } satisfies Message);
     this.options.onRole?.("leader");
     await writer.resume();
     this.draining = this.drainInbox();
     await this.draining;
+  }
+
+  /** Whether some follower tab listens (sticky: followers come and go unannounced). */
+  private hasFollowers = false;
+  private announced: ReturnType<typeof setTimeout> | undefined;
+  private announcedVersion = 0;
+
+  /**
+   * Tells followers the session moved. Posted after the current task, coalesced: the caller waiting for
+   * its commit's confirmation is answered first, and a burst of commits costs one message.
+   */
+  private announce(version: number): void {
+    this.announcedVersion = version;
+    if (!this.hasFollowers || this.announced !== undefined) return;
+    this.announced = setTimeout(() => {
+      this.announced = undefined;
+      if (this.role === "leader")
+        this.channel.postMessage({ type: "committed", version: this.announcedVersion } satisfies Message);
+    }, 0);
   }
 
   private async demote(): Promise<void> {
@@ -170,7 +197,14 @@ export class BrowserSessionHost {
 
   private async onMessage(message: Message): Promise<void> {
     if (this.role === "closed") return;
-    if (message.type === "inbox" && this.role === "leader") {
+    if (message.type === "follower" && this.role === "leader") {
+      this.hasFollowers = true;
+      if (this.current) this.announce(this.current.version);
+    } else if (message.type === "leader" && this.role === "follower") {
+      this.channel.postMessage({ type: "follower" } satisfies Message);
+      await this.current?.refresh().catch(() => undefined);
+      this.notifyObservers();
+    } else if (message.type === "inbox" && this.role === "leader") {
       this.draining = this.drainInbox();
       await this.draining;
     } else if (message.type === "committed" && this.role === "follower") {
