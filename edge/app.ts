@@ -19,6 +19,7 @@
  */
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { cors } from "hono/cors";
 import { timingSafeEqual } from "hono/utils/buffer";
 import { z } from "zod";
 import { invalidInput, problemFromError, problemResponse } from "./problem.ts";
@@ -48,6 +49,8 @@ export interface EdgeAppOptions<Env> {
   readonly maxWaitMs?: number;
   /** How long one event stream stays open before the client must reconnect (default 5 min). */
   readonly maxStreamMs?: number;
+  /** Browser origins allowed to call the API (the devtools page, a web app); default none. */
+  readonly corsOrigins?: (env: Env) => readonly string[] | undefined;
 }
 
 type AppEnv<Env> = { Bindings: Env };
@@ -63,6 +66,20 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   const Wait = CountSchema.pipe(z.number().max(maxWaitMs, `must be at most ${maxWaitMs}`));
 
   const app = new Hono<AppEnv<Env>>();
+  const corsOrigins = options.corsOrigins;
+  if (corsOrigins) {
+    // Before authentication: a preflight carries no token, and answering it reveals nothing.
+    app.use(
+      "*",
+      cors({
+        origin: (origin, c) => (corsOrigins(c.env)?.includes(origin) ? origin : null),
+        allowHeaders: ["authorization", "content-type", "last-event-id"],
+        allowMethods: ["GET", "POST"],
+        exposeHeaders: ["etag"],
+        maxAge: 600,
+      }),
+    );
+  }
   app.use("*", async (c, next) => {
     const expected = token(c.env);
     if (!expected) return problemResponse(503, "unconfigured", "the server has no API token configured");

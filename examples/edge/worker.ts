@@ -4,7 +4,7 @@
  * log outlives the session's instances, like a real provider; sends are idempotent by operation id and
  * can be looked up by it). `npm run dev:edge` runs it on local workerd; see the README to deploy it.
  *
- * Vars: `API_TOKEN` (secret, required), `WATCHDOG_MS`, `MAIL_DELAY_MS`, and optionally `OPENAI_BASE_URL`,
+ * Vars: `API_TOKEN` (secret, required), `WATCHDOG_MS`, `MAIL_DELAY_MS`, `CORS_ORIGINS`, and optionally `OPENAI_BASE_URL`,
  * `OPENAI_API_KEY`, `OPENAI_MODEL` to use a real model instead of the scripted one.
  */
 import { createEdgeApp, type DurableObjectNamespaceLike, defineSessionObject } from "../../edge/index.ts";
@@ -22,6 +22,8 @@ export interface Env {
   readonly OPENAI_BASE_URL?: string;
   readonly OPENAI_API_KEY?: string;
   readonly OPENAI_MODEL?: string;
+  /** Comma-separated browser origins allowed to call the API (e.g. the devtools page). */
+  readonly CORS_ORIGINS?: string;
 }
 
 const mailbox = (env: Env) => env.MAIL.get(env.MAIL.idFromName("mailbox"));
@@ -127,7 +129,7 @@ export class MailBox {
   }
 }
 
-const app = createEdgeApp<Env>();
+const app = createEdgeApp<Env>({ corsOrigins: (env) => env.CORS_ORIGINS?.split(",").map((o) => o.trim()) });
 /** What the mail provider really delivered (authenticated like every route). */
 app.get("/mail/deliveries", (c) => mailbox(c.env).fetch(new Request("https://mail/deliveries")));
 

@@ -43,6 +43,19 @@ export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): T
     kind: TOOL_TASK,
     version: 1,
     input: ToolTaskInputSchema,
+    describeRecovery: (task) => {
+      const name = (task.input as { name?: string }).name ?? "?";
+      if (task.checkpoint.phase !== "execute")
+        return `${name}: validate the arguments and run it (it never started)`;
+      const intent = task.checkpoint.data as unknown as Intent;
+      const tool = tools.get(name);
+      if (!tool?.execute) return `${name}: end with an error (the tool is no longer available)`;
+      if (intent.replay === "safe" && tool.replay === "safe")
+        return `${name}: replay (the tool is safe to re-run)`;
+      if (tool.confirm)
+        return `${name}: confirm by operation id ${intent.operationId}, run it only if it never happened`;
+      return `${name}: mark interrupted (unsafe to re-run and no confirmation hook)`;
+    },
     phases: {
       call: async (ctx) => {
         const resolved = await resolveToolCall(tools, ctx.input.name, ctx.input.args, ctx.task.id);

@@ -120,6 +120,11 @@ export interface TaskDefinition<Input = Json, Data = Json> {
   readonly migrations?: Readonly<Record<number, (stored: TaskSnapshot) => TaskSnapshot>>;
   /** How many interrupted re-entries of one phase are allowed before the task fails. Default 3. */
   readonly maxRestarts?: number;
+  /**
+   * What re-entering this task's current phase after a crash will do, in words (recovery previews and
+   * devtools show it): e.g. "confirm by operation id op-7" for a tool call whose outcome is unknown.
+   */
+  readonly describeRecovery?: (task: Task) => string | undefined;
 }
 
 /**

@@ -14,7 +14,14 @@ import { endTask, recheckJoin, reenter } from "./transitions.ts";
 export type RecoveryAction =
   | { readonly kind: "blocked"; readonly taskId: string; readonly reason: string }
   | { readonly kind: "migrate"; readonly taskId: string; readonly from: number; readonly to: number }
-  | { readonly kind: "reenter"; readonly taskId: string; readonly phase: string; readonly restart: boolean }
+  | {
+      readonly kind: "reenter";
+      readonly taskId: string;
+      readonly phase: string;
+      readonly restart: boolean;
+      /** What re-entering the phase will do, from the task kind's `describeRecovery`. */
+      readonly detail?: string;
+    }
   | {
       readonly kind: "fail-restart-limit";
       readonly taskId: string;
@@ -51,9 +58,17 @@ export function planRecovery(
       });
     }
     const state_ = task.state;
+    const detail = resolution.definition.describeRecovery?.(task);
+    const reenter = (restart: boolean): RecoveryAction => ({
+      kind: "reenter",
+      taskId: task.id,
+      phase: task.checkpoint.phase,
+      restart,
+      ...(detail !== undefined && { detail }),
+    });
     switch (state_.status) {
       case "pending":
-        plan.push({ kind: "reenter", taskId: task.id, phase: task.checkpoint.phase, restart: false });
+        plan.push(reenter(false));
         break;
       case "running": {
         const limit = resolution.definition.maxRestarts ?? defaultMaxRestarts;
@@ -64,7 +79,7 @@ export function planRecovery(
             phase: task.checkpoint.phase,
             restarts: task.restarts + 1,
           });
-        } else plan.push({ kind: "reenter", taskId: task.id, phase: task.checkpoint.phase, restart: true });
+        } else plan.push(reenter(true));
         break;
       }
       case "waiting":

@@ -65,9 +65,16 @@ describe("demo page in Chromium", () => {
       await page.goto(url);
       await isLeader(page);
       await page.click("#start");
-      await logHas(page, "send_approved_notice"); // the campaign waits on five send_email tasks (~0.7 s each)
-      await page.waitForTimeout(250);
+      await logHas(page, "Sending the approved notice."); // the model asked for the campaign
+      await page.waitForTimeout(300); // the campaign now waits on five send_email tasks (~0.7 s each)
       await page.screenshot({ path: join(artifacts, "demo-before-reload.png"), fullPage: true });
+      // Really mid-run: no mail result is committed yet.
+      expect(
+        await page.$$eval(
+          "#log li",
+          (items) => items.filter((li) => li.textContent?.includes("send_email →")).length,
+        ),
+      ).toBe(0);
       await page.reload(); // the worker dies with the page, mid-send
       await statusIs(page, "succeeded");
       await page.screenshot({ path: join(artifacts, "demo-after-reload.png"), fullPage: true });

@@ -36,11 +36,15 @@ export function startWorkerd(
 /** The shipped edge example (with a test hook to fire alarms) on workerd, and a client for its API. */
 export class EdgeExample {
   static readonly token = "test-token";
-  private constructor(readonly workerd: Miniflare) {}
+  private constructor(
+    readonly workerd: Miniflare,
+    /** Where the runtime listens (for browsers). */
+    readonly url: string,
+  ) {}
 
   static async start(
     script: string,
-    options: { persist?: string; watchdogMs?: number; mailDelayMs?: number } = {},
+    options: { persist?: string; watchdogMs?: number; mailDelayMs?: number; corsOrigins?: string } = {},
   ): Promise<EdgeExample> {
     const workerd = new Miniflare({
       modules: true,
@@ -55,11 +59,12 @@ export class EdgeExample {
         API_TOKEN: EdgeExample.token,
         WATCHDOG_MS: String(options.watchdogMs ?? 30_000),
         MAIL_DELAY_MS: String(options.mailDelayMs ?? 20),
+        ...(options.corsOrigins !== undefined && { CORS_ORIGINS: options.corsOrigins }),
       },
       ...(options.persist !== undefined && { durableObjectsPersist: options.persist }),
     });
-    await workerd.ready;
-    return new EdgeExample(workerd);
+    const url = await workerd.ready;
+    return new EdgeExample(workerd, url.origin);
   }
 
   /** A request exactly as given (no token added). Miniflare's undici Response is the standard one. */

@@ -1,0 +1,249 @@
+/**
+ * The devtools page in real Chromium (on-disk profile), attached read-only to a live session of the demo
+ * app (local, IndexedDB) and to an edge session (the shipped edge example on workerd, over HTTP + SSE):
+ * the task graph and timeline update as commits land, scrubbing shows an old version's tasks and
+ * documents, and the recovery preview matches what resume then does. Screenshots of every view are kept.
+ */
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Submission } from "../../src/index.ts";
+import { serveWithVite, withChromiumProfile } from "../support/chromium.ts";
+import { bundleWorker, EdgeExample } from "../support/workerd.ts";
+
+const artifacts = join(process.cwd(), "test-artifacts");
+let server: Awaited<ReturnType<typeof serveWithVite>> | undefined;
+let origin = "";
+
+beforeAll(async () => {
+  server = await serveWithVite(join(process.cwd(), "web"));
+  origin = server.url;
+  mkdirSync(artifacts, { recursive: true });
+}, 60_000);
+
+afterAll(async () => {
+  await server?.close();
+});
+
+const TIMEOUT = { timeout: 30_000 };
+
+/** The version the devtools show and the latest they know: "v12 of 40". */
+async function versions(page: Page): Promise<{ shown: number; latest: number }> {
+  const text = (await page.textContent("[data-testid=version]")) ?? "";
+  const [, shown, latest] = /v(\d+) of (\d+)/.exec(text) ?? [];
+  return { shown: Number(shown), latest: Number(latest) };
+}
+
+async function nodes(page: Page): Promise<{ task: string; status: string; text: string }[]> {
+  return page.$$eval("[data-testid=task-graph] g.node", (items) =>
+    items.map((g) => ({
+      task: g.getAttribute("data-task") ?? "",
+      status: g.getAttribute("data-status") ?? "",
+      text: g.textContent ?? "",
+    })),
+  );
+}
+
+async function tab(page: Page, name: string): Promise<void> {
+  await page.click(`[data-testid=tab-${name}]`);
+}
+
+async function shoot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: join(artifacts, `devtools-${name}.png`), fullPage: true });
+}
+
+describe("devtools page in Chromium", () => {
+  it("follows a local session live, scrubs back to old versions, and previews recovery as resume then does it", async () => {
+    await withChromiumProfile(async (context) => {
+      const demo = await context.newPage();
+      await demo.goto(`${origin}/`);
+      await demo.waitForFunction(
+        () => document.querySelector("#status")?.textContent?.includes("leader"),
+        undefined,
+        TIMEOUT,
+      );
+
+      // Attached before the run starts (the session holds only the approved plan), read-only.
+      const devtools = await context.newPage();
+      await devtools.goto(`${origin}/devtools/?local=durable-agent-demo&session=support-42`);
+      await devtools.waitForSelector("[data-testid=version]", TIMEOUT);
+      const attachedAt = await versions(devtools);
+      expect(await devtools.textContent(".panel")).toContain("No tasks at this version");
+
+      await demo.click("#start");
+      await demo.waitForFunction(
+        () => document.body.textContent?.includes("Sending the approved notice."),
+        undefined,
+        TIMEOUT,
+      );
+      // The graph grows as commits land: the campaign and its mail tasks appear; wait until mails have
+      // committed their intent and are sending (phase "execute", ~0.7 s per mail).
+      await devtools.waitForFunction(
+        () =>
+          [...document.querySelectorAll("[data-testid=task-graph] g.node[data-task*='/mail-']")].filter((g) =>
+            g.textContent?.includes("running @execute"),
+          ).length > 0,
+        undefined,
+        TIMEOUT,
+      );
+      const before = await nodes(devtools);
+      expect(before.some((n) => n.status !== "succeeded")).toBe(true);
+      expect((await versions(devtools)).latest).toBeGreaterThan(attachedAt.latest);
+
+      // The demo tab closes with tools running: its worker dies mid-send, like a crashed tab.
+      await demo.close();
+      await tab(devtools, "wake");
+      await devtools.waitForSelector("[data-testid=recovery] li", TIMEOUT);
+      await shoot(devtools, "wake-recovery");
+      const preview = await devtools.$$eval("[data-testid=recovery] li", (items) =>
+        items.map((li) => ({
+          task: li.getAttribute("data-task") ?? "",
+          kind: li.getAttribute("data-kind") ?? "",
+          text: li.textContent ?? "",
+        })),
+      );
+      const restarted = preview.filter((a) => a.kind === "reenter" && a.text.includes("counted restart"));
+      expect(restarted.length).toBeGreaterThan(0);
+      expect(restarted.every((a) => a.text.includes("send_email:"))).toBe(true);
+      expect(restarted.some((a) => a.text.includes("send_email: confirm by operation id"))).toBe(true);
+      expect(preview.some((a) => a.kind === "recheck-children")).toBe(true);
+      expect(await devtools.textContent("[data-testid=runnable]")).not.toBe("nothing");
+
+      // A new tab resumes the session; the devtools watch it happen, live.
+      const resumed = await context.newPage();
+      await resumed.goto(`${origin}/`);
+      await resumed.waitForFunction(
+        () => document.querySelector("#status")?.getAttribute("data-status") === "succeeded",
+        undefined,
+        { timeout: 60_000 },
+      );
+      await tab(devtools, "tasks");
+      await devtools.waitForFunction(
+        () => {
+          const all = [...document.querySelectorAll("[data-testid=task-graph] g.node")];
+          return all.length >= 8 && all.every((g) => g.getAttribute("data-status") === "succeeded");
+        },
+        undefined,
+        TIMEOUT,
+      );
+      const after = await versions(devtools);
+      expect(after.latest).toBeGreaterThan(attachedAt.latest);
+      expect(after.shown).toBe(after.latest); // live mode follows the newest commit
+
+      // Resume did what the preview said: exactly the previewed re-entries count a restart.
+      const finalNodes = await nodes(devtools);
+      const restartedIds = new Set(restarted.map((a) => a.task));
+      for (const node of finalNodes)
+        expect({ task: node.task, restarted: node.text.includes("↻") }).toEqual({
+          task: node.task,
+          restarted: restartedIds.has(node.task),
+        });
+      await devtools.click(`[data-testid=task-graph] g.node[data-task="${restarted[0]?.task}"]`);
+      const history = (await devtools.textContent("[data-testid=task-history]")) ?? "";
+      expect(history).toContain("restarts 1");
+      await shoot(devtools, "task-graph");
+
+      // Scrub back to the commit where the first mail task started: that version's tasks and documents.
+      await tab(devtools, "timeline");
+      await shoot(devtools, "timeline");
+      const firstMail = await devtools.$$eval("[data-testid=timeline] > li", (items) => {
+        const versions = items
+          .filter((li) => /task \S+\/mail-0 \(agent\.tool\) → running/.test(li.textContent ?? ""))
+          .map((li) => Number(/v(\d+)/.exec(li.querySelector("button")?.textContent ?? "")?.[1]));
+        return Math.min(...versions);
+      });
+      expect(Number.isFinite(firstMail)).toBe(true);
+      await devtools.click(`[data-testid=timeline] > li button:text-is("v${firstMail}")`);
+      expect((await versions(devtools)).shown).toBe(firstMail);
+      await tab(devtools, "tasks");
+      const then = await nodes(devtools);
+      expect(then.find((n) => n.task.endsWith("/mail-0"))?.status).toBe("running");
+      expect(then.filter((n) => n.task.includes("/mail-") && n.status === "succeeded")).toEqual([]);
+      expect(then.length).toBeLessThan(finalNodes.length + 1);
+      await tab(devtools, "documents");
+      expect(await devtools.textContent("[data-testid=document-value]")).toContain("ana@example.com");
+      await shoot(devtools, "documents");
+
+      // Keyboard: Home on the scrubber goes to the oldest version (before anything existed), End to the newest.
+      await devtools.focus("[data-testid=scrubber]");
+      await devtools.keyboard.press("Home");
+      expect((await versions(devtools)).shown).toBe(0);
+      await tab(devtools, "tasks");
+      expect(await devtools.textContent("[data-testid=tabpanel], .panel")).toContain(
+        "No tasks at this version",
+      );
+      await devtools.focus("[data-testid=scrubber]");
+      await devtools.keyboard.press("End");
+      expect((await versions(devtools)).shown).toBe(after.latest);
+
+      await tab(devtools, "submissions");
+      expect(await devtools.textContent("[data-testid=submissions]")).toContain("succeeded");
+      await shoot(devtools, "submissions");
+      await tab(devtools, "conversation");
+      const conversation = (await devtools.textContent("[data-testid=conversation]")) ?? "";
+      expect(conversation).toContain("Done: 5 of 5 notices delivered.");
+      expect(conversation).toContain("send_email");
+      await shoot(devtools, "conversation");
+    });
+  }, 120_000);
+
+  it("follows an edge session over HTTP + SSE while it runs, and scrubs it", async () => {
+    const script = await bundleWorker(
+      fileURLToPath(new URL("../edge/fixtures/edge-example.ts", import.meta.url)),
+    );
+    const edge = await EdgeExample.start(script, { mailDelayMs: 1000, corsOrigins: origin });
+    try {
+      await withChromiumProfile(async (context) => {
+        const devtools = await context.newPage();
+        await devtools.goto(`${origin}/devtools/`); // loaded once, so attaching below is quick
+        await devtools.waitForSelector("form.attach", TIMEOUT);
+      });
+      const accepted = await edge.json<Submission>("/sessions/edge-devtools/submissions", {
+        body: { requestId: "r1", conversationId: "main", input: "Send the approved notice" },
+      });
+      await withChromiumProfile(async (context) => {
+        const devtools = await context.newPage();
+        const query = new URLSearchParams({
+          edge: edge.url,
+          token: EdgeExample.token,
+          session: "edge-devtools",
+        });
+        await devtools.goto(`${origin}/devtools/?${query}`);
+        await devtools.waitForSelector("[data-testid=task-graph]", TIMEOUT);
+        const first = await versions(devtools);
+        const firstNodes = await nodes(devtools);
+        expect(firstNodes.some((n) => n.status !== "succeeded")).toBe(true);
+        await devtools.waitForFunction(
+          () => {
+            const all = [...document.querySelectorAll("[data-testid=task-graph] g.node")];
+            return all.length >= 8 && all.every((g) => g.getAttribute("data-status") === "succeeded");
+          },
+          undefined,
+          TIMEOUT,
+        );
+        const last = await versions(devtools);
+        expect(last.latest).toBeGreaterThan(first.latest);
+        const done = await edge.json<Submission>(
+          `/sessions/edge-devtools/submissions/${accepted.id}?wait=10000`,
+        );
+        const server = await edge.json<{ version: number }>("/sessions/edge-devtools/view");
+        expect(last.latest).toBe(server.version);
+        await tab(devtools, "submissions");
+        expect(await devtools.textContent("[data-testid=submissions]")).toContain(done.status);
+        await tab(devtools, "tasks");
+        await shoot(devtools, "edge-task-graph");
+        await devtools.focus("[data-testid=scrubber]");
+        await devtools.keyboard.press("Home");
+        await devtools.keyboard.press("ArrowRight"); // version 1: the approved plan, nothing else yet
+        expect((await versions(devtools)).shown).toBe(1);
+        expect(await devtools.textContent(".panel")).toContain("No tasks at this version");
+        await tab(devtools, "documents");
+        expect(await devtools.textContent("[data-testid=document-title]")).toContain("plan");
+      });
+    } finally {
+      await edge.dispose();
+    }
+  }, 120_000);
+});

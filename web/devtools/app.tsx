@@ -1,0 +1,259 @@
+/**
+ * The devtools page: attach to a session (local IndexedDB or edge HTTP), watch it live, scrub through its
+ * versions. Everything is read-only except an explicit cancel (edge sessions).
+ */
+import { render } from "preact";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import type { Registry } from "../../src/index.ts";
+import { formatTime } from "./derive.ts";
+import { SessionHistory } from "./history.ts";
+import { edgeSource, localSource, type SessionSource } from "./sources.ts";
+import { TaskGraph } from "./task-graph.tsx";
+import { ConversationView, DocumentsView, SubmissionsView, TimelineView, WakeView } from "./views.tsx";
+
+export interface DevtoolsOptions {
+  /** The app's registry for a local session (recovery preview); omit when there is none. */
+  readonly registryFor?: (database: string, sessionId: string) => Registry | undefined;
+}
+
+type Target =
+  | { kind: "local"; database: string; session: string }
+  | { kind: "edge"; url: string; token: string; session: string };
+
+const TABS = ["submissions", "conversation", "tasks", "documents", "timeline", "wake"] as const;
+type Tab = (typeof TABS)[number];
+const TAB_LABELS: Record<Tab, string> = {
+  submissions: "Submissions",
+  conversation: "Conversation",
+  tasks: "Task graph",
+  documents: "Documents",
+  timeline: "Commit timeline",
+  wake: "Wake & recovery",
+};
+
+function targetFromUrl(): Target | undefined {
+  const params = new URLSearchParams(location.search);
+  const session = params.get("session");
+  if (!session) return undefined;
+  const edge = params.get("edge");
+  if (edge) return { kind: "edge", url: edge, token: params.get("token") ?? "", session };
+  return { kind: "local", database: params.get("local") ?? "durable-agent-demo", session };
+}
+
+function AttachForm(props: { onAttach: (target: Target) => void; initial: Target | undefined }) {
+  const [kind, setKind] = useState<"local" | "edge">(props.initial?.kind ?? "local");
+  const form = useRef<HTMLFormElement>(null);
+  return (
+    <form
+      ref={form}
+      class="attach"
+      onSubmit={(event) => {
+        event.preventDefault();
+        const data = new FormData(event.currentTarget);
+        const value = (name: string) => String(data.get(name) ?? "").trim();
+        props.onAttach(
+          kind === "local"
+            ? { kind, database: value("database"), session: value("session") }
+            : { kind, url: value("url"), token: value("token"), session: value("session") },
+        );
+      }}
+    >
+      <select
+        aria-label="source"
+        value={kind}
+        onChange={(e) => setKind(e.currentTarget.value as "local" | "edge")}
+      >
+        <option value="local">local (IndexedDB, this origin)</option>
+        <option value="edge">edge (HTTP API)</option>
+      </select>
+      {kind === "local" ? (
+        <input
+          name="database"
+          aria-label="database"
+          placeholder="database"
+          value={props.initial?.kind === "local" ? props.initial.database : "durable-agent-demo"}
+        />
+      ) : (
+        <>
+          <input
+            name="url"
+            aria-label="base URL"
+            placeholder="https://…"
+            value={props.initial?.kind === "edge" ? props.initial.url : ""}
+          />
+          <input
+            name="token"
+            aria-label="token"
+            type="password"
+            placeholder="bearer token"
+            value={props.initial?.kind === "edge" ? props.initial.token : ""}
+          />
+        </>
+      )}
+      <input
+        name="session"
+        aria-label="session id"
+        placeholder="session id"
+        value={props.initial?.session ?? "support-42"}
+      />
+      <button type="submit">Attach (read-only)</button>
+    </form>
+  );
+}
+
+function Devtools({ options }: { options: DevtoolsOptions }) {
+  const [target, setTarget] = useState<Target | undefined>(targetFromUrl);
+  const [source, setSource] = useState<SessionSource | undefined>(undefined);
+  const [history, setHistory] = useState<SessionHistory | undefined>(undefined);
+  const [error, setError] = useState<string | undefined>(undefined);
+  const [, setTick] = useState(0);
+  const [live, setLive] = useState(true);
+  const [version, setVersion] = useState(0);
+  const [tab, setTab] = useState<Tab>("tasks");
+  const [selectedTask, setSelectedTask] = useState<string | undefined>(undefined);
+  const liveRef = useRef(live);
+  liveRef.current = live;
+
+  useEffect(() => {
+    if (!target) return;
+    let closed = false;
+    let stop: () => void = () => undefined;
+    let opened: SessionSource | undefined;
+    setError(undefined);
+    const open = async () => {
+      opened =
+        target.kind === "local"
+          ? await localSource(
+              target.database,
+              target.session,
+              options.registryFor?.(target.database, target.session),
+            )
+          : await edgeSource(target.url, target.token, target.session);
+      if (closed) return void (await opened.close());
+      const held = new SessionHistory(opened.base);
+      setSource(opened);
+      setHistory(held);
+      setVersion(held.latest.version);
+      stop = opened.follow(
+        (changes) => {
+          if (!held.append(changes)) return;
+          if (liveRef.current) setVersion(held.latest.version);
+          setTick((t) => t + 1);
+        },
+        (e) => setError(e.message),
+      );
+    };
+    open().catch((e: unknown) => setError((e as Error).message));
+    return () => {
+      closed = true;
+      stop();
+      void opened?.close();
+    };
+  }, [target, options]);
+
+  const latest = history?.latest.version ?? 0;
+  const shown = live ? latest : version;
+  const view = useMemo(() => history?.viewAt(shown), [history, shown, latest]);
+  const preview = useMemo(
+    () => (source?.previewRecovery && shown === latest ? source.previewRecovery() : undefined),
+    [source, shown, latest],
+  );
+
+  return (
+    <>
+      <header>
+        <h1>durable-agent devtools</h1>
+        <AttachForm initial={target} onAttach={setTarget} />
+      </header>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      {history && view && (
+        <>
+          <div class="scrubber">
+            <label>
+              version{" "}
+              <input
+                type="range"
+                aria-label="version"
+                data-testid="scrubber"
+                min={history.firstVersion}
+                max={latest}
+                value={shown}
+                onInput={(e) => {
+                  setLive(false);
+                  setVersion(Number(e.currentTarget.value));
+                }}
+              />
+            </label>
+            <span data-testid="version">
+              v{view.version} of {latest}
+            </span>
+            <span class="meta">{formatTime(history.commit(view.version)?.at)}</span>
+            <label>
+              <input
+                type="checkbox"
+                data-testid="live"
+                checked={live}
+                onChange={(e) => setLive(e.currentTarget.checked)}
+              />{" "}
+              live
+            </label>
+            <span class="meta">{source?.label}</span>
+          </div>
+          <div role="tablist" aria-label="views" class="tabs">
+            {TABS.map((t) => (
+              <button
+                key={t}
+                type="button"
+                role="tab"
+                aria-selected={tab === t}
+                data-testid={`tab-${t}`}
+                onClick={() => setTab(t)}
+              >
+                {TAB_LABELS[t]}
+              </button>
+            ))}
+          </div>
+          <div role="tabpanel" class="panel">
+            {tab === "submissions" && (
+              <SubmissionsView
+                view={view}
+                onCancel={
+                  source?.cancelSubmission &&
+                  ((id) => {
+                    if (confirm(`Cancel submission ${id}? This writes to the session.`))
+                      source.cancelSubmission?.(id).catch((e: unknown) => setError((e as Error).message));
+                  })
+                }
+              />
+            )}
+            {tab === "conversation" && <ConversationView view={view} />}
+            {tab === "tasks" && (
+              <TaskGraph view={view} history={history} selected={selectedTask} onSelect={setSelectedTask} />
+            )}
+            {tab === "documents" && <DocumentsView view={view} history={history} />}
+            {tab === "timeline" && (
+              <TimelineView
+                commits={history.commits}
+                version={view.version}
+                onScrub={(v) => {
+                  setLive(false);
+                  setVersion(v);
+                }}
+              />
+            )}
+            {tab === "wake" && <WakeView view={view} preview={preview} isLatest={shown === latest} />}
+          </div>
+        </>
+      )}
+    </>
+  );
+}
+
+/** Renders the devtools into `root`. */
+export function mountDevtools(root: HTMLElement, options: DevtoolsOptions = {}): void {
+  render(<Devtools options={options} />, root);
+}

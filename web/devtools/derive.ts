@@ -1,0 +1,75 @@
+/** What the devtools compute from views and commits: wake info, commit summaries, task tree layout. */
+import { Graph, layout } from "@dagrejs/dagre";
+import type { CommitRecord, SessionView, Task } from "../../src/index.ts";
+
+/** Runnable now / next timed wake-up, as the kernel reports it to hosts, derived from a view. */
+export function wakeInfoOf(view: SessionView): {
+  runnableNow: string[];
+  nextWakeAt: number | undefined;
+  sleeping: Task[];
+} {
+  const blocked = new Set(view.blocked.filter((b) => b.kind === "task").map((b) => b.id));
+  const runnableNow = view.tasks
+    .filter((t) => (t.state.status === "running" || t.state.status === "pending") && !blocked.has(t.id))
+    .map((t) => t.id);
+  const sleeping = view.tasks.filter((t) => t.state.status === "sleeping");
+  const times = sleeping.map((t) =>
+    t.state.status === "sleeping" ? t.state.until : Number.POSITIVE_INFINITY,
+  );
+  return { runnableNow, nextWakeAt: times.length ? Math.min(...times) : undefined, sleeping };
+}
+
+/** One line per thing a commit changed. */
+export function describeCommit(change: CommitRecord): string[] {
+  const lines: string[] = [];
+  for (const s of change.submissions) lines.push(`submission ${s.id} → ${s.status}`);
+  for (const e of change.entries) lines.push(`entry ${e.conversationId}#${e.seq} ${e.content.kind}`);
+  for (const t of change.tasks) {
+    const phase =
+      t.state.status === "running" || t.state.status === "pending" ? ` @${t.checkpoint.phase}` : "";
+    lines.push(`task ${t.id} (${t.kind}) → ${t.state.status}${phase}`);
+  }
+  for (const d of change.documents)
+    lines.push(
+      `document ${d.id} → v${d.version} (${d.baseline !== undefined ? "baseline" : `${d.patch.length} ops`})`,
+    );
+  return lines;
+}
+
+export interface LaidOutTask {
+  readonly task: Task;
+  readonly x: number;
+  readonly y: number;
+}
+
+export const NODE_WIDTH = 210;
+export const NODE_HEIGHT = 58;
+
+/** A top-down layered layout of the task tree (parents above their children). */
+export function layoutTasks(tasks: readonly Task[]): {
+  nodes: LaidOutTask[];
+  edges: { from: string; points: { x: number; y: number }[] }[];
+  width: number;
+  height: number;
+} {
+  const graph = new Graph();
+  graph.setGraph({ rankdir: "TB", nodesep: 18, ranksep: 38, marginx: 8, marginy: 8 });
+  graph.setDefaultEdgeLabel(() => ({}));
+  const ids = new Set(tasks.map((t) => t.id));
+  for (const task of tasks) graph.setNode(task.id, { width: NODE_WIDTH, height: NODE_HEIGHT });
+  for (const task of tasks)
+    if (task.parentId && ids.has(task.parentId)) graph.setEdge(task.parentId, task.id);
+  layout(graph);
+  const nodes = tasks.map((task) => {
+    const node = graph.node(task.id);
+    return { task, x: (node?.x ?? 0) - NODE_WIDTH / 2, y: (node?.y ?? 0) - NODE_HEIGHT / 2 };
+  });
+  const edges = graph.edges().map((e) => ({ from: e.v, points: graph.edge(e)?.points ?? [] }));
+  const label = graph.graph();
+  return { nodes, edges, width: label.width ?? 0, height: label.height ?? 0 };
+}
+
+export function formatTime(at: number | undefined): string {
+  if (at === undefined) return "—";
+  return new Date(at).toISOString().replace("T", " ").replace("Z", "");
+}

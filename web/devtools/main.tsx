@@ -1,0 +1,10 @@
+/** The bundled devtools page. Local sessions of the demo app get its registry, so recovery can be previewed. */
+import { BrowserMailService, demoRegistry, streamingRegistry } from "../demo-app.ts";
+import { mountDevtools } from "./app.tsx";
+
+mountDevtools(document.getElementById("app") as HTMLElement, {
+  registryFor: (database, sessionId) => {
+    if (database !== "durable-agent-demo") return undefined;
+    return sessionId === "stream-demo" ? streamingRegistry() : demoRegistry(new BrowserMailService());
+  },
+});

@@ -1,0 +1,219 @@
+/**
+ * Where the devtools read a session from, always read-only:
+ * - local: the session's IndexedDB database on this origin, opened read-only (no Web Lock is taken, so the
+ *   tab that leads keeps leading). It listens on the session's BroadcastChannel like a follower tab, and
+ *   re-reads the change log on every announcement (and every second, in case none comes).
+ * - edge: the HTTP API of a Durable Object session (base URL + token): the view, then the change log and
+ *   live commits as Server-Sent Events read with fetch (EventSource cannot send the token), reconnecting
+ *   with `Last-Event-ID` after the server ends a stream.
+ */
+import {
+  type CommitRecord,
+  emptyView,
+  indexedDbStorage,
+  openSession,
+  type RecoveryAction,
+  type Registry,
+  type Session,
+  type SessionView,
+  type Submission,
+} from "../../src/index.ts";
+
+export interface SessionSource {
+  readonly label: string;
+  /** The history base (empty session, or the view at attach time when older changes were pruned). */
+  readonly base: SessionView;
+  /** Delivers retained changes after the base, then live ones, in order. Returns a stop function. */
+  follow(onChanges: (changes: CommitRecord[]) => void, onError: (error: Error) => void): () => void;
+  /** What resume() would do to each unfinished task now (needs the app's registry; local only). */
+  previewRecovery?(): RecoveryAction[];
+  /** The one write the devtools offer, and only on request (edge only). */
+  cancelSubmission?(submissionId: string): Promise<Submission>;
+  close(): Promise<void>;
+}
+
+/** Opens a local session read-only. `registry` is the app's (recovery preview); without it tasks show as blocked. */
+export async function localSource(
+  database: string,
+  sessionId: string,
+  registry?: Registry,
+): Promise<SessionSource> {
+  const storage = indexedDbStorage(database);
+  const session: Session = await openSession({
+    id: sessionId,
+    storage,
+    mode: "read",
+    ...(registry && { registry }),
+  });
+  const first = await session.readChanges(0, 1);
+  const base = first.oldestRetained <= 1 ? emptyView(sessionId) : session.view();
+  let delivered = base.version;
+  const channel = new BroadcastChannel(`durable-agent:${database}:${sessionId}`);
+  let stopped = false;
+  return {
+    label: `local ${database} / ${sessionId}`,
+    base,
+    follow(onChanges, onError) {
+      let reading = false;
+      let again = false;
+      const pull = async () => {
+        for (;;) {
+          const { changes } = await session.readChanges(delivered, 500);
+          if (changes.length === 0 || stopped) return;
+          delivered = changes.at(-1)?.version ?? delivered;
+          onChanges(changes);
+        }
+      };
+      const read = () => {
+        if (reading) {
+          again = true;
+          return;
+        }
+        reading = true;
+        // The session adopts the changes first, so a recovery preview asked for on delivery is current.
+        void session
+          .refresh()
+          .then(pull)
+          .catch((error: unknown) => onError(error as Error))
+          .finally(() => {
+            reading = false;
+            if (again && !stopped) {
+              again = false;
+              read();
+            }
+          });
+      };
+      channel.onmessage = (event: MessageEvent<{ type: string }>) => {
+        // Answer a new leader like a follower would, so it keeps announcing its commits.
+        if (event.data.type === "leader") channel.postMessage({ type: "follower" });
+        read();
+      };
+      channel.postMessage({ type: "follower" });
+      const poll = setInterval(read, 1000);
+      read();
+      return () => {
+        stopped = true;
+        clearInterval(poll);
+        channel.onmessage = null;
+      };
+    },
+    previewRecovery: () => session.previewRecovery(),
+    async close() {
+      stopped = true;
+      channel.close();
+      await session.close();
+      await storage.close();
+    },
+  };
+}
+
+/** Attaches to an edge session over its HTTP API. */
+export async function edgeSource(baseUrl: string, token: string, sessionId: string): Promise<SessionSource> {
+  const root = `${baseUrl.replace(/\/+$/, "")}/sessions/${encodeURIComponent(sessionId)}`;
+  const headers = { authorization: `Bearer ${token}` };
+  const response = await fetch(`${root}/view`, { headers });
+  if (!response.ok) throw new Error(`${response.status}: ${await problemDetail(response)}`);
+  const current = (await response.json()) as SessionView;
+  const base = (await reachesVersionOne(root, headers)) ? emptyView(sessionId) : current;
+  const controller = new AbortController();
+  return {
+    label: `edge ${baseUrl} / ${sessionId}`,
+    base,
+    follow(onChanges, onError) {
+      let last = base.version;
+      const run = async () => {
+        // The server ends each stream after a while; continue from the last change seen.
+        while (!controller.signal.aborted) {
+          const stream = await fetch(`${root}/events`, {
+            headers: { ...headers, "last-event-id": String(last) },
+            signal: controller.signal,
+          });
+          if (!stream.ok || !stream.body)
+            throw new Error(`events: ${stream.status} ${await problemDetail(stream)}`);
+          for await (const event of readServerEvents(stream.body)) {
+            if (event.event === "error")
+              throw new Error((JSON.parse(event.data) as { message: string }).message);
+            if (event.event !== "commit") continue;
+            const change = JSON.parse(event.data) as CommitRecord;
+            last = change.version;
+            onChanges([change]);
+          }
+        }
+      };
+      run().catch((error: unknown) => {
+        if (!controller.signal.aborted) onError(error as Error);
+      });
+      return () => controller.abort();
+    },
+    async cancelSubmission(submissionId) {
+      const answer = await fetch(`${root}/submissions/${encodeURIComponent(submissionId)}/cancel`, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json" },
+        body: JSON.stringify({ reason: "cancelled from devtools" }),
+      });
+      if (!answer.ok) throw new Error(`cancel: ${answer.status} ${await problemDetail(answer)}`);
+      return (await answer.json()) as Submission;
+    },
+    async close() {
+      controller.abort();
+    },
+  };
+}
+
+/** Whether the session's change log still holds version 1 (then history can start from nothing). */
+async function reachesVersionOne(root: string, headers: Record<string, string>): Promise<boolean> {
+  const probe = new AbortController();
+  const stream = await fetch(`${root}/events?since=0`, { headers, signal: probe.signal });
+  if (!stream.ok || !stream.body) return false;
+  try {
+    for await (const event of readServerEvents(stream.body))
+      return event.event === "commit" && event.id === "1";
+    return false;
+  } finally {
+    probe.abort();
+  }
+}
+
+async function problemDetail(response: Response): Promise<string> {
+  const text = await response.text();
+  try {
+    return (JSON.parse(text) as { detail?: string }).detail ?? text;
+  } catch {
+    return text;
+  }
+}
+
+/** Parses a text/event-stream body into events. */
+export async function* readServerEvents(
+  body: ReadableStream<Uint8Array>,
+): AsyncGenerator<{ id?: string; event: string; data: string }> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      let end = buffer.indexOf("\n\n");
+      while (end !== -1) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        end = buffer.indexOf("\n\n");
+        const event: { id?: string; event: string; data: string } = { event: "message", data: "" };
+        for (const line of block.split("\n")) {
+          if (line === "" || line.startsWith(":")) continue;
+          const colon = line.indexOf(":");
+          const field = colon === -1 ? line : line.slice(0, colon);
+          const text = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
+          if (field === "id") event.id = text;
+          else if (field === "event") event.event = text;
+          else if (field === "data") event.data = event.data ? `${event.data}\n${text}` : text;
+        }
+        if (event.data !== "") yield event;
+      }
+    }
+  } finally {
+    reader.releaseLock();
+  }
+}

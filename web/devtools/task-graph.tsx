@@ -1,0 +1,146 @@
+/** The task tree as a laid-out graph (dagre), and the details of the selected task. */
+import { useMemo } from "preact/hooks";
+import type { SessionView, Task } from "../../src/index.ts";
+import { formatTime, layoutTasks, NODE_HEIGHT, NODE_WIDTH } from "./derive.ts";
+import type { SessionHistory } from "./history.ts";
+
+function stateLine(task: Task, blocked: string | undefined): string {
+  if (blocked) return `blocked: ${blocked}`;
+  const s = task.state;
+  switch (s.status) {
+    case "running":
+    case "pending":
+      return `${s.status} @${task.checkpoint.phase}`;
+    case "sleeping":
+      return `sleeping until ${formatTime(s.until).slice(11)}`;
+    case "waiting":
+      return `waits ${s.children.length} (${s.policy}) → ${s.thenPhase}`;
+    case "completing":
+      return `completing (${s.outcome})`;
+    default:
+      return s.status;
+  }
+}
+
+export function TaskGraph(props: {
+  view: SessionView;
+  history: SessionHistory;
+  selected: string | undefined;
+  onSelect: (taskId: string) => void;
+}) {
+  const { view } = props;
+  const graph = useMemo(() => layoutTasks(view.tasks), [view]);
+  const blocked = new Map(view.blocked.filter((b) => b.kind === "task").map((b) => [b.id, b.reason]));
+  const selected = view.tasks.find((t) => t.id === props.selected);
+  if (view.tasks.length === 0) return <p class="empty">No tasks at this version.</p>;
+  return (
+    <div class="split graph-split">
+      <div class="graph">
+        <svg
+          data-testid="task-graph"
+          width={graph.width}
+          height={graph.height}
+          viewBox={`0 0 ${graph.width} ${graph.height}`}
+          aria-label="task tree"
+        >
+          {graph.edges.map((edge, i) => (
+            <polyline key={i} class="edge" points={edge.points.map((p) => `${p.x},${p.y}`).join(" ")} />
+          ))}
+          {graph.nodes.map(({ task, x, y }) => {
+            const status = blocked.has(task.id) ? "blocked" : task.state.status;
+            const activate = () => props.onSelect(task.id);
+            return (
+              // biome-ignore lint/a11y/useSemanticElements: an SVG node cannot be a <button>; it takes focus and Enter
+              <g
+                key={task.id}
+                class={`node ${status}${task.id === props.selected ? " selected" : ""}`}
+                transform={`translate(${x},${y})`}
+                tabIndex={0}
+                role="button"
+                data-task={task.id}
+                data-status={status}
+                aria-label={`${task.kind} ${task.id} ${status}`}
+                onClick={activate}
+                onKeyDown={(e) => {
+                  if (e.key === "Enter" || e.key === " ") {
+                    e.preventDefault();
+                    activate();
+                  }
+                }}
+              >
+                <rect width={NODE_WIDTH} height={NODE_HEIGHT} rx={6} />
+                <text x={8} y={17} class="kind">
+                  {task.kind}
+                  {task.restarts > 0 ? ` ↻${task.restarts}` : ""}
+                </text>
+                <text x={8} y={33} class="id">
+                  {task.id.length > 30 ? `…${task.id.slice(-29)}` : task.id}
+                </text>
+                <text x={8} y={49} class="state">
+                  {stateLine(task, blocked.get(task.id))}
+                </text>
+              </g>
+            );
+          })}
+        </svg>
+      </div>
+      <aside class="details" data-testid="task-details">
+        {selected ? (
+          <TaskDetails task={selected} history={props.history} />
+        ) : (
+          <p class="empty">Select a task.</p>
+        )}
+      </aside>
+    </div>
+  );
+}
+
+function TaskDetails({ task, history }: { task: Task; history: SessionHistory }) {
+  const states = history.taskHistory(task.id);
+  return (
+    <>
+      <h3>
+        {task.kind} v{task.kindVersion}
+      </h3>
+      <dl>
+        <dt>id</dt>
+        <dd>{task.id}</dd>
+        <dt>status</dt>
+        <dd>{task.state.status}</dd>
+        <dt>phase</dt>
+        <dd>{task.checkpoint.phase}</dd>
+        <dt>attempts / restarts</dt>
+        <dd>
+          {task.attempts} / {task.restarts}
+        </dd>
+        {task.parentId && (
+          <>
+            <dt>parent</dt>
+            <dd>{task.parentId}</dd>
+          </>
+        )}
+        {task.cancelRequested && (
+          <>
+            <dt>cancel requested</dt>
+            <dd>{task.cancelRequested}</dd>
+          </>
+        )}
+      </dl>
+      <h4>Input</h4>
+      <pre>{JSON.stringify(task.input, null, 2)}</pre>
+      <h4>Checkpoint</h4>
+      <pre>{JSON.stringify(task.checkpoint, null, 2)}</pre>
+      <h4>State</h4>
+      <pre>{JSON.stringify(task.state, null, 2)}</pre>
+      <h4>History</h4>
+      <ol class="history" data-testid="task-history">
+        {states.map((s) => (
+          <li key={s.version}>
+            v{s.version} · {formatTime(s.at).slice(11)} · {s.task.state.status} @{s.task.checkpoint.phase}
+            {s.task.restarts > 0 ? ` · restarts ${s.task.restarts}` : ""}
+          </li>
+        ))}
+      </ol>
+    </>
+  );
+}

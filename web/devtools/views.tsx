@@ -1,0 +1,279 @@
+/** The devtools views of one session version: submissions, conversation, documents, timeline, wake info. */
+import { useState } from "preact/hooks";
+import {
+  type CommitRecord,
+  diffJson,
+  type Entry,
+  type RecoveryAction,
+  type SessionView,
+  type Submission,
+} from "../../src/index.ts";
+import { describeCommit, formatTime, wakeInfoOf } from "./derive.ts";
+import type { SessionHistory } from "./history.ts";
+
+const json = (value: unknown) => JSON.stringify(value, null, 2);
+const finished = (s: Submission) =>
+  s.status === "succeeded" || s.status === "failed" || s.status === "cancelled";
+
+export function SubmissionsView(props: { view: SessionView; onCancel?: ((id: string) => void) | undefined }) {
+  if (props.view.submissions.length === 0) return <p class="empty">No submissions at this version.</p>;
+  return (
+    <table data-testid="submissions">
+      <thead>
+        <tr>
+          <th>submission</th>
+          <th>request</th>
+          <th>status</th>
+          <th>accepted</th>
+          <th>took</th>
+          <th>task</th>
+          {props.onCancel && <th />}
+        </tr>
+      </thead>
+      <tbody>
+        {props.view.submissions.map((s) => (
+          <tr key={s.id}>
+            <td>{s.id}</td>
+            <td>{s.requestId}</td>
+            <td>
+              <span class={`status ${s.status}`}>{s.status}</span>
+            </td>
+            <td>{formatTime(s.acceptedAt)}</td>
+            <td>
+              {finished(s) ? `${s.updatedAt - s.acceptedAt} ms` : `running ${s.updatedAt - s.acceptedAt} ms+`}
+            </td>
+            <td>{s.taskId ?? "—"}</td>
+            {props.onCancel && (
+              <td>
+                {!finished(s) && (
+                  <button type="button" onClick={() => props.onCancel?.(s.id)}>
+                    cancel…
+                  </button>
+                )}
+              </td>
+            )}
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function EntryLine({ entry }: { entry: Entry }) {
+  const c = entry.content;
+  switch (c.kind) {
+    case "user":
+    case "note":
+    case "summary":
+      return <span>{c.text}</span>;
+    case "model":
+      return (
+        <span>
+          {c.text}
+          {c.toolCalls.map((call) => (
+            <code key={call.id} class="call">
+              {call.name}({call.args})
+            </code>
+          ))}
+        </span>
+      );
+    case "tool-result":
+      return (
+        <span>
+          <code>{c.toolName}</code> <span class={`tag ${c.outcome}`}>{c.outcome}</span>{" "}
+          {JSON.stringify(c.output)}
+        </span>
+      );
+    case "interrupted":
+      return (
+        <span>
+          <span class="tag interrupted">interrupted</span> partial: “{c.partialText}”
+        </span>
+      );
+  }
+}
+
+export function ConversationView({ view }: { view: SessionView }) {
+  if (view.conversations.length === 0) return <p class="empty">No conversation at this version.</p>;
+  return (
+    <div data-testid="conversation">
+      {view.conversations.map((conversation) => (
+        <section key={conversation.id}>
+          <h3>
+            {conversation.id} <small>({conversation.entryCount} entries)</small>
+          </h3>
+          <ol class="entries">
+            {conversation.entries.map((entry) => (
+              <li key={entry.seq} class={`entry ${entry.content.kind}`}>
+                <span class="meta">
+                  #{entry.seq} v{entry.version} {entry.content.kind}
+                </span>{" "}
+                <EntryLine entry={entry} />
+              </li>
+            ))}
+          </ol>
+        </section>
+      ))}
+    </div>
+  );
+}
+
+export function DocumentsView(props: { view: SessionView; history: SessionHistory }) {
+  const { view, history } = props;
+  const [selected, setSelected] = useState<string | undefined>(undefined);
+  const current = view.documents.find((d) => d.id === selected) ?? view.documents[0];
+  const versions = current ? history.documentVersions(current.id) : [];
+  const [from, setFrom] = useState<number | undefined>(undefined);
+  const [to, setTo] = useState<number | undefined>(undefined);
+  if (!current) return <p class="empty">No documents at this version.</p>;
+  const valueAt = (version: number | undefined) =>
+    version === undefined
+      ? null
+      : (history.viewAt(version).documents.find((d) => d.id === current.id)?.value ?? null);
+  const left = from ?? versions.at(-2)?.version;
+  const right = to ?? versions.at(-1)?.version;
+  const diff = left !== undefined && right !== undefined ? diffJson(valueAt(left), valueAt(right)) : [];
+  return (
+    <div class="split" data-testid="documents">
+      <ul class="list" aria-label="documents">
+        {view.documents.map((d) => (
+          <li key={d.id}>
+            <button type="button" aria-pressed={d.id === current.id} onClick={() => setSelected(d.id)}>
+              {d.id}{" "}
+              <small>
+                {d.type} v{d.version}
+              </small>
+            </button>
+          </li>
+        ))}
+      </ul>
+      <div>
+        <h3 data-testid="document-title">
+          {current.id} — v{current.version} ({current.type})
+        </h3>
+        <pre data-testid="document-value">{json(current.value)}</pre>
+        <h4>Diff between versions</h4>
+        <label>
+          from{" "}
+          <select value={left} onChange={(e) => setFrom(Number(e.currentTarget.value))}>
+            {versions.map((v) => (
+              <option key={v.version} value={v.version}>
+                v{v.documentVersion} (commit {v.version})
+              </option>
+            ))}
+          </select>
+        </label>{" "}
+        <label>
+          to{" "}
+          <select value={right} onChange={(e) => setTo(Number(e.currentTarget.value))}>
+            {versions.map((v) => (
+              <option key={v.version} value={v.version}>
+                v{v.documentVersion} (commit {v.version})
+              </option>
+            ))}
+          </select>
+        </label>
+        <ul class="diff" data-testid="document-diff">
+          {diff.length === 0 && <li>no difference</li>}
+          {diff.map((op, i) => (
+            <li key={i} class={`op ${op.op}`}>
+              <code>{op.op}</code> {op.path} {"value" in op ? JSON.stringify(op.value) : ""}
+            </li>
+          ))}
+        </ul>
+      </div>
+    </div>
+  );
+}
+
+export function TimelineView(props: {
+  commits: readonly CommitRecord[];
+  version: number;
+  onScrub: (version: number) => void;
+}) {
+  const shown = props.commits.slice(-300).reverse();
+  return (
+    <ol class="timeline" data-testid="timeline" reversed>
+      {shown.map((change) => (
+        <li key={change.version} class={change.version === props.version ? "current" : ""}>
+          <button type="button" onClick={() => props.onScrub(change.version)}>
+            v{change.version}
+          </button>{" "}
+          <span class="meta">
+            {formatTime(change.at)} · epoch {change.epoch}
+            {change.deferred ? " · deferred" : ""}
+          </span>
+          <ul>
+            {describeCommit(change).map((line) => (
+              <li key={line}>{line}</li>
+            ))}
+          </ul>
+        </li>
+      ))}
+    </ol>
+  );
+}
+
+function describeAction(action: RecoveryAction): string {
+  switch (action.kind) {
+    case "reenter":
+      return `${action.restart ? "re-enter" : "start"} phase “${action.phase}”${action.restart ? " (counted restart)" : ""}${action.detail ? ` — ${action.detail}` : ""}`;
+    case "fail-restart-limit":
+      return `fail: restart limit reached in phase “${action.phase}” (${action.restarts} restarts)`;
+    case "recheck-children":
+      return `re-check its join (${action.open} children still open)`;
+    case "await-children":
+      return `keep waiting for ${action.open} children to wind down`;
+    case "wake-now":
+      return `wake now into phase “${action.phase}” (its sleep is over)`;
+    case "sleep-until":
+      return `keep sleeping until ${formatTime(action.until)}`;
+    case "migrate":
+      return `migrate from version ${action.from} to ${action.to}`;
+    case "blocked":
+      return `blocked: ${action.reason}`;
+  }
+}
+
+export function WakeView(props: {
+  view: SessionView;
+  preview: RecoveryAction[] | undefined;
+  isLatest: boolean;
+}) {
+  const wake = wakeInfoOf(props.view);
+  return (
+    <div data-testid="wake">
+      <h3>Wake info</h3>
+      <p>
+        Runnable now:{" "}
+        <strong data-testid="runnable">
+          {wake.runnableNow.length ? wake.runnableNow.join(", ") : "nothing"}
+        </strong>
+        <br />
+        Next wake-up: <strong data-testid="next-wake">{formatTime(wake.nextWakeAt)}</strong>
+      </p>
+      <h3>Recovery preview</h3>
+      {!props.isLatest ? (
+        <p class="empty">Scrub to the latest version to preview recovery.</p>
+      ) : props.preview === undefined ? (
+        <p class="empty">Needs the app's registry (local sessions attached with one).</p>
+      ) : props.preview.length === 0 ? (
+        <p data-testid="recovery-empty">Nothing to recover: no unfinished task.</p>
+      ) : (
+        <>
+          <p class="hint">
+            What resume() would do now if this session is not running (for a running one, what a new leader
+            would do).
+          </p>
+          <ul data-testid="recovery">
+            {props.preview.map((action) => (
+              <li key={`${action.taskId}:${action.kind}`} data-task={action.taskId} data-kind={action.kind}>
+                <code>{action.taskId}</code>: {describeAction(action)}
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
+    </div>
+  );
+}
