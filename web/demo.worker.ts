@@ -5,9 +5,11 @@ import type { Json } from "../src/index.ts";
 import { exposeSessionWorker } from "../worker/index.ts";
 import { BrowserMailService, demoRegistry, streamingRegistry } from "./demo-app.ts";
 
-const mail = new BrowserMailService();
-// The page picks the scenario through the worker's name: "emails" (default) or "stream".
-const scenario = self.name === "stream" ? "stream" : "emails";
+// The page picks the scenario through the worker's name: "emails" (default) or "stream", optionally with
+// the mail provider's delay per send: "emails:3000".
+const [scenarioName, delay] = self.name.split(":");
+const scenario = scenarioName === "stream" ? "stream" : "emails";
+const mail = new BrowserMailService(undefined, delay ? Number(delay) : undefined);
 void exposeSessionWorker({
   database: "durable-agent-demo",
   sessionId: scenario === "stream" ? "stream-demo" : "support-42",

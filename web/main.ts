@@ -3,9 +3,15 @@ import type { CommitRecord, Entry } from "../src/index.ts";
 import { connectSessionWorker, requestPersistentStorage } from "../worker/index.ts";
 
 // ?scenario=stream shows a slowly streamed answer (reload mid-stream); the default is the five emails.
-const scenario = new URLSearchParams(location.search).get("scenario") === "stream" ? "stream" : "emails";
+// ?mailDelay=<ms> slows the mail provider down (more time to reload, or to watch in the devtools).
+const params = new URLSearchParams(location.search);
+const scenario = params.get("scenario") === "stream" ? "stream" : "emails";
+const mailDelay = Number(params.get("mailDelay")) || undefined;
 const client = connectSessionWorker(
-  new Worker(new URL("./demo.worker.ts", import.meta.url), { type: "module", name: scenario }),
+  new Worker(new URL("./demo.worker.ts", import.meta.url), {
+    type: "module",
+    name: mailDelay ? `${scenario}:${mailDelay}` : scenario,
+  }),
 );
 const log = document.querySelector<HTMLOListElement>("#log") as HTMLOListElement;
 const status = document.querySelector<HTMLDivElement>("#status") as HTMLDivElement;
