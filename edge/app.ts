@@ -9,6 +9,7 @@
  * | `GET /sessions/:id/submissions/:sid?wait=ms` | the Submission, optionally waiting for it to end |
  * | `POST /sessions/:id/submissions/:sid/cancel` `{ reason? }` | requests cancellation; the Submission |
  * | `GET /sessions/:id/view?atLeast=v&wait=ms` | the session's current view (`version` inside, ETag) |
+ * | `GET /sessions/:id/recovery` | what resume() would do to each unfinished task (no side effects) |
  * | `GET /sessions/:id/events?since=v` (or `Last-Event-ID`) | committed changes as Server-Sent Events |
  *
  * Errors are `application/problem+json` naming the bad field. Unauthenticated requests get 401 before any
@@ -139,6 +140,12 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     const waitMs = parse("query.wait", Wait, c.req.query("wait") ?? "0");
     if (waitMs instanceof Response) return waitMs;
     return forward(c, { op: "view", sessionId, atLeast, waitMs });
+  });
+
+  app.get("/sessions/:id/recovery", async (c) => {
+    const sessionId = parse("params.id", IdSchema, c.req.param("id"));
+    if (sessionId instanceof Response) return sessionId;
+    return forward(c, { op: "recovery", sessionId });
   });
 
   app.get("/sessions/:id/events", async (c) => {

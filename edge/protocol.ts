@@ -42,6 +42,7 @@ export type InternalRoute =
     }
   | { readonly op: "cancel"; readonly sessionId: string; readonly submissionId: string }
   | { readonly op: "view"; readonly sessionId: string; readonly atLeast: number; readonly waitMs: number }
+  | { readonly op: "recovery"; readonly sessionId: string }
   | {
       readonly op: "events";
       readonly sessionId: string;
@@ -70,6 +71,7 @@ const InternalRouteSchema = z.discriminatedUnion("op", [
   z.object({ op: z.literal("submission"), sessionId: IdSchema, submissionId: IdSchema, waitMs: CountSchema }),
   z.object({ op: z.literal("cancel"), sessionId: IdSchema, submissionId: IdSchema }),
   z.object({ op: z.literal("view"), sessionId: IdSchema, atLeast: CountSchema, waitMs: CountSchema }),
+  z.object({ op: z.literal("recovery"), sessionId: IdSchema }),
   z.object({ op: z.literal("events"), sessionId: IdSchema, since: CountSchema, maxStreamMs: CountSchema }),
 ]);
 

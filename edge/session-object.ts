@@ -15,6 +15,7 @@ import {
   InvalidArgumentError,
   openSession,
   parseSubmitInput,
+  type RecoveryAction,
   type Registry,
   type Session,
   SessionNotFoundError,
@@ -153,6 +154,8 @@ class SessionHost<Env> {
           await within(reachVersion(session, route.atLeast), route.waitMs);
         return Response.json(session.view(), { headers: { etag: `"v${session.version}"` } });
       }
+      case "recovery":
+        return Response.json(await this.previewRecovery(route.sessionId));
       case "events": {
         const session = await this.required(route.sessionId);
         if (route.since > session.version) {
@@ -163,6 +166,30 @@ class SessionHost<Env> {
         }
         return commitEventStream(session, route.since, route.maxStreamMs);
       }
+    }
+  }
+
+  /**
+   * What resume() would do to each unfinished task. A session this instance runs answers for "if it died
+   * now"; one that is not running (evicted, its alarm not yet fired) is opened read-only for the answer, so
+   * asking neither takes ownership nor resumes anything.
+   */
+  private async previewRecovery(sessionId: string): Promise<RecoveryAction[]> {
+    if (this.session?.status === "open") {
+      if (this.session.id !== sessionId) throw new SessionNotFoundError(sessionId);
+      return this.session.previewRecovery();
+    }
+    if (!this.storage.sessionIds().includes(sessionId)) throw new SessionNotFoundError(sessionId);
+    const reader = await openSession({
+      id: sessionId,
+      storage: this.storage,
+      registry: this.options.registry(this.env),
+      mode: "read",
+    });
+    try {
+      return reader.previewRecovery();
+    } finally {
+      await reader.close();
     }
   }
 

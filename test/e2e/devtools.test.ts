@@ -232,6 +232,8 @@ describe("devtools page in Chromium", () => {
         expect(last.latest).toBe(server.version);
         await tab(devtools, "submissions");
         expect(await devtools.textContent("[data-testid=submissions]")).toContain(done.status);
+        await tab(devtools, "wake");
+        await devtools.waitForSelector("[data-testid=recovery-empty]", TIMEOUT); // answered by the Durable Object
         await tab(devtools, "tasks");
         await shoot(devtools, "edge-task-graph");
         await devtools.focus("[data-testid=scrubber]");

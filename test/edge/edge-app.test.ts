@@ -76,6 +76,42 @@ describe("edge host on workerd", () => {
     }
   }, 90_000);
 
+  it("previews the recovery of a session that is not running without resuming it; resume then does just that", async () => {
+    const persist = mkdtempSync(join(tmpdir(), "edge-preview-"));
+    const options = { persist, watchdogMs: 600_000, mailDelayMs: 300 }; // no alarm comes back by itself
+    let edge = await EdgeExample.start(script, options);
+    try {
+      const accepted = await edge.json<Submission>("/sessions/preview/submissions", { body: notice("r1") });
+      await until(async () => (await edge.deliveries()).length >= 1);
+      await edge.dispose();
+      edge = await EdgeExample.start(script, options);
+
+      type Action = { kind: string; taskId: string; restart?: boolean; detail?: string };
+      const preview = await edge.json<Action[]>("/sessions/preview/recovery");
+      expect(await edge.json<Action[]>("/sessions/preview/recovery")).toEqual(preview); // asking changed nothing
+      const restarted = preview.filter((a) => a.kind === "reenter" && a.restart).map((a) => a.taskId);
+      expect(restarted.length).toBeGreaterThan(0);
+      expect(
+        preview.some(
+          (a) => a.kind === "reenter" && a.detail?.startsWith("send_email: confirm by operation id"),
+        ),
+      ).toBe(true);
+      const deliveredBefore = (await edge.deliveries()).length;
+      expect(deliveredBefore).toBeLessThan(5);
+
+      expect(await (await edge.request("/__alarm/preview")).text()).toBe("alarm handled"); // the late alarm
+      const done = await edge.json<Submission>(`/sessions/preview/submissions/${accepted.id}?wait=20000`);
+      expect(done.status).toBe("succeeded");
+      const view = await edge.json<SessionView>("/sessions/preview/view");
+      const counted = view.tasks.filter((t) => t.restarts > 0).map((t) => t.id);
+      expect(counted.sort()).toEqual(restarted.sort());
+      expect(ofTask(await edge.deliveries(), accepted.taskId)).toHaveLength(5);
+    } finally {
+      await edge.dispose();
+      rmSync(persist, { recursive: true, force: true });
+    }
+  }, 90_000);
+
   describe("one runtime", () => {
     let edge: EdgeExample;
     beforeAll(async () => {
@@ -271,6 +307,7 @@ describe("edge host on workerd", () => {
           "headers.last-event-id",
         ],
         ["unknown route", edge.request("/nowhere"), 404, "not-found"],
+        ["recovery of an unknown session", edge.request("/sessions/bad/recovery"), 404, "session-not-found"],
       ];
       for (const [name, pending, status, code, path] of cases) {
         const response = await pending;

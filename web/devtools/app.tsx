@@ -4,7 +4,7 @@
  */
 import { render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import type { Registry } from "../../src/index.ts";
+import type { RecoveryAction, Registry } from "../../src/index.ts";
 import { formatTime } from "./derive.ts";
 import { SessionHistory } from "./history.ts";
 import { edgeSource, localSource, type SessionSource } from "./sources.ts";
@@ -154,10 +154,19 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   const latest = history?.latest.version ?? 0;
   const shown = live ? latest : version;
   const view = useMemo(() => history?.viewAt(shown), [history, shown, latest]);
-  const preview = useMemo(
-    () => (source?.previewRecovery && shown === latest ? source.previewRecovery() : undefined),
-    [source, shown, latest],
-  );
+  const [preview, setPreview] = useState<RecoveryAction[] | undefined>(undefined);
+  useEffect(() => {
+    let current = true;
+    setPreview(undefined);
+    if (tab !== "wake" || !source?.previewRecovery || shown !== latest) return;
+    source
+      .previewRecovery()
+      .then((actions) => current && setPreview(actions))
+      .catch((e: unknown) => setError((e as Error).message));
+    return () => {
+      current = false;
+    };
+  }, [source, shown, latest, tab]);
 
   return (
     <>
@@ -245,7 +254,14 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                 }}
               />
             )}
-            {tab === "wake" && <WakeView view={view} preview={preview} isLatest={shown === latest} />}
+            {tab === "wake" && (
+              <WakeView
+                view={view}
+                preview={preview}
+                canPreview={source?.previewRecovery !== undefined}
+                isLatest={shown === latest}
+              />
+            )}
           </div>
         </>
       )}

@@ -25,8 +25,11 @@ export interface SessionSource {
   readonly base: SessionView;
   /** Delivers retained changes after the base, then live ones, in order. Returns a stop function. */
   follow(onChanges: (changes: CommitRecord[]) => void, onError: (error: Error) => void): () => void;
-  /** What resume() would do to each unfinished task now (needs the app's registry; local only). */
-  previewRecovery?(): RecoveryAction[];
+  /**
+   * What resume() would do to each unfinished task now. Local sessions need the app's registry for it;
+   * edge sessions answer from their Durable Object (read-only when it is not running).
+   */
+  previewRecovery?(): Promise<RecoveryAction[]>;
   /** The one write the devtools offer, and only on request (edge only). */
   cancelSubmission?(submissionId: string): Promise<Submission>;
   close(): Promise<void>;
@@ -97,7 +100,7 @@ export async function localSource(
         channel.onmessage = null;
       };
     },
-    previewRecovery: () => session.previewRecovery(),
+    ...(registry && { previewRecovery: async () => session.previewRecovery() }),
     async close() {
       stopped = true;
       channel.close();
@@ -144,6 +147,11 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
         if (!controller.signal.aborted) onError(error as Error);
       });
       return () => controller.abort();
+    },
+    async previewRecovery() {
+      const answer = await fetch(`${root}/recovery`, { headers });
+      if (!answer.ok) throw new Error(`recovery: ${answer.status} ${await problemDetail(answer)}`);
+      return (await answer.json()) as RecoveryAction[];
     },
     async cancelSubmission(submissionId) {
       const answer = await fetch(`${root}/submissions/${encodeURIComponent(submissionId)}/cancel`, {

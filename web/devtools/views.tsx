@@ -238,6 +238,7 @@ function describeAction(action: RecoveryAction): string {
 export function WakeView(props: {
   view: SessionView;
   preview: RecoveryAction[] | undefined;
+  canPreview: boolean;
   isLatest: boolean;
 }) {
   const wake = wakeInfoOf(props.view);
@@ -255,8 +256,10 @@ export function WakeView(props: {
       <h3>Recovery preview</h3>
       {!props.isLatest ? (
         <p class="empty">Scrub to the latest version to preview recovery.</p>
+      ) : !props.canPreview ? (
+        <p class="empty">Not available: a local session needs the app's registry to preview recovery.</p>
       ) : props.preview === undefined ? (
-        <p class="empty">Needs the app's registry (local sessions attached with one).</p>
+        <p class="empty">Loading…</p>
       ) : props.preview.length === 0 ? (
         <p data-testid="recovery-empty">Nothing to recover: no unfinished task.</p>
       ) : (
