@@ -16,7 +16,7 @@ import {
   type SessionView,
   type Submission,
 } from "../../src/index.ts";
-import { bundleWorker, EdgeExample, readEvents } from "../support/workerd.ts";
+import { bundleWorker, EdgeExample, readEvents, startWorkerd } from "../support/workerd.ts";
 
 const script = await bundleWorker(fileURLToPath(new URL("./fixtures/edge-example.ts", import.meta.url)));
 const notice = (requestId: string) => ({
@@ -111,6 +111,48 @@ describe("edge host on workerd", () => {
       rmSync(persist, { recursive: true, force: true });
     }
   }, 90_000);
+
+  it("wakes a sleeping task on its alarm after the runtime restarted, with no request to the session", async () => {
+    const sleeper = await bundleWorker(fileURLToPath(new URL("./fixtures/sleeper.ts", import.meta.url)));
+    const persist = mkdtempSync(join(tmpdir(), "edge-sleep-"));
+    const start = () => startWorkerd(sleeper, { SESSIONS: "AgentSession" }, persist, { API_TOKEN: "t" });
+    const call = async (runtime: ReturnType<typeof start>, path: string, body?: unknown) => {
+      const response = await runtime.dispatchFetch(`http://edge.test${path}`, {
+        method: body === undefined ? "GET" : "POST",
+        headers: { authorization: "Bearer t", "content-type": "application/json" },
+        ...(body !== undefined && { body: JSON.stringify(body) }),
+      });
+      return (await response.json()) as Submission & SessionView;
+    };
+    let runtime = start();
+    try {
+      const input = { text: "nap", data: { ms: 1500 } };
+      const accepted = await call(runtime, "/sessions/nap/submissions", {
+        requestId: "r1",
+        conversationId: "main",
+        input,
+      });
+      const sleeping = await call(runtime, "/sessions/nap/view?atLeast=2&wait=5000");
+      expect(sleeping.tasks.map((t) => t.state.status)).toEqual(["sleeping"]);
+      await runtime.dispose(); // evicted while the task sleeps: only the stored alarm remembers it
+      runtime = start();
+      const until = sleeping.tasks[0]?.state.status === "sleeping" ? sleeping.tasks[0].state.until : 0;
+      // Nothing touches the session until well after its wake time.
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, until - Date.now()) + 1500));
+      const askedAt = Date.now();
+      const done = await call(runtime, `/sessions/nap/submissions/${accepted.id}`);
+      expect(done.status).toBe("succeeded");
+      const task = (await call(runtime, "/sessions/nap/view")).tasks[0];
+      expect(task?.state.status).toBe("succeeded");
+      // It woke at its time and finished before any request reached the session: the alarm woke it.
+      expect(task?.updatedAt).toBeGreaterThanOrEqual(until);
+      expect(task?.updatedAt).toBeLessThan(askedAt - 500);
+      expect(task?.restarts).toBe(0); // sleeping is not running: no restart is counted
+    } finally {
+      await runtime.dispose();
+      rmSync(persist, { recursive: true, force: true });
+    }
+  }, 60_000);
 
   describe("one runtime", () => {
     let edge: EdgeExample;

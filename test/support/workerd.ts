@@ -20,6 +20,7 @@ export function startWorkerd(
   script: string,
   durableObjects: Record<string, string>,
   persist?: string,
+  bindings: Record<string, string> = {},
 ): Miniflare {
   return new Miniflare({
     modules: true,
@@ -30,6 +31,7 @@ export function startWorkerd(
       Object.entries(durableObjects).map(([binding, className]) => [binding, { className, useSQLite: true }]),
     ),
     ...(persist !== undefined && { durableObjectsPersist: persist }),
+    bindings,
   });
 }
 
