@@ -189,7 +189,7 @@ describe("devtools page in Chromium", () => {
     });
   }, 120_000);
 
-  it("follows an edge session over HTTP + SSE while it runs, and scrubs it", async () => {
+  it("follows an edge session over HTTP + SSE while it runs, scrubs it, and cancels a submission on request", async () => {
     const script = await bundleWorker(
       fileURLToPath(new URL("../edge/fixtures/edge-example.ts", import.meta.url)),
     );
@@ -243,6 +243,27 @@ describe("devtools page in Chromium", () => {
         expect(await devtools.textContent(".panel")).toContain("No tasks at this version");
         await tab(devtools, "documents");
         expect(await devtools.textContent("[data-testid=document-title]")).toContain("plan");
+
+        // The one write the devtools offer: cancelling a running submission, after a confirmation.
+        await devtools.focus("[data-testid=scrubber]");
+        await devtools.keyboard.press("End");
+        await devtools.check("[data-testid=live]");
+        const second = await edge.json<Submission>("/sessions/edge-devtools/submissions", {
+          body: { requestId: "r2", conversationId: "second", input: "Send the approved notice again" },
+        });
+        await tab(devtools, "submissions");
+        const cancel = `[data-testid=submissions] tr:has-text("${second.id}") button`;
+        await devtools.waitForSelector(cancel, TIMEOUT);
+        devtools.once("dialog", (dialog) => void dialog.accept());
+        await devtools.click(cancel);
+        const ended = await edge.json<Submission>(
+          `/sessions/edge-devtools/submissions/${second.id}?wait=20000`,
+        );
+        expect(ended.status).toBe("cancelled");
+        await devtools.waitForSelector(
+          `[data-testid=submissions] tr:has-text("${second.id}") .status.cancelled`,
+          TIMEOUT,
+        );
       });
     } finally {
       await edge.dispose();
