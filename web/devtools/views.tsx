@@ -191,26 +191,35 @@ export function TimelineView(props: {
   version: number;
   onScrub: (version: number) => void;
 }) {
-  const shown = props.commits.slice(-300).reverse();
+  const [limit, setLimit] = useState(300);
+  const shown = props.commits.slice(-limit).reverse();
+  const older = props.commits.length - shown.length;
   return (
-    <ol class="timeline" data-testid="timeline" reversed>
-      {shown.map((change) => (
-        <li key={change.version} class={change.version === props.version ? "current" : ""}>
-          <button type="button" onClick={() => props.onScrub(change.version)}>
-            v{change.version}
-          </button>{" "}
-          <span class="meta">
-            {formatTime(change.at)} · epoch {change.epoch}
-            {change.deferred ? " · deferred" : ""}
-          </span>
-          <ul>
-            {describeCommit(change).map((line) => (
-              <li key={line}>{line}</li>
-            ))}
-          </ul>
-        </li>
-      ))}
-    </ol>
+    <>
+      <ol class="timeline" data-testid="timeline" reversed>
+        {shown.map((change) => (
+          <li key={change.version} class={change.version === props.version ? "current" : ""}>
+            <button type="button" onClick={() => props.onScrub(change.version)}>
+              v{change.version}
+            </button>{" "}
+            <span class="meta">
+              {formatTime(change.at)} · epoch {change.epoch}
+              {change.deferred ? " · deferred" : ""}
+            </span>
+            <ul>
+              {describeCommit(change).map((line) => (
+                <li key={line}>{line}</li>
+              ))}
+            </ul>
+          </li>
+        ))}
+      </ol>
+      {older > 0 && (
+        <button type="button" onClick={() => setLimit(limit + 300)}>
+          show older commits ({older} more)
+        </button>
+      )}
+    </>
   );
 }
 
