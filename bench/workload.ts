@@ -56,32 +56,46 @@ export function renumber(template: readonly CommitRecord[], from: number, count:
 }
 
 /**
- * Runs raw transactions with exactly the rows the kernel writes for the same steps, using a bare `idb`
- * connection on the kernel's object stores. Returns ms per transaction.
+ * A bare `idb` connection on the kernel's object stores that writes exactly the rows the kernel writes for
+ * given commits, one transaction per commit. `write` returns ms per transaction.
  */
+export async function openRawWriter(database: string, durability: "strict" | "relaxed") {
+  const db: IDBPDatabase = await openDB(database);
+  const sessionId = "raw";
+  const stores = [...db.objectStoreNames];
+  let version = 0;
+  return {
+    async write(commits: readonly CommitRecord[]): Promise<number> {
+      const rows = commits.map((commit) => rowsOfCommit(commit));
+      const start = performance.now();
+      for (const commitRows of rows) {
+        const tx = db.transaction(stores, "readwrite", { durability });
+        const meta = tx.objectStore("sessions");
+        await meta.get(sessionId);
+        const writes: Promise<unknown>[] = commitRows.map((row) =>
+          tx.objectStore(row.table).put(row.value, [sessionId, ...row.key]),
+        );
+        writes.push(meta.put({ id: sessionId, version: ++version }, sessionId));
+        await Promise.all([...writes, tx.done]);
+      }
+      return (performance.now() - start) / rows.length;
+    },
+    close: () => db.close(),
+  };
+}
+
+/** Runs raw transactions with exactly the rows the kernel writes for the same steps. Returns ms per transaction. */
 export async function rawCommits(
   database: string,
   commits: readonly CommitRecord[],
   durability: "strict" | "relaxed",
 ): Promise<number> {
-  const db: IDBPDatabase = await openDB(database);
-  const sessionId = "raw";
-  const rows = commits.map((commit) => rowsOfCommit(commit));
-  const stores = [...db.objectStoreNames];
-  const start = performance.now();
-  for (const [i, commitRows] of rows.entries()) {
-    const tx = db.transaction(stores, "readwrite", { durability });
-    const meta = tx.objectStore("sessions");
-    await meta.get(sessionId);
-    const writes: Promise<unknown>[] = commitRows.map((row) =>
-      tx.objectStore(row.table).put(row.value, [sessionId, ...row.key]),
-    );
-    writes.push(meta.put({ id: sessionId, version: i + 1 }, sessionId));
-    await Promise.all([...writes, tx.done]);
+  const writer = await openRawWriter(database, durability);
+  try {
+    return await writer.write(commits);
+  } finally {
+    writer.close();
   }
-  const elapsed = performance.now() - start;
-  db.close();
-  return elapsed / rows.length;
 }
 
 /** Times `n` workload commits through the Session; returns ms per commit. */
