@@ -178,6 +178,14 @@ describe("devtools page in Chromium", () => {
       await devtools.keyboard.press("End");
       expect((await versions(devtools)).shown).toBe(after.latest);
 
+      // A document diff between versions: the mail-0 tool-run record gained its output.
+      await tab(devtools, "documents");
+      await devtools.click('[aria-label=documents] button:has-text("tool-run:"):has-text("/mail-0")');
+      expect(await devtools.textContent("[data-testid=document-title]")).toContain("/mail-0 — v2");
+      const diff = (await devtools.textContent("[data-testid=document-diff]")) ?? "";
+      expect(diff).toContain("add /output");
+      expect(diff).not.toContain("no difference");
+
       await tab(devtools, "submissions");
       expect(await devtools.textContent("[data-testid=submissions]")).toContain("succeeded");
       await shoot(devtools, "submissions");
