@@ -25,6 +25,7 @@ export const CountSchema = z
   .regex(/^\d{1,15}$/, "must be a non-negative integer")
   .transform(Number);
 
+/** The cancel body (an empty one is `{}`), or an InvalidArgumentError naming the bad field. */
 export function parseCancelBody(value: unknown): z.output<typeof CancelBodySchema> {
   const result = CancelBodySchema.safeParse(value ?? {});
   if (result.success) return result.data;

@@ -36,12 +36,14 @@ export function describeCommit(change: CommitRecord): string[] {
   return lines;
 }
 
+/** A task node placed by the layout (top-left corner). */
 export interface LaidOutTask {
   readonly task: Task;
   readonly x: number;
   readonly y: number;
 }
 
+/** Size of one task node in the graph, in CSS pixels. */
 export const NODE_WIDTH = 210;
 export const NODE_HEIGHT = 58;
 
@@ -69,6 +71,7 @@ export function layoutTasks(tasks: readonly Task[]): {
   return { nodes, edges, width: label.width ?? 0, height: label.height ?? 0 };
 }
 
+/** A commit time as `YYYY-MM-DD HH:MM:SS.mmm` (UTC), or a dash. */
 export function formatTime(at: number | undefined): string {
   if (at === undefined) return "—";
   return new Date(at).toISOString().replace("T", " ").replace("Z", "");

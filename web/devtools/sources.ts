@@ -19,6 +19,7 @@ import {
   type Submission,
 } from "../../src/index.ts";
 
+/** A session the devtools follow, read-only. */
 export interface SessionSource {
   readonly label: string;
   /** The history base (empty session, or the view at attach time when older changes were pruned). */

@@ -15,6 +15,7 @@ const json = (value: unknown) => JSON.stringify(value, null, 2);
 const finished = (s: Submission) =>
   s.status === "succeeded" || s.status === "failed" || s.status === "cancelled";
 
+/** Submissions with status and timing; a cancel button when the source allows it (edge). */
 export function SubmissionsView(props: { view: SessionView; onCancel?: ((id: string) => void) | undefined }) {
   if (props.view.submissions.length === 0) return <p class="empty">No submissions at this version.</p>;
   return (
@@ -93,6 +94,7 @@ function EntryLine({ entry }: { entry: Entry }) {
   }
 }
 
+/** Every conversation's entries in order, interrupted records and tool outcomes marked. */
 export function ConversationView({ view }: { view: SessionView }) {
   if (view.conversations.length === 0) return <p class="empty">No conversation at this version.</p>;
   return (
@@ -118,6 +120,7 @@ export function ConversationView({ view }: { view: SessionView }) {
   );
 }
 
+/** Documents at the shown version, and the JSON Patch between any two of a document's versions. */
 export function DocumentsView(props: { view: SessionView; history: SessionHistory }) {
   const { view, history } = props;
   const [selected, setSelected] = useState<string | undefined>(undefined);
@@ -186,6 +189,7 @@ export function DocumentsView(props: { view: SessionView; history: SessionHistor
   );
 }
 
+/** Every commit, newest first, with what it changed; a click scrubs to it. */
 export function TimelineView(props: {
   commits: readonly CommitRecord[];
   version: number;
@@ -244,6 +248,7 @@ function describeAction(action: RecoveryAction): string {
   }
 }
 
+/** Runnable-now and next wake time derived from the view, and the recovery preview. */
 export function WakeView(props: {
   view: SessionView;
   preview: RecoveryAction[] | undefined;
