@@ -34,7 +34,12 @@ export function validateRecord<T>(schema: z.ZodType<T>, value: unknown, record: 
 export function deepFreeze<T>(value: T): T {
   if (typeof value !== "object" || value === null || Object.isFrozen(value)) return value;
   Object.freeze(value);
-  // for…in rather than Object.values: this runs on every commit and should not allocate.
+  // Indexed loops and for…in rather than Object.values: this runs on every commit and should not allocate
+  // (for…in over an array would walk its indices as strings).
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) deepFreeze(value[i]);
+    return value;
+  }
   for (const key in value) deepFreeze((value as Record<string, unknown>)[key]);
   return value;
 }

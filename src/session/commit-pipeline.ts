@@ -136,12 +136,18 @@ export class CommitPipeline {
     const frozen: FrozenCommit[] = [];
     const settle: (() => void)[] = [];
     const batch: PendingRequest[] = [...deferred, ...critical];
-    // Drafts after the first read through one overlay of everything frozen so far in this group.
+    // Drafts after the first read through one overlay of everything frozen so far in this group. It is
+    // built only when a later draft needs it: most groups hold a single commit.
     let overlay: GroupOverlay | undefined;
+    let absorbed = 0;
     const absorb = (commit: FrozenCommit) => {
       frozen.push(commit);
+    };
+    const base = (): StateReader => {
+      if (frozen.length === 0) return state;
       overlay ??= new GroupOverlay(state);
-      overlay.absorb(commit);
+      for (; absorbed < frozen.length; absorbed++) overlay.absorb(frozen[absorbed] as FrozenCommit);
+      return overlay;
     };
     let version = state.version;
 
@@ -155,7 +161,7 @@ export class CommitPipeline {
       for (const [request, value] of group.values) settle.push(() => request.resolve({ value, version: at }));
     }
     for (const request of critical) {
-      const draft = new Draft(overlay ?? state, this.host.registry, version + 1, this.host.clock.now());
+      const draft = new Draft(base(), this.host.registry, version + 1, this.host.clock.now());
       try {
         const value = request.build(draft);
         if (!draft.isEmpty) {

@@ -280,7 +280,10 @@ export class Session {
     return this.scheduler?.whenIdle() ?? Promise.resolve();
   }
 
-  /** What `resume()` would do to each unfinished task right now, without doing it. */
+  /**
+   * What a process opening the session now would do to each unfinished task on `resume()` (every running
+   * phase counts as cut off), without doing it: recovery previews in devtools and the edge API.
+   */
   previewRecovery(): RecoveryAction[] {
     return planRecovery(this.state.tasks.values(), this.state, this.registry, this.clock.now());
   }

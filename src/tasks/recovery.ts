@@ -33,13 +33,19 @@ export type RecoveryAction =
   | { readonly kind: "wake-now"; readonly taskId: string; readonly phase: string }
   | { readonly kind: "sleep-until"; readonly taskId: string; readonly until: number };
 
-/** Describes what resume() will do to every unfinished task, in task order. */
+/**
+ * Describes what resume() will do to every unfinished task, in task order. `interrupted` says whether a
+ * running task's phase may have been cut off by a process that died; by default every running task was
+ * (a reader sees only storage). A writer passes "was running when this process loaded the session": a
+ * task it created or re-entered itself has not run anywhere yet, so starting it is not a restart.
+ */
 export function planRecovery(
   tasks: Iterable<Task>,
   state: StateReader,
   registry: Registry,
   now: number,
   defaultMaxRestarts = DEFAULT_MAX_RESTARTS,
+  interrupted: (task: Task) => boolean = () => true,
 ): RecoveryAction[] {
   const plan: RecoveryAction[] = [];
   for (const task of tasks) {
@@ -71,6 +77,7 @@ export function planRecovery(
         plan.push(reenter(false));
         break;
       case "running": {
+        if (!interrupted(task)) break; // nothing to recover: the scheduler simply runs it
         const limit = resolution.definition.maxRestarts ?? defaultMaxRestarts;
         if (task.restarts + 1 > limit) {
           plan.push({

@@ -58,6 +58,9 @@ export class Scheduler {
   private timerDue: number | undefined;
   private driving = false;
   private drainScheduled = false;
+  /** Tasks stored as running when this process opened the session: only their phases can have been cut off. */
+  private readonly runningAtLoad = new Set<string>();
+  private readonly wasInterrupted = (task: Task) => this.runningAtLoad.has(task.id);
   private busy = 0;
   private idleWaiters: (() => void)[] = [];
   private readonly parsedInputs = new Map<
@@ -71,6 +74,7 @@ export class Scheduler {
   ) {
     for (const task of host.state.tasks.values()) {
       if (task.state.status === "sleeping") this.sleepers.push(task.state.until, task.id);
+      if (task.state.status === "running") this.runningAtLoad.add(task.id);
     }
     host.registry.onChange(() => {
       if (this.driving) void this.track(this.unblockRegistered());
@@ -146,20 +150,16 @@ export class Scheduler {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
-  /** What `resume()` would do now, without doing it. */
-  previewRecovery() {
-    return planRecovery(
-      this.host.state.tasks.values(),
-      this.host.state,
-      this.host.registry,
-      this.host.clock.now(),
-      this.options.maxRestarts,
-    );
-  }
-
   private async recover(tasks: Task[]): Promise<void> {
     const { state, registry } = this.host;
-    const plan = planRecovery(tasks, state, registry, this.host.clock.now(), this.options.maxRestarts);
+    const plan = planRecovery(
+      tasks,
+      state,
+      registry,
+      this.host.clock.now(),
+      this.options.maxRestarts,
+      this.wasInterrupted,
+    );
     for (const action of plan) if (action.kind === "blocked") this.host.block(action.taskId, action.reason);
     const needsCommit = plan.some((a) => a.kind !== "blocked" && a.kind !== "sleep-until");
     if (!needsCommit) return;

@@ -403,3 +403,50 @@ async function waitUntil(condition: () => boolean): Promise<void> {
   for (let i = 0; i < 1_000 && !condition(); i++) await new Promise((resolve) => setImmediate(resolve));
   expect(condition()).toBe(true);
 }
+
+describe("restart counting", () => {
+  const once = defineTask({
+    kind: "once",
+    version: 1,
+    maxRestarts: 0, // any counted restart fails it
+    input: z.object({}),
+    phases: { run: (ctx) => ctx.complete({ ran: true }) },
+  });
+
+  it("does not count a restart for work this process created before resume(): it never ran anywhere", async () => {
+    const storage = memoryStorage();
+    const session = await openSession({ id: "s", storage, registry: createRegistry({ tasks: [once] }) });
+    const task = await session.spawn("once", {});
+    // A fresh process could not tell and would count it; this one knows it created the task itself.
+    expect(session.previewRecovery().map((a) => a.kind)).toEqual(["fail-restart-limit"]);
+    await session.resume();
+    const done = await session.waitForTask(task.id);
+    expect(done.state.status).toBe("succeeded");
+    expect(done.restarts).toBe(0);
+  });
+
+  it("counts one restart per process death for a phase that was running when the process died", async () => {
+    const hangs = defineTask({
+      kind: "hangs",
+      version: 1,
+      maxRestarts: 1,
+      input: z.object({}),
+      phases: { run: (ctx) => untilAborted(ctx.signal) },
+    });
+    const storage = memoryStorage();
+    const registry = () => createRegistry({ tasks: [hangs] });
+    const first = await openSession({ id: "s", storage, registry: registry() });
+    const task = await first.spawn("hangs", {});
+    await first.resume(); // starts the phase: not a restart
+    await first.close(); // the process goes away mid-phase
+    const second = await openSession({ id: "s", storage: storage.reopen(), registry: registry() });
+    await second.resume();
+    expect(second.view().tasks.find((t) => t.id === task.id)?.restarts).toBe(1);
+    await second.close();
+    const third = await openSession({ id: "s", storage: storage.reopen(), registry: registry() });
+    await third.resume(); // a second death mid-phase: over the limit of 1
+    const failed = await third.waitForTask(task.id);
+    expect(failed.state).toMatchObject({ status: "failed", error: { code: "restart-limit" } });
+    await third.close();
+  });
+});
