@@ -186,6 +186,15 @@ describe("devtools page in Chromium", () => {
       expect(diff).toContain("add /output");
       expect(diff).not.toContain("no difference");
 
+      // Keyboard: arrow keys move between the views.
+      await devtools.focus("[data-testid=tab-documents]");
+      await devtools.keyboard.press("ArrowLeft");
+      await devtools.keyboard.press("ArrowLeft");
+      await devtools.waitForSelector("[data-testid=tab-conversation][aria-selected=true]", TIMEOUT);
+      expect(await devtools.evaluate(() => document.activeElement?.getAttribute("data-testid"))).toBe(
+        "tab-conversation",
+      );
+
       await tab(devtools, "submissions");
       expect(await devtools.textContent("[data-testid=submissions]")).toContain("succeeded");
       await shoot(devtools, "submissions");

@@ -219,8 +219,19 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                 type="button"
                 role="tab"
                 aria-selected={tab === t}
+                tabIndex={tab === t ? 0 : -1}
                 data-testid={`tab-${t}`}
                 onClick={() => setTab(t)}
+                onKeyDown={(event) => {
+                  // Arrow keys move between views (the WAI-ARIA tabs pattern); Tab leaves the list.
+                  const step = event.key === "ArrowRight" ? 1 : event.key === "ArrowLeft" ? -1 : 0;
+                  if (step === 0) return;
+                  const next = TABS[(TABS.indexOf(t) + step + TABS.length) % TABS.length] as Tab;
+                  setTab(next);
+                  event.currentTarget.parentElement
+                    ?.querySelector<HTMLButtonElement>(`[data-testid=tab-${next}]`)
+                    ?.focus();
+                }}
               >
                 {TAB_LABELS[t]}
               </button>
