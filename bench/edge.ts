@@ -9,22 +9,14 @@
  *   it ends) vs a bare HTTP round trip through the same router to the same Durable Object.
  */
 import { fileURLToPath } from "node:url";
-import { Miniflare } from "miniflare";
-import { bundleWorker } from "../test/support/workerd.ts";
+import type { Miniflare } from "miniflare";
+import { bundleWorker, startWorkerd } from "../test/support/workerd.ts";
 import { median } from "./workload.ts";
 
 async function startBenchWorker(): Promise<Miniflare> {
   const script = await bundleWorker(fileURLToPath(new URL("./edge/bench-worker.ts", import.meta.url)));
-  const workerd = new Miniflare({
-    modules: true,
-    script,
-    compatibilityDate: "2026-04-01",
-    compatibilityFlags: ["nodejs_compat"],
-    durableObjects: {
-      SESSIONS: { className: "BenchSession", useSQLite: true },
-      COMMITS: { className: "CommitBench", useSQLite: true },
-    },
-    bindings: { API_TOKEN: "bench" },
+  const workerd = startWorkerd(script, { SESSIONS: "BenchSession", COMMITS: "CommitBench" }, undefined, {
+    API_TOKEN: "bench",
   });
   await workerd.ready;
   return workerd;

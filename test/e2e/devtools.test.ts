@@ -46,6 +46,18 @@ async function nodes(page: Page): Promise<{ task: string; status: string; text: 
   );
 }
 
+/** Waits until the graph shows the whole five-email run (8 tasks) finished. */
+function everyTaskSucceeded(page: Page) {
+  return page.waitForFunction(
+    () => {
+      const all = [...document.querySelectorAll("[data-testid=task-graph] g.node")];
+      return all.length >= 8 && all.every((g) => g.getAttribute("data-status") === "succeeded");
+    },
+    undefined,
+    TIMEOUT,
+  );
+}
+
 async function tab(page: Page, name: string): Promise<void> {
   await page.click(`[data-testid=tab-${name}]`);
 }
@@ -120,14 +132,7 @@ describe("devtools page in Chromium", () => {
         { timeout: 60_000 },
       );
       await tab(devtools, "tasks");
-      await devtools.waitForFunction(
-        () => {
-          const all = [...document.querySelectorAll("[data-testid=task-graph] g.node")];
-          return all.length >= 8 && all.every((g) => g.getAttribute("data-status") === "succeeded");
-        },
-        undefined,
-        TIMEOUT,
-      );
+      await everyTaskSucceeded(devtools);
       const after = await versions(devtools);
       expect(after.latest).toBeGreaterThan(attachedAt.latest);
       expect(after.shown).toBe(after.latest); // live mode follows the newest commit
@@ -232,14 +237,7 @@ describe("devtools page in Chromium", () => {
         const first = await versions(devtools);
         const firstNodes = await nodes(devtools);
         expect(firstNodes.some((n) => n.status !== "succeeded")).toBe(true);
-        await devtools.waitForFunction(
-          () => {
-            const all = [...document.querySelectorAll("[data-testid=task-graph] g.node")];
-            return all.length >= 8 && all.every((g) => g.getAttribute("data-status") === "succeeded");
-          },
-          undefined,
-          TIMEOUT,
-        );
+        await everyTaskSucceeded(devtools);
         const last = await versions(devtools);
         expect(last.latest).toBeGreaterThan(first.latest);
         const done = await edge.json<Submission>(

@@ -1,6 +1,7 @@
 /** Bundles a TypeScript entry for workerd and starts it in miniflare with SQLite-backed Durable Objects. */
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
+import { readServerEvents } from "../../web/devtools/sources.ts";
 
 export async function bundleWorker(entry: string): Promise<string> {
   const result = await build({
@@ -108,40 +109,16 @@ export class EdgeExample {
   }
 }
 
-/** Parsed Server-Sent Events from a streaming response, until `stop` returns true or the stream ends. */
+/**
+ * Parsed Server-Sent Events from a streaming response (with the devtools' parser), until `stop` returns
+ * true or the stream ends; then the connection is dropped.
+ */
 export async function readEvents(
   response: { body: ReadableStream<Uint8Array> | null },
   stop: (event: { id?: string; event: string; data: string }) => boolean,
 ): Promise<void> {
-  const reader = response.body?.getReader();
-  if (!reader) throw new Error("no event stream body");
-  const decoder = new TextDecoder();
-  let buffer = "";
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let end = buffer.indexOf("\n\n");
-      while (end !== -1) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        end = buffer.indexOf("\n\n");
-        const fields: { id?: string; event: string; data: string } = { event: "message", data: "" };
-        for (const line of block.split("\n")) {
-          if (line.startsWith(":")) continue;
-          const colon = line.indexOf(":");
-          const name = colon === -1 ? line : line.slice(0, colon);
-          const value = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
-          if (name === "id") fields.id = value;
-          else if (name === "event") fields.event = value;
-          else if (name === "data") fields.data += fields.data ? `\n${value}` : value;
-        }
-        if (fields.data === "" && fields.id === undefined) continue;
-        if (stop(fields)) return;
-      }
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
+  const body = response.body;
+  if (!body) throw new Error("no event stream body");
+  for await (const event of readServerEvents(body)) if (stop(event)) break;
+  await body.cancel().catch(() => undefined);
 }
