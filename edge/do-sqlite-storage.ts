@@ -3,13 +3,13 @@
  * commit group. A Durable Object serializes its own requests, and the transaction makes the guard check
  * and the writes one atomic step, so a stale instance can never advance a session.
  */
-import { ensureError, KernelError, SessionNotFoundError, StorageError } from "../src/errors.ts";
+import { ensureError, KernelError, StorageError } from "../src/errors.ts";
 import type { CommitRecord } from "../src/records/schemas.ts";
 import type { WriteHook } from "../src/storage/memory-storage.ts";
 import type { KeyPart, Table } from "../src/storage/rows.ts";
 import {
   checkGuard,
-  newSessionMeta,
+  nextWriterMeta,
   pruneChangesThrough,
   rawNumber,
   recordName,
@@ -84,12 +84,7 @@ export class DurableObjectSqliteStorage implements Storage {
       this.storage.transactionSync(() => {
         let meta = this.readMeta(sessionId);
         if (request.mode === "write") {
-          if (meta === undefined) meta = newSessionMeta(sessionId, request.at);
-          else {
-            const epoch = rawNumber(meta, "epoch");
-            if (epoch === undefined) throw new SessionNotFoundError(sessionId);
-            meta = { ...(meta as object), epoch: epoch + 1 };
-          }
+          meta = nextWriterMeta(meta, sessionId, request.at);
           this.writeMeta(sessionId, meta);
         }
         return meta === undefined ? undefined : this.readSession(sessionId, meta, request.entryTail);

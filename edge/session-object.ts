@@ -13,6 +13,7 @@
  */
 import {
   InvalidArgumentError,
+  isSubmissionFinished,
   openSession,
   parseSubmitInput,
   type RecoveryAction,
@@ -73,21 +74,25 @@ export function defineSessionObject<Env>(options: SessionObjectOptions<Env>): Se
   };
 }
 
-/** Resolves with `promise`'s value, or undefined after `ms`. */
-async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<undefined>((resolve) => {
-    timer = setTimeout(resolve, ms, undefined);
-  });
+const untilAborted = (signal: AbortSignal) =>
+  new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+
+/**
+ * Waits at most `ms` for `wait(signal)`; on time-out the signal aborts, so the wait releases what it holds
+ * (a subscription) instead of lingering after the request has been answered. Undefined on time-out.
+ */
+async function waitAtMost<T>(ms: number, wait: (signal: AbortSignal) => Promise<T>): Promise<T | undefined> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), ms);
   try {
-    return await Promise.race([promise, timeout]);
+    return await wait(controller.signal);
+  } catch (error) {
+    if (controller.signal.aborted) return undefined;
+    throw error;
   } finally {
     clearTimeout(timer);
   }
 }
-
-const isFinished = (status: string) =>
-  status === "succeeded" || status === "failed" || status === "cancelled";
 
 class SessionHost<Env> {
   private readonly storage: DurableObjectSqliteStorage;
@@ -123,7 +128,9 @@ class SessionHost<Env> {
     if (!session) return;
     this.schedule(session.wakeInfo());
     // Keep this invocation alive while work runs; the watchdog alarm covers an eviction meanwhile.
-    await within(session.whenIdle(), this.options.alarmBudgetMs ?? 60_000);
+    await waitAtMost(this.options.alarmBudgetMs ?? 60_000, (signal) =>
+      Promise.race([session.whenIdle(), untilAborted(signal)]),
+    );
   }
 
   private async handle(route: InternalRoute, request: Request): Promise<Response> {
@@ -138,8 +145,10 @@ class SessionHost<Env> {
         const session = await this.required(route.sessionId);
         const submission = session.submission(route.submissionId);
         if (!submission) return unknownSubmission(route.submissionId);
-        if (route.waitMs > 0 && !isFinished(submission.status))
-          return Response.json((await within(session.wait(submission.id), route.waitMs)) ?? submission);
+        if (route.waitMs > 0 && !isSubmissionFinished(submission)) {
+          const ended = await waitAtMost(route.waitMs, (signal) => session.wait(submission.id, { signal }));
+          return Response.json(ended ?? session.submission(submission.id));
+        }
         return Response.json(submission);
       }
       case "cancel": {
@@ -151,7 +160,7 @@ class SessionHost<Env> {
       case "view": {
         const session = await this.required(route.sessionId);
         if (route.atLeast > session.version && route.waitMs > 0)
-          await within(reachVersion(session, route.atLeast), route.waitMs);
+          await waitAtMost(route.waitMs, (signal) => session.waitForVersion(route.atLeast, { signal }));
         return Response.json(session.view(), { headers: { etag: `"v${session.version}"` } });
       }
       case "recovery":
@@ -230,8 +239,9 @@ class SessionHost<Env> {
   private schedule(wake: WakeInfo): void {
     const now = Date.now();
     const watchdog = wake.runnableNow ? now + this.watchdogMs : undefined;
-    const candidates = [watchdog, wake.nextWakeAt].filter((t): t is number => t !== undefined);
-    const target = candidates.length > 0 ? Math.min(...candidates) : undefined;
+    const next = wake.nextWakeAt;
+    const target =
+      watchdog === undefined || next === undefined ? (watchdog ?? next) : Math.min(watchdog, next);
     const current = this.alarmAt;
     if (target === undefined) {
       if (current === undefined) return;
@@ -254,16 +264,4 @@ function reportAlarmError(error: unknown): void {
 
 function unknownSubmission(submissionId: string): Response {
   return problemResponse(404, "submission-not-found", `submission ${submissionId} does not exist`);
-}
-
-/** Resolves once the session has adopted `version` (or immediately if it has). */
-function reachVersion(session: Session, version: number): Promise<void> {
-  if (session.version >= version) return Promise.resolve();
-  return new Promise((resolve) => {
-    const stop = session.subscribe(session.version, (change) => {
-      if (change.version < version) return;
-      stop();
-      resolve();
-    });
-  });
 }

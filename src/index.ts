@@ -39,7 +39,7 @@ export type { RegistryInput, SubmissionTask, TaskResolution } from "./registry.t
 export { createRegistry, Registry } from "./registry.ts";
 export type { BuildCommit, CommitOptions, CommitResult } from "./session/commit-pipeline.ts";
 export type { Draft, EntryLinks } from "./session/draft.ts";
-export type { OpenSessionOptions, SessionStatus } from "./session/session.ts";
+export type { OpenSessionOptions, SessionStatus, WaitOptions } from "./session/session.ts";
 export { openSession, Session } from "./session/session.ts";
 export type { BlockedRecord, DocumentState } from "./session/state.ts";
 export type { SubmitInput } from "./session/submit.ts";

@@ -8,6 +8,7 @@ import {
   type Clock,
   type CommitRecord,
   indexedDbStorage,
+  isSubmissionFinished,
   openSession,
   parseSubmitInput,
   type Registry,
@@ -101,16 +102,14 @@ export class BrowserSessionHost {
     parseSubmitInput(input);
     await this.inbox.put(this.options.sessionId, input);
     this.channel.postMessage({ type: "inbox" } satisfies Message);
-    return this.observe((session) => session.view().submissions.find((s) => s.requestId === input.requestId));
+    return this.observe((session) => session.submissionForRequest(input.requestId));
   }
 
   /** Resolves when the Submission has ended, whichever tab drives it. */
   wait(submissionId: string): Promise<Submission> {
     return this.observe((session) => {
-      const submission = session.view().submissions.find((s) => s.id === submissionId);
-      return submission && ["succeeded", "failed", "cancelled"].includes(submission.status)
-        ? submission
-        : undefined;
+      const submission = session.submission(submissionId);
+      return submission && isSubmissionFinished(submission) ? submission : undefined;
     });
   }
 

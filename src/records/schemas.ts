@@ -229,6 +229,13 @@ export function isTerminal(task: { readonly state: TaskState } | undefined): boo
   return task !== undefined && TERMINAL_STATUSES.has(task.state.status);
 }
 
+/** Whether a Submission has ended (succeeded, failed or cancelled); it never changes again. */
+export function isSubmissionFinished(submission: { readonly status: string }): boolean {
+  return (
+    submission.status === "succeeded" || submission.status === "failed" || submission.status === "cancelled"
+  );
+}
+
 /** A durable unit of work. Its handler code is not stored: it comes from the Registry by kind + version. */
 export const TaskSchema = z.object({
   id: Id,

@@ -13,7 +13,7 @@ import {
   SessionStoppedError,
 } from "../errors.ts";
 import type { CommitRecord, Entry, Json, Submission, Task } from "../records/schemas.ts";
-import { CommitRecordSchema, EntrySchema, isTerminal } from "../records/schemas.ts";
+import { CommitRecordSchema, EntrySchema, isSubmissionFinished, isTerminal } from "../records/schemas.ts";
 import { validateRecord } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
 import { createRegistry } from "../registry.ts";
@@ -62,10 +62,13 @@ export interface OpenSessionOptions {
 /** `open` while usable; `stopped` after a storage failure (reopen to see what was saved); `closed` by the host. */
 export type SessionStatus = "open" | "stopped" | "closed";
 
-const CHANGE_PAGE = 500;
+/** Options of the observe-only waits. */
+export interface WaitOptions {
+  /** Stops waiting (and releases the subscription behind it); the promise rejects with the reason. */
+  readonly signal?: AbortSignal;
+}
 
-const isFinished = (submission: Submission) =>
-  submission.status === "succeeded" || submission.status === "failed" || submission.status === "cancelled";
+const CHANGE_PAGE = 500;
 
 /**
  * Opens a session.
@@ -239,7 +242,7 @@ export class Session {
     }
     await this.pipeline.commit((draft) => {
       const current = draft.submission(submissionId);
-      if (!current || isFinished(current)) return;
+      if (!current || isSubmissionFinished(current)) return;
       if (current.taskId !== undefined && draft.task(current.taskId))
         requestCancel(draft, current.taskId, reason);
       else draft.putSubmission({ ...current, status: "cancelled", updatedAt: draft.at });
@@ -258,21 +261,36 @@ export class Session {
    * Resolves when the Submission has ended (succeeded, failed or cancelled). Only observes: safe to call
    * from any number of clients, and again after reconnecting.
    */
-  wait(submissionId: string): Promise<Submission> {
-    return this.waitFor(() => {
-      const submission = this.state.submission(submissionId);
-      if (!submission) throw new InvalidArgumentError(`submission ${submissionId} does not exist`);
-      return isFinished(submission) ? submission : undefined;
-    });
+  wait(submissionId: string, options?: WaitOptions): Promise<Submission> {
+    return observeUntil(
+      this,
+      () => {
+        const submission = this.state.submission(submissionId);
+        if (!submission) throw new InvalidArgumentError(`submission ${submissionId} does not exist`);
+        return isSubmissionFinished(submission) ? submission : undefined;
+      },
+      options?.signal,
+    );
   }
 
   /** Resolves with the task's record once it is terminal. Only observes. */
-  waitForTask(taskId: string): Promise<Task> {
-    return this.waitFor(() => {
-      const task = this.state.task(taskId);
-      if (!task) throw new InvalidArgumentError(`task ${taskId} does not exist`);
-      return isTerminal(task) ? task : undefined;
-    });
+  waitForTask(taskId: string, options?: WaitOptions): Promise<Task> {
+    return observeUntil(
+      this,
+      () => {
+        const task = this.state.task(taskId);
+        if (!task) throw new InvalidArgumentError(`task ${taskId} does not exist`);
+        return isTerminal(task) ? task : undefined;
+      },
+      options?.signal,
+    );
+  }
+
+  /** Resolves once the session has adopted `version` (a read-your-writes wait for remote clients). */
+  waitForVersion(version: number, options?: WaitOptions): Promise<void> {
+    return observeUntil(this, () => (this.state.version >= version ? true : undefined), options?.signal).then(
+      () => undefined,
+    );
   }
 
   /** Resolves once no phase is running and no scheduled work is pending (timed sleeps may remain). */
@@ -298,13 +316,14 @@ export class Session {
     this.registry.registerTask(definition);
   }
 
-  private waitFor<T>(check: () => T | undefined): Promise<T> {
-    return observeUntil(this, check);
-  }
-
   /** One Submission as of the current version, or undefined when there is none with this id. */
   submission(submissionId: string): Submission | undefined {
     return this.state.submission(submissionId);
+  }
+
+  /** The Submission accepted for a client's `requestId`, if any. */
+  submissionForRequest(requestId: string): Submission | undefined {
+    return this.state.submissionByRequest(requestId);
   }
 
   /** A snapshot of the session at its current version. */

@@ -82,28 +82,37 @@ export function acceptSubmission(
   return running;
 }
 
-/** Resolves with the first defined `check()`, re-checked after every committed change; only observes. */
+/**
+ * Resolves with the first defined `check()`, re-checked after every committed change; only observes.
+ * Aborting `signal` stops observing (the subscription is released) and rejects with its reason.
+ */
 export function observeUntil<T>(
   session: { readonly version: number; subscribe: Session["subscribe"] },
   check: () => T | undefined,
+  signal?: AbortSignal,
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     try {
+      signal?.throwIfAborted();
       const done = check();
       if (done !== undefined) return resolve(done);
     } catch (error) {
       return reject(error);
     }
+    const finish = (settle: () => void) => {
+      stop();
+      signal?.removeEventListener("abort", onAbort);
+      settle();
+    };
+    const onAbort = () => finish(() => reject(signal?.reason));
     const stop = session.subscribe(
       session.version,
       () => {
         const done = check();
-        if (done !== undefined) {
-          stop();
-          resolve(done);
-        }
+        if (done !== undefined) finish(() => resolve(done));
       },
-      { onError: reject },
+      { onError: (error) => finish(() => reject(error)) },
     );
+    signal?.addEventListener("abort", onAbort, { once: true });
   });
 }

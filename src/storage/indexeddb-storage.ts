@@ -4,13 +4,13 @@
  */
 import type { IDBPDatabase, IDBPTransaction } from "idb";
 import { wrap } from "idb";
-import { ensureError, KernelError, SessionNotFoundError, StorageError } from "../errors.ts";
+import { ensureError, KernelError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import type { WriteHook } from "./memory-storage.ts";
 import type { KeyPart, Table } from "./rows.ts";
 import {
   checkGuard,
-  newSessionMeta,
+  nextWriterMeta,
   pruneChangesThrough,
   rawNumber,
   readStoredSession,
@@ -75,12 +75,7 @@ export class IndexedDbStorage implements Storage {
       const sessions = tx.objectStore(SESSIONS);
       let meta: unknown = await sessions.get(sessionId);
       if (request.mode === "write") {
-        if (meta === undefined) meta = newSessionMeta(sessionId, request.at);
-        else {
-          const epoch = rawNumber(meta, "epoch");
-          if (epoch === undefined) throw new SessionNotFoundError(sessionId);
-          meta = { ...(meta as object), epoch: epoch + 1 };
-        }
+        meta = nextWriterMeta(meta, sessionId, request.at);
         await sessions.put(meta, sessionId);
       }
       if (meta === undefined) return undefined;

@@ -8,7 +8,7 @@ import type { CommitRecord } from "../records/schemas.ts";
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import {
   checkGuard,
-  newSessionMeta,
+  nextWriterMeta,
   pruneChangesThrough,
   rawNumber,
   readStoredSession,
@@ -60,13 +60,9 @@ export class MemoryStorage implements Storage {
     let rows = this.sessions.get(sessionId);
     if (request.mode === "write") {
       if (!rows) {
-        rows = { meta: newSessionMeta(sessionId, request.at), tables: emptyTables() };
+        rows = { meta: nextWriterMeta(undefined, sessionId, request.at), tables: emptyTables() };
         this.sessions.set(sessionId, rows);
-      } else {
-        const epoch = rawNumber(rows.meta, "epoch");
-        if (epoch === undefined) throw new SessionNotFoundError(sessionId);
-        rows.meta = { ...(rows.meta as object), epoch: epoch + 1 };
-      }
+      } else rows.meta = nextWriterMeta(rows.meta, sessionId, request.at);
     }
     if (!rows) return undefined;
     return structuredClone(await this.snapshot(sessionId, rows, request.entryTail));

@@ -3,7 +3,7 @@
  * stores differ only in how they run a transaction, never in what they write.
  */
 
-import { StaleOwnerError } from "../errors.ts";
+import { SessionNotFoundError, StaleOwnerError } from "../errors.ts";
 import type { CommitRecord, DocumentHead, DocumentRow, SessionMeta } from "../records/schemas.ts";
 import { headAfter, STORAGE_FORMAT } from "../records/schemas.ts";
 import type { CommitGuard, StoredDocument, StoredRecord, StoredSession } from "./storage.ts";
@@ -74,8 +74,19 @@ export function pruneChangesThrough(version: number, retain: number): number | u
 }
 
 /** A new session row. */
-export function newSessionMeta(sessionId: string, at: number): SessionMeta {
+function newSessionMeta(sessionId: string, at: number): SessionMeta {
   return { id: sessionId, format: STORAGE_FORMAT, version: 0, epoch: 1, createdAt: at, updatedAt: at };
+}
+
+/**
+ * The session row a writer stores when it opens a session: a new session's first row, or the stored one
+ * with the next owner epoch (fencing off every earlier writer). A row without a usable epoch is refused.
+ */
+export function nextWriterMeta(stored: unknown, sessionId: string, at: number): unknown {
+  if (stored === undefined) return newSessionMeta(sessionId, at);
+  const epoch = rawNumber(stored, "epoch");
+  if (epoch === undefined) throw new SessionNotFoundError(sessionId);
+  return { ...(stored as object), epoch: epoch + 1 };
 }
 
 /** The readable name of a row, used in errors and in the `blocked` list of views. */

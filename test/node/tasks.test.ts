@@ -450,3 +450,30 @@ describe("restart counting", () => {
     await third.close();
   });
 });
+
+describe("observe-only waits", () => {
+  it("stop when their signal aborts, and a later end of the work still reaches new waiters", async () => {
+    const gate = defineTask({
+      kind: "gate",
+      version: 1,
+      input: z.object({}),
+      phases: { run: (ctx) => untilAborted(ctx.signal) },
+    });
+    const session = await openSession({
+      id: "s",
+      storage: memoryStorage(),
+      registry: createRegistry({ tasks: [gate] }),
+    });
+    const task = await session.spawn("gate", {});
+    await session.resume();
+    const controller = new AbortController();
+    const waiting = session.waitForTask(task.id, { signal: controller.signal });
+    controller.abort(new Error("gave up"));
+    await expect(waiting).rejects.toThrow("gave up");
+    const versionWait = session.waitForVersion(session.version + 1);
+    await session.cancel(task.id, "enough");
+    await versionWait;
+    expect((await session.waitForTask(task.id)).state.status).toBe("cancelled");
+    await session.close();
+  });
+});
