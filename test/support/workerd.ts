@@ -49,22 +49,11 @@ export class EdgeExample {
     script: string,
     options: { persist?: string; watchdogMs?: number; mailDelayMs?: number; corsOrigins?: string } = {},
   ): Promise<EdgeExample> {
-    const workerd = new Miniflare({
-      modules: true,
-      script,
-      compatibilityDate: "2026-04-01",
-      compatibilityFlags: ["nodejs_compat"],
-      durableObjects: {
-        SESSIONS: { className: "AgentSession", useSQLite: true },
-        MAIL: { className: "MailBox", useSQLite: true },
-      },
-      bindings: {
-        API_TOKEN: EdgeExample.token,
-        WATCHDOG_MS: String(options.watchdogMs ?? 30_000),
-        MAIL_DELAY_MS: String(options.mailDelayMs ?? 20),
-        ...(options.corsOrigins !== undefined && { CORS_ORIGINS: options.corsOrigins }),
-      },
-      ...(options.persist !== undefined && { durableObjectsPersist: options.persist }),
+    const workerd = startWorkerd(script, { SESSIONS: "AgentSession", MAIL: "MailBox" }, options.persist, {
+      API_TOKEN: EdgeExample.token,
+      WATCHDOG_MS: String(options.watchdogMs ?? 30_000),
+      MAIL_DELAY_MS: String(options.mailDelayMs ?? 20),
+      ...(options.corsOrigins !== undefined && { CORS_ORIGINS: options.corsOrigins }),
     });
     const url = await workerd.ready;
     return new EdgeExample(workerd, url.origin);

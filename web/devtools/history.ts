@@ -58,12 +58,9 @@ export class SessionHistory {
     return view;
   }
 
-  /** The commit that produced `version`, if held. */
+  /** The commit that produced `version`, if held (changes are contiguous after the base). */
   commit(version: number): CommitRecord | undefined {
-    const index = version - this.firstVersion - 1;
-    return this.changes[index]?.version === version
-      ? this.changes[index]
-      : this.changes.find((c) => c.version === version);
+    return this.changes[version - this.firstVersion - 1];
   }
 
   /** Every committed state of one task, oldest first. */

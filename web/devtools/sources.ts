@@ -51,59 +51,49 @@ export async function localSource(
   });
   const first = await session.readChanges(0, 1);
   const base = first.oldestRetained <= 1 ? emptyView(sessionId) : session.view();
-  let delivered = base.version;
   const channel = new BroadcastChannel(`durable-agent:${database}:${sessionId}`);
-  let stopped = false;
   return {
     label: `local ${database} / ${sessionId}`,
     base,
     follow(onChanges, onError) {
-      let reading = false;
+      // The session's own subscription replays the change log after the base, then delivers every change
+      // refresh() adopts: no gap, no repeat, and the session is current when a change is delivered.
+      const stop = session.subscribe(base.version, (change) => onChanges([change]), { onError });
+      let refreshing = false;
       let again = false;
-      const pull = async () => {
-        for (;;) {
-          const { changes } = await session.readChanges(delivered, 500);
-          if (changes.length === 0 || stopped) return;
-          delivered = changes.at(-1)?.version ?? delivered;
-          onChanges(changes);
-        }
-      };
-      const read = () => {
-        if (reading) {
+      const refresh = () => {
+        if (refreshing) {
           again = true;
           return;
         }
-        reading = true;
-        // The session adopts the changes first, so a recovery preview asked for on delivery is current.
-        void session
+        refreshing = true;
+        session
           .refresh()
-          .then(pull)
           .catch((error: unknown) => onError(error as Error))
           .finally(() => {
-            reading = false;
-            if (again && !stopped) {
+            refreshing = false;
+            if (again) {
               again = false;
-              read();
+              refresh();
             }
           });
       };
       channel.onmessage = (event: MessageEvent<{ type: string }>) => {
         // Answer a new leader like a follower would, so it keeps announcing its commits.
         if (event.data.type === "leader") channel.postMessage({ type: "follower" });
-        read();
+        refresh();
       };
       channel.postMessage({ type: "follower" });
-      const poll = setInterval(read, 1000);
-      read();
+      const poll = setInterval(refresh, 1000);
+      refresh();
       return () => {
-        stopped = true;
+        stop();
         clearInterval(poll);
         channel.onmessage = null;
       };
     },
     ...(registry && { previewRecovery: async () => session.previewRecovery() }),
     async close() {
-      stopped = true;
       channel.close();
       await session.close();
       await storage.close();

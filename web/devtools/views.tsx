@@ -4,16 +4,14 @@ import {
   type CommitRecord,
   diffJson,
   type Entry,
+  isSubmissionFinished,
   type RecoveryAction,
   type SessionView,
-  type Submission,
 } from "../../src/index.ts";
 import { describeCommit, formatTime, wakeInfoOf } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
 
 const json = (value: unknown) => JSON.stringify(value, null, 2);
-const finished = (s: Submission) =>
-  s.status === "succeeded" || s.status === "failed" || s.status === "cancelled";
 
 /** Submissions with status and timing; a cancel button when the source allows it (edge). */
 export function SubmissionsView(props: { view: SessionView; onCancel?: ((id: string) => void) | undefined }) {
@@ -41,12 +39,14 @@ export function SubmissionsView(props: { view: SessionView; onCancel?: ((id: str
             </td>
             <td>{formatTime(s.acceptedAt)}</td>
             <td>
-              {finished(s) ? `${s.updatedAt - s.acceptedAt} ms` : `running ${s.updatedAt - s.acceptedAt} ms+`}
+              {isSubmissionFinished(s)
+                ? `${s.updatedAt - s.acceptedAt} ms`
+                : `running ${s.updatedAt - s.acceptedAt} ms+`}
             </td>
             <td>{s.taskId ?? "—"}</td>
             {props.onCancel && (
               <td>
-                {!finished(s) && (
+                {!isSubmissionFinished(s) && (
                   <button type="button" onClick={() => props.onCancel?.(s.id)}>
                     cancel…
                   </button>
@@ -120,6 +120,27 @@ export function ConversationView({ view }: { view: SessionView }) {
   );
 }
 
+/** Picks one of a document's versions (listed with the commit that wrote it). */
+function VersionSelect(props: {
+  label: string;
+  versions: readonly { version: number; documentVersion: number }[];
+  value: number | undefined;
+  onChange: (version: number) => void;
+}) {
+  return (
+    <label>
+      {props.label}{" "}
+      <select value={props.value} onChange={(e) => props.onChange(Number(e.currentTarget.value))}>
+        {props.versions.map((v) => (
+          <option key={v.version} value={v.version}>
+            v{v.documentVersion} (commit {v.version})
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
 /** Documents at the shown version, and the JSON Patch between any two of a document's versions. */
 export function DocumentsView(props: { view: SessionView; history: SessionHistory }) {
   const { view, history } = props;
@@ -156,26 +177,8 @@ export function DocumentsView(props: { view: SessionView; history: SessionHistor
         </h3>
         <pre data-testid="document-value">{json(current.value)}</pre>
         <h4>Diff between versions</h4>
-        <label>
-          from{" "}
-          <select value={left} onChange={(e) => setFrom(Number(e.currentTarget.value))}>
-            {versions.map((v) => (
-              <option key={v.version} value={v.version}>
-                v{v.documentVersion} (commit {v.version})
-              </option>
-            ))}
-          </select>
-        </label>{" "}
-        <label>
-          to{" "}
-          <select value={right} onChange={(e) => setTo(Number(e.currentTarget.value))}>
-            {versions.map((v) => (
-              <option key={v.version} value={v.version}>
-                v{v.documentVersion} (commit {v.version})
-              </option>
-            ))}
-          </select>
-        </label>
+        <VersionSelect label="from" versions={versions} value={left} onChange={setFrom} />{" "}
+        <VersionSelect label="to" versions={versions} value={right} onChange={setTo} />
         <ul class="diff" data-testid="document-diff">
           {diff.length === 0 && <li>no difference</li>}
           {diff.map((op, i) => (
