@@ -1,8 +1,8 @@
 /**
  * The Worker the edge benchmarks run on workerd:
- * - `CommitBench` (a Durable Object): `/ours?n&from` runs n workload commits through a Session over the
- *   DO SQLite store; `/raw?n&from` writes exactly the rows those commits write, one raw `transactionSync`
- *   per commit, into the same tables of the same object.
+ * - `CommitBench` (a Durable Object class): in one object `/ours?n&from` runs n workload commits through a
+ *   Session over the DO SQLite store; in another `/raw?n&from` writes exactly the rows those commits write,
+ *   one raw `transactionSync` per commit, into the same tables.
  * - `BenchSession`: the edge session object with a scripted one-tool agent, behind the shipped router;
  *   `/__ping/:session` is a bare round trip to the same object (it touches no session).
  */
@@ -41,27 +41,32 @@ export class CommitBench {
     const url = new URL(request.url);
     const n = Number(url.searchParams.get("n") ?? 0);
     const from = Number(url.searchParams.get("from") ?? 0);
-    if (url.pathname === "/ping") return new Response("pong");
-    if (url.pathname === "/setup") {
-      this.session = await openSession({
-        id: "ours",
-        storage: this.storage,
-        registry: benchRegistry,
-        ids: sequentialIds(),
-      });
-      for (let i = 0; i < 50; i++) await commitStep(this.session, i);
-      this.template = (await this.session.readChanges(0, 50)).changes;
-      await this.storage.open("raw", { mode: "write", at: Date.now(), entryTail: 1 });
-      this.raw(renumber(this.template, 0, 50));
-      return new Response("ready");
-    }
-    if (url.pathname === "/ours" && this.session) {
-      for (let i = 0; i < n; i++) await commitStep(this.session, from + i);
-      return new Response(String(this.session.version));
-    }
-    if (url.pathname === "/raw") {
-      this.raw(renumber(this.template, from, n));
-      return new Response("ok");
+    switch (url.pathname) {
+      case "/ping":
+        return new Response("pong");
+      case "/setup-ours": {
+        this.session = await openSession({
+          id: "bench",
+          storage: this.storage,
+          registry: benchRegistry,
+          ids: sequentialIds(),
+        });
+        for (let i = 0; i < 50; i++) await commitStep(this.session, i);
+        return Response.json((await this.session.readChanges(0, 50)).changes);
+      }
+      case "/setup-raw": {
+        this.template = (await request.json()) as CommitRecord[];
+        await this.storage.open("bench", { mode: "write", at: Date.now(), entryTail: 1 });
+        this.raw(renumber(this.template, 0, 50));
+        return new Response("ready");
+      }
+      case "/ours":
+        if (!this.session) break;
+        for (let i = 0; i < n; i++) await commitStep(this.session, from + i);
+        return new Response(String(this.session.version));
+      case "/raw":
+        this.raw(renumber(this.template, from, n));
+        return new Response("ok");
     }
     return new Response("not found", { status: 404 });
   }
@@ -71,12 +76,12 @@ export class CommitBench {
     const { sql } = this.ctx.storage;
     for (const commit of commits) {
       this.ctx.storage.transactionSync(() => {
-        const meta = sql.exec("SELECT v FROM da_sessions WHERE id = ?", "raw").toArray()[0];
+        const meta = sql.exec("SELECT v FROM da_sessions WHERE id = ?", "bench").toArray()[0];
         for (const row of rowsOfCommit(commit)) {
           const [id, n] = row.table === "changes" ? ["", row.key[0]] : [row.key[0], row.key[1] ?? -1];
           sql.exec(
             "INSERT OR REPLACE INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?)",
-            "raw",
+            "bench",
             row.table,
             id,
             n,
@@ -88,7 +93,7 @@ export class CommitBench {
           version: commit.version,
           updatedAt: commit.at,
         };
-        sql.exec("INSERT OR REPLACE INTO da_sessions (id, v) VALUES (?, ?)", "raw", JSON.stringify(value));
+        sql.exec("INSERT OR REPLACE INTO da_sessions (id, v) VALUES (?, ?)", "bench", JSON.stringify(value));
       });
     }
   }
@@ -131,9 +136,13 @@ app.get("/__ping/:id", (c) =>
 export default {
   fetch(request: Request, env: Env, ctx: unknown): Response | Promise<Response> {
     const url = new URL(request.url);
-    if (url.pathname.startsWith("/commit/")) {
-      const stub = env.COMMITS.get(env.COMMITS.idFromName("bench"));
-      return stub.fetch(new Request(`https://commit${url.pathname.slice("/commit".length)}${url.search}`));
+    // /commit/<object>/<action>: `ours` and `raw` each run in their own object of the same class, so each
+    // database holds one session, as in production (SQLite appends at the right edge of a B-tree cost
+    // less than inserts in the middle: two sessions in one database would favour whichever sorts last).
+    const commit = /^\/commit\/(\w+)(\/.*)$/.exec(url.pathname);
+    if (commit) {
+      const stub = env.COMMITS.get(env.COMMITS.idFromName(commit[1] as string));
+      return stub.fetch(new Request(`https://commit${commit[2]}${url.search}`, request));
     }
     return app.fetch(request, env, ctx as never);
   },

@@ -18,13 +18,21 @@ export function summarizeIssues(error: z.ZodError): string {
     .join("; ");
 }
 
-/** Parses `value` with `schema`, or throws a {@link ValidationError} naming `record` and each bad field. */
-export function validateRecord<T>(schema: z.ZodType<T>, value: unknown, record: string): T {
+/**
+ * Parses `value` with `schema`, or throws a {@link ValidationError} naming `record` and each bad field.
+ * `record` may be a function of the value, so hot paths build the name only when it is needed.
+ */
+export function validateRecord<T, V = unknown>(
+  schema: z.ZodType<T>,
+  value: V,
+  record: string | ((value: V) => string),
+): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
+  const name = typeof record === "string" ? record : record(value);
   throw new ValidationError(
-    `invalid ${record}: ${summarizeIssues(result.error)}`,
-    record,
+    `invalid ${name}: ${summarizeIssues(result.error)}`,
+    name,
     describeIssues(result.error),
     { cause: result.error },
   );

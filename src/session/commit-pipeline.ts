@@ -1,14 +1,14 @@
 /**
  * The commit pipeline of DESIGN §3: one turn at a time per session; each request builds a draft on top of
- * the state (and of the drafts before it in the same group), the drafts are frozen, storage saves the
+ * the state (and of the drafts before it in the same group), the drafts are validated, storage saves the
  * group in one transaction, and only then is the state adopted and published.
  */
 import type { Clock, TimerHandle, Timers } from "../clock.ts";
 import { ensureError, KernelError, SessionStoppedError, StorageError } from "../errors.ts";
 import type { Registry } from "../registry.ts";
 import type { Storage } from "../storage/storage.ts";
-import type { FrozenCommit } from "./draft.ts";
-import { Draft } from "./draft.ts";
+import type { SealedCommit } from "./draft.ts";
+import { Draft, freezeSealed } from "./draft.ts";
 import { GroupOverlay } from "./group-overlay.ts";
 import type { SessionState, StateReader } from "./state.ts";
 
@@ -47,7 +47,7 @@ export interface PipelineHost {
   readonly timers: Timers;
   readonly deferredFlushMs: number;
   /** Adopts a confirmed commit into memory and publishes it. */
-  adopt(frozen: FrozenCommit): void;
+  adopt(sealed: SealedCommit): void;
   /** Storage failed while saving: the session must stop. */
   stop(error: KernelError): void;
 }
@@ -133,28 +133,33 @@ export class CommitPipeline {
     }
     this.flushDeferred = false;
 
-    const frozen: FrozenCommit[] = [];
+    const sealed: SealedCommit[] = [];
     const settle: (() => void)[] = [];
     const batch: PendingRequest[] = [...deferred, ...critical];
-    // Drafts after the first read through one overlay of everything frozen so far in this group. It is
-    // built only when a later draft needs it: most groups hold a single commit.
+    // Drafts after the first read through one overlay of everything sealed so far in this group. It is
+    // built only when a later draft needs it: most groups hold a single commit. What a later draft can
+    // read is frozen first, so build functions never see a mutable record.
     let overlay: GroupOverlay | undefined;
     let absorbed = 0;
-    const absorb = (commit: FrozenCommit) => {
-      frozen.push(commit);
+    const absorb = (commit: SealedCommit) => {
+      sealed.push(commit);
     };
     const base = (): StateReader => {
-      if (frozen.length === 0) return state;
+      if (sealed.length === 0) return state;
       overlay ??= new GroupOverlay(state);
-      for (; absorbed < frozen.length; absorbed++) overlay.absorb(frozen[absorbed] as FrozenCommit);
+      for (; absorbed < sealed.length; absorbed++) {
+        const commit = sealed[absorbed] as SealedCommit;
+        freezeSealed(commit);
+        overlay.absorb(commit);
+      }
       return overlay;
     };
     let version = state.version;
 
     if (deferred.length > 0) {
       const group = this.buildDeferredGroup(state, version + 1, deferred);
-      if (group.frozen) {
-        absorb(group.frozen);
+      if (group.sealed) {
+        absorb(group.sealed);
         version++;
       }
       const at = version;
@@ -165,7 +170,7 @@ export class CommitPipeline {
       try {
         const value = request.build(draft);
         if (!draft.isEmpty) {
-          absorb(draft.freeze(state.epoch, false));
+          absorb(draft.seal(state.epoch, false));
           version++;
         }
         const at = version;
@@ -176,12 +181,16 @@ export class CommitPipeline {
       }
     }
 
-    if (frozen.length > 0) {
+    if (sealed.length > 0) {
       try {
-        await this.host.storage.commit(
+        const saving = this.host.storage.commit(
           { sessionId: this.host.sessionId, epoch: state.epoch, expectedVersion: state.version },
-          frozen.map((f) => f.commit),
+          sealed.map((s) => s.commit),
         );
+        // Frozen once the store has run up to its first await (the DO store serializes everything there),
+        // before any other code can run.
+        for (const commit of sealed) freezeSealed(commit);
+        await saving;
       } catch (cause) {
         const error = asStorageFailure(cause);
         for (const request of batch) request.reject(error);
@@ -189,7 +198,7 @@ export class CommitPipeline {
         this.host.stop(error);
         return;
       }
-      for (const commit of frozen) this.host.adopt(commit);
+      for (const commit of sealed) this.host.adopt(commit);
     }
     for (const resolve of settle) resolve();
   }
@@ -218,12 +227,12 @@ export class CommitPipeline {
         continue;
       }
       try {
-        const frozen = draft.isEmpty ? undefined : draft.freeze(this.host.state.epoch, true);
-        return { draft, frozen, values };
+        const sealed = draft.isEmpty ? undefined : draft.seal(this.host.state.epoch, true);
+        return { draft, sealed, values };
       } catch (error) {
         // The combined change does not validate: fail these deferred requests, never the critical ones.
         for (const request of pending) request.reject(ensureError(error));
-        return { draft, frozen: undefined, values: [] };
+        return { draft, sealed: undefined, values: [] };
       }
     }
   }

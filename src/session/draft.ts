@@ -2,6 +2,7 @@
  * A draft: the changes one commit is about to make, layered over the committed state (or over an earlier
  * draft of the same group commit). Nothing in a draft is visible until storage confirms it.
  */
+import type { z } from "zod";
 import { DEFAULT_BASELINE_EVERY } from "../documents/define-document.ts";
 import { applyJsonPatch, diffJson } from "../documents/json-patch.ts";
 import { BlockedRecordError, ValidationError } from "../errors.ts";
@@ -34,10 +35,42 @@ export interface EntryLinks {
   readonly taskId?: string;
 }
 
-/** A frozen, validated commit plus the document values the writer already computed. */
-export interface FrozenCommit {
+/**
+ * A validated commit plus the document values the writer already computed. The commit pipeline deep-freezes
+ * it with {@link freezeSealed} as soon as storage has taken its copy, before anything else can see it.
+ */
+export interface SealedCommit {
   readonly commit: CommitRecord;
   readonly documentValues: ReadonlyMap<string, Json>;
+}
+
+/**
+ * Makes a sealed commit immutable: records and document values are shared with views from now on.
+ * Done after storage serialized them: V8 serializes frozen arrays on a slower path (a frozen commit took twice
+ * as long to turn into JSON in workerd).
+ */
+export function freezeSealed(sealed: SealedCommit): void {
+  deepFreeze(sealed.commit);
+  for (const value of sealed.documentValues.values()) deepFreeze(value);
+}
+
+/** Shared by every draft until it writes: most commits touch one or two kinds of record. */
+const NONE: ReadonlyMap<never, never> = new Map<never, never>();
+/** The record list of every commit that has none of a kind (frozen, so sharing it is safe). */
+const NO_RECORDS: never[] = Object.freeze([]) as never[];
+
+/** Validates each record (named by `name` only when it fails); a kind with no records shares {@link NO_RECORDS}. */
+function validateAll<T>(records: Iterable<T>, schema: z.ZodType<T>, name: (record: T) => string): T[] {
+  const checked: T[] = [];
+  for (const record of records) checked.push(validateRecord(schema, record, name));
+  return checked.length > 0 ? checked : NO_RECORDS;
+}
+
+/** Sets `key` in `map`, first giving the draft its own map if it still shares {@link NONE}. */
+function put<K, V>(map: ReadonlyMap<K, V>, key: K, value: V): Map<K, V> {
+  const own = map === NONE ? new Map<K, V>() : (map as Map<K, V>);
+  own.set(key, value);
+  return own;
 }
 
 /**
@@ -49,16 +82,6 @@ export interface FrozenCommit {
  *   draft.setDocument("plan", "email-plan", { recipients, approved: true });
  * });
  */
-/** Shared by every draft until it writes: most commits touch one or two kinds of record. */
-const NONE: ReadonlyMap<never, never> = new Map<never, never>();
-
-/** Sets `key` in `map`, first giving the draft its own map if it still shares {@link NONE}. */
-function put<K, V>(map: ReadonlyMap<K, V>, key: K, value: V): Map<K, V> {
-  const own = map === NONE ? new Map<K, V>() : (map as Map<K, V>);
-  own.set(key, value);
-  return own;
-}
-
 export class Draft implements StateReader {
   // Allocated on first write (see NONE): drafts are made per commit, on the hot path.
   private conversations: ReadonlyMap<string, Conversation> = NONE;
@@ -208,8 +231,8 @@ export class Draft implements StateReader {
     );
   }
 
-  /** Validates every record and returns the immutable commit. Throws {@link ValidationError}; writes nothing. */
-  freeze(epoch: number, deferred: boolean): FrozenCommit {
+  /** Validates every record and returns the commit to store. Throws {@link ValidationError}; writes nothing. */
+  seal(epoch: number, deferred: boolean): SealedCommit {
     const documentValues = new Map<string, Json>();
     const documents: DocumentChange[] = [];
     for (const [id, { type, value }] of this.documents) {
@@ -227,8 +250,7 @@ export class Draft implements StateReader {
         !before ||
         version - before.head.baselineVersion >= every ||
         deltaBytes > JSON.stringify(checked).length;
-      const frozen = deepFreeze(checked);
-      documentValues.set(id, frozen);
+      documentValues.set(id, checked);
       documents.push({
         id,
         type,
@@ -236,7 +258,7 @@ export class Draft implements StateReader {
         baselineVersion: isBaseline ? version : (before?.head.baselineVersion ?? version),
         deltaBytes: isBaseline ? 0 : deltaBytes,
         patch,
-        ...(isBaseline && { baseline: frozen }),
+        ...(isBaseline && { baseline: checked }),
       });
     }
     const commit: CommitRecord = {
@@ -244,19 +266,21 @@ export class Draft implements StateReader {
       epoch,
       at: this.at,
       deferred,
-      conversations: [...this.conversations.values()].map((c) =>
-        validateRecord(ConversationSchema, c, `conversations/${c.id}`),
+      conversations: validateAll(
+        this.conversations.values(),
+        ConversationSchema,
+        (c) => `conversations/${c.id}`,
       ),
-      entries: (this.entries ?? []).map((e) =>
-        validateRecord(EntrySchema, e, `entries/${e.conversationId}/${e.seq}`),
+      entries: validateAll(
+        this.entries ?? NO_RECORDS,
+        EntrySchema,
+        (e) => `entries/${e.conversationId}/${e.seq}`,
       ),
-      documents,
-      tasks: [...this.tasks.values()].map((t) => validateRecord(TaskSchema, t, `tasks/${t.id}`)),
-      submissions: [...this.submissions.values()].map((s) =>
-        validateRecord(SubmissionSchema, s, `submissions/${s.id}`),
-      ),
+      documents: documents.length > 0 ? documents : NO_RECORDS,
+      tasks: validateAll(this.tasks.values(), TaskSchema, (t) => `tasks/${t.id}`),
+      submissions: validateAll(this.submissions.values(), SubmissionSchema, (s) => `submissions/${s.id}`),
     };
-    return { commit: deepFreeze(commit), documentValues };
+    return { commit, documentValues };
   }
 
   private assertWritable(kind: BlockedKind, id: string): void {

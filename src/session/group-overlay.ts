@@ -5,7 +5,7 @@
  */
 import type { Conversation, Json, Submission, Task } from "../records/schemas.ts";
 import { headAfter } from "../records/schemas.ts";
-import type { FrozenCommit } from "./draft.ts";
+import type { SealedCommit } from "./draft.ts";
 import type { BlockedKind, BlockedRecord, DocumentState, SessionState, StateReader } from "./state.ts";
 import { openChildDelta } from "./state.ts";
 
@@ -48,7 +48,7 @@ export class GroupOverlay implements StateReader {
   }
 
   /** Takes in a frozen draft of the group, so the next draft sees its changes. */
-  absorb({ commit, documentValues }: FrozenCommit): void {
+  absorb({ commit, documentValues }: SealedCommit): void {
     for (const conversation of commit.conversations) this.conversations.set(conversation.id, conversation);
     for (const change of commit.documents) {
       this.documents.set(change.id, {

@@ -25,7 +25,7 @@ import { Scheduler } from "../tasks/scheduler.ts";
 import { createTask, requestCancel } from "../tasks/transitions.ts";
 import type { BuildCommit, CommitOptions, CommitResult } from "./commit-pipeline.ts";
 import { CommitPipeline } from "./commit-pipeline.ts";
-import type { FrozenCommit } from "./draft.ts";
+import type { SealedCommit } from "./draft.ts";
 import { loadSessionState } from "./load.ts";
 import type { SessionState } from "./state.ts";
 import { reduceSession } from "./state.ts";
@@ -414,14 +414,14 @@ export class Session {
     this.subscriptions.end();
   }
 
-  private adopt(frozen: FrozenCommit): void {
+  private adopt(sealed: SealedCommit): void {
     reduceSession(this.state, {
       type: "committed",
-      commit: frozen.commit,
-      documentValues: frozen.documentValues,
+      commit: sealed.commit,
+      documentValues: sealed.documentValues,
     });
-    this.subscriptions.publish(frozen.commit);
-    this.scheduler?.onCommitted(frozen.commit);
+    this.subscriptions.publish(sealed.commit);
+    this.scheduler?.onCommitted(sealed.commit);
   }
 
   private stop(error: KernelError): void {

@@ -100,6 +100,8 @@ export class SessionState implements StateReader {
     return id === undefined ? undefined : this.submissions.get(id);
   }
   blocked(kind: BlockedKind, id: string): BlockedRecord | undefined {
+    // Asked on every write; almost always nothing is blocked, so skip building the key.
+    if (this.blockedRecords.size === 0) return undefined;
     return this.blockedRecords.get(`${kind}:${id}`);
   }
   openChildCount(parentId: string): number {

@@ -60,6 +60,38 @@ describe("commit pipeline", () => {
     expect(session.view().documents[0]).toMatchObject({ version: 2, value: { n: 2 } });
   });
 
+  it("makes committed records immutable: in views, in stored commits and as later drafts of a group read them", async () => {
+    const { storage, session } = await setup();
+    const value = { n: 1 };
+    let editInLaterDraft: unknown;
+    await Promise.all([
+      session.commit((d) => {
+        d.setDocument("c", "counter", value);
+        d.appendEntry("main", note("first"));
+      }),
+      session.commit((d) => {
+        try {
+          Object.assign(d.conversation("main") as object, { entryCount: 99 });
+        } catch (error) {
+          editInLaterDraft = error;
+        }
+        d.appendEntry("main", note("second"));
+      }),
+    ]);
+    expect(storage.groups).toHaveLength(1); // the second draft read the first one inside the same group
+    expect(editInLaterDraft).toBeInstanceOf(TypeError);
+    const view = session.view();
+    const entries = view.conversations[0]?.entries ?? [];
+    expect(() => Object.assign(entries[0] as object, { seq: 7 })).toThrow(TypeError);
+    const stored = storage.groups[0]?.[0];
+    expect(() => stored?.entries.push(stored.entries[0] as never)).toThrow(TypeError);
+    expect(() => Object.assign(stored?.documents[0]?.patch ?? {}, { 0: null })).toThrow(TypeError);
+    expect(() => {
+      (view.documents[0]?.value as { n: number }).n = 5;
+    }).toThrow(TypeError);
+    expect(session.view().documents[0]?.value).toEqual({ n: 1 });
+  });
+
   it("never shows a change to views or subscribers before storage confirms it", async () => {
     const { storage, session } = await setup();
     const seen: number[] = [];
