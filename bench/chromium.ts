@@ -5,7 +5,9 @@ import { serveWithVite, withChromiumProfile } from "../test/support/chromium.ts"
 export type ChromiumEntry = "runCommitBench" | "runChainBench" | "runAgentBench" | "runWorkerCommitBench";
 
 /** Runs `window[entry]()` of bench/browser/index.html in Chromium and returns its result. */
-export async function runInChromium(entry: ChromiumEntry): Promise<{ ours: number; floor: number }> {
+export async function runInChromium(
+  entry: ChromiumEntry,
+): Promise<{ ours: number; floor: number; hop?: number }> {
   const server = await serveWithVite(join(import.meta.dirname, "browser"));
   try {
     return await withChromiumProfile(async (context) => {
@@ -14,8 +16,9 @@ export async function runInChromium(entry: ChromiumEntry): Promise<{ ours: numbe
       await page.waitForFunction((name) => name in window, entry, { timeout: 60_000 });
       return page.evaluate(
         (name) =>
-          (window as unknown as Record<string, () => Promise<{ ours: number; floor: number }>>)[name]?.() ??
-          Promise.reject(new Error(`no ${name}`)),
+          (window as unknown as Record<string, () => Promise<{ ours: number; floor: number; hop?: number }>>)[
+            name
+          ]?.() ?? Promise.reject(new Error(`no ${name}`)),
         entry,
       );
     });

@@ -30,7 +30,17 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
   "phases/chain-1000/chromium-indexeddb": async () => inChromium("runChainBench", "ms/phase"),
   "agent/step-overhead": async () => ({ ...(await stepOverheadBench()), unit: "ms/step" }),
   "agent/step-overhead/chromium-indexeddb": async () => inChromium("runAgentBench", "ms/step"),
-  "worker/commit": async () => inChromium("runWorkerCommitBench", "ms/commit"),
+  "worker/commit": async () => workerCommit(),
+  // Diagnostics from the same run: the hop floor (the raw transaction inside a plain worker, one message
+  // each) against the page's raw transaction, and the session worker against that hop floor.
+  "worker/commit-hop-only": async () => {
+    const result = await workerCommit();
+    return result?.hop === undefined ? undefined : { ...result, ours: result.hop };
+  },
+  "worker/commit-vs-hop": async () => {
+    const result = await workerCommit();
+    return result?.hop === undefined ? undefined : { ...result, floor: result.hop };
+  },
   "worker/resume-10000-vs-100": async () => {
     const { chromiumPath } = await import("../test/support/chromium.ts");
     if (!existsSync(chromiumPath)) return undefined;
@@ -46,8 +56,18 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
   "agent/parallel-tools": async () => ({ ...(await parallelToolsBench()), unit: "txn" }),
 };
 
+let workerCommitRun: Promise<(Result & { hop?: number }) | undefined> | undefined;
+/** worker/commit and its diagnostics share one Chromium run. */
+function workerCommit() {
+  workerCommitRun ??= inChromium("runWorkerCommitBench", "ms/commit");
+  return workerCommitRun;
+}
+
 /** Runs a benchmark page entry in Debian's Chromium, if it is installed. */
-async function inChromium(entry: ChromiumEntry, unit: string): Promise<Result | undefined> {
+async function inChromium(
+  entry: ChromiumEntry,
+  unit: string,
+): Promise<(Result & { hop?: number }) | undefined> {
   // Loaded only here: Vite and Playwright would otherwise bloat the heap every other benchmark runs in.
   const { chromiumPath } = await import("../test/support/chromium.ts");
   if (!existsSync(chromiumPath)) {
