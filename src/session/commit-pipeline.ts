@@ -31,6 +31,13 @@ export interface CommitOptions {
   readonly deferred?: boolean;
 }
 
+/** A request whose draft made it into the group, and what it resolves to once storage confirms. */
+interface Settled {
+  readonly request: PendingRequest;
+  readonly value: unknown;
+  readonly version: number;
+}
+
 interface PendingRequest {
   readonly build: BuildCommit<unknown>;
   readonly resolve: (result: CommitResult<unknown>) => void;
@@ -124,6 +131,35 @@ export class CommitPipeline {
   }
 
   private async runGroup(): Promise<void> {
+    const group = this.prepareGroup();
+    if (group.sealed.length > 0) {
+      const { state } = this.host;
+      try {
+        const saving = this.host.storage.commit(
+          { sessionId: this.host.sessionId, epoch: state.epoch, expectedVersion: state.version },
+          group.sealed.map((s) => s.commit),
+        );
+        // Frozen once the store has run up to its first await (the DO store serializes everything there),
+        // before any other code can run.
+        for (const commit of group.sealed) freezeSealed(commit);
+        await saving;
+      } catch (cause) {
+        const error = asStorageFailure(cause);
+        for (const { request } of group.settled) request.reject(error);
+        this.fail(new SessionStoppedError(this.host.sessionId, { cause: error }));
+        this.host.stop(error);
+        return;
+      }
+      for (const commit of group.sealed) this.host.adopt(commit);
+    }
+    for (const { request, value, version } of group.settled) request.resolve({ value, version });
+  }
+
+  /**
+   * Builds and seals the drafts of one group, synchronously. Requests whose build or validation failed are
+   * rejected here; the others are settled once storage confirms the group.
+   */
+  private prepareGroup(): { sealed: SealedCommit[]; settled: Settled[] } {
     const { state } = this.host;
     const critical = this.queue.splice(0);
     const deferred = this.deferred.splice(0);
@@ -134,73 +170,46 @@ export class CommitPipeline {
     this.flushDeferred = false;
 
     const sealed: SealedCommit[] = [];
-    const settle: (() => void)[] = [];
-    const batch: PendingRequest[] = [...deferred, ...critical];
+    const settled: Settled[] = [];
+    let version = state.version;
+    if (deferred.length > 0) {
+      const group = this.buildDeferredGroup(state, version + 1, deferred);
+      if (group.sealed) {
+        sealed.push(group.sealed);
+        version++;
+      }
+      for (const [request, value] of group.values) settled.push({ request, value, version });
+    }
     // Drafts after the first read through one overlay of everything sealed so far in this group. It is
     // built only when a later draft needs it: most groups hold a single commit. What a later draft can
     // read is frozen first, so build functions never see a mutable record.
     let overlay: GroupOverlay | undefined;
     let absorbed = 0;
-    const absorb = (commit: SealedCommit) => {
-      sealed.push(commit);
-    };
-    const base = (): StateReader => {
-      if (sealed.length === 0) return state;
-      overlay ??= new GroupOverlay(state);
-      for (; absorbed < sealed.length; absorbed++) {
-        const commit = sealed[absorbed] as SealedCommit;
-        freezeSealed(commit);
-        overlay.absorb(commit);
-      }
-      return overlay;
-    };
-    let version = state.version;
-
-    if (deferred.length > 0) {
-      const group = this.buildDeferredGroup(state, version + 1, deferred);
-      if (group.sealed) {
-        absorb(group.sealed);
-        version++;
-      }
-      const at = version;
-      for (const [request, value] of group.values) settle.push(() => request.resolve({ value, version: at }));
-    }
     for (const request of critical) {
-      const draft = new Draft(base(), this.host.registry, version + 1, this.host.clock.now());
+      let base: StateReader = state;
+      if (sealed.length > 0) {
+        overlay ??= new GroupOverlay(state);
+        for (; absorbed < sealed.length; absorbed++) {
+          const commit = sealed[absorbed] as SealedCommit;
+          freezeSealed(commit);
+          overlay.absorb(commit);
+        }
+        base = overlay;
+      }
+      const draft = new Draft(base, this.host.registry, version + 1, this.host.clock.now());
       try {
         const value = request.build(draft);
         if (!draft.isEmpty) {
-          absorb(draft.seal(state.epoch, false));
+          sealed.push(draft.seal(state.epoch, false));
           version++;
         }
-        const at = version;
-        settle.push(() => request.resolve({ value, version: at }));
+        settled.push({ request, value, version });
       } catch (error) {
         // A failure while preparing discards only this draft; the group goes on without it.
         request.reject(ensureError(error));
       }
     }
-
-    if (sealed.length > 0) {
-      try {
-        const saving = this.host.storage.commit(
-          { sessionId: this.host.sessionId, epoch: state.epoch, expectedVersion: state.version },
-          sealed.map((s) => s.commit),
-        );
-        // Frozen once the store has run up to its first await (the DO store serializes everything there),
-        // before any other code can run.
-        for (const commit of sealed) freezeSealed(commit);
-        await saving;
-      } catch (cause) {
-        const error = asStorageFailure(cause);
-        for (const request of batch) request.reject(error);
-        this.fail(new SessionStoppedError(this.host.sessionId, { cause: error }));
-        this.host.stop(error);
-        return;
-      }
-      for (const commit of sealed) this.host.adopt(commit);
-    }
-    for (const resolve of settle) resolve();
+    return { sealed, settled };
   }
 
   /**
