@@ -142,6 +142,20 @@ describe("commit pipeline", () => {
     expect(session.status).toBe("open");
   });
 
+  it("names the entry whose content is invalid, and commits the rest of its group", async () => {
+    const { storage, session } = await setup();
+    const [bad, good] = await Promise.allSettled([
+      session.commit((d) => d.appendEntry("main", { kind: "note", text: 5 } as never)),
+      session.commit((d) => d.appendEntry("other", note("fine"))),
+    ]);
+    const error = bad.status === "rejected" ? bad.reason : undefined;
+    expect(error).toBeInstanceOf(ValidationError);
+    expect((error as ValidationError).record).toBe("entries/main/0");
+    expect((error as ValidationError).message).toContain("content.text");
+    expect(good.status).toBe("fulfilled");
+    expect(storage.groups.flat().map((c) => c.entries.map((e) => e.conversationId))).toEqual([["other"]]);
+  });
+
   it("batches deferred progress into one commit, flushed by its timer", async () => {
     const { storage, timers, session } = await setup();
     await session.commit((d) => d.setDocument("c", "counter", { n: 0 }));
