@@ -99,6 +99,8 @@ export class Session {
   private readonly scheduler: Scheduler | undefined;
   private currentStatus: SessionStatus = "open";
   private stopError: KernelError | undefined;
+  /** The restart limit resume() applies, so the recovery preview applies the same one. */
+  private readonly maxRestarts: number | undefined;
 
   /** @internal Use {@link openSession}. */
   constructor(
@@ -112,6 +114,7 @@ export class Session {
   ) {
     const ids = options.ids ?? randomIds;
     this.ids = ids;
+    this.maxRestarts = options.maxRestarts;
     this.pipeline = new CommitPipeline({
       sessionId: state.id,
       state,
@@ -120,7 +123,7 @@ export class Session {
       clock,
       timers: options.timers ?? systemTimers,
       deferredFlushMs: options.deferredFlushMs ?? 50,
-      adopt: (frozen) => this.adopt(frozen),
+      adopt: (sealed) => this.adopt(sealed),
       stop: (error) => this.stop(error),
     });
     this.subscriptions = new Subscriptions(
@@ -303,7 +306,13 @@ export class Session {
    * phase counts as cut off), without doing it: recovery previews in devtools and the edge API.
    */
   previewRecovery(): RecoveryAction[] {
-    return planRecovery(this.state.tasks.values(), this.state, this.registry, this.clock.now());
+    return planRecovery(
+      this.state.tasks.values(),
+      this.state,
+      this.registry,
+      this.clock.now(),
+      this.maxRestarts,
+    );
   }
 
   /** Whether work is runnable now and when the next timed wake-up is. */

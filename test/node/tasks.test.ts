@@ -449,6 +449,32 @@ describe("restart counting", () => {
     expect(failed.state).toMatchObject({ status: "failed", error: { code: "restart-limit" } });
     await third.close();
   });
+
+  it("previews recovery with the session's own restart limit, the one resume() applies", async () => {
+    const hangs = defineTask({
+      kind: "hangs",
+      version: 1,
+      input: z.object({}),
+      phases: { run: (ctx) => untilAborted(ctx.signal) },
+    });
+    const storage = memoryStorage();
+    const registry = () => createRegistry({ tasks: [hangs] });
+    const first = await openSession({ id: "s", storage, registry: registry() });
+    const task = await first.spawn("hangs", {});
+    await first.resume();
+    await first.close(); // dies mid-phase
+    const second = await openSession({
+      id: "s",
+      storage: storage.reopen(),
+      registry: registry(),
+      maxRestarts: 0,
+    });
+    expect(second.previewRecovery().map((a) => a.kind)).toEqual(["fail-restart-limit"]);
+    await second.resume();
+    const failed = await second.waitForTask(task.id);
+    expect(failed.state).toMatchObject({ status: "failed", error: { code: "restart-limit" } });
+    await second.close();
+  });
 });
 
 describe("observe-only waits", () => {
