@@ -37,6 +37,16 @@ export interface ToolResult {
   readonly via: "run" | "replay" | "confirm" | "rejected" | "unknown";
 }
 
+/**
+ * What re-entering `execute` after a crash does with a call whose outcome is unknown: run it again (both the
+ * call and the tool are replay-safe), ask the tool whether it already happened, or give up as interrupted.
+ * One rule for the recovery itself and for the preview that describes it.
+ */
+function recoveryOf(intent: Intent, tool: ToolDefinition<unknown>): "replay" | "confirm" | "interrupted" {
+  if (intent.replay === "safe" && tool.replay === "safe") return "replay";
+  return tool.confirm ? "confirm" : "interrupted";
+}
+
 /** The tool task kind, resolving tools by name from `tools`. */
 export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): TaskDefinition<ToolTaskInput> {
   return defineTask<ToolTaskInput>({
@@ -49,12 +59,16 @@ export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): T
         return `${name}: validate the arguments and run it (it never started)`;
       const intent = task.checkpoint.data as unknown as Intent;
       const tool = tools.get(name);
-      if (!tool?.execute) return `${name}: end with an error (the tool is no longer available)`;
-      if (intent.replay === "safe" && tool.replay === "safe")
-        return `${name}: replay (the tool is safe to re-run)`;
-      if (tool.confirm)
-        return `${name}: confirm by operation id ${intent.operationId}, run it only if it never happened`;
-      return `${name}: mark interrupted (unsafe to re-run and no confirmation hook)`;
+      if (!tool?.execute || !tool.input.safeParse(intent.args).success)
+        return `${name}: end with an error (the tool is no longer available)`;
+      switch (recoveryOf(intent, tool)) {
+        case "replay":
+          return `${name}: replay (the tool is safe to re-run)`;
+        case "confirm":
+          return `${name}: confirm by operation id ${intent.operationId}, run it only if it never happened`;
+        case "interrupted":
+          return `${name}: mark interrupted (unsafe to re-run and no confirmation hook)`;
+      }
     },
     phases: {
       call: async (ctx) => {
@@ -93,25 +107,21 @@ export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): T
             via: "unknown",
           });
         const recovering = ctx.restarts > 0;
-        if (recovering) {
-          const replayable = intent.replay === "safe" && tool.replay === "safe";
-          if (!replayable) {
-            if (!tool.confirm) {
-              const partial = ctx.document(runDocumentId(ctx.task.id))?.value as
-                | { progress?: Json }
-                | undefined;
-              return finish(ctx, {
-                outcome: "interrupted",
-                output: {
-                  error: `the outcome of ${tool.name} is unknown: the process stopped while it ran, and it is not safe to re-run`,
-                  partialOutput: partial?.progress ?? null,
-                },
-                via: "unknown",
-              });
-            }
-            const found = await tool.confirm(intent.operationId, args.data);
-            if (found !== undefined) return finish(ctx, { outcome: "ok", output: found, via: "confirm" });
-          }
+        const recovery = recovering ? recoveryOf(intent, tool) : undefined;
+        if (recovery === "interrupted") {
+          const partial = ctx.document(runDocumentId(ctx.task.id))?.value as { progress?: Json } | undefined;
+          return finish(ctx, {
+            outcome: "interrupted",
+            output: {
+              error: `the outcome of ${tool.name} is unknown: the process stopped while it ran, and it is not safe to re-run`,
+              partialOutput: partial?.progress ?? null,
+            },
+            via: "unknown",
+          });
+        }
+        if (recovery === "confirm") {
+          const found = await tool.confirm?.(intent.operationId, args.data);
+          if (found !== undefined) return finish(ctx, { outcome: "ok", output: found, via: "confirm" });
         }
         try {
           const output = await tool.execute(args.data, {
