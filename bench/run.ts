@@ -48,6 +48,8 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     return { ...(await resumeBench()), unit: "ms/resume" };
   },
   "edge/commit": async () => ({ ...(await edgeCommitBench()), unit: "ms/commit" }),
+  // Diagnostic: each commit on both sides made durable on its own (storage.sync()), as in production.
+  "edge/commit-durable": async () => ({ ...(await edgeCommitBench(true)), unit: "ms/commit" }),
   "edge/submission-roundtrip": async () => ({ ...(await edgeSubmissionBench()), unit: "ms/submission" }),
   "agent/commits-per-tool-call": async () => ({
     ...(await commitsPerToolCallBench()),

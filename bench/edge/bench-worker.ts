@@ -2,7 +2,8 @@
  * The Worker the edge benchmarks run on workerd:
  * - `CommitBench` (a Durable Object class): in one object `/ours?n&from` runs n workload commits through a
  *   Session over the DO SQLite store; in another `/raw?n&from` writes exactly the rows those commits write,
- *   one raw `transactionSync` per commit, into the same tables.
+ *   one raw `transactionSync` per commit, into the same tables. With `&durable`, each commit is followed by
+ *   `storage.sync()`, so each is its own durable SQLite commit (as a phase that ends after I/O commits).
  * - `BenchSession`: the edge session object with a scripted one-tool agent, behind the shipped router;
  *   `/__ping/:session` is a bare round trip to the same object (it touches no session).
  */
@@ -22,6 +23,9 @@ import {
 import { rowsOfCommit } from "../../src/storage/rows.ts";
 import { benchRegistry, commitStep, renumber } from "../workload.ts";
 
+/** `ctx.storage` as this bench uses it: the store's parts plus `sync()` (wait until writes are durable). */
+type BenchStorage = DurableObjectStorageLike & { sync(): Promise<void> };
+
 interface Env {
   readonly SESSIONS: DurableObjectNamespaceLike;
   readonly COMMITS: DurableObjectNamespaceLike;
@@ -33,7 +37,7 @@ export class CommitBench {
   private session: Session | undefined;
   private template: CommitRecord[] = [];
 
-  constructor(private readonly ctx: { storage: DurableObjectStorageLike }) {
+  constructor(private readonly ctx: { storage: BenchStorage }) {
     this.storage = new DurableObjectSqliteStorage(ctx.storage);
   }
 
@@ -41,6 +45,7 @@ export class CommitBench {
     const url = new URL(request.url);
     const n = Number(url.searchParams.get("n") ?? 0);
     const from = Number(url.searchParams.get("from") ?? 0);
+    const durable = url.searchParams.has("durable");
     switch (url.pathname) {
       case "/ping":
         return new Response("pong");
@@ -57,45 +62,49 @@ export class CommitBench {
       case "/setup-raw": {
         this.template = (await request.json()) as CommitRecord[];
         await this.storage.open("bench", { mode: "write", at: Date.now(), entryTail: 1 });
-        this.raw(renumber(this.template, 0, 50));
+        for (const commit of renumber(this.template, 0, 50)) this.raw(commit);
         return new Response("ready");
       }
       case "/ours":
         if (!this.session) break;
-        for (let i = 0; i < n; i++) await commitStep(this.session, from + i);
+        for (let i = 0; i < n; i++) {
+          await commitStep(this.session, from + i);
+          if (durable) await this.ctx.storage.sync();
+        }
         return new Response(String(this.session.version));
       case "/raw":
-        this.raw(renumber(this.template, from, n));
+        for (const commit of renumber(this.template, from, n)) {
+          this.raw(commit);
+          if (durable) await this.ctx.storage.sync();
+        }
         return new Response("ok");
     }
     return new Response("not found", { status: 404 });
   }
 
   /** One transactionSync per commit: read the session row, write the commit's rows, write the session row. */
-  private raw(commits: readonly CommitRecord[]): void {
+  private raw(commit: CommitRecord): void {
     const { sql } = this.ctx.storage;
-    for (const commit of commits) {
-      this.ctx.storage.transactionSync(() => {
-        const meta = sql.exec("SELECT v FROM da_sessions WHERE id = ?", "bench").toArray()[0];
-        for (const row of rowsOfCommit(commit)) {
-          const [id, n] = row.table === "changes" ? ["", row.key[0]] : [row.key[0], row.key[1] ?? -1];
-          sql.exec(
-            "INSERT OR REPLACE INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?)",
-            "bench",
-            row.table,
-            id,
-            n,
-            JSON.stringify(row.value),
-          );
-        }
-        const value = {
-          ...(JSON.parse(String(meta?.v)) as object),
-          version: commit.version,
-          updatedAt: commit.at,
-        };
-        sql.exec("INSERT OR REPLACE INTO da_sessions (id, v) VALUES (?, ?)", "bench", JSON.stringify(value));
-      });
-    }
+    this.ctx.storage.transactionSync(() => {
+      const meta = sql.exec("SELECT v FROM da_sessions WHERE id = ?", "bench").toArray()[0];
+      for (const row of rowsOfCommit(commit)) {
+        const [id, n] = row.table === "changes" ? ["", row.key[0]] : [row.key[0], row.key[1] ?? -1];
+        sql.exec(
+          "INSERT OR REPLACE INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?)",
+          "bench",
+          row.table,
+          id,
+          n,
+          JSON.stringify(row.value),
+        );
+      }
+      const value = {
+        ...(JSON.parse(String(meta?.v)) as object),
+        version: commit.version,
+        updatedAt: commit.at,
+      };
+      sql.exec("INSERT OR REPLACE INTO da_sessions (id, v) VALUES (?, ?)", "bench", JSON.stringify(value));
+    });
   }
 }
 
