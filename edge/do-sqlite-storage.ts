@@ -9,6 +9,7 @@ import type { WriteHook } from "../src/storage/memory-storage.ts";
 import type { KeyPart, Table } from "../src/storage/rows.ts";
 import {
   checkGuard,
+  checkRowSize,
   nextWriterMeta,
   pruneChangesThrough,
   rawNumber,
@@ -38,7 +39,18 @@ export interface DurableObjectStorageLike {
 export interface DurableObjectSqliteStorageOptions extends StorageOptions {
   /** Called for each row a commit writes; throwing rolls the transaction back (fault injection in tests). */
   readonly onWrite?: WriteHook;
+  /**
+   * The largest serialized row this store writes, in UTF-8 bytes (default {@link DO_SQLITE_MAX_ROW_BYTES}).
+   * A commit with a larger row is refused with `RecordTooLargeError` and nothing is written.
+   */
+  readonly maxRowBytes?: number;
 }
+
+/**
+ * Cloudflare documents 2 MB as the largest row of a Durable Object's SQLite database (workerd refuses a
+ * record of about 2.2 MB with SQLITE_TOOBIG); the margin leaves room for the key columns.
+ */
+export const DO_SQLITE_MAX_ROW_BYTES = 2_000_000;
 
 /**
  * Rows are stored as JSON text keyed by (session, table, id, n): `id` is the string part of the key and `n`
@@ -70,12 +82,14 @@ function keyOf(table: Table, id: string, n: number): KeyPart[] {
 /** The DO SQLite store. Create one per Durable Object with `new DurableObjectSqliteStorage(ctx.storage)`. */
 export class DurableObjectSqliteStorage implements Storage {
   private readonly retain: number;
+  private readonly maxRowBytes: number;
 
   constructor(
     private readonly storage: DurableObjectStorageLike,
     private readonly options: DurableObjectSqliteStorageOptions = {},
   ) {
     this.retain = options.retainChanges ?? DEFAULT_RETAIN_CHANGES;
+    this.maxRowBytes = options.maxRowBytes ?? DO_SQLITE_MAX_ROW_BYTES;
     for (const statement of SCHEMA) storage.sql.exec(statement);
   }
 
@@ -92,6 +106,7 @@ export class DurableObjectSqliteStorage implements Storage {
     );
   }
 
+  /** A row too large for the store fails the whole group with `RecordTooLargeError`, inside the transaction. */
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     const last = commits.at(-1);
     if (!last) return;
@@ -103,13 +118,15 @@ export class DurableObjectSqliteStorage implements Storage {
           for (const row of rowsOfCommit(commit)) {
             this.options.onWrite?.(row, index++);
             const [id, n] = columns(row.table, row.key);
+            const json = JSON.stringify(row.value);
+            checkRowSize(row, json, this.maxRowBytes, commit.version);
             this.storage.sql.exec(
               "INSERT OR REPLACE INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?)",
               guard.sessionId,
               row.table,
               id,
               n,
-              JSON.stringify(row.value),
+              json,
             );
           }
           const through = pruneChangesThrough(commit.version, this.retain);

@@ -6,7 +6,7 @@
 export type { DurableObjectNamespaceLike, EdgeAppOptions } from "./app.ts";
 export { createEdgeApp } from "./app.ts";
 export type { DurableObjectSqliteStorageOptions, DurableObjectStorageLike } from "./do-sqlite-storage.ts";
-export { DurableObjectSqliteStorage } from "./do-sqlite-storage.ts";
+export { DO_SQLITE_MAX_ROW_BYTES, DurableObjectSqliteStorage } from "./do-sqlite-storage.ts";
 export type { Problem } from "./problem.ts";
 export { problemResponse } from "./problem.ts";
 export type { InternalRoute } from "./protocol.ts";

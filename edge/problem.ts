@@ -60,6 +60,8 @@ function statusOf(code: string): number {
       return 400;
     case "session-not-found":
       return 404;
+    case "record-too-large":
+      return 413;
     case "stale-owner":
       return 409;
     case "history-truncated":

@@ -10,6 +10,7 @@ export const KERNEL_ERROR_CODES = [
   "quota-exceeded",
   "storage-closed",
   "invalid-record",
+  "record-too-large",
   "corrupt-record",
   "blocked-record",
   "session-stopped",
@@ -62,6 +63,28 @@ export class StorageError extends KernelError {
     options?: { cause?: unknown },
   ) {
     super(code, message, options);
+  }
+}
+
+/**
+ * A commit holds a record larger than the store can keep in one row (a Durable Object SQLite row holds
+ * about 2 MB). The store refused the commit before writing anything: only the work that made that commit
+ * fails, the session goes on.
+ */
+export class RecordTooLargeError extends KernelError {
+  override readonly name = "RecordTooLargeError";
+  constructor(
+    message: string,
+    /** The row that does not fit (`entries/main/7`, `changes/12`, …). */
+    readonly record: string,
+    /** Its size in UTF-8 bytes, as the store would write it. */
+    readonly bytes: number,
+    /** The most the store holds in one row. */
+    readonly limit: number,
+    /** The version of the refused commit. */
+    readonly version: number,
+  ) {
+    super("record-too-large", message);
   }
 }
 

@@ -2,7 +2,7 @@
  * The model's context, rebuilt from committed entries only — never from a live array — so a process that
  * reopens the session sends the model exactly what the crashed one would have.
  */
-import type { Entry } from "../records/schemas.ts";
+import type { Entry, EntryContent } from "../records/schemas.ts";
 import type { ModelMessage } from "./model.ts";
 
 /** The seq from which the context starts: the latest summary (compaction marker) covers what came before. */
@@ -39,13 +39,13 @@ const messageCache = new WeakMap<Entry, ModelMessage | null>();
 function messageOf(entry: Entry): ModelMessage | undefined {
   const cached = messageCache.get(entry);
   if (cached !== undefined) return cached ?? undefined;
-  const message = toMessage(entry);
+  const message = contentMessage(entry.content);
   if (Object.isFrozen(entry)) messageCache.set(entry, message ?? null);
   return message;
 }
 
-function toMessage(entry: Entry): ModelMessage | undefined {
-  const content = entry.content;
+/** The message an entry's content stands for in the model's context (none for notes). */
+export function contentMessage(content: EntryContent): ModelMessage | undefined {
   switch (content.kind) {
     case "user":
       return { role: "user", content: content.text };

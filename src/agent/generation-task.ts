@@ -11,9 +11,9 @@
  * plus everything this turn itself produced.
  */
 import { z } from "zod";
-import type { Entry, Json, ToolCall } from "../records/schemas.ts";
+import type { Entry, EntryContent, Json, Task, ToolCall } from "../records/schemas.ts";
 import { defineTask, type PhaseContext, type TaskDefinition, type Transition } from "../tasks/define-task.ts";
-import { buildMessages } from "./context.ts";
+import { buildMessages, contentMessage } from "./context.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 import type { ToolSpec } from "./model.ts";
 import { type Model, ModelError, type ModelResponse } from "./model.ts";
@@ -77,8 +77,13 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
           round = firstRound(ctx.input.throughSeq);
         }
         noteInterruptedStream(ctx, round);
+        const entries = await turnEntries(ctx, round);
+        const answered = answerEndedCalls(ctx, round, entries);
         const request = {
-          messages: buildMessages(await turnEntries(ctx, round), options.system),
+          messages: [
+            ...buildMessages(entries, options.system),
+            ...answered.flatMap((content) => contentMessage(content) ?? []),
+          ],
           tools: options.toolSpecs,
         };
         try {
@@ -224,6 +229,46 @@ async function turnEntries(ctx: PhaseContext<GenerateInput>, round: Round): Prom
   return entries.filter(
     (e) => e.seq < round.throughSeq || e.taskId === own || (e.taskId?.startsWith(`${own}/`) ?? false),
   );
+}
+
+/**
+ * Tool calls of the previous round whose task ended without writing a result (it failed: its result was
+ * too large to store, it hit the restart limit; or it was cancelled) get an error result now, committed
+ * with this phase's transition: every call the model made is answered in the context it sees next.
+ */
+function answerEndedCalls(ctx: PhaseContext<GenerateInput>, round: Round, entries: Entry[]): EntryContent[] {
+  const own = ctx.task.id;
+  const asked = entries.findLast((e) => e.taskId === own && e.content.kind === "model");
+  if (asked?.content.kind !== "model" || asked.content.toolCalls.length === 0) return [];
+  const answered = new Set<string>();
+  for (const entry of entries)
+    if (entry.seq > asked.seq && entry.content.kind === "tool-result") answered.add(entry.content.toolCallId);
+  const children = new Map(ctx.children().map((task) => [task.id, task]));
+  const added: EntryContent[] = [];
+  for (const [index, call] of asked.content.toolCalls.entries()) {
+    if (answered.has(call.id)) continue;
+    const id = `${own}/r${round.round - 1}/${index}`;
+    const why = endedWithout(children.get(id));
+    if (why === undefined) continue;
+    const content = rejected(call, `the tool call ended without a result: ${why}`);
+    ctx.appendEntry(ctx.input.conversationId, content, { taskId: id });
+    added.push(content);
+  }
+  return added;
+}
+
+/** Why a tool task ended without a result, or undefined when it has not ended. */
+function endedWithout(task: Task | undefined): string | undefined {
+  switch (task?.state.status) {
+    case "failed":
+      return task.state.error.message;
+    case "cancelled":
+      return `cancelled (${task.state.reason})`;
+    case "succeeded":
+      return "it succeeded, but its result entry is missing";
+    default:
+      return undefined;
+  }
 }
 
 function rejected(call: ToolCall, error: string) {

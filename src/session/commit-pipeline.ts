@@ -4,7 +4,13 @@
  * group in one transaction, and only then is the state adopted and published.
  */
 import type { Clock, TimerHandle, Timers } from "../clock.ts";
-import { ensureError, KernelError, SessionStoppedError, StorageError } from "../errors.ts";
+import {
+  ensureError,
+  KernelError,
+  RecordTooLargeError,
+  SessionStoppedError,
+  StorageError,
+} from "../errors.ts";
 import type { Registry } from "../registry.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { SealedCommit } from "./draft.ts";
@@ -36,6 +42,15 @@ interface Settled {
   readonly request: PendingRequest;
   readonly value: unknown;
   readonly version: number;
+  /** The commit its changes went into (undefined: its draft changed nothing). */
+  readonly sealed: SealedCommit | undefined;
+  readonly deferred: boolean;
+}
+
+/** One group of drafts, sealed and waiting for storage. */
+interface PreparedGroup {
+  readonly sealed: SealedCommit[];
+  readonly settled: Settled[];
 }
 
 interface PendingRequest {
@@ -144,6 +159,7 @@ export class CommitPipeline {
         for (const commit of group.sealed) freezeSealed(commit);
         await saving;
       } catch (cause) {
+        if (cause instanceof RecordTooLargeError && this.refuse(group, cause)) return;
         const error = asStorageFailure(cause);
         for (const { request } of group.settled) request.reject(error);
         this.fail(new SessionStoppedError(this.host.sessionId, { cause: error }));
@@ -156,10 +172,33 @@ export class CommitPipeline {
   }
 
   /**
+   * The store refused one commit of the group as too large, before writing anything. The requests whose
+   * changes made that commit fail with the error; every other request of the group is queued again, in its
+   * order, and rebuilt on the next turn (builds are plain functions of their draft). The session goes on.
+   * False when the error names no commit of the group: then it is treated as a storage failure.
+   */
+  private refuse(group: PreparedGroup, error: RecordTooLargeError): boolean {
+    const refused = group.sealed.find((sealed) => sealed.commit.version === error.version);
+    if (!refused) return false;
+    const critical: PendingRequest[] = [];
+    const deferred: PendingRequest[] = [];
+    for (const settled of group.settled) {
+      if (settled.sealed === refused) settled.request.reject(error);
+      else (settled.deferred ? deferred : critical).push(settled.request);
+    }
+    this.queue.unshift(...critical);
+    if (deferred.length > 0) {
+      this.deferred.unshift(...deferred);
+      this.flushDeferred = true;
+    }
+    return true;
+  }
+
+  /**
    * Builds and seals the drafts of one group, synchronously. Requests whose build or validation failed are
    * rejected here; the others are settled once storage confirms the group.
    */
-  private prepareGroup(): { sealed: SealedCommit[]; settled: Settled[] } {
+  private prepareGroup(): PreparedGroup {
     const { state } = this.host;
     const critical = this.queue.splice(0);
     const deferred = this.deferred.splice(0);
@@ -178,7 +217,8 @@ export class CommitPipeline {
         sealed.push(group.sealed);
         version++;
       }
-      for (const [request, value] of group.values) settled.push({ request, value, version });
+      for (const [request, value] of group.values)
+        settled.push({ request, value, version, sealed: group.sealed, deferred: true });
     }
     // Drafts after the first read through one overlay of everything sealed so far in this group. It is
     // built only when a later draft needs it: most groups hold a single commit. What a later draft can
@@ -199,11 +239,13 @@ export class CommitPipeline {
       const draft = new Draft(base, this.host.registry, version + 1, this.host.clock.now());
       try {
         const value = request.build(draft);
+        let commit: SealedCommit | undefined;
         if (!draft.isEmpty) {
-          sealed.push(draft.seal(state.epoch, false));
+          commit = draft.seal(state.epoch, false);
+          sealed.push(commit);
           version++;
         }
-        settled.push({ request, value, version });
+        settled.push({ request, value, version, sealed: commit, deferred: false });
       } catch (error) {
         // A failure while preparing discards only this draft; the group goes on without it.
         request.reject(ensureError(error));

@@ -8,6 +8,7 @@ import type { CommitRecord } from "../records/schemas.ts";
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import {
   checkGuard,
+  checkRowSize,
   nextWriterMeta,
   pruneChangesThrough,
   rawNumber,
@@ -38,6 +39,11 @@ export type WriteHook = (row: RowWrite, index: number) => void;
 
 export interface MemoryStorageOptions extends StorageOptions {
   readonly onWrite?: WriteHook;
+  /**
+   * Refuse rows larger than this many UTF-8 bytes, as a store with a row limit does (a Durable Object's
+   * SQLite: `DO_SQLITE_MAX_ROW_BYTES`), so an app can meet that limit before it deploys. Default: none.
+   */
+  readonly maxRowBytes?: number;
 }
 
 const encode = (key: readonly KeyPart[]): string =>
@@ -80,6 +86,8 @@ export class MemoryStorage implements Storage {
     for (const commit of commits) {
       for (const row of rowsOfCommit(commit)) {
         this.options.onWrite?.(row, staged.length);
+        const limit = this.options.maxRowBytes;
+        if (limit !== undefined) checkRowSize(row, JSON.stringify(row.value), limit, commit.version);
         staged.push({ ...row, value: structuredClone(row.value) });
       }
       const through = pruneChangesThrough(commit.version, this.retain);

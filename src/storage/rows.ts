@@ -3,7 +3,7 @@
  * stores differ only in how they run a transaction, never in what they write.
  */
 
-import { SessionNotFoundError, StaleOwnerError } from "../errors.ts";
+import { RecordTooLargeError, SessionNotFoundError, StaleOwnerError } from "../errors.ts";
 import type { CommitRecord, DocumentHead, DocumentRow, SessionMeta } from "../records/schemas.ts";
 import { headAfter, STORAGE_FORMAT } from "../records/schemas.ts";
 import type { CommitGuard, StoredDocument, StoredRecord, StoredSession } from "./storage.ts";
@@ -64,6 +64,40 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
   }
   rows.push({ table: "changes", key: [commit.version], value: commit });
   return rows;
+}
+
+/** The UTF-8 length of a string (what a store writes), counted without encoding it. */
+export function utf8Length(text: string): number {
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit < 0x80) continue;
+    if (unit < 0x800) bytes += 1;
+    else if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length) {
+      bytes += 2; // a surrogate pair: 4 bytes for its 2 units
+      i++;
+    } else bytes += 2;
+  }
+  return bytes;
+}
+
+/**
+ * Refuses a row whose serialized value is larger than `limit` UTF-8 bytes, naming it. Counting only runs
+ * when the text could be too large (one UTF-16 unit is at most 3 UTF-8 bytes), so small rows pay nothing.
+ */
+export function checkRowSize(row: RowWrite, json: string, limit: number, version: number): void {
+  if (json.length * 3 <= limit) return;
+  const bytes = utf8Length(json);
+  if (bytes <= limit) return;
+  const name = recordName(row.table, row.key);
+  const what = row.table === "changes" ? `its change-log row ${name} (the whole commit)` : name;
+  throw new RecordTooLargeError(
+    `commit ${version} was not written: ${what} is ${bytes} bytes, and one row holds at most ${limit}`,
+    name,
+    bytes,
+    limit,
+    version,
+  );
 }
 
 /** The highest log version to delete after writing `version`, or undefined when this commit prunes nothing. */

@@ -1,8 +1,10 @@
 /** The storage contract suite against the Durable Object SQLite store, running inside real workerd. */
 import { fileURLToPath } from "node:url";
-import { afterAll } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
+import { DO_SQLITE_MAX_ROW_BYTES } from "../../edge/index.ts";
+import { RecordTooLargeError } from "../../src/index.ts";
 import { RemoteStorage } from "../support/remote-storage.ts";
-import { describeStorageContract } from "../support/storage-contract.ts";
+import { describeStorageContract, freshId, open } from "../support/storage-contract.ts";
 import { bundleWorker, startWorkerd } from "../support/workerd.ts";
 
 const script = await bundleWorker(fileURLToPath(new URL("./fixtures/storage-host.ts", import.meta.url)));
@@ -22,4 +24,27 @@ describeStorageContract("Durable Object SQLite (workerd)", {
   corrupt: async (sessionId, table, key, value) => {
     await new RemoteStorage(post).unsafeWriteRaw(sessionId, table, key, value);
   },
+});
+
+describe("Durable Object SQLite row limit (workerd)", () => {
+  it("refuses a commit with a row over the platform's limit before writing; the session goes on", async () => {
+    const id = freshId("big");
+    const session = await open(new RemoteStorage(post), id);
+    await session.commit((d) => d.appendEntry("main", { kind: "note", text: "small" }));
+    // workerd itself would refuse this row (SQLITE_TOOBIG, a storage failure that stops the session); the
+    // store refuses it first, naming it, and nothing of the commit is written.
+    const error = await session
+      .commit((d) => d.appendEntry("main", { kind: "note", text: "x".repeat(2_300_000) }))
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RecordTooLargeError);
+    expect(error).toMatchObject({ record: "entries/main/1", limit: DO_SQLITE_MAX_ROW_BYTES, version: 2 });
+    expect([session.status, session.version]).toEqual(["open", 1]);
+    // Just under the limit (the commit's change-log row, which holds the whole commit, too) is written.
+    await session.commit((d) => d.appendEntry("main", { kind: "note", text: "y".repeat(1_990_000) }));
+    const reopened = await open(new RemoteStorage(post), id);
+    const texts = reopened
+      .view()
+      .conversations[0]?.entries.map((e) => (e.content.kind === "note" ? e.content.text.length : -1));
+    expect(texts).toEqual([5, 1_990_000]);
+  });
 });

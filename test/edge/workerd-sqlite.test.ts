@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
 import { afterAll, describe, expect, it } from "vitest";
+import { DO_SQLITE_MAX_ROW_BYTES } from "../../edge/index.ts";
 
 const script = /* js */ `
 export class Probe {
@@ -17,6 +18,14 @@ export class Probe {
   }
   async fetch(request) {
     const url = new URL(request.url);
+    if (url.pathname === "/big") {
+      try {
+        this.sql.exec("INSERT OR REPLACE INTO rows VALUES (?, ?)", "big", "x".repeat(Number(url.searchParams.get("n"))));
+      } catch (error) {
+        return new Response(String(error.message), { status: 500 });
+      }
+      return new Response("ok");
+    }
     if (url.pathname === "/put") {
       const fail = url.searchParams.get("fail") === "1";
       try {
@@ -65,5 +74,18 @@ describe("workerd Durable Object SQLite", () => {
     const rows = await (await second.dispatchFetch("http://do/list")).json();
     expect(rows).toEqual([{ k: "a", v: "1" }]);
     await second.dispose();
+  });
+
+  it("holds a row of the size the edge store allows, and refuses a larger one (SQLITE_TOOBIG)", async () => {
+    const runtime = start();
+    const put = async (bytes: number) => {
+      const response = await runtime.dispatchFetch(`http://do/big?n=${bytes}`);
+      return { status: response.status, text: await response.text() };
+    };
+    expect(await put(DO_SQLITE_MAX_ROW_BYTES)).toEqual({ status: 200, text: "ok" });
+    const refused = await put(2_300_000);
+    expect(refused.status).toBe(500);
+    expect(refused.text).toContain("SQLITE_TOOBIG");
+    await runtime.dispose();
   });
 });

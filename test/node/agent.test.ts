@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
+  type AgentOptions,
   buildMessages,
   createAgent,
   createRegistry,
@@ -73,7 +74,7 @@ const script: ScriptedTurn[] = [
 async function open(
   storage: ReturnType<typeof memoryStorage> | KillableStorage,
   model: Model,
-  toolList: ReturnType<typeof tools> | [],
+  toolList: AgentOptions["tools"] = [],
 ) {
   const clock = new ManualClock(0);
   const timers = new ManualTimers(clock);
@@ -153,6 +154,57 @@ describe("agent loop", () => {
       'unknown tool "delete_everything"',
     ]);
     expect(service.calls).toBe(0);
+  });
+
+  it("answers a tool call whose result is too large to store with an error the model sees; the session goes on", async () => {
+    const service = new Service();
+    const fetchPage = defineTool({
+      name: "fetch_page",
+      description: "Fetch a web page",
+      input: z.object({ url: z.string() }),
+      replay: "safe",
+      execute: ({ url }) => ({ url, html: "<p>".padEnd(50_000, "x") }),
+    });
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: "fetch_page", args: { url: "https://example.com" } },
+          { name: "lookup_customer", args: { email: "ana@example.com" } },
+        ],
+      },
+      (request) => ({
+        text: request.messages
+          .filter((m) => m.role === "tool")
+          .map((m) => `${m.toolName}: ${(JSON.parse(m.content) as { outcome: string }).outcome}`)
+          .join(", "),
+      }),
+    ]);
+    // A store that holds 20 kB a row, as a Durable Object's SQLite holds 2 MB.
+    const { session } = await open(memoryStorage({ maxRowBytes: 20_000 }), model, [
+      fetchPage,
+      ...tools(service),
+    ]);
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "read the page" });
+    expect(await session.wait(sub.id)).toMatchObject({
+      status: "succeeded",
+      result: { text: "lookup_customer: ok, fetch_page: error" },
+    });
+    const results = (session.view().conversations[0]?.entries ?? []).flatMap((e) =>
+      e.content.kind === "tool-result" ? [e.content] : [],
+    );
+    expect(results).toContainEqual(
+      expect.objectContaining({
+        toolName: "fetch_page",
+        outcome: "error",
+        output: { error: expect.stringMatching(/ended without a result: .*one row holds at most 20000/) },
+      }),
+    );
+    const failed = session.view().tasks.find((t) => t.state.status === "failed");
+    expect(failed?.state).toMatchObject({ error: { code: "record-too-large" } });
+    expect(session.status).toBe("open");
+    const next = await session.submit({ requestId: "r2", conversationId: "other", input: "again" });
+    expect((await session.wait(next.id)).status).toBe("succeeded");
   });
 
   it("after a crash mid-tool, never re-runs an unsafe tool blindly: the result is interrupted, with its progress", async () => {

@@ -12,6 +12,7 @@ import {
   memoryStorage,
   openSession,
   ReadOnlyError,
+  RecordTooLargeError,
   SessionStoppedError,
   sequentialIds,
   ValidationError,
@@ -154,6 +155,43 @@ describe("commit pipeline", () => {
     expect((error as ValidationError).message).toContain("content.text");
     expect(good.status).toBe("fulfilled");
     expect(storage.groups.flat().map((c) => c.entries.map((e) => e.conversationId))).toEqual([["other"]]);
+  });
+
+  it("refuses only the commit with a row too large for the store; the rest of its group commits and the session goes on", async () => {
+    // The limit a Durable Object's SQLite has (about 2 MB a row), scaled down; counted in UTF-8 bytes as
+    // stored: 4,000 "漢" are 4,000 UTF-16 units but 12,000 bytes.
+    const disk = memoryStorage({ maxRowBytes: 10_000 });
+    const storage = new SpyStorage(disk);
+    const session = await openSession({ id: "s", storage, registry, ids: sequentialIds() });
+    const [first, huge, last] = await Promise.allSettled([
+      session.commit((d) => d.appendEntry("main", note("before"))),
+      session.commit((d) => d.appendEntry("main", note("漢".repeat(4_000)))),
+      session.commit((d) => d.appendEntry("main", note("after"))),
+    ]);
+    const error = huge.status === "rejected" ? huge.reason : undefined;
+    expect(error).toBeInstanceOf(RecordTooLargeError);
+    expect(error).toMatchObject({
+      code: "record-too-large",
+      record: "entries/main/1",
+      limit: 10_000,
+      version: 2,
+    });
+    expect((error as RecordTooLargeError).bytes).toBeGreaterThan(12_000);
+    expect(first.status).toBe("fulfilled");
+    expect(last.status).toBe("fulfilled");
+    // The group was refused as a whole (nothing of it written), then the other two were rebuilt and saved.
+    expect(storage.groups.flat().map((c) => c.entries.map((e) => e.content))).toEqual([
+      [note("before")],
+      [note("after")],
+    ]);
+    expect(session.status).toBe("open");
+    await session.commit((d) => d.appendEntry("main", note("later")));
+    const reopened = await openSession({ id: "s", storage: disk, registry, ids: sequentialIds() });
+    expect(reopened.view().conversations[0]?.entries.map((e) => e.content)).toEqual([
+      note("before"),
+      note("after"),
+      note("later"),
+    ]);
   });
 
   it("batches deferred progress into one commit, flushed by its timer", async () => {

@@ -7,6 +7,7 @@ import {
   type CommitRecord,
   KernelError,
   type KeyPart,
+  RecordTooLargeError,
   SessionNotFoundError,
   StaleOwnerError,
   type Storage,
@@ -31,6 +32,10 @@ const classes: Record<string, { prototype: object }> = {
 };
 
 function rebuild(wire: WireError): KernelError {
+  if (wire.name === "RecordTooLargeError") {
+    const d = wire.details as { record: string; bytes: number; limit: number; version: number };
+    return new RecordTooLargeError(wire.message, d.record, d.bytes, d.limit, d.version);
+  }
   const error = new KernelError(wire.code as KernelError["code"], wire.message);
   const cls = classes[wire.name];
   if (cls) Object.setPrototypeOf(error, cls.prototype);
