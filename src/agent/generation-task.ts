@@ -234,7 +234,8 @@ async function turnEntries(ctx: PhaseContext<GenerateInput>, round: Round): Prom
 /**
  * Tool calls of the previous round whose task ended without writing a result (it failed: its result was
  * too large to store, it hit the restart limit; or it was cancelled) get an error result now, committed
- * with this phase's transition: every call the model made is answered in the context it sees next.
+ * with this phase's transition, and their tool-run document says so: every call the model made is
+ * answered in the context it sees next.
  */
 function answerEndedCalls(ctx: PhaseContext<GenerateInput>, round: Round, entries: Entry[]): EntryContent[] {
   const own = ctx.task.id;
@@ -252,6 +253,13 @@ function answerEndedCalls(ctx: PhaseContext<GenerateInput>, round: Round, entrie
     if (why === undefined) continue;
     const content = rejected(call, `the tool call ended without a result: ${why}`);
     ctx.appendEntry(ctx.input.conversationId, content, { taskId: id });
+    const run = ctx.document(runDocumentId(id));
+    if (run && (run.value as { status?: string }).status === "intent")
+      ctx.setDocument(run.head.id, TOOL_RUN_DOCUMENT, {
+        ...(run.value as object),
+        status: "error",
+        output: content.output,
+      });
     added.push(content);
   }
   return added;
@@ -261,7 +269,10 @@ function answerEndedCalls(ctx: PhaseContext<GenerateInput>, round: Round, entrie
 function endedWithout(task: Task | undefined): string | undefined {
   switch (task?.state.status) {
     case "failed":
-      return task.state.error.message;
+      // The tool ran, and only storing what it returned failed: say so, the call may have taken effect.
+      return task.state.error.code === "record-too-large"
+        ? `it ran, but what it returned is too large to store, so it may have taken effect (${task.state.error.message})`
+        : task.state.error.message;
     case "cancelled":
       return `cancelled (${task.state.reason})`;
     case "succeeded":

@@ -197,9 +197,20 @@ describe("agent loop", () => {
       expect.objectContaining({
         toolName: "fetch_page",
         outcome: "error",
-        output: { error: expect.stringMatching(/ended without a result: .*one row holds at most 20000/) },
+        output: {
+          error: expect.stringMatching(
+            /it ran, but what it returned is too large .*one row holds at most 20000/,
+          ),
+        },
       }),
     );
+    const run = session
+      .view()
+      .documents.find((d) => d.type === "tool-run" && (d.value as { tool: string }).tool === "fetch_page");
+    expect(run?.value).toMatchObject({
+      status: "error",
+      output: { error: expect.stringContaining("too large") },
+    });
     const failed = session.view().tasks.find((t) => t.state.status === "failed");
     expect(failed?.state).toMatchObject({ error: { code: "record-too-large" } });
     expect(session.status).toBe("open");
