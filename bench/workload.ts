@@ -14,7 +14,7 @@ import {
   type Session,
   sequentialIds,
 } from "../src/index.ts";
-import { rowsOfCommit } from "../src/storage/rows.ts";
+import { documentRowsObsoleteBelow, rowsOfCommit } from "../src/storage/rows.ts";
 
 const progress = defineDocument({
   type: "progress",
@@ -57,7 +57,8 @@ export function renumber(template: readonly CommitRecord[], from: number, count:
 
 /**
  * A bare `idb` connection on the kernel's object stores that writes exactly the rows the kernel writes for
- * given commits, one transaction per commit. `write` returns ms per transaction.
+ * given commits (and deletes the document rows a baseline makes obsolete, as the kernel's store does), one
+ * transaction per commit. `write` returns ms per transaction.
  */
 export async function openRawWriter(database: string, durability: "strict" | "relaxed") {
   const db: IDBPDatabase = await openDB(database);
@@ -66,15 +67,24 @@ export async function openRawWriter(database: string, durability: "strict" | "re
   let version = 0;
   return {
     async write(commits: readonly CommitRecord[]): Promise<number> {
-      const rows = commits.map((commit) => rowsOfCommit(commit));
+      const rows = commits.map((commit) => ({
+        writes: rowsOfCommit(commit),
+        obsolete: commit.documents.flatMap((change) => {
+          const below = documentRowsObsoleteBelow(change);
+          return below === undefined
+            ? []
+            : [IDBKeyRange.bound([sessionId, change.id, 0], [sessionId, change.id, below - 1])];
+        }),
+      }));
       const start = performance.now();
       for (const commitRows of rows) {
         const tx = db.transaction(stores, "readwrite", { durability });
         const meta = tx.objectStore("sessions");
         await meta.get(sessionId);
-        const writes: Promise<unknown>[] = commitRows.map((row) =>
+        const writes: Promise<unknown>[] = commitRows.writes.map((row) =>
           tx.objectStore(row.table).put(row.value, [sessionId, ...row.key]),
         );
+        for (const range of commitRows.obsolete) writes.push(tx.objectStore("documentRows").delete(range));
         writes.push(meta.put({ id: sessionId, version: ++version }, sessionId));
         await Promise.all([...writes, tx.done]);
       }

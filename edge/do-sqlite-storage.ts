@@ -10,6 +10,7 @@ import type { KeyPart, Table } from "../src/storage/rows.ts";
 import {
   checkGuard,
   checkRowSize,
+  documentRowsObsoleteBelow,
   nextWriterMeta,
   pruneChangesThrough,
   rawNumber,
@@ -127,6 +128,16 @@ export class DurableObjectSqliteStorage implements Storage {
               id,
               n,
               json,
+            );
+          }
+          for (const change of commit.documents) {
+            const below = documentRowsObsoleteBelow(change);
+            if (below === undefined) continue;
+            this.storage.sql.exec(
+              "DELETE FROM da_rows WHERE session = ? AND tbl = 'documentRows' AND id = ? AND n < ?",
+              guard.sessionId,
+              change.id,
+              below,
             );
           }
           const through = pruneChangesThrough(commit.version, this.retain);

@@ -20,7 +20,7 @@ import {
   scriptedModel,
   sequentialIds,
 } from "../../src/index.ts";
-import { rowsOfCommit } from "../../src/storage/rows.ts";
+import { documentRowsObsoleteBelow, rowsOfCommit } from "../../src/storage/rows.ts";
 import { benchRegistry, commitStep, renumber } from "../workload.ts";
 
 /** `ctx.storage` as this bench uses it: the store's parts plus `sync()` (wait until writes are durable). */
@@ -82,7 +82,10 @@ export class CommitBench {
     return new Response("not found", { status: 404 });
   }
 
-  /** One transactionSync per commit: read the session row, write the commit's rows, write the session row. */
+  /**
+   * One transactionSync per commit: read the session row, write the commit's rows, delete the document rows
+   * a baseline makes obsolete, write the session row (the statements the kernel's store runs).
+   */
   private raw(commit: CommitRecord): void {
     const { sql } = this.ctx.storage;
     this.ctx.storage.transactionSync(() => {
@@ -96,6 +99,16 @@ export class CommitBench {
           id,
           n,
           JSON.stringify(row.value),
+        );
+      }
+      for (const change of commit.documents) {
+        const below = documentRowsObsoleteBelow(change);
+        if (below === undefined) continue;
+        sql.exec(
+          "DELETE FROM da_rows WHERE session = ? AND tbl = 'documentRows' AND id = ? AND n < ?",
+          "bench",
+          change.id,
+          below,
         );
       }
       const value = {

@@ -10,6 +10,7 @@ import type { WriteHook } from "./memory-storage.ts";
 import type { KeyPart, Table } from "./rows.ts";
 import {
   checkGuard,
+  documentRowsObsoleteBelow,
   nextWriterMeta,
   pruneChangesThrough,
   rawNumber,
@@ -96,6 +97,12 @@ export class IndexedDbStorage implements Storage {
           for (const row of rowsOfCommit(commit)) {
             this.options.onWrite?.(row, index++);
             writes.push(tx.objectStore(row.table).put(row.value, [guard.sessionId, ...row.key]));
+          }
+          for (const change of commit.documents) {
+            const below = documentRowsObsoleteBelow(change);
+            if (below === undefined) continue;
+            const obsolete = numberRange(guard.sessionId, [change.id], 0, below - 1);
+            writes.push(tx.objectStore("documentRows").delete(obsolete));
           }
           const through = pruneChangesThrough(commit.version, this.retain);
           if (through !== undefined) {

@@ -9,6 +9,7 @@ import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import {
   checkGuard,
   checkRowSize,
+  documentRowsObsoleteBelow,
   nextWriterMeta,
   pruneChangesThrough,
   rawNumber,
@@ -83,6 +84,7 @@ export class MemoryStorage implements Storage {
     // transaction would.
     const staged: RowWrite[] = [];
     const prunes: number[] = [];
+    const obsolete: [string, number][] = [];
     for (const commit of commits) {
       for (const row of rowsOfCommit(commit)) {
         this.options.onWrite?.(row, staged.length);
@@ -92,6 +94,10 @@ export class MemoryStorage implements Storage {
       }
       const through = pruneChangesThrough(commit.version, this.retain);
       if (through !== undefined) prunes.push(through);
+      for (const change of commit.documents) {
+        const below = documentRowsObsoleteBelow(change);
+        if (below !== undefined) obsolete.push([change.id, below]);
+      }
     }
     const last = commits.at(-1);
     if (!last) return;
@@ -99,6 +105,12 @@ export class MemoryStorage implements Storage {
     for (const through of prunes) {
       for (const [k, row] of rows.tables.changes)
         if ((row.key[0] as number) <= through) rows.tables.changes.delete(k);
+    }
+    // Later baselines of a document in the group have higher versions, so deleting after all the writes
+    // leaves what deleting in order would.
+    for (const [id, below] of obsolete) {
+      for (const [k, row] of rows.tables.documentRows)
+        if (row.key[0] === id && (row.key[1] as number) < below) rows.tables.documentRows.delete(k);
     }
     rows.meta = { ...meta, version: last.version, updatedAt: last.at };
   }

@@ -4,7 +4,13 @@
  */
 
 import { RecordTooLargeError, SessionNotFoundError, StaleOwnerError } from "../errors.ts";
-import type { CommitRecord, DocumentHead, DocumentRow, SessionMeta } from "../records/schemas.ts";
+import type {
+  CommitRecord,
+  DocumentChange,
+  DocumentHead,
+  DocumentRow,
+  SessionMeta,
+} from "../records/schemas.ts";
 import { headAfter, STORAGE_FORMAT } from "../records/schemas.ts";
 import type { CommitGuard, StoredDocument, StoredRecord, StoredSession } from "./storage.ts";
 
@@ -98,6 +104,15 @@ export function checkRowSize(row: RowWrite, json: string, limit: number, version
     limit,
     version,
   );
+}
+
+/**
+ * Below which version a document's rows become obsolete when `change` is written: a baseline makes every
+ * earlier row of its document unreadable (a document loads from its latest baseline on, and its history
+ * lives in the change log), so stores delete them in the same transaction. Undefined for a delta.
+ */
+export function documentRowsObsoleteBelow(change: DocumentChange): number | undefined {
+  return change.baseline !== undefined && change.version > 1 ? change.version : undefined;
 }
 
 /** The highest log version to delete after writing `version`, or undefined when this commit prunes nothing. */

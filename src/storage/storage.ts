@@ -64,7 +64,9 @@ export interface Storage {
   open(sessionId: string, request: OpenRequest): Promise<StoredSession | undefined>;
   /**
    * Writes the commits, in order, in one atomic transaction, if the stored epoch and version still match
-   * `guard`; otherwise throws `StaleOwnerError` and writes nothing. Failures surface as `StorageError`.
+   * `guard`; otherwise throws `StaleOwnerError` and writes nothing. Failures surface as `StorageError`; a
+   * store with a row size limit refuses a commit with a larger row with `RecordTooLargeError`, before
+   * writing anything. A document baseline deletes that document's earlier rows in the same transaction.
    */
   commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void>;
   /** Entries `fromSeq` ≤ seq < `toSeq` of one conversation, in order. */
@@ -76,7 +78,11 @@ export interface Storage {
   ): Promise<StoredRecord[]>;
   /** Up to `limit` commit records with version > `afterVersion`, oldest first. */
   readChanges(sessionId: string, afterVersion: number, limit: number): Promise<StoredChanges>;
-  /** Document rows (baselines and deltas) of one document with `fromVersion` ≤ version ≤ `toVersion`. */
+  /**
+   * Document rows (baselines and deltas) of one document with `fromVersion` ≤ version ≤ `toVersion`. Rows
+   * before a document's latest baseline are deleted when that baseline is written (its history is in the
+   * change log), so a document's rows stay about the size of the document.
+   */
   readDocumentRows(
     sessionId: string,
     documentId: string,

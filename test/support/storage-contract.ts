@@ -120,22 +120,31 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(reopened.view().conversations[0]?.entries.map((e) => e.content.kind)).toEqual(["user", "note"]);
     });
 
-    it("rebuilds documents from a baseline plus deltas across many versions", async () => {
+    it("rebuilds documents from a baseline plus deltas; a baseline deletes the rows before it", async () => {
       const id = freshId("docs");
       const session = await open(harness.storage(), id);
       const steps = Array.from({ length: 40 }, (_, k) => `step number ${k} of the approved plan`);
+      const stored = async () =>
+        (await harness.storage().readDocumentRows(id, "plan", 1, 11)).map(
+          (r) => `${r.key.split("/").at(-1)}${"baseline" in (r.value as object) ? "B" : "d"}`,
+        );
       for (let i = 0; i < 11; i++) {
         await session.commit((d) =>
           d.setDocument("plan", "plan", { steps: steps.slice(0, 30 + i), approved: i % 2 === 0 }),
         );
+        // "plan" stores a baseline every 4 versions while its deltas stay small next to the value.
+        if (i === 7) expect(await stored()).toEqual(["5B", "6d", "7d", "8d"]);
       }
       const reopened = await open(harness.storage(), id);
       const doc = reopened.view().documents[0];
       expect(doc?.version).toBe(11);
       expect(doc?.value).toEqual({ steps: steps.slice(0, 40), approved: true });
-      const rows = await harness.storage().readDocumentRows(id, "plan", 1, 11);
-      // "plan" stores a baseline every 4 versions while its deltas stay small next to the value.
-      expect(rows.map((r) => ("baseline" in (r.value as object) ? "B" : "d")).join("")).toBe("BdddBdddBdd");
+      expect(await stored()).toEqual(["9B", "10d", "11d"]);
+      // Its history is still in the change log.
+      const { changes } = await harness.storage().readChanges(id, 0, 100);
+      expect(changes.flatMap((c) => (c.value as CommitRecord).documents.map((d) => d.version))).toEqual(
+        Array.from({ length: 11 }, (_, k) => k + 1),
+      );
     });
 
     it("stores a baseline early once the deltas since the last one outweigh the value", async () => {
@@ -147,8 +156,11 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       for (let i = 0; i < 6; i++) {
         await session.commit((d) => d.setDocument("plan", "plan", { steps, approved: i % 2 === 0 }));
       }
+      const { changes } = await harness.storage().readChanges(id, 0, 100);
+      const kinds = changes.map((c) => ((c.value as CommitRecord).documents[0]?.baseline ? "B" : "d"));
+      expect(kinds.join("")).toBe("BdBdBd");
       const rows = await harness.storage().readDocumentRows(id, "plan", 1, 6);
-      expect(rows.map((r) => ("baseline" in (r.value as object) ? "B" : "d")).join("")).toBe("BdBdBd");
+      expect(rows.map((r) => r.key)).toEqual(["documentRows/plan/5", "documentRows/plan/6"]);
       expect((await open(harness.storage(), id)).view().documents[0]?.value).toEqual({
         steps,
         approved: false,
