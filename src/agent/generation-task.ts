@@ -178,7 +178,7 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       return ctx.fail(`stopped after ${maxRounds} model rounds without a final answer`);
     const children: string[] = [];
     for (const [index, call] of response.toolCalls.entries()) {
-      const id = `${ctx.task.id}/r${round.round}/${index}`;
+      const id = toolCallTaskId(ctx.task.id, round.round, index);
       const resolved = await resolveToolCall(options.tools, call.name, call.args, id);
       if (!resolved.ok) {
         ctx.appendEntry(conversationId, rejected(call, resolved.error));
@@ -248,7 +248,7 @@ function answerEndedCalls(ctx: PhaseContext<GenerateInput>, round: Round, entrie
   const added: EntryContent[] = [];
   for (const [index, call] of asked.content.toolCalls.entries()) {
     if (answered.has(call.id)) continue;
-    const id = `${own}/r${round.round - 1}/${index}`;
+    const id = toolCallTaskId(own, round.round - 1, index);
     const why = endedWithout(children.get(id));
     if (why === undefined) continue;
     const content = rejected(call, `the tool call ended without a result: ${why}`);
@@ -263,6 +263,11 @@ function answerEndedCalls(ctx: PhaseContext<GenerateInput>, round: Round, entrie
     added.push(content);
   }
   return added;
+}
+
+/** The id of the tool task for call `index` of a round's model response. */
+function toolCallTaskId(generationTaskId: string, round: number, index: number): string {
+  return `${generationTaskId}/r${round}/${index}`;
 }
 
 /** Why a tool task ended without a result, or undefined when it has not ended. */
