@@ -8,7 +8,8 @@
  * | `POST /sessions/:id/submissions` `{ requestId, conversationId, input }` | 202 + the Submission; the same requestId returns the same one |
  * | `GET /sessions/:id/submissions/:sid?wait=ms` | the Submission, optionally waiting for it to end |
  * | `POST /sessions/:id/submissions/:sid/cancel` `{ reason? }` | requests cancellation; the Submission |
- * | `GET /sessions/:id/view?atLeast=v&wait=ms` | the session's current view (`version` inside, ETag) |
+ * | `GET /sessions/:id/view?atLeast=v&wait=ms` | the session's current view (`version` inside, ETag); `&entries=n&submissions=n&tasks=active` trim it for display |
+ * | `GET /sessions/:id/conversations/:cid/entries?before=seq&limit=n` | a page of a conversation's entries, newest last; `next` is the `before` of the page before it |
  * | `GET /sessions/:id/recovery` | what resume() would do to each unfinished task (no side effects) |
  * | `GET /sessions/:id/events?since=v` (or `Last-Event-ID`) | committed changes as Server-Sent Events |
  *
@@ -31,6 +32,7 @@ import {
   type InternalRoute,
   internalRequest,
   SubmitBodySchema,
+  TasksFilterSchema,
 } from "./protocol.ts";
 
 /** The parts of a `DurableObjectNamespace` binding the router uses. */
@@ -56,6 +58,10 @@ export interface EdgeAppOptions<Env> {
 
 type AppEnv<Env> = { Bindings: Env };
 
+/** Entries per page of `GET …/conversations/:cid/entries`: by default, and at most. */
+const DEFAULT_PAGE = 100;
+const MAX_PAGE = 500;
+
 /** Creates the router. Mount more routes on the returned app if needed (they are authenticated too). */
 export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> = {}): Hono<AppEnv<Env>> {
   const sessions =
@@ -65,6 +71,17 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   const maxWaitMs = options.maxWaitMs ?? 25_000;
   const maxStreamMs = options.maxStreamMs ?? 300_000;
   const Wait = CountSchema.pipe(z.number().max(maxWaitMs, `must be at most ${maxWaitMs}`));
+  const ViewQuery = z.object({
+    entries: CountSchema.optional(),
+    submissions: CountSchema.optional(),
+    tasks: TasksFilterSchema.optional(),
+  });
+  const PageQuery = z.object({
+    before: CountSchema.optional(),
+    limit: CountSchema.pipe(z.number().min(1).max(MAX_PAGE, `must be at most ${MAX_PAGE}`))
+      .optional()
+      .transform((limit) => limit ?? DEFAULT_PAGE),
+  });
 
   const app = new Hono<AppEnv<Env>>();
   const corsOrigins = options.corsOrigins;
@@ -139,7 +156,23 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     if (atLeast instanceof Response) return atLeast;
     const waitMs = parse("query.wait", Wait, c.req.query("wait") ?? "0");
     if (waitMs instanceof Response) return waitMs;
-    return forward(c, { op: "view", sessionId, atLeast, waitMs });
+    const trim = parse("query", ViewQuery, {
+      entries: c.req.query("entries"),
+      submissions: c.req.query("submissions"),
+      tasks: c.req.query("tasks"),
+    });
+    if (trim instanceof Response) return trim;
+    return forward(c, { op: "view", sessionId, atLeast, waitMs, ...trim });
+  });
+
+  app.get("/sessions/:id/conversations/:cid/entries", async (c) => {
+    const sessionId = parse("params.id", IdSchema, c.req.param("id"));
+    if (sessionId instanceof Response) return sessionId;
+    const conversationId = parse("params.cid", IdSchema, c.req.param("cid"));
+    if (conversationId instanceof Response) return conversationId;
+    const page = parse("query", PageQuery, { before: c.req.query("before"), limit: c.req.query("limit") });
+    if (page instanceof Response) return page;
+    return forward(c, { op: "entries", sessionId, conversationId, ...page });
   });
 
   app.get("/sessions/:id/recovery", async (c) => {

@@ -25,6 +25,9 @@ export const CountSchema = z
   .regex(/^\d{1,15}$/, "must be a non-negative integer")
   .transform(Number);
 
+/** `?tasks=` of the view: only the tasks that have not ended, or all. */
+export const TasksFilterSchema = z.enum(["active", "all"]);
+
 /** The cancel body (an empty one is `{}`), or an InvalidArgumentError naming the bad field. */
 export function parseCancelBody(value: unknown): z.output<typeof CancelBodySchema> {
   const result = CancelBodySchema.safeParse(value ?? {});
@@ -42,7 +45,22 @@ export type InternalRoute =
       readonly waitMs: number;
     }
   | { readonly op: "cancel"; readonly sessionId: string; readonly submissionId: string }
-  | { readonly op: "view"; readonly sessionId: string; readonly atLeast: number; readonly waitMs: number }
+  | {
+      readonly op: "view";
+      readonly sessionId: string;
+      readonly atLeast: number;
+      readonly waitMs: number;
+      readonly entries?: number | undefined;
+      readonly submissions?: number | undefined;
+      readonly tasks?: "active" | "all" | undefined;
+    }
+  | {
+      readonly op: "entries";
+      readonly sessionId: string;
+      readonly conversationId: string;
+      readonly before?: number | undefined;
+      readonly limit: number;
+    }
   | { readonly op: "recovery"; readonly sessionId: string }
   | {
       readonly op: "events";
@@ -57,7 +75,7 @@ const ORIGIN = "https://session.internal";
 export function internalRequest(route: InternalRoute, body?: unknown): Request {
   const url = new URL(`${ORIGIN}/${route.op}`);
   for (const [key, value] of Object.entries(route))
-    if (key !== "op") url.searchParams.set(key, String(value));
+    if (key !== "op" && value !== undefined) url.searchParams.set(key, String(value));
   return body === undefined
     ? new Request(url)
     : new Request(url, {
@@ -71,7 +89,22 @@ const InternalRouteSchema = z.discriminatedUnion("op", [
   z.object({ op: z.literal("submit"), sessionId: IdSchema }),
   z.object({ op: z.literal("submission"), sessionId: IdSchema, submissionId: IdSchema, waitMs: CountSchema }),
   z.object({ op: z.literal("cancel"), sessionId: IdSchema, submissionId: IdSchema }),
-  z.object({ op: z.literal("view"), sessionId: IdSchema, atLeast: CountSchema, waitMs: CountSchema }),
+  z.object({
+    op: z.literal("view"),
+    sessionId: IdSchema,
+    atLeast: CountSchema,
+    waitMs: CountSchema,
+    entries: CountSchema.optional(),
+    submissions: CountSchema.optional(),
+    tasks: TasksFilterSchema.optional(),
+  }),
+  z.object({
+    op: z.literal("entries"),
+    sessionId: IdSchema,
+    conversationId: IdSchema,
+    before: CountSchema.optional(),
+    limit: CountSchema,
+  }),
   z.object({ op: z.literal("recovery"), sessionId: IdSchema }),
   z.object({ op: z.literal("events"), sessionId: IdSchema, since: CountSchema, maxStreamMs: CountSchema }),
 ]);

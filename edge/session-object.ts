@@ -161,7 +161,27 @@ class SessionHost<Env> {
         const session = await this.required(route.sessionId);
         if (route.atLeast > session.version && route.waitMs > 0)
           await waitAtMost(route.waitMs, (signal) => session.waitForVersion(route.atLeast, { signal }));
-        return Response.json(session.view(), { headers: { etag: `"v${session.version}"` } });
+        const trim = {
+          ...(route.entries !== undefined && { entries: route.entries }),
+          ...(route.submissions !== undefined && { submissions: route.submissions }),
+          ...(route.tasks !== undefined && { tasks: route.tasks }),
+        };
+        return Response.json(session.view(trim), { headers: { etag: `"v${session.version}"` } });
+      }
+      case "entries": {
+        const session = await this.required(route.sessionId);
+        const conversation = session.conversation(route.conversationId);
+        if (!conversation) {
+          return problemResponse(
+            404,
+            "conversation-not-found",
+            `conversation ${route.conversationId} does not exist`,
+          );
+        }
+        const before = Math.min(route.before ?? conversation.entryCount, conversation.entryCount);
+        const from = Math.max(0, before - route.limit);
+        const entries = await session.readEntries(route.conversationId, from, before);
+        return Response.json({ conversationId: route.conversationId, entries, next: from > 0 ? from : null });
       }
       case "recovery":
         return Response.json(await this.previewRecovery(route.sessionId));

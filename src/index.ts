@@ -45,7 +45,7 @@ export type { BlockedRecord, DocumentState } from "./session/state.ts";
 export type { SubmitInput } from "./session/submit.ts";
 export { parseSubmitInput, SubmitInputSchema } from "./session/submit.ts";
 export type { ChangeListener, SubscribeOptions, Unsubscribe } from "./session/subscriptions.ts";
-export type { ConversationView, DocumentView, SessionView } from "./session/view.ts";
+export type { ConversationView, DocumentView, SessionView, ViewOptions } from "./session/view.ts";
 export { applyChangeToView, emptyView } from "./session/view.ts";
 export type { IndexedDbStorageOptions } from "./storage/indexeddb-storage.ts";
 export { IndexedDbStorage, indexedDbStorage } from "./storage/indexeddb-storage.ts";

@@ -12,7 +12,7 @@ import {
   SessionNotFoundError,
   SessionStoppedError,
 } from "../errors.ts";
-import type { CommitRecord, Entry, Json, Submission, Task } from "../records/schemas.ts";
+import type { CommitRecord, Conversation, Entry, Json, Submission, Task } from "../records/schemas.ts";
 import { CommitRecordSchema, EntrySchema, isSubmissionFinished, isTerminal } from "../records/schemas.ts";
 import { validateRecord } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
@@ -33,7 +33,7 @@ import type { SubmitInput } from "./submit.ts";
 import { acceptSubmission, observeUntil, parseSubmitInput } from "./submit.ts";
 import type { ChangeListener, SubscribeOptions, Unsubscribe } from "./subscriptions.ts";
 import { Subscriptions } from "./subscriptions.ts";
-import type { SessionView } from "./view.ts";
+import type { SessionView, ViewOptions } from "./view.ts";
 import { buildView } from "./view.ts";
 
 export interface OpenSessionOptions {
@@ -335,9 +335,14 @@ export class Session {
     return this.state.submissionByRequest(requestId);
   }
 
-  /** A snapshot of the session at its current version. */
-  view(): SessionView {
-    return buildView(this.state);
+  /** A snapshot of the session at its current version; `options` trim it for display. */
+  view(options?: ViewOptions): SessionView {
+    return buildView(this.state, options);
+  }
+
+  /** One conversation's record (its `entryCount` is the seq its next entry gets), if it exists. */
+  conversation(conversationId: string): Conversation | undefined {
+    return this.state.conversation(conversationId);
   }
 
   /**

@@ -2,6 +2,7 @@
 import { applyJsonPatch } from "../documents/json-patch.ts";
 import { InvalidArgumentError } from "../errors.ts";
 import type { CommitRecord, Conversation, Entry, Json, Submission, Task } from "../records/schemas.ts";
+import { isTerminal } from "../records/schemas.ts";
 import type { BlockedRecord, SessionState } from "./state.ts";
 
 export interface ConversationView extends Conversation {
@@ -30,16 +31,50 @@ export interface SessionView {
   readonly blocked: readonly BlockedRecord[];
 }
 
+/**
+ * A smaller view for display (a long session's full view holds every task and submission it ever had).
+ * Such a view is a snapshot to render, not a base to fold later changes into.
+ */
+export interface ViewOptions {
+  /** At most this many of each conversation's latest entries. */
+  readonly entries?: number;
+  /** Only the latest this many Submissions (by acceptance time). */
+  readonly submissions?: number;
+  /** `"active"`: only tasks that have not ended. Default `"all"`. */
+  readonly tasks?: "active" | "all";
+}
+
 const byId = <T extends { id: string }>(a: T, b: T) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
+/** The latest `count` Submissions (by acceptance time, then id), or all of them. */
+function latestSubmissions(all: Iterable<Submission>, count: number | undefined): Submission[] {
+  const submissions = [...all];
+  if (count === undefined || count >= submissions.length) return submissions;
+  submissions.sort((a, b) => a.acceptedAt - b.acceptedAt || byId(a, b));
+  return count === 0 ? [] : submissions.slice(-count);
+}
+
+function checkCount(name: string, value: number | undefined): void {
+  if (value !== undefined && !(Number.isSafeInteger(value) && value >= 0))
+    throw new InvalidArgumentError(`view option ${name} must be a non-negative integer`, [
+      { path: name, message: "must be a non-negative integer" },
+    ]);
+}
+
 /** Snapshots the state. Records are already frozen, so they are shared, not copied. */
-export function buildView(state: SessionState): SessionView {
+export function buildView(state: SessionState, options: ViewOptions = {}): SessionView {
+  checkCount("entries", options.entries);
+  checkCount("submissions", options.submissions);
+  const keep = options.entries;
   return {
     id: state.id,
     version: state.version,
     epoch: state.epoch,
     conversations: [...state.conversations.values()]
-      .map(({ record, entries }) => ({ ...record, entries: entries.slice() }))
+      .map(({ record, entries }) => ({
+        ...record,
+        entries: keep === undefined ? entries.slice() : keep === 0 ? [] : entries.slice(-keep),
+      }))
       .sort(byId),
     documents: [...state.documents.values()]
       .map(({ head, value }) => ({
@@ -50,8 +85,10 @@ export function buildView(state: SessionState): SessionView {
         value,
       }))
       .sort(byId),
-    tasks: [...state.tasks.values()].sort(byId),
-    submissions: [...state.submissions.values()].sort(byId),
+    tasks: [...state.tasks.values()]
+      .filter((task) => options.tasks !== "active" || !isTerminal(task))
+      .sort(byId),
+    submissions: latestSubmissions(state.submissions.values(), options.submissions).sort(byId),
     blocked: [
       ...state.blockedRecords.values(),
       ...[...state.blockedTasks].map(([id, reason]) => ({

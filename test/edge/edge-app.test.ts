@@ -216,6 +216,62 @@ describe("edge host on workerd", () => {
       expect(view).toEqual(server);
     });
 
+    it("trims the view for display and pages a conversation's entries back to its start", async () => {
+      for (const requestId of ["r1", "r2"]) {
+        const accepted = await edge.json<Submission>("/sessions/pages/submissions", {
+          body: notice(requestId),
+        });
+        await edge.json(`/sessions/pages/submissions/${accepted.id}?wait=20000`);
+      }
+      const full = await edge.json<SessionView>("/sessions/pages/view");
+      const all = full.conversations[0]?.entries ?? [];
+      expect(all.map((e) => e.seq)).toEqual(all.map((_, i) => i));
+      expect(full.tasks.length).toBeGreaterThan(0);
+
+      const trimmed = await edge.json<SessionView>(
+        "/sessions/pages/view?entries=2&submissions=1&tasks=active",
+      );
+      expect(trimmed.version).toBe(full.version);
+      expect(trimmed.conversations[0]?.entries).toEqual(all.slice(-2));
+      expect(trimmed.submissions.map((s) => s.requestId)).toEqual(["r2"]);
+      expect(trimmed.tasks).toEqual([]); // every task has ended
+
+      type Page = { conversationId: string; entries: typeof all; next: number | null };
+      const pages: Page[] = [];
+      let next: number | null = null;
+      do {
+        const query: string = next === null ? "limit=3" : `limit=3&before=${next}`;
+        const page: Page = await edge.json<Page>(`/sessions/pages/conversations/main/entries?${query}`);
+        pages.push(page);
+        next = page.next;
+      } while (next !== null);
+      expect(pages.length).toBe(Math.ceil(all.length / 3));
+      expect(pages.length).toBeGreaterThan(2);
+      expect(pages[0]?.entries).toEqual(all.slice(-3));
+      expect(pages.reverse().flatMap((p) => p.entries)).toEqual(all);
+
+      const problem = async (path: string) => {
+        const response = await edge.request(path);
+        return {
+          status: response.status,
+          body: (await response.json()) as { code: string; errors?: { path: string }[] },
+        };
+      };
+      const tooMany = await problem("/sessions/pages/conversations/main/entries?limit=501");
+      expect(tooMany).toMatchObject({
+        status: 400,
+        body: { code: "invalid-argument", errors: [{ path: "query.limit" }] },
+      });
+      const none = await problem("/sessions/pages/conversations/main/entries?limit=0");
+      expect(none).toMatchObject({ status: 400, body: { errors: [{ path: "query.limit" }] } });
+      const badFilter = await problem("/sessions/pages/view?tasks=finished");
+      expect(badFilter).toMatchObject({ status: 400, body: { errors: [{ path: "query.tasks" }] } });
+      const unknown = await problem("/sessions/pages/conversations/elsewhere/entries");
+      expect(unknown).toMatchObject({ status: 404, body: { code: "conversation-not-found" } });
+      const noSession = await problem("/sessions/never-created/conversations/main/entries");
+      expect(noSession).toMatchObject({ status: 404, body: { code: "session-not-found" } });
+    });
+
     it("answers bad input with the right 4xx problem, never a 5xx, and stores nothing", async () => {
       const good = await edge.json<Submission>("/sessions/bad-existing/submissions", { body: notice("r1") });
       await edge.json(`/sessions/bad-existing/submissions/${good.id}?wait=20000`);

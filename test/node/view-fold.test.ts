@@ -70,3 +70,21 @@ describe("folding changes into views", () => {
     expect(() => applyChangeToView(applyChangeToView(view, second), second)).toThrow(/does not follow/);
   });
 });
+
+describe("views trimmed for display", () => {
+  it("keeps the latest entries and Submissions and only unfinished tasks; refuses a negative count", async () => {
+    const { session } = await recordedSession(4);
+    await session.submit({ requestId: "r2", conversationId: "main", input: "again" });
+    const full = session.view();
+    const main = full.conversations.find((c) => c.id === "main");
+    const trimmed = session.view({ entries: 2, submissions: 1, tasks: "active" });
+    expect(trimmed.conversations.find((c) => c.id === "main")?.entries).toEqual(main?.entries.slice(-2));
+    expect(trimmed.submissions.map((s) => s.requestId)).toEqual(["r2"]);
+    expect(trimmed.documents).toEqual(full.documents);
+    expect(
+      session.view({ entries: 0, submissions: 0 }).conversations.every((c) => c.entries.length === 0),
+    ).toBe(true);
+    expect(() => session.view({ entries: -1 })).toThrow(InvalidArgumentError);
+    expect(() => session.view({ submissions: 1.5 })).toThrow(/submissions must be a non-negative integer/);
+  });
+});
