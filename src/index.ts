@@ -26,7 +26,7 @@ export { openAiCompatibleModel } from "./agent/openai-compatible.ts";
 export type { ScriptedModelOptions, ScriptedTurn } from "./agent/scripted-model.ts";
 export { scriptedModel } from "./agent/scripted-model.ts";
 export type { ToolOutcome, ToolResult } from "./agent/tool-task.ts";
-export { runDocumentId, TOOL_TASK } from "./agent/tool-task.ts";
+export { RUN_DOCUMENT_MAX_OUTPUT, runDocumentId, TOOL_TASK } from "./agent/tool-task.ts";
 export type { Clock, IdSource, TimerHandle, Timers } from "./clock.ts";
 export { ManualClock, ManualTimers, randomIds, sequentialIds, systemClock, systemTimers } from "./clock.ts";
 export type { DocumentDefinition } from "./documents/define-document.ts";

@@ -11,6 +11,13 @@ import type { ToolDefinition } from "./define-tool.ts";
 export const TOOL_TASK = "agent.tool";
 export const TOOL_RUN_DOCUMENT = "tool-run";
 
+/**
+ * A tool output whose JSON is longer than this is kept once, in its result entry (and the task's result);
+ * the tool-run document records its size instead of a third copy. A commit row has a size limit (about
+ * 2 MB on a Durable Object), and every copy counts against it.
+ */
+export const RUN_DOCUMENT_MAX_OUTPUT = 4096;
+
 /** How a tool call ended, as the model and the views see it. */
 export type ToolOutcome = "ok" | "error" | "interrupted";
 
@@ -223,16 +230,19 @@ function finish(ctx: PhaseContext<ToolTaskInput>, result: ToolResult) {
     output: result.output,
   });
   const id = runDocumentId(ctx.task.id);
-  const run = (ctx.document(id)?.value as Record<string, Json> | undefined) ?? {
+  const { output: _earlier, ...run } = (ctx.document(id)?.value as Record<string, Json> | undefined) ?? {
     tool: ctx.input.name,
     toolCallId: ctx.input.toolCallId,
     operationId: ctx.task.id,
   };
+  const json = JSON.stringify(result.output);
   ctx.setDocument(id, TOOL_RUN_DOCUMENT, {
     ...run,
     status: result.outcome,
     via: result.via,
-    output: result.output,
+    ...(json.length <= RUN_DOCUMENT_MAX_OUTPUT
+      ? { output: result.output }
+      : { outputBytes: new TextEncoder().encode(json).length }),
   });
   return ctx.complete(result as unknown as Json);
 }

@@ -156,6 +156,42 @@ describe("agent loop", () => {
     expect(service.calls).toBe(0);
   });
 
+  it("keeps a large tool output once, in its result entry: the tool-run document records its size", async () => {
+    const readFile = defineTool({
+      name: "read_file",
+      description: "Read a file",
+      input: z.object({ path: z.string() }),
+      replay: "safe",
+      execute: ({ path }) => ({ path, text: "line\n".repeat(2_000) }),
+    });
+    const model = scriptedModel([
+      { toolCalls: [{ name: "read_file", args: { path: "notes.txt" } }] },
+      (request) => ({
+        text: `read ${request.messages.find((m) => m.role === "tool")?.content.length ?? 0} chars`,
+      }),
+    ]);
+    const { session } = await open(memoryStorage(), model, [readFile]);
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "read it" });
+    const done = await session.wait(sub.id);
+    const result = (session.view().conversations[0]?.entries ?? []).find(
+      (e) => e.content.kind === "tool-result",
+    );
+    expect(result?.content).toMatchObject({
+      outcome: "ok",
+      output: { path: "notes.txt", text: "line\n".repeat(2_000) },
+    });
+    expect(done.result).toMatchObject({ text: expect.stringMatching(/^read 1\d{4} chars$/) });
+    const run = session.view().documents.find((d) => d.type === "tool-run")?.value as Record<string, unknown>;
+    expect(run).toMatchObject({
+      status: "ok",
+      via: "run",
+      outputBytes: JSON.stringify(result?.content.kind === "tool-result" ? result.content.output : null)
+        .length,
+    });
+    expect(run).not.toHaveProperty("output");
+  });
+
   it("answers a tool call whose result is too large to store with an error the model sees; the session goes on", async () => {
     const service = new Service();
     const fetchPage = defineTool({
