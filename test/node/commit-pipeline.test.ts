@@ -18,6 +18,7 @@ import {
   ValidationError,
 } from "../../src/index.ts";
 import { deferred, SpyStorage } from "../support/storage-wrappers.ts";
+import { rng } from "../support/task-simulation.ts";
 
 const counter = defineDocument({ type: "counter", schema: z.object({ n: z.number().int().nonnegative() }) });
 const registry = createRegistry({ documents: [counter] });
@@ -192,6 +193,44 @@ describe("commit pipeline", () => {
       note("after"),
       note("later"),
     ]);
+  });
+
+  it("in seeded random groups, refuses exactly the too-large commits and saves everything else in order", async () => {
+    for (let seed = 1; seed <= 200; seed++) {
+      const random = rng(seed);
+      const disk = memoryStorage({ maxRowBytes: 2_000 });
+      const session = await openSession({ id: "s", storage: disk, registry, ids: sequentialIds() });
+      const expected: string[] = [];
+      for (let round = 0; round < 4; round++) {
+        // One tick's requests: deferred ones merge into one commit (flushed first), critical ones each get theirs.
+        const requests = Array.from({ length: 1 + random.int(5) }, (_, i) => ({
+          text: `${seed}/${round}/${i}`.padEnd(random.chance(0.3) ? 3_000 : 10, "."),
+          deferred: i > 0 && random.chance(0.3),
+        }));
+        const results = await Promise.allSettled(
+          requests.map(({ text, deferred }) =>
+            session.commit((d) => d.appendEntry("main", note(text)), { deferred }),
+          ),
+        );
+        const deferredTexts = requests.filter((r) => r.deferred).map((r) => r.text);
+        const deferredFits = deferredTexts.every((text) => text.length < 1_000);
+        requests.forEach((request, i) => {
+          const fits = request.deferred ? deferredFits : request.text.length < 1_000;
+          const label = `seed ${seed} round ${round} request ${i}`;
+          expect(results[i]?.status, label).toBe(fits ? "fulfilled" : "rejected");
+          if (!fits)
+            expect((results[i] as PromiseRejectedResult).reason, label).toBeInstanceOf(RecordTooLargeError);
+        });
+        if (deferredFits) expected.push(...deferredTexts);
+        expected.push(...requests.filter((r) => !r.deferred && r.text.length < 1_000).map((r) => r.text));
+      }
+      expect(session.status).toBe("open");
+      const reopened = await openSession({ id: "s", storage: disk, registry, ids: sequentialIds() });
+      const stored = reopened
+        .view()
+        .conversations[0]?.entries.map((e) => (e.content as { text: string }).text);
+      expect(stored ?? [], `seed ${seed}`).toEqual(expected);
+    }
   });
 
   it("batches deferred progress into one commit, flushed by its timer", async () => {
