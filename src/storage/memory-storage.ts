@@ -28,7 +28,48 @@ import type {
 } from "./storage.ts";
 import { DEFAULT_RETAIN_CHANGES } from "./storage.ts";
 
-type Rows = Map<string, { key: readonly KeyPart[]; value: unknown }>;
+interface Row {
+  readonly key: readonly KeyPart[];
+  readonly value: unknown;
+}
+
+/**
+ * One table's rows by encoded key, also grouped by their first key part (conversation, document, …), so a
+ * range read of one id touches only that id's rows, not the whole table.
+ */
+class Rows {
+  private readonly rows = new Map<string, Row>();
+  private readonly groups = new Map<KeyPart, Map<string, Row>>();
+
+  set(key: readonly KeyPart[], value: unknown): void {
+    const encoded = encode(key);
+    const row = { key, value };
+    this.rows.set(encoded, row);
+    const first = key[0] as KeyPart;
+    const group = this.groups.get(first) ?? new Map<string, Row>();
+    if (group.size === 0) this.groups.set(first, group);
+    group.set(encoded, row);
+  }
+
+  /** Deletes the rows of `id` (every row when undefined) for which `doomed` holds. */
+  deleteWhere(id: KeyPart | undefined, doomed: (key: readonly KeyPart[]) => boolean): void {
+    const scope = id === undefined ? this.rows : this.groups.get(id);
+    if (!scope) return;
+    for (const [encoded, row] of scope) {
+      if (!doomed(row.key)) continue;
+      this.rows.delete(encoded);
+      const first = row.key[0] as KeyPart;
+      const group = this.groups.get(first);
+      group?.delete(encoded);
+      if (group?.size === 0) this.groups.delete(first);
+    }
+  }
+
+  /** Every row, or those of one id, as [encoded key, row]. */
+  scan(id?: KeyPart): Iterable<[string, Row]> {
+    return id === undefined ? this.rows : (this.groups.get(id) ?? []);
+  }
+}
 
 interface SessionRows {
   meta: unknown;
@@ -101,17 +142,13 @@ export class MemoryStorage implements Storage {
     }
     const last = commits.at(-1);
     if (!last) return;
-    for (const row of staged) rows.tables[row.table].set(encode(row.key), { key: row.key, value: row.value });
-    for (const through of prunes) {
-      for (const [k, row] of rows.tables.changes)
-        if ((row.key[0] as number) <= through) rows.tables.changes.delete(k);
-    }
+    for (const row of staged) rows.tables[row.table].set(row.key, row.value);
+    for (const through of prunes)
+      rows.tables.changes.deleteWhere(undefined, (key) => (key[0] as number) <= through);
     // Later baselines of a document in the group have higher versions, so deleting after all the writes
     // leaves what deleting in order would.
-    for (const [id, below] of obsolete) {
-      for (const [k, row] of rows.tables.documentRows)
-        if (row.key[0] === id && (row.key[1] as number) < below) rows.tables.documentRows.delete(k);
-    }
+    for (const [id, below] of obsolete)
+      rows.tables.documentRows.deleteWhere(id, (key) => (key[1] as number) < below);
     rows.meta = { ...meta, version: last.version, updatedAt: last.at };
   }
 
@@ -119,16 +156,14 @@ export class MemoryStorage implements Storage {
     this.assertOpen();
     const rows = this.sessions.get(sessionId);
     if (!rows) return [];
-    return structuredClone(
-      sortedRange(rows.tables.entries, "entries", (key) => key[0] === conversationId, 1, fromSeq, toSeq - 1),
-    );
+    return structuredClone(sortedRange(rows.tables.entries, "entries", conversationId, fromSeq, toSeq - 1));
   }
 
   async readChanges(sessionId: string, afterVersion: number, limit: number): Promise<StoredChanges> {
     this.assertOpen();
     const rows = this.sessions.get(sessionId);
     if (!rows) return { changes: [], oldestRetained: afterVersion + 1 };
-    const all = sortedRange(rows.tables.changes, "changes", () => true, 0, 0, Number.MAX_SAFE_INTEGER);
+    const all = sortedRange(rows.tables.changes, "changes", undefined, 0, Number.MAX_SAFE_INTEGER);
     const oldest = all[0] ? Number(all[0].key.split("/")[1]) : (rawNumber(rows.meta, "version") ?? 0) + 1;
     const changes = all.filter((r) => Number(r.key.split("/")[1]) > afterVersion).slice(0, limit);
     return { changes: structuredClone(changes), oldestRetained: oldest };
@@ -139,14 +174,7 @@ export class MemoryStorage implements Storage {
     const rows = this.sessions.get(sessionId);
     if (!rows) return [];
     return structuredClone(
-      sortedRange(
-        rows.tables.documentRows,
-        "documentRows",
-        (k) => k[0] === documentId,
-        1,
-        fromVersion,
-        toVersion,
-      ),
+      sortedRange(rows.tables.documentRows, "documentRows", documentId, fromVersion, toVersion),
     );
   }
 
@@ -167,7 +195,7 @@ export class MemoryStorage implements Storage {
     const rows = this.sessions.get(sessionId);
     if (!rows) throw new SessionNotFoundError(sessionId);
     if (table === "sessions") rows.meta = value;
-    else rows.tables[table].set(encode(key), { key, value });
+    else rows.tables[table].set(key, value);
   }
 
   /** A new handle on the same stored data, as a restarted process would get. Closing one does not close the other. */
@@ -179,9 +207,8 @@ export class MemoryStorage implements Storage {
 
   private snapshot(sessionId: string, rows: SessionRows, entryTail: number): Promise<StoredSession> {
     return readStoredSession(sessionId, rows.meta, entryTail, {
-      all: (table) =>
-        sortedRange(rows.tables[table], table, () => true, 0, -Infinity, Number.POSITIVE_INFINITY),
-      range: (table, id, from, to) => sortedRange(rows.tables[table], table, (k) => k[0] === id, 1, from, to),
+      all: (table) => sortedRange(rows.tables[table], table, undefined, -Infinity, Number.POSITIVE_INFINITY),
+      range: (table, id, from, to) => sortedRange(rows.tables[table], table, id, from, to),
     });
   }
 
@@ -192,28 +219,30 @@ export class MemoryStorage implements Storage {
 
 function emptyTables(): Record<Table, Rows> {
   return {
-    conversations: new Map(),
-    entries: new Map(),
-    documents: new Map(),
-    documentRows: new Map(),
-    tasks: new Map(),
-    submissions: new Map(),
-    changes: new Map(),
+    conversations: new Rows(),
+    entries: new Rows(),
+    documents: new Rows(),
+    documentRows: new Rows(),
+    tasks: new Rows(),
+    submissions: new Rows(),
+    changes: new Rows(),
   };
 }
 
-/** Rows of a table matching `filter` whose numeric key part `at` lies in [from, to], sorted by key. */
+/**
+ * Rows of a table (of one id, when given) whose numeric key part lies in [from, to], sorted by key. The
+ * numeric part is the id's sequence number (entry seq, document version), or the key itself (change log).
+ */
 function sortedRange(
   rows: Rows,
   table: Table,
-  filter: (key: readonly KeyPart[]) => boolean,
-  at: number,
+  id: KeyPart | undefined,
   from: number,
   to: number,
 ): StoredRecord[] {
+  const at = id === undefined ? 0 : 1;
   const out: { sort: string; record: StoredRecord }[] = [];
-  for (const [sort, row] of rows) {
-    if (!filter(row.key)) continue;
+  for (const [sort, row] of rows.scan(id)) {
     const n = row.key[at];
     if (typeof n === "number" && (n < from || n > to)) continue;
     out.push({ sort, record: { key: recordName(table, row.key), value: row.value } });
