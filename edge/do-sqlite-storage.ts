@@ -75,6 +75,18 @@ function columns(table: Table, key: readonly KeyPart[]): [string, number] {
   }
 }
 
+/**
+ * Every document's rows from its latest baseline on (what opening a session needs), in one query rather
+ * than one per document: a session with thousands of documents opens in one read. A head whose
+ * `baselineVersion` is not a non-negative integer yields no rows (its document is reported as blocked).
+ */
+const LIVE_DOCUMENT_ROWS = `SELECT r.id AS id, r.n AS n, r.v AS v FROM da_rows AS r
+  JOIN da_rows AS h ON h.session = r.session AND h.tbl = 'documents' AND h.id = r.id AND h.n = -1
+  WHERE r.session = ? AND r.tbl = 'documentRows' AND json_valid(h.v)
+    AND json_type(h.v, '$.baselineVersion') = 'integer' AND json_extract(h.v, '$.baselineVersion') >= 0
+    AND r.n >= json_extract(h.v, '$.baselineVersion')
+  ORDER BY r.id, r.n`;
+
 function keyOf(table: Table, id: string, n: number): KeyPart[] {
   if (table === "changes") return [n];
   return n === -1 ? [id] : [id, n];
@@ -209,15 +221,17 @@ export class DurableObjectSqliteStorage implements Storage {
       if (count > 0)
         entries.push(...this.range(sessionId, "entries", id, Math.max(0, count - entryTail), count - 1));
     }
-    const documents: StoredDocument[] = this.all(sessionId, "documents").map((head) => {
-      const id = head.key.slice("documents/".length);
-      const from = rawNumber(head.value, "baselineVersion");
-      return {
-        head,
-        rows:
-          from === undefined ? [] : this.range(sessionId, "documentRows", id, from, Number.MAX_SAFE_INTEGER),
-      };
-    });
+    const rows = new Map<string, StoredRecord[]>();
+    for (const row of this.storage.sql.exec(LIVE_DOCUMENT_ROWS, sessionId).toArray()) {
+      const id = String(row.id);
+      const list = rows.get(id) ?? [];
+      if (list.length === 0) rows.set(id, list);
+      list.push(this.record("documentRows", row));
+    }
+    const documents: StoredDocument[] = this.all(sessionId, "documents").map((head) => ({
+      head,
+      rows: rows.get(head.key.slice("documents/".length)) ?? [],
+    }));
     return {
       meta: { key: recordName("sessions", [sessionId]), value: meta },
       conversations,
