@@ -8,14 +8,22 @@
  * const stop = await client.subscribe(0, (change) => render(change));
  */
 import * as Comlink from "comlink";
-import type { ChangeListener, CommitRecord, SessionView, Submission, SubmitInput } from "../src/index.ts";
+import type {
+  ChangeListener,
+  CommitRecord,
+  SessionView,
+  Submission,
+  SubmitInput,
+  ViewOptions,
+} from "../src/index.ts";
 import { installErrorTransfer, type SessionWorkerApi } from "./protocol.ts";
 
 export interface SessionWorkerClient {
   role(): Promise<"leader" | "follower">;
   submit(input: SubmitInput): Promise<Submission>;
   wait(submissionId: string): Promise<Submission>;
-  view(): Promise<SessionView | undefined>;
+  /** The session's view (trimmed for display by `options`), or undefined in a follower tab. */
+  view(options?: ViewOptions): Promise<SessionView | undefined>;
   /** Resolves with the function that stops the subscription (and releases its proxy). */
   subscribe(fromVersion: number, listener: ChangeListener): Promise<() => Promise<void>>;
   cancelSubmission(submissionId: string, reason?: string): Promise<Submission | undefined>;
@@ -34,7 +42,7 @@ export function connectSessionWorker(endpoint: Comlink.Endpoint): SessionWorkerC
     role: () => remote.role(),
     submit: (input) => remote.submit(input),
     wait: (submissionId) => remote.wait(submissionId),
-    view: () => remote.view(),
+    view: (options) => remote.view(options),
     async subscribe(fromVersion, listener) {
       const id = await remote.subscribe(fromVersion, Comlink.proxy(listener));
       return () => remote.unsubscribe(id);

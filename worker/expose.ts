@@ -25,7 +25,7 @@ export function exposeSessionWorker(
     role: async () => ((await starting).isLeader ? "leader" : "follower"),
     submit: async (input) => (await starting).submit(input),
     wait: async (submissionId) => (await starting).wait(submissionId),
-    view: async () => (await starting).session?.view(),
+    view: async (options) => (await starting).session?.view(options),
     async subscribe(fromVersion, listener: ChangeListener) {
       const host = await starting;
       const id = nextId++;

@@ -4,7 +4,14 @@
  * name and code (comlink's own "throw" handler would flatten them to plain Errors).
  */
 import * as Comlink from "comlink";
-import type { ChangeListener, CommitRecord, SessionView, Submission, SubmitInput } from "../src/index.ts";
+import type {
+  ChangeListener,
+  CommitRecord,
+  SessionView,
+  Submission,
+  SubmitInput,
+  ViewOptions,
+} from "../src/index.ts";
 import { deserializeError, type SerializedError, serializeError } from "../src/index.ts";
 
 /** The API a session worker exposes. */
@@ -12,7 +19,8 @@ export interface SessionWorkerApi {
   role(): Promise<"leader" | "follower">;
   submit(input: SubmitInput): Promise<Submission>;
   wait(submissionId: string): Promise<Submission>;
-  view(): Promise<SessionView | undefined>;
+  /** The leader's view (trimmed by `options`), or undefined while this tab follows. */
+  view(options?: ViewOptions): Promise<SessionView | undefined>;
   /** Delivers committed changes after `fromVersion`; resolves with an id for `unsubscribe`. */
   subscribe(fromVersion: number, listener: ChangeListener): Promise<number>;
   unsubscribe(id: number): void;

@@ -31,6 +31,9 @@ describe("session worker (comlink)", () => {
     await stop();
     const view = await client.view();
     expect(view?.submissions[0]?.status).toBe("succeeded");
+    const trimmed = await client.view({ entries: 1, tasks: "active" });
+    expect(trimmed?.conversations[0]?.entries.map((e) => e.content.kind)).toEqual(["note"]);
+    expect(trimmed?.tasks).toEqual([]);
     await client.close();
     worker.terminate();
   });
