@@ -425,11 +425,12 @@ describe("restart counting", () => {
     expect(done.restarts).toBe(0);
   });
 
-  it("counts one restart per process death for a phase that was running when the process died", async () => {
+  /** A task whose only phase hangs, started and then cut off by its process going away mid-phase. */
+  async function diedMidPhase(maxRestarts?: number) {
     const hangs = defineTask({
       kind: "hangs",
       version: 1,
-      maxRestarts: 1,
+      ...(maxRestarts !== undefined && { maxRestarts }),
       input: z.object({}),
       phases: { run: (ctx) => untilAborted(ctx.signal) },
     });
@@ -439,6 +440,11 @@ describe("restart counting", () => {
     const task = await first.spawn("hangs", {});
     await first.resume(); // starts the phase: not a restart
     await first.close(); // the process goes away mid-phase
+    return { storage, registry, task };
+  }
+
+  it("counts one restart per process death for a phase that was running when the process died", async () => {
+    const { storage, registry, task } = await diedMidPhase(1);
     const second = await openSession({ id: "s", storage: storage.reopen(), registry: registry() });
     await second.resume();
     expect(second.view().tasks.find((t) => t.id === task.id)?.restarts).toBe(1);
@@ -451,18 +457,7 @@ describe("restart counting", () => {
   });
 
   it("previews recovery with the session's own restart limit, the one resume() applies", async () => {
-    const hangs = defineTask({
-      kind: "hangs",
-      version: 1,
-      input: z.object({}),
-      phases: { run: (ctx) => untilAborted(ctx.signal) },
-    });
-    const storage = memoryStorage();
-    const registry = () => createRegistry({ tasks: [hangs] });
-    const first = await openSession({ id: "s", storage, registry: registry() });
-    const task = await first.spawn("hangs", {});
-    await first.resume();
-    await first.close(); // dies mid-phase
+    const { storage, registry, task } = await diedMidPhase();
     const second = await openSession({
       id: "s",
       storage: storage.reopen(),
