@@ -8,29 +8,13 @@
  * const stop = await client.subscribe(0, (change) => render(change));
  */
 import * as Comlink from "comlink";
-import type {
-  ChangeListener,
-  CommitRecord,
-  SessionView,
-  Submission,
-  SubmitInput,
-  ViewOptions,
-} from "../src/index.ts";
+import type { ChangeListener } from "../src/index.ts";
 import { installErrorTransfer, type SessionWorkerApi } from "./protocol.ts";
 
-export interface SessionWorkerClient {
-  role(): Promise<"leader" | "follower">;
-  submit(input: SubmitInput): Promise<Submission>;
-  wait(submissionId: string): Promise<Submission>;
-  /** The session's view (trimmed for display by `options`), or undefined in a follower tab. */
-  view(options?: ViewOptions): Promise<SessionView | undefined>;
+/** The worker's API as the page uses it: a subscription is stopped by the function `subscribe` resolves with. */
+export interface SessionWorkerClient extends Omit<SessionWorkerApi, "subscribe" | "unsubscribe" | "close"> {
   /** Resolves with the function that stops the subscription (and releases its proxy). */
   subscribe(fromVersion: number, listener: ChangeListener): Promise<() => Promise<void>>;
-  cancelSubmission(submissionId: string, reason?: string): Promise<Submission | undefined>;
-  /** Live subscriptions the worker holds for this client (0 after every `stop`). */
-  subscriptionCount(): Promise<number>;
-  /** Committed changes after a version, from the change log. */
-  changes(afterVersion: number, limit?: number): Promise<CommitRecord[]>;
   /** Closes the host in the worker and releases the connection. */
   close(): Promise<void>;
 }
