@@ -265,28 +265,28 @@ export class Session {
    * from any number of clients, and again after reconnecting.
    */
   wait(submissionId: string, options?: WaitOptions): Promise<Submission> {
-    return observeUntil(
-      this,
-      () => {
-        const submission = this.state.submission(submissionId);
-        if (!submission) throw new InvalidArgumentError(`submission ${submissionId} does not exist`);
-        return isSubmissionFinished(submission) ? submission : undefined;
-      },
-      options?.signal,
-    );
+    const find = () => this.state.submission(submissionId);
+    return this.untilEnded(`submission ${submissionId}`, find, isSubmissionFinished, options);
   }
 
   /** Resolves with the task's record once it is terminal. Only observes. */
   waitForTask(taskId: string, options?: WaitOptions): Promise<Task> {
-    return observeUntil(
-      this,
-      () => {
-        const task = this.state.task(taskId);
-        if (!task) throw new InvalidArgumentError(`task ${taskId} does not exist`);
-        return isTerminal(task) ? task : undefined;
-      },
-      options?.signal,
-    );
+    return this.untilEnded(`task ${taskId}`, () => this.state.task(taskId), isTerminal, options);
+  }
+
+  /** Resolves with a record once `ended` holds for it; rejects at once if `what` does not exist. */
+  private untilEnded<T>(
+    what: string,
+    find: () => T | undefined,
+    ended: (record: T) => boolean,
+    options?: WaitOptions,
+  ): Promise<T> {
+    const check = () => {
+      const record = find();
+      if (!record) throw new InvalidArgumentError(`${what} does not exist`);
+      return ended(record) ? record : undefined;
+    };
+    return observeUntil(this, check, options?.signal);
   }
 
   /** Resolves once the session has adopted `version` (a read-your-writes wait for remote clients). */
