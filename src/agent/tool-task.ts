@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import type { Json } from "../records/schemas.ts";
+import { utf8Length } from "../records/schemas.ts";
 import { defineTask, type PhaseContext, type TaskDefinition } from "../tasks/define-task.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 
@@ -242,7 +243,7 @@ function finish(ctx: PhaseContext<ToolTaskInput>, result: ToolResult) {
     via: result.via,
     ...(json.length <= RUN_DOCUMENT_MAX_OUTPUT
       ? { output: result.output }
-      : { outputBytes: new TextEncoder().encode(json).length }),
+      : { outputBytes: utf8Length(json) }),
   });
   return ctx.complete(result as unknown as Json);
 }

@@ -46,6 +46,21 @@ export function findNonJson(value: unknown): string | undefined {
   return walk(value, "", 0);
 }
 
+/** The UTF-8 length of a string (what a store writes, or sends), counted without encoding it. */
+export function utf8Length(text: string): number {
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit < 0x80) continue;
+    if (unit < 0x800) bytes += 1;
+    else if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length) {
+      bytes += 2; // a surrogate pair: 4 bytes for its 2 units
+      i++;
+    } else bytes += 2;
+  }
+  return bytes;
+}
+
 /**
  * Any JSON value. A hand-written check rather than `z.json()`: that recursive union re-parses every nested
  * value through each branch, and JSON fields are validated on every commit. Valid values are copied (and

@@ -11,7 +11,7 @@ import type {
   DocumentRow,
   SessionMeta,
 } from "../records/schemas.ts";
-import { headAfter, STORAGE_FORMAT } from "../records/schemas.ts";
+import { headAfter, STORAGE_FORMAT, utf8Length } from "../records/schemas.ts";
 import type { CommitGuard, StoredDocument, StoredRecord, StoredSession } from "./storage.ts";
 
 /** Tables of the layout, keyed by the parts after the session id. */
@@ -70,21 +70,6 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
   }
   rows.push({ table: "changes", key: [commit.version], value: commit });
   return rows;
-}
-
-/** The UTF-8 length of a string (what a store writes), counted without encoding it. */
-export function utf8Length(text: string): number {
-  let bytes = text.length;
-  for (let i = 0; i < text.length; i++) {
-    const unit = text.charCodeAt(i);
-    if (unit < 0x80) continue;
-    if (unit < 0x800) bytes += 1;
-    else if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length) {
-      bytes += 2; // a surrogate pair: 4 bytes for its 2 units
-      i++;
-    } else bytes += 2;
-  }
-  return bytes;
 }
 
 /**
