@@ -4,6 +4,7 @@
  * group in one transaction, and only then is the state adopted and published.
  */
 import type { Clock, TimerHandle, Timers } from "../clock.ts";
+import { afterThisTick } from "../clock.ts";
 import {
   ensureError,
   KernelError,
@@ -127,7 +128,7 @@ export class CommitPipeline {
     this.scheduled = true;
     // A microtask, not a timer: requests made in the same synchronous run (phases that finished in the
     // same tick) join one group commit without adding latency.
-    queueMicrotask(() => {
+    afterThisTick(() => {
       this.scheduled = false;
       void this.run();
     });

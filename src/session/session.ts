@@ -3,7 +3,7 @@
  * epoch) or read-only (query and observe; no writes).
  */
 import type { Clock, IdSource, Timers } from "../clock.ts";
-import { randomIds, systemClock, systemTimers } from "../clock.ts";
+import { afterThisTick, randomIds, systemClock, systemTimers } from "../clock.ts";
 import {
   InvalidArgumentError,
   type KernelError,
@@ -356,7 +356,7 @@ export class Session {
         this.currentStatus === "closed"
           ? new SessionClosedError(this.id)
           : new SessionStoppedError(this.id, { cause: this.stopError });
-      queueMicrotask(() => options?.onError?.(ended));
+      afterThisTick(() => options?.onError?.(ended));
       return () => undefined;
     }
     return this.subscriptions.subscribe(fromVersion, listener, options);

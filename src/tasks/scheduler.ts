@@ -6,6 +6,7 @@
 
 import type { z } from "zod";
 import type { Clock, IdSource, TimerHandle, Timers } from "../clock.ts";
+import { afterThisTick } from "../clock.ts";
 import { KernelError } from "../errors.ts";
 import type { CommitRecord, Entry, Task } from "../records/schemas.ts";
 import { isTerminal } from "../records/schemas.ts";
@@ -188,7 +189,7 @@ export class Scheduler {
     if (this.drainScheduled) return;
     this.drainScheduled = true;
     // After the current commit settles, so a phase's own commit has released it before it is restarted.
-    queueMicrotask(() => {
+    afterThisTick(() => {
       this.drainScheduled = false;
       this.drain();
     });
