@@ -7,7 +7,7 @@ import "fake-indexeddb/auto";
 import { existsSync } from "node:fs";
 import { commitsPerToolCallBench, parallelToolsBench, stepOverheadBench } from "./agent.ts";
 import type { ChromiumEntry } from "./chromium.ts";
-import { edgeCommitBench, edgeSubmissionBench } from "./edge.ts";
+import { edgeCommitBench, edgeSubmissionBench, WARM_COMMITS } from "./edge.ts";
 import { reopenBench } from "./reopen.ts";
 import { chainBench, fanoutBench } from "./tasks.ts";
 import { compareCommitCost } from "./workload.ts";
@@ -47,9 +47,17 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     const { resumeBench } = await import("./worker-resume.ts");
     return { ...(await resumeBench()), unit: "ms/resume" };
   },
-  "edge/commit": async () => ({ ...(await edgeCommitBench()), unit: "ms/commit" }),
-  // Diagnostic: each commit on both sides made durable on its own (storage.sync()), as in production.
-  "edge/commit-durable": async () => ({ ...(await edgeCommitBench(true)), unit: "ms/commit" }),
+  "edge/commit": async () => ({
+    ...(await edgeCommitBench({ warmCommits: WARM_COMMITS })),
+    unit: "ms/commit",
+  }),
+  // Diagnostics: the first commits of a fresh isolate (no warm-up: the kernel not yet optimized by V8), and
+  // each commit on both sides made durable on its own (storage.sync()), as a phase ending after I/O commits.
+  "edge/commit-cold": async () => ({ ...(await edgeCommitBench({ warmCommits: 0 })), unit: "ms/commit" }),
+  "edge/commit-durable": async () => ({
+    ...(await edgeCommitBench({ durable: true, warmCommits: WARM_COMMITS })),
+    unit: "ms/commit",
+  }),
   "edge/submission-roundtrip": async () => ({ ...(await edgeSubmissionBench()), unit: "ms/submission" }),
   "agent/commits-per-tool-call": async () => ({
     ...(await commitsPerToolCallBench()),
