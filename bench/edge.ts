@@ -94,12 +94,16 @@ export async function edgeCommitBench(options: {
     await timed(workerd, "/commit/raw/setup-raw", { method: "POST", body: template });
     const perRound = 200;
     const samples = { ours: [] as number[], raw: [] as number[] };
-    let from = 50;
+    // Each side numbers its own commits from 50 on (the setup wrote 1–50), as a session does.
+    const next = { ours: 50, raw: 50 };
+    const commits = async (side: "ours" | "raw", n: number, flag = "") => {
+      const result = await timed(workerd, `/commit/${side}/${side}?n=${n}&from=${next[side]}${flag}`);
+      next[side] += n;
+      return result;
+    };
     for (let done = 0; done < warmCommits; done += 1000) {
-      for (const side of ["ours", "raw"]) {
-        await timed(workerd, `/commit/${side}/${side}?n=1000&from=${from}`);
-        from += 1000;
-      }
+      await commits("ours", 1000);
+      await commits("raw", 1000);
     }
     // Each measured request follows an unmeasured one of its own kind, so it pays only for itself (as a
     // Durable Object that runs one session does), never for what the other side's writes left behind;
@@ -108,11 +112,9 @@ export async function edgeCommitBench(options: {
       const sides = round % 2 ? (["ours", "raw"] as const) : (["raw", "ours"] as const);
       for (const side of sides) {
         const flag = durable ? "&durable" : "";
-        await timed(workerd, `/commit/${side}/${side}?n=50&from=${from}${flag}`);
-        from += 50;
+        await commits(side, 50, flag);
         const ping = (await timed(workerd, `/commit/${side}/ping`)).elapsed; // a bare round trip to the object
-        const { elapsed } = await timed(workerd, `/commit/${side}/${side}?n=${perRound}&from=${from}${flag}`);
-        from += perRound;
+        const { elapsed } = await commits(side, perRound, flag);
         samples[side].push((elapsed - ping) / perRound);
       }
     }

@@ -20,7 +20,8 @@ import {
   scriptedModel,
   sequentialIds,
 } from "../../src/index.ts";
-import { documentRowsObsoleteBelow, rowsOfCommit } from "../../src/storage/rows.ts";
+import { documentRowsObsoleteBelow, pruneChangesThrough, rowsOfCommit } from "../../src/storage/rows.ts";
+import { DEFAULT_RETAIN_CHANGES } from "../../src/storage/storage.ts";
 import { benchRegistry, commitStep, renumber } from "../workload.ts";
 
 /** `ctx.storage` as this bench uses it: the store's parts plus `sync()` (wait until writes are durable). */
@@ -84,7 +85,8 @@ export class CommitBench {
 
   /**
    * One transactionSync per commit: read the session row, write the commit's rows, delete the document rows
-   * a baseline makes obsolete, write the session row (the statements the kernel's store runs).
+   * a baseline makes obsolete and, every PRUNE_EVERY versions, the change-log rows beyond the retained ones,
+   * write the session row (the statements the kernel's store runs).
    */
   private raw(commit: CommitRecord): void {
     const { sql } = this.ctx.storage;
@@ -109,6 +111,14 @@ export class CommitBench {
           "bench",
           change.id,
           below,
+        );
+      }
+      const through = pruneChangesThrough(commit.version, DEFAULT_RETAIN_CHANGES);
+      if (through !== undefined) {
+        sql.exec(
+          "DELETE FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = '' AND n <= ?",
+          "bench",
+          through,
         );
       }
       const value = {
