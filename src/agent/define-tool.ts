@@ -1,6 +1,6 @@
 /** Tools: what a model may call. Arguments are validated with zod; the model sees the JSON Schema. */
 import { z } from "zod";
-import type { Json } from "../records/schemas.ts";
+import { compiled, type Json } from "../records/schemas.ts";
 import type { ToolSpec } from "./model.ts";
 
 /** What a running tool gets besides its arguments. */
@@ -58,7 +58,8 @@ export function defineTool<Args>(definition: ToolDefinition<Args>): ToolDefiniti
   if ((definition.execute === undefined) === (definition.task === undefined)) {
     throw new Error(`tool "${definition.name}" needs exactly one of execute or task`);
   }
-  return definition;
+  // Arguments are validated on every call: compiled here (see `compiled`).
+  return { ...definition, input: compiled(definition.input) };
 }
 
 /** The tool as a model sees it, with the JSON Schema generated from its zod schema by zod itself. */

@@ -1,6 +1,6 @@
 /** Typed documents: app-defined and kernel-defined structured state with a zod schema per `type`. */
 import type { z } from "zod";
-import type { Json } from "../records/schemas.ts";
+import { compiled, type Json } from "../records/schemas.ts";
 
 /** A document type: its name, the schema of its value, and how often a full baseline is stored. */
 export interface DocumentDefinition<T extends Json = Json> {
@@ -20,7 +20,8 @@ export interface DocumentDefinition<T extends Json = Json> {
  * });
  */
 export function defineDocument<T extends Json>(definition: DocumentDefinition<T>): DocumentDefinition<T> {
-  return definition;
+  // Every write of the document is validated: compiled here, where definitions are usually made (see `compiled`).
+  return { ...definition, schema: compiled(definition.schema) };
 }
 
 export const DEFAULT_BASELINE_EVERY = 32;

@@ -3,20 +3,22 @@ import { z } from "zod";
 import type { IdSource } from "../clock.ts";
 import { InvalidArgumentError } from "../errors.ts";
 import type { Submission } from "../records/schemas.ts";
-import { JsonSchema } from "../records/schemas.ts";
+import { compiled, JsonSchema } from "../records/schemas.ts";
 import { describeIssues, summarizeIssues } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
 import { createTask } from "../tasks/transitions.ts";
 import type { Draft } from "./draft.ts";
 import type { Session } from "./session.ts";
 
-export const SubmitInputSchema = z.object({
-  /** The client's idempotency key: retries with the same value return the original Submission. */
-  requestId: z.string().min(1).max(256),
-  conversationId: z.string().min(1).max(256),
-  /** The user's message, or a structured input with a `text` to show in the conversation. */
-  input: z.union([z.string(), z.object({ text: z.string(), data: JsonSchema.optional() })]),
-});
+export const SubmitInputSchema = compiled(
+  z.object({
+    /** The client's idempotency key: retries with the same value return the original Submission. */
+    requestId: z.string().min(1).max(256),
+    conversationId: z.string().min(1).max(256),
+    /** The user's message, or a structured input with a `text` to show in the conversation. */
+    input: z.union([z.string(), z.object({ text: z.string(), data: JsonSchema.optional() })]),
+  }),
+);
 export type SubmitInput = z.input<typeof SubmitInputSchema>;
 type ParsedSubmitInput = z.output<typeof SubmitInputSchema>;
 

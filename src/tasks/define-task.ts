@@ -14,6 +14,7 @@ import type {
   PatchOperation,
   Task,
 } from "../records/schemas.ts";
+import { compiled } from "../records/schemas.ts";
 import type { Draft, EntryLinks } from "../session/draft.ts";
 import type { DocumentState } from "../session/state.ts";
 
@@ -152,7 +153,8 @@ export function defineTask<Input, Data = Json>(
   if (!Number.isInteger(definition.version) || definition.version < 1) {
     throw new Error(`task kind "${definition.kind}" needs a positive integer version`);
   }
-  return definition;
+  // Inputs are validated when a task is created and when it runs: compiled here (see `compiled`).
+  return { ...definition, input: compiled(definition.input) };
 }
 
 /** The phase a new task of this kind starts in. */
