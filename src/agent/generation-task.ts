@@ -11,7 +11,14 @@
  * plus everything this turn itself produced.
  */
 import { z } from "zod";
-import type { Entry, EntryContent, Json, Task, ToolCall } from "../records/schemas.ts";
+import {
+  compiled,
+  type Entry,
+  type EntryContent,
+  type Json,
+  type Task,
+  type ToolCall,
+} from "../records/schemas.ts";
 import { defineTask, type PhaseContext, type TaskDefinition, type Transition } from "../tasks/define-task.ts";
 import { buildMessages, contentMessage } from "./context.ts";
 import type { ToolDefinition } from "./define-tool.ts";
@@ -23,11 +30,14 @@ export const GENERATE_TASK = "agent.generate";
 export const STREAM_DOCUMENT = "model-stream";
 export const USAGE_DOCUMENT = "usage";
 
-export const GenerateInputSchema = z.object({
-  conversationId: z.string(),
-  /** Entries with seq below this are the conversation before the turn; omitted: fixed by `prepare`. */
-  throughSeq: z.number().int().nonnegative().optional(),
-});
+// Compiled here, at module level: createAgent may run inside a request, where workerd refuses code generation.
+export const GenerateInputSchema = compiled(
+  z.object({
+    conversationId: z.string(),
+    /** Entries with seq below this are the conversation before the turn; omitted: fixed by `prepare`. */
+    throughSeq: z.number().int().nonnegative().optional(),
+  }),
+);
 type GenerateInput = z.infer<typeof GenerateInputSchema>;
 
 interface Round {

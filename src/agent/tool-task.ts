@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import type { Json } from "../records/schemas.ts";
-import { utf8Length } from "../records/schemas.ts";
+import { compiled, utf8Length } from "../records/schemas.ts";
 import { defineTask, type PhaseContext, type TaskDefinition } from "../tasks/define-task.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 
@@ -22,13 +22,16 @@ export const RUN_DOCUMENT_MAX_OUTPUT = 4096;
 /** How a tool call ended, as the model and the views see it. */
 export type ToolOutcome = "ok" | "error" | "interrupted";
 
-export const ToolTaskInputSchema = z.object({
-  toolCallId: z.string(),
-  name: z.string(),
-  /** Raw arguments as the model produced them. */
-  args: z.string(),
-  conversationId: z.string(),
-});
+// Compiled here, at module level: createAgent may run inside a request, where workerd refuses code generation.
+export const ToolTaskInputSchema = compiled(
+  z.object({
+    toolCallId: z.string(),
+    name: z.string(),
+    /** Raw arguments as the model produced them. */
+    args: z.string(),
+    conversationId: z.string(),
+  }),
+);
 export type ToolTaskInput = z.infer<typeof ToolTaskInputSchema>;
 
 /** What `call` commits with the intent: everything recovery needs, without the tool's code. */
