@@ -92,7 +92,8 @@ function frozenCopy(value: Json): Json {
  * exactly as before. Apply it where a schema is defined, while modules are evaluated: workerd allows code
  * generation only then (zod's own JIT is off in workerd), and there the records of one commit (a
  * conversation, an entry, a small typed document) validate in 0.30 instead of 2.05 µs. Where code generation
- * is refused (a request in workerd, a page whose CSP forbids eval) the schema comes back as it was.
+ * is refused (a request in workerd, a page whose CSP forbids eval) the schema comes back as it was. An app's
+ * refinement runs twice on a value it rejects (once per parser), so refinements must not have side effects.
  */
 export function compiled<T extends z.ZodType>(schema: T): T {
   return z.compile(schema);
