@@ -87,6 +87,18 @@ function frozenCopy(value: Json): Json {
 }
 
 /**
+ * Whether this realm generates code from strings, asked once when this module loads: where it is refused
+ * (a page whose CSP forbids eval) each attempt would be one more violation report, so none is made.
+ */
+const codeGeneration = (() => {
+  try {
+    return new Function("return true")() === true;
+  } catch {
+    return false;
+  }
+})();
+
+/**
  * The schema with zod's ahead-of-time compiled parser (`z.compile`) in front of its runtime parser: valid
  * input runs generated code; whatever that code rejects is parsed again by the runtime parser, so errors read
  * exactly as before. Apply it where a schema is defined, while modules are evaluated: workerd allows code
@@ -96,7 +108,7 @@ function frozenCopy(value: Json): Json {
  * refinement runs twice on a value it rejects (once per parser), so refinements must not have side effects.
  */
 export function compiled<T extends z.ZodType>(schema: T): T {
-  return z.compile(schema);
+  return codeGeneration ? z.compile(schema) : schema;
 }
 
 const Id = z.string().min(1).max(256);

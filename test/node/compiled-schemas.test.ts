@@ -5,6 +5,8 @@
  * parser's (`schema.clone()` is the same schema without the compiled parser). Checked on the records a real
  * run writes and on seeded mutations of them.
  */
+import { execFileSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import type { z } from "zod";
 import { approvedPlan, campaignRegistry } from "../../examples/five-emails/app.ts";
@@ -153,5 +155,20 @@ describe("compiled record schemas", () => {
     // Both sides of the comparison are exercised: most mutations break a record, some leave it valid.
     expect(refused).toBeGreaterThan(1000);
     expect(refused).toBeLessThan(4000);
+  });
+
+  it("work, unchanged, where code generation is refused (a page whose CSP forbids eval)", () => {
+    const script = fileURLToPath(new URL("../support/locked-down-realm.ts", import.meta.url));
+    const output = execFileSync(
+      process.execPath,
+      ["--disallow-code-generation-from-strings", "--import", "tsx", script],
+      { encoding: "utf8" },
+    );
+    const seen = JSON.parse(output.trim().split("\n").at(-1) as string);
+    expect(seen).toEqual({
+      version: 1,
+      refused: "invalid documents/p: n: Invalid input: expected int, received number",
+      compiledHere: "undefined",
+    });
   });
 });
