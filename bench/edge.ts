@@ -44,8 +44,8 @@ async function startBenchWorker(): Promise<{ workerd: Miniflare; dispose(): Prom
 /**
  * Runs workerd (every thread) on the last CPU and this process on the others, so the driver and its garbage
  * collector never preempt the runtime being timed, and both sides of a ratio run under the same conditions
- * (on this 2-CPU machine three unpinned runs of one build gave 0.98, 1.25 and 1.26; pinned, 1.13–1.20). Linux with `taskset` and ≥ 2 CPUs
- * only; elsewhere it changes nothing and says so. Returns the undo.
+ * (on a 2-CPU machine, three unpinned runs of one build gave 0.98, 1.25 and 1.26; pinned, 1.13–1.20).
+ * Linux with `taskset` and ≥ 2 CPUs only; elsewhere it changes nothing and says so. Returns the undo.
  */
 function pinApart(): () => void {
   const cpus = availableParallelism();
