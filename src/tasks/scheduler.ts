@@ -68,6 +68,7 @@ export class Scheduler {
     string,
     { version: number; parsed: ReturnType<z.ZodType["safeParse"]> }
   >();
+  private readonly stopWatchingRegistry: () => void;
 
   constructor(
     private readonly host: SchedulerHost,
@@ -77,7 +78,9 @@ export class Scheduler {
       if (task.state.status === "sleeping") this.sleepers.push(task.state.until, task.id);
       if (task.state.status === "running") this.runningAtLoad.add(task.id);
     }
-    host.registry.onChange(() => {
+    // Unsubscribed on close: the registry usually outlives the session (one per app or isolate), and a
+    // listener left behind would keep the closed session's whole state reachable.
+    this.stopWatchingRegistry = host.registry.onChange(() => {
       if (this.driving) void this.track(this.unblockRegistered());
     });
   }
@@ -102,6 +105,7 @@ export class Scheduler {
   /** Stops driving: aborts running phases (their results are not committed) and keeps all work stored. */
   close(reason = "the host closed the session"): void {
     this.driving = false;
+    this.stopWatchingRegistry();
     for (const controller of this.active.values())
       controller.abort(new KernelError("session-closed", reason));
     if (this.timer !== undefined) this.host.timers.clearTimeout(this.timer);

@@ -1,3 +1,5 @@
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
@@ -280,6 +282,32 @@ describe("durable tasks", () => {
     const done = await later.session.waitForTask(task.id);
     expect(done.state).toEqual({ status: "succeeded", result: { steps: 2 } });
     expect(later.session.view().blocked).toEqual([]);
+  });
+
+  it("lets go of a closed session: a registry shared by many sessions keeps none of them alive", async () => {
+    setFlagsFromString("--expose-gc");
+    const collectGarbage = runInNewContext("gc") as () => void;
+    const shared = registryWith();
+    const closed: WeakRef<object>[] = [];
+    // Each session lives in its own function, so no frame of this test still refers to it.
+    const runAndClose = async () => {
+      const { session } = await start(shared);
+      await session.resume();
+      const task = await session.spawn("chain", { steps: 3 });
+      await session.waitForTask(task.id);
+      closed.push(new WeakRef(session));
+      await session.close();
+    };
+    for (let i = 0; i < 3; i++) await runAndClose();
+    // Registering a kind afterwards reaches no closed session (it would resume none of their work).
+    shared.registerTask(
+      defineTask({ kind: "late", version: 1, input: z.object({}), phases: { run: (c) => c.complete() } }),
+    );
+    for (let i = 0; i < 3; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 0)); // weak references hold until the job ends
+      collectGarbage();
+    }
+    expect(closed.map((ref) => ref.deref() === undefined)).toEqual([true, true, true]);
   });
 
   it("migrates a stored task of an older version, or blocks it when no migration exists", async () => {
