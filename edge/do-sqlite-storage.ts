@@ -75,18 +75,6 @@ function columns(table: Table, key: readonly KeyPart[]): [string, number] {
   }
 }
 
-/**
- * Every document's rows from its latest baseline on (what opening a session needs), in one query rather
- * than one per document: a session with thousands of documents opens in one read. A head whose
- * `baselineVersion` is not a non-negative integer yields no rows (its document is reported as blocked).
- */
-const LIVE_DOCUMENT_ROWS = `SELECT r.id AS id, r.n AS n, r.v AS v FROM da_rows AS r
-  JOIN da_rows AS h ON h.session = r.session AND h.tbl = 'documents' AND h.id = r.id AND h.n = -1
-  WHERE r.session = ? AND r.tbl = 'documentRows' AND json_valid(h.v)
-    AND json_type(h.v, '$.baselineVersion') = 'integer' AND json_extract(h.v, '$.baselineVersion') >= 0
-    AND r.n >= json_extract(h.v, '$.baselineVersion')
-  ORDER BY r.id, r.n`;
-
 function keyOf(table: Table, id: string, n: number): KeyPart[] {
   if (table === "changes") return [n];
   return n === -1 ? [id] : [id, n];
@@ -221,17 +209,33 @@ export class DurableObjectSqliteStorage implements Storage {
       if (count > 0)
         entries.push(...this.range(sessionId, "entries", id, Math.max(0, count - entryTail), count - 1));
     }
-    const rows = new Map<string, StoredRecord[]>();
-    for (const row of this.storage.sql.exec(LIVE_DOCUMENT_ROWS, sessionId).toArray()) {
+    // Every document's rows in one query, kept from its head's baseline on. A baseline deletes its document's
+    // older rows, so nearly all are live; filtering here rather than joining each row to its head in SQL
+    // (json_extract per row) reads 4,000 rows in 10–12 instead of 40–55 ms in workerd.
+    const rows = new Map<string, Record<string, unknown>[]>();
+    const allRows = this.storage.sql
+      .exec(
+        "SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = 'documentRows' ORDER BY id, n",
+        sessionId,
+      )
+      .toArray();
+    for (const row of allRows) {
       const id = String(row.id);
-      const list = rows.get(id) ?? [];
-      if (list.length === 0) rows.set(id, list);
-      list.push(this.record("documentRows", row));
+      const list = rows.get(id);
+      if (list) list.push(row);
+      else rows.set(id, [row]);
     }
-    const documents: StoredDocument[] = this.all(sessionId, "documents").map((head) => ({
-      head,
-      rows: rows.get(head.key.slice("documents/".length)) ?? [],
-    }));
+    const documents: StoredDocument[] = this.all(sessionId, "documents").map((head) => {
+      // A head without a usable baseline version gets no rows (its document is reported as blocked).
+      const from = rawNumber(head.value, "baselineVersion");
+      const own = from === undefined ? [] : (rows.get(head.key.slice("documents/".length)) ?? []);
+      return {
+        head,
+        rows: own
+          .filter((row) => Number(row.n) >= (from ?? 0))
+          .map((row) => this.record("documentRows", row)),
+      };
+    });
     return {
       meta: { key: recordName("sessions", [sessionId]), value: meta },
       conversations,
