@@ -139,11 +139,11 @@ describe("compiled record schemas", () => {
     );
 
     for (const [label, schema, value] of samples) {
-      // The premise: Node allows code generation, so each schema carries zod's compiled parser.
-      expect(
-        typeof (schema as unknown as { _zod: { bag: { validator?: unknown } } })._zod.bag.validator,
-        label,
-      ).toBe("function");
+      // The premise: Node allows code generation, so each record schema but the change log's carries zod's
+      // compiled parser.
+      const compiledParser = (schema as unknown as { _zod: { bag: { validator?: unknown } } })._zod.bag
+        .validator;
+      expect(typeof compiledParser, label).toBe(schema === CommitRecordSchema ? "undefined" : "function");
       expect(expectSameOutcome(schema, value, label), `${label} is valid`).toBe(true);
     }
     const random = rng(20261130);
