@@ -11,8 +11,9 @@
  *   `commit` later), so the first thousands of commits of a fresh isolate run in its baseline and mid
  *   tiers; `edge/commit-cold` measures those (no warm-up), as a diagnostic. One isolate serves every Durable
  *   Object of a Worker on a machine, so a deployment with traffic runs warm.
- * - edge/submission-roundtrip: a scripted one-tool agent submission over HTTP (POST, then GET ?wait until
- *   it ends) vs a bare HTTP round trip through the same router to the same Durable Object.
+ * - edge/submission-roundtrip: a scripted one-tool agent submission over HTTP, in one call (POST ?wait,
+ *   answered once the submission has ended) vs a bare HTTP round trip through the same router to the same
+ *   Durable Object.
  */
 import { execFileSync } from "node:child_process";
 import { availableParallelism } from "node:os";
@@ -129,13 +130,13 @@ export async function edgeSubmissionBench(): Promise<{ ours: number; floor: numb
   try {
     const submit = async (i: number) => {
       const body = JSON.stringify({ requestId: `r${i}`, conversationId: `c${i}`, input: "look it up" });
-      const start = performance.now();
-      const { text } = await timed(workerd, "/sessions/bench/submissions", { method: "POST", body });
-      const { id } = JSON.parse(text) as { id: string };
-      const done = JSON.parse((await timed(workerd, `/sessions/bench/submissions/${id}?wait=10000`)).text);
-      if ((done as { status: string }).status !== "succeeded")
-        throw new Error(`submission ${id} did not succeed`);
-      return performance.now() - start;
+      const { text, elapsed } = await timed(workerd, "/sessions/bench/submissions?wait=10000", {
+        method: "POST",
+        body,
+      });
+      const done = JSON.parse(text) as { id: string; status: string };
+      if (done.status !== "succeeded") throw new Error(`submission ${done.id} did not succeed`);
+      return elapsed;
     };
     for (let i = 0; i < 20; i++) await submit(i); // warm-up
     const ours: number[] = [];

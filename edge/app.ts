@@ -5,7 +5,7 @@
  *
  * | route | what |
  * |---|---|
- * | `POST /sessions/:id/submissions` `{ requestId, conversationId, input }` | 202 + the Submission; the same requestId returns the same one |
+ * | `POST /sessions/:id/submissions?wait=ms` `{ requestId, conversationId, input }` | 202 + the Submission (the same requestId returns the same one); with `wait`, 200 once it has ended within that time |
  * | `GET /sessions/:id/submissions/:sid?wait=ms` | the Submission, optionally waiting for it to end |
  * | `POST /sessions/:id/submissions/:sid/cancel` `{ reason? }` | requests cancellation; the Submission |
  * | `GET /sessions/:id/view?atLeast=v&wait=ms` | the session's current view (`version` inside, ETag); `&entries=n&submissions=n&tasks=active` trim it for display |
@@ -128,7 +128,9 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     if (body instanceof Response) return body;
     const input = parse("body", SubmitBodySchema, body);
     if (input instanceof Response) return input;
-    return forward(c, { op: "submit", sessionId }, input);
+    const waitMs = parse("query.wait", Wait, c.req.query("wait") ?? "0");
+    if (waitMs instanceof Response) return waitMs;
+    return forward(c, { op: "submit", sessionId, waitMs }, input);
   });
 
   app.get("/sessions/:id/submissions/:sid", async (c) => {

@@ -37,7 +37,7 @@ export function parseCancelBody(value: unknown): z.output<typeof CancelBodySchem
 
 /** One call from the router to a session object. */
 export type InternalRoute =
-  | { readonly op: "submit"; readonly sessionId: string }
+  | { readonly op: "submit"; readonly sessionId: string; readonly waitMs: number }
   | {
       readonly op: "submission";
       readonly sessionId: string;
@@ -86,7 +86,7 @@ export function internalRequest(route: InternalRoute, body?: unknown): Request {
 }
 
 const InternalRouteSchema = z.discriminatedUnion("op", [
-  z.object({ op: z.literal("submit"), sessionId: IdSchema }),
+  z.object({ op: z.literal("submit"), sessionId: IdSchema, waitMs: CountSchema }),
   z.object({ op: z.literal("submission"), sessionId: IdSchema, submissionId: IdSchema, waitMs: CountSchema }),
   z.object({ op: z.literal("cancel"), sessionId: IdSchema, submissionId: IdSchema }),
   z.object({

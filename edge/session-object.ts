@@ -20,6 +20,7 @@ import {
   type Registry,
   type Session,
   SessionNotFoundError,
+  type Submission,
   type WakeInfo,
 } from "../src/index.ts";
 import { DurableObjectSqliteStorage, type DurableObjectStorageLike } from "./do-sqlite-storage.ts";
@@ -94,6 +95,13 @@ async function waitAtMost<T>(ms: number, wait: (signal: AbortSignal) => Promise<
   }
 }
 
+/** `submission` once it has ended, waiting at most `waitMs` for that; as it then stands if it has not. */
+async function waitForEnd(session: Session, submission: Submission, waitMs: number): Promise<Submission> {
+  if (waitMs === 0 || isSubmissionFinished(submission)) return submission;
+  const ended = await waitAtMost(waitMs, (signal) => session.wait(submission.id, { signal }));
+  return ended ?? session.submission(submission.id) ?? submission;
+}
+
 class SessionHost<Env> {
   private readonly storage: DurableObjectSqliteStorage;
   private session: Session | undefined;
@@ -139,17 +147,15 @@ class SessionHost<Env> {
         const input = parseSubmitInput(await request.json());
         const session = await this.ensure(route.sessionId, true);
         if (!session) throw new SessionNotFoundError(route.sessionId);
-        return Response.json(await session.submit(input), { status: 202 });
+        const submission = await waitForEnd(session, await session.submit(input), route.waitMs);
+        // 200 when the client asked to wait and the work has ended; otherwise it is accepted and running.
+        return Response.json(submission, { status: isSubmissionFinished(submission) ? 200 : 202 });
       }
       case "submission": {
         const session = await this.required(route.sessionId);
         const submission = session.submission(route.submissionId);
         if (!submission) return unknownSubmission(route.submissionId);
-        if (route.waitMs > 0 && !isSubmissionFinished(submission)) {
-          const ended = await waitAtMost(route.waitMs, (signal) => session.wait(submission.id, { signal }));
-          return Response.json(ended ?? session.submission(submission.id));
-        }
-        return Response.json(submission);
+        return Response.json(await waitForEnd(session, submission, route.waitMs));
       }
       case "cancel": {
         const { reason } = parseCancelBody(await request.json());

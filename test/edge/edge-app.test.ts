@@ -180,6 +180,22 @@ describe("edge host on workerd", () => {
       expect(userEntries).toHaveLength(2);
     });
 
+    it("answers a submission in one call when asked to wait: 200 with the ended Submission, the same for a retry", async () => {
+      const first = await edge.request("/sessions/one-call/submissions?wait=20000", { body: notice("once") });
+      expect(first.status).toBe(200);
+      const done = (await first.json()) as Submission;
+      expect(done.status).toBe("succeeded");
+      expect(done.result).toMatchObject({ text: "Done: 5 of 5 notices delivered." });
+      // A retry of the same request waits for nothing more: the same ended Submission, no new work.
+      const retry = await edge.request("/sessions/one-call/submissions?wait=20000", { body: notice("once") });
+      expect(retry.status).toBe(200);
+      expect(await retry.json()).toEqual(done);
+      // Without `wait` the answer is as before: accepted, still running.
+      const accepted = await edge.request("/sessions/one-call/submissions", { body: notice("later") });
+      expect(accepted.status).toBe(202);
+      expect(((await accepted.json()) as Submission).status).not.toBe("succeeded");
+    });
+
     it("streams commits as SSE; a client that reconnects with Last-Event-ID assembles the server's view", async () => {
       const accepted = await edge.json<Submission>("/sessions/sse/submissions", { body: notice("r1") });
       let view = emptyView("sse");
@@ -375,6 +391,13 @@ describe("edge host on workerd", () => {
           400,
           "invalid-argument",
           "body.reason",
+        ],
+        [
+          "a submission with a negative wait",
+          edge.request("/sessions/bad-existing/submissions?wait=-1", { body: notice("neg-wait") }),
+          400,
+          "invalid-argument",
+          "query.wait",
         ],
         [
           "negative wait",
