@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import {
+  compiled,
   createAgent,
   createRegistry,
   defineDocument,
@@ -32,12 +33,20 @@ export const emailPlan = defineDocument({
 });
 type Plan = z.infer<typeof emailPlan.schema>;
 
+/**
+ * The email tools' arguments. The tools close over a mail client, so they are defined when a registry is
+ * built, which at the edge happens inside a request, where workerd refuses to generate code; compiled here,
+ * at module level, the schema keeps zod's compiled parser wherever the tools are defined.
+ */
+const EmailArgs = compiled(z.object({ to: z.string().email(), body: z.string() }));
+const BatchArgs = compiled(z.object({ recipients: z.array(z.string().email()), body: z.string() }));
+
 /** One email, sent with the tool call's operation id as the provider's idempotency key. */
 export function sendEmailTool(mail: MailService) {
   return defineTool({
     name: "send_email",
     description: "Send one email",
-    input: z.object({ to: z.string().email(), body: z.string() }),
+    input: EmailArgs,
     replay: "unsafe",
     confirm: (operationId) => {
       const receipt = mail.lookup(operationId);
@@ -62,7 +71,7 @@ export function sendBatchTool(mail: MailService) {
   return defineTool({
     name: "send_batch_emails",
     description: "Send the same email to many recipients",
-    input: z.object({ recipients: z.array(z.string().email()), body: z.string() }),
+    input: BatchArgs,
     replay: "unsafe",
     execute: ({ recipients, body }, { operationId, reportProgress }) => {
       const sent: string[] = [];
@@ -167,7 +176,7 @@ export function asyncCampaignRegistry(mail: AsyncMailService, model: Model = cam
   const sendEmail = defineTool({
     name: "send_email",
     description: "Send one email",
-    input: z.object({ to: z.string().email(), body: z.string() }),
+    input: EmailArgs,
     replay: "unsafe",
     confirm: async (operationId) => {
       const receipt = await mail.lookup(operationId);
