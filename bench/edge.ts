@@ -24,6 +24,8 @@ import { median } from "./workload.ts";
 
 /** Commits each side runs before the measured rounds of `edge/commit` (see the header). */
 export const WARM_COMMITS = 30_000;
+/** Measured rounds per side: each one request of 200 commits, the median taken. */
+const ROUNDS = 40;
 
 /** A workerd for the benchmarks; `dispose` also gives this process its CPUs back. */
 async function startBenchWorker(): Promise<{ workerd: Miniflare; dispose(): Promise<void> }> {
@@ -109,7 +111,7 @@ export async function edgeCommitBench(options: {
     // Each measured request follows an unmeasured one of its own kind, so it pays only for itself (as a
     // Durable Object that runs one session does), never for what the other side's writes left behind;
     // which side goes first alternates, and the median of many short rounds shrugs off machine noise.
-    for (let round = 0; round < 24; round++) {
+    for (let round = 0; round < ROUNDS; round++) {
       const sides = round % 2 ? (["ours", "raw"] as const) : (["raw", "ours"] as const);
       for (const side of sides) {
         const flag = durable ? "&durable" : "";
