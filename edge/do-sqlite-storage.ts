@@ -228,13 +228,9 @@ export class DurableObjectSqliteStorage implements Storage {
     const documents: StoredDocument[] = this.all(sessionId, "documents").map((head) => {
       // A head without a usable baseline version gets no rows (its document is reported as blocked).
       const from = rawNumber(head.value, "baselineVersion");
-      const own = from === undefined ? [] : (rows.get(head.key.slice("documents/".length)) ?? []);
-      return {
-        head,
-        rows: own
-          .filter((row) => Number(row.n) >= (from ?? 0))
-          .map((row) => this.record("documentRows", row)),
-      };
+      const own = rows.get(head.key.slice("documents/".length)) ?? [];
+      const live = from === undefined ? [] : own.filter((row) => Number(row.n) >= from);
+      return { head, rows: live.map((row) => this.record("documentRows", row)) };
     });
     return {
       meta: { key: recordName("sessions", [sessionId]), value: meta },
