@@ -71,6 +71,8 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   const maxWaitMs = options.maxWaitMs ?? 25_000;
   const maxStreamMs = options.maxStreamMs ?? 300_000;
   const Wait = CountSchema.pipe(z.number().max(maxWaitMs, `must be at most ${maxWaitMs}`));
+  /** The `?wait=` of a request (0 when absent), or a 400 problem naming `query.wait`. */
+  const waitQuery = (c: Context<AppEnv<Env>>) => parse("query.wait", Wait, c.req.query("wait") ?? "0");
   const ViewQuery = z.object({
     entries: CountSchema.optional(),
     submissions: CountSchema.optional(),
@@ -128,7 +130,7 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     if (body instanceof Response) return body;
     const input = parse("body", SubmitBodySchema, body);
     if (input instanceof Response) return input;
-    const waitMs = parse("query.wait", Wait, c.req.query("wait") ?? "0");
+    const waitMs = waitQuery(c);
     if (waitMs instanceof Response) return waitMs;
     return forward(c, { op: "submit", sessionId, waitMs }, input);
   });
@@ -136,7 +138,7 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   app.get("/sessions/:id/submissions/:sid", async (c) => {
     const ids = parseIds(c);
     if (ids instanceof Response) return ids;
-    const waitMs = parse("query.wait", Wait, c.req.query("wait") ?? "0");
+    const waitMs = waitQuery(c);
     if (waitMs instanceof Response) return waitMs;
     return forward(c, { op: "submission", ...ids, waitMs });
   });
@@ -156,7 +158,7 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     if (sessionId instanceof Response) return sessionId;
     const atLeast = parse("query.atLeast", CountSchema, c.req.query("atLeast") ?? "0");
     if (atLeast instanceof Response) return atLeast;
-    const waitMs = parse("query.wait", Wait, c.req.query("wait") ?? "0");
+    const waitMs = waitQuery(c);
     if (waitMs instanceof Response) return waitMs;
     const trim = parse("query", ViewQuery, {
       entries: c.req.query("entries"),

@@ -22,7 +22,7 @@ export const RUN_DOCUMENT_MAX_OUTPUT = 4096;
 /** How a tool call ended, as the model and the views see it. */
 export type ToolOutcome = "ok" | "error" | "interrupted";
 
-// Compiled here, at module level: createAgent may run inside a request, where workerd refuses code generation.
+// Compiled at module level, like GenerateInputSchema (createAgent may run inside a workerd request).
 export const ToolTaskInputSchema = compiled(
   z.object({
     toolCallId: z.string(),

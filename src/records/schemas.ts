@@ -111,10 +111,18 @@ const codeGeneration = canGenerateCode();
  * refinement runs twice on a value it rejects (once per parser), so refinements must not have side effects.
  */
 export function compiled<T extends z.ZodType>(schema: T): T {
+  // A schema compiled once (a module-level one handed to defineTask or defineTool) is not compiled again.
+  if (compiledSchemas.has(schema)) return schema;
   // Asked again where the realm allowed it at load: workerd refuses it during requests, and this probe fails
   // in microseconds where z.compile would build the parser's code first (≈ 0.16 ms per schema in workerd).
-  return codeGeneration && canGenerateCode() ? z.compile(schema) : schema;
+  if (!codeGeneration || !canGenerateCode()) return schema;
+  const result = z.compile(schema);
+  compiledSchemas.add(result);
+  return result;
 }
+
+/** The schemas `compiled` returned with a compiled parser. */
+const compiledSchemas = new WeakSet<z.ZodType>();
 
 const Id = z.string().min(1).max(256);
 const Version = z.number().int().nonnegative();
