@@ -16,7 +16,7 @@ import {
   isSubmissionFinished,
   openSession,
   parseSubmitInput,
-  type RecoveryAction,
+  type RecoveryPlan,
   type Registry,
   type Session,
   SessionNotFoundError,
@@ -209,7 +209,7 @@ class SessionHost<Env> {
    * now"; one that is not running (evicted, its alarm not yet fired) is opened read-only for the answer, so
    * asking neither takes ownership nor resumes anything.
    */
-  private async previewRecovery(sessionId: string): Promise<RecoveryAction[]> {
+  private async previewRecovery(sessionId: string): Promise<RecoveryPlan> {
     if (this.session?.status === "open") {
       if (this.session.id !== sessionId) throw new SessionNotFoundError(sessionId);
       return this.session.previewRecovery();

@@ -106,7 +106,7 @@ log(`outside world saw: ${sent.join(", ")}`);
 console.log("process 3 (reopened) resumes the batch");
 dieAfterSending = undefined;
 const fourth = await openSession({ id: "support-42", storage: disk.reopen(), registry });
-for (const action of fourth.previewRecovery()) log(`recovery plan: ${JSON.stringify(action)}`);
+for (const event of fourth.previewRecovery().events) log(`recovery plan: ${JSON.stringify(event)}`);
 await fourth.resume();
 const done = await fourth.waitForTask(batch.id);
 log(`task ${done.state.status} after ${done.attempts} phase attempts: 5 phases plus 1 counted re-entry`);

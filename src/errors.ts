@@ -19,6 +19,9 @@ export const KERNEL_ERROR_CODES = [
   "read-only",
   "history-truncated",
   "invalid-argument",
+  "invalid-definition",
+  "invalid-task-event",
+  "refused-write",
   "internal",
 ] as const;
 export type KernelErrorCode = (typeof KERNEL_ERROR_CODES)[number];
@@ -178,6 +181,46 @@ export class InvalidArgumentError extends KernelError {
     readonly issues: readonly { path: string; message: string }[] = [],
   ) {
     super("invalid-argument", message);
+  }
+}
+
+/** A task kind, tool, document type or registry was defined wrongly (a programming error, thrown at once). */
+export class DefinitionError extends KernelError {
+  override readonly name = "DefinitionError";
+  constructor(message: string) {
+    super("invalid-definition", message);
+  }
+}
+
+/**
+ * The task machine refused an event: it does not apply to the task's or Submission's current state (a
+ * sleeping task cannot end a phase, a succeeded one cannot wake). Nothing was changed.
+ */
+export class InvalidTaskEventError extends KernelError {
+  override readonly name = "InvalidTaskEventError";
+  constructor(
+    message: string,
+    /** The refused event's type, e.g. `woke`. */
+    readonly event: string,
+    /** The task or Submission it was for. */
+    readonly target: string,
+  ) {
+    super("invalid-task-event", message);
+  }
+}
+
+/**
+ * A draft was asked to write what its role may not: an app's draft writing a kernel-owned document, or a
+ * deferred (loss-tolerant) commit carrying anything but progress documents. Nothing was written.
+ */
+export class RefusedWriteError extends KernelError {
+  override readonly name = "RefusedWriteError";
+  constructor(
+    message: string,
+    /** What was refused, e.g. `entries/main/4` or `documents/plan`. */
+    readonly record: string,
+  ) {
+    super("refused-write", message);
   }
 }
 

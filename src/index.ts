@@ -30,17 +30,27 @@ export { RUN_DOCUMENT_MAX_OUTPUT, runDocumentId, TOOL_TASK } from "./agent/tool-
 export type { Clock, IdSource, TimerHandle, Timers } from "./clock.ts";
 export { ManualClock, ManualTimers, randomIds, sequentialIds, systemClock, systemTimers } from "./clock.ts";
 export type { DocumentDefinition } from "./documents/define-document.ts";
-export { defineDocument } from "./documents/define-document.ts";
+export { defineDocument, KERNEL_DOCUMENT_TYPES } from "./documents/define-document.ts";
 export { applyJsonPatch, diffJson } from "./documents/json-patch.ts";
 export * from "./errors.ts";
 export * from "./records/schemas.ts";
 export { describeIssues } from "./records/validate.ts";
 export type { RegistryInput, SubmissionTask, TaskResolution } from "./registry.ts";
 export { createRegistry, Registry } from "./registry.ts";
-export type { BuildCommit, CommitOptions, CommitResult } from "./session/commit-pipeline.ts";
-export type { Draft, EntryLinks } from "./session/draft.ts";
-export type { OpenSessionOptions, SessionStatus, WaitOptions } from "./session/session.ts";
-export { openSession, Session } from "./session/session.ts";
+export type { CommitResult } from "./session/commit-pipeline.ts";
+export type {
+  AppSpawnOptions,
+  BuildCommit,
+  BuildProgress,
+  CommitOptions,
+  Draft,
+  DraftReader,
+  EntryLinks,
+  ProgressDraft,
+} from "./session/draft-types.ts";
+export { openSession } from "./session/open-session.ts";
+export type { OpenSessionOptions, SessionStatus, WaitOptions } from "./session/options.ts";
+export { Session } from "./session/session.ts";
 export type { BlockedRecord, DocumentState } from "./session/state.ts";
 export type { SubmitInput } from "./session/submit.ts";
 export { parseSubmitInput, SubmitInputSchema } from "./session/submit.ts";
@@ -63,14 +73,20 @@ export type {
   StoredSession,
 } from "./storage/storage.ts";
 export type {
+  AnyPhaseData,
   JoinPolicy,
   Phase,
   PhaseContext,
+  PhaseDataMap,
+  PhaseName,
   SpawnOptions,
   TaskDefinition,
   TaskSnapshot,
   Transition,
 } from "./tasks/define-task.ts";
 export { defineTask } from "./tasks/define-task.ts";
-export type { RecoveryAction } from "./tasks/recovery.ts";
-export type { WakeInfo } from "./tasks/scheduler.ts";
+export type { NewSubmission, RecoveryEvent, TaskEvent, TaskSpec } from "./tasks/machine.ts";
+export { APPLIES_TO } from "./tasks/machine.ts";
+export type { BlockedTask, RecoveryPlan } from "./tasks/recovery.ts";
+export type { WakeDetails, WakeInfo } from "./tasks/wake-info.ts";
+export { isRunnableStatus, wakeInfoOf } from "./tasks/wake-info.ts";

@@ -3,6 +3,8 @@
  * version; the Registry resolves them to definitions, and tells how to migrate an older stored task.
  */
 import type { DocumentDefinition } from "./documents/define-document.ts";
+import { KERNEL_DOCUMENT_TYPES } from "./documents/define-document.ts";
+import { DefinitionError } from "./errors.ts";
 import type { Json, Submission } from "./records/schemas.ts";
 import type { TaskDefinition, TaskSnapshot } from "./tasks/define-task.ts";
 
@@ -40,12 +42,24 @@ export class Registry {
     const documents = new Map<string, DocumentDefinition<Json>>();
     for (const definition of input.documents ?? []) {
       if (documents.has(definition.type))
-        throw new Error(`document type "${definition.type}" is registered twice`);
+        throw new DefinitionError(`document type "${definition.type}" is registered twice`);
+      if (KERNEL_DOCUMENT_TYPES.has(definition.type))
+        throw new DefinitionError(`document type "${definition.type}" is the kernel's own`);
       documents.set(definition.type, definition);
     }
     this.documents = documents;
     this.submissionTask = input.submissionTask;
     for (const definition of input.tasks ?? []) this.addTask(definition);
+  }
+
+  /** Whether documents of `type` are loss-tolerant progress, which a deferred commit may write. */
+  isProgressDocument(type: string): boolean {
+    return KERNEL_DOCUMENT_TYPES.get(type)?.progress ?? this.documents.get(type)?.progress === true;
+  }
+
+  /** Whether documents of `type` are written only by the kernel (tool runs, usage, streams). */
+  isKernelDocument(type: string): boolean {
+    return KERNEL_DOCUMENT_TYPES.has(type);
   }
 
   /** The definition of exactly this kind and version. */
@@ -117,7 +131,9 @@ export class Registry {
       this.tasks.set(definition.kind, versions);
     }
     if (versions.has(definition.version)) {
-      throw new Error(`task kind "${definition.kind}" version ${definition.version} is registered twice`);
+      throw new DefinitionError(
+        `task kind "${definition.kind}" version ${definition.version} is registered twice`,
+      );
     }
     versions.set(definition.version, definition);
   }

@@ -91,7 +91,7 @@ async function scenario(label: string, mail: MailService, dieAtMail: number, bat
     .view()
     .tasks.filter((t) => !["succeeded", "failed", "cancelled"].includes(t.state.status));
   say(`${unfinished.length} unfinished tasks on disk; resume() will:`);
-  for (const action of second.previewRecovery()) say(`  ${JSON.stringify(action)}`);
+  for (const event of second.previewRecovery().events) say(`  ${JSON.stringify(event)}`);
   narrate(second);
   // The client retries its request: the same requestId returns the original Submission.
   const retried = await second.submit({ requestId: "notice-1", conversationId: "main", input: "(retry)" });

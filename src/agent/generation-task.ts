@@ -62,14 +62,17 @@ export interface GenerationOptions {
   readonly pollIntervalMs?: number;
 }
 
-export function generationTask(options: GenerationOptions): TaskDefinition<GenerateInput> {
+/** The checkpoint data of each phase of a generation task. */
+type RoundPhases = { prepare: null; request: Round | null; retry: Round; poll: Round };
+type GenerateContext = PhaseContext<GenerateInput, RoundPhases>;
+
+export function generationTask(options: GenerationOptions): TaskDefinition<GenerateInput, RoundPhases> {
   const maxRounds = options.maxRounds ?? 16;
   const maxAttempts = options.maxAttempts ?? 4;
   const backoffMs = options.backoffMs ?? 1_000;
   const pollIntervalMs = options.pollIntervalMs ?? 2_000;
-  const asJson = (round: Round) => round as unknown as Json;
 
-  return defineTask<GenerateInput>({
+  return defineTask<GenerateInput, RoundPhases>({
     kind: GENERATE_TASK,
     version: 1,
     input: GenerateInputSchema,
@@ -77,10 +80,10 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
     phases: {
       prepare: (ctx) => {
         const throughSeq = ctx.conversation(ctx.input.conversationId)?.entryCount ?? 0;
-        return ctx.next("request", asJson(firstRound(throughSeq)));
+        return ctx.next("request", firstRound(throughSeq));
       },
       request: async (ctx) => {
-        let round = ctx.data as unknown as Round | null;
+        let round = ctx.data;
         if (!round) {
           // A turn without a fixed position (spawned by an app, not by a Submission) fixes it first.
           if (ctx.input.throughSeq === undefined) return ctx.next("prepare");
@@ -99,7 +102,7 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
         try {
           if (options.model.start && options.model.poll) {
             const handle = await options.model.start(request, { signal: ctx.signal });
-            return ctx.next("poll", asJson({ ...round, handle }));
+            return ctx.next("poll", { ...round, handle });
           }
           const streamId = streamDocumentId(ctx.task.id);
           let streamed = "";
@@ -120,15 +123,15 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
         }
       },
       retry: (ctx) => {
-        const round = ctx.data as unknown as Round;
+        const round = ctx.data;
         const delay = round.retryAfterMs ?? backoffMs * 2 ** (round.attempt - 2);
-        return ctx.sleep(ctx.clock.now() + delay, "request", asJson(round));
+        return ctx.sleep(ctx.clock.now() + delay, "request", round);
       },
       poll: async (ctx) => {
-        const round = ctx.data as unknown as Round;
+        const round = ctx.data;
         try {
           const response = await options.model.poll?.(round.handle ?? null, { signal: ctx.signal });
-          if (!response) return ctx.sleep(ctx.clock.now() + pollIntervalMs, "poll", asJson(round));
+          if (!response) return ctx.sleep(ctx.clock.now() + pollIntervalMs, "poll", round);
           return await respond(ctx, round, response);
         } catch (error) {
           return failedAttempt(ctx, round, error);
@@ -141,7 +144,7 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
     return { round: 1, throughSeq, model: options.model.id, attempt: 1 };
   }
 
-  function failedAttempt(ctx: PhaseContext<GenerateInput>, round: Round, error: unknown): Transition {
+  function failedAttempt(ctx: GenerateContext, round: Round, error: unknown): Transition {
     const retryable = error instanceof ModelError ? error.retryable : !ctx.signal.aborted;
     if (error instanceof ModelError && error.partialText) {
       ctx.appendEntry(ctx.input.conversationId, {
@@ -162,18 +165,14 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       ...(error instanceof ModelError &&
         error.retryAfterMs !== undefined && { retryAfterMs: error.retryAfterMs }),
     };
-    return ctx.next("retry", asJson(next));
+    return ctx.next("retry", next);
   }
 
   /**
    * The response, its tool calls (validated now, their intents fixed) and the wait on them, in one commit;
    * or the final answer. Calls the model got wrong become error results it will see next round.
    */
-  async function respond(
-    ctx: PhaseContext<GenerateInput>,
-    round: Round,
-    response: ModelResponse,
-  ): Promise<Transition> {
+  async function respond(ctx: GenerateContext, round: Round, response: ModelResponse): Promise<Transition> {
     const conversationId = ctx.input.conversationId;
     ctx.appendEntry(conversationId, {
       kind: "model",
@@ -210,14 +209,14 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       model: options.model.id,
       attempt: 1,
     };
-    return ctx.wait(children, { policy: "allSettled", next: "request" }, asJson(next));
+    return ctx.wait(children, { policy: "allSettled", next: "request" }, next);
   }
 
   /**
    * Usage per call lives on the model entry (which is append-only); the Submission's usage document keeps
    * running totals, so it stays the same size however long the loop runs.
    */
-  function recordUsage(ctx: PhaseContext<GenerateInput>, round: Round, response: ModelResponse): void {
+  function recordUsage(ctx: GenerateContext, round: Round, response: ModelResponse): void {
     const usage = response.usage ?? { inputTokens: 0, outputTokens: 0 };
     const id = usageDocumentId(ctx.task.submissionId ?? ctx.task.id);
     const current = ctx.document(id)?.value as UsageDocument | undefined;
@@ -232,12 +231,17 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
   }
 }
 
-/** The turn's context: the conversation before it, plus every entry the turn and its tool calls produced. */
-async function turnEntries(ctx: PhaseContext<GenerateInput>, round: Round): Promise<Entry[]> {
+/**
+ * The turn's context: the conversation before it, plus every entry the turn produced — its own (model
+ * responses, answers for calls that ended without one) and those of the tasks under it (tool results),
+ * each entry naming the task that wrote it.
+ */
+async function turnEntries(ctx: GenerateContext, round: Round): Promise<Entry[]> {
   const own = ctx.task.id;
+  const below = ctx.descendants();
   const entries = await ctx.conversationEntries(ctx.input.conversationId);
   return entries.filter(
-    (e) => e.seq < round.throughSeq || e.taskId === own || (e.taskId?.startsWith(`${own}/`) ?? false),
+    (e) => e.seq < round.throughSeq || e.taskId === own || (e.taskId !== undefined && below.has(e.taskId)),
   );
 }
 
@@ -247,7 +251,7 @@ async function turnEntries(ctx: PhaseContext<GenerateInput>, round: Round): Prom
  * with this phase's transition, and their tool-run document says so: every call the model made is
  * answered in the context it sees next.
  */
-function answerEndedCalls(ctx: PhaseContext<GenerateInput>, round: Round, entries: Entry[]): EntryContent[] {
+function answerEndedCalls(ctx: GenerateContext, round: Round, entries: Entry[]): EntryContent[] {
   const own = ctx.task.id;
   const asked = entries.findLast((e) => e.taskId === own && e.content.kind === "model");
   if (asked?.content.kind !== "model" || asked.content.toolCalls.length === 0) return [];
@@ -321,7 +325,7 @@ export const streamDocumentId = (taskId: string) => `stream:${taskId}`;
  * A request re-entered after a crash may have streamed part of an answer before: keep that partial text
  * as an interrupted record (it never drives tool calls), committed with this attempt's transition.
  */
-function noteInterruptedStream(ctx: PhaseContext<GenerateInput>, round: Round): void {
+function noteInterruptedStream(ctx: GenerateContext, round: Round): void {
   if (ctx.restarts === 0) return;
   const stream = ctx.document(streamDocumentId(ctx.task.id))?.value as
     | { round: number; text: string }

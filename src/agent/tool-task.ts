@@ -11,6 +11,8 @@ import type { ToolDefinition } from "./define-tool.ts";
 
 export const TOOL_TASK = "agent.tool";
 export const TOOL_RUN_DOCUMENT = "tool-run";
+/** Live output a running tool reported: loss-tolerant progress, kept apart from the run's critical record. */
+export const TOOL_PROGRESS_DOCUMENT = "tool-progress";
 
 /**
  * A tool output whose JSON is longer than this is kept once, in its result entry (and the task's result);
@@ -58,9 +60,14 @@ function recoveryOf(intent: Intent, tool: ToolDefinition<unknown>): "replay" | "
   return tool.confirm ? "confirm" : "interrupted";
 }
 
+/** The checkpoint data of each phase of a tool task. */
+type ToolPhases = { call: null; collect: null; execute: Intent };
+
 /** The tool task kind, resolving tools by name from `tools`. */
-export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): TaskDefinition<ToolTaskInput> {
-  return defineTask<ToolTaskInput>({
+export function toolTask(
+  tools: ReadonlyMap<string, ToolDefinition<unknown>>,
+): TaskDefinition<ToolTaskInput, ToolPhases> {
+  return defineTask<ToolTaskInput, ToolPhases>({
     kind: TOOL_TASK,
     version: 1,
     input: ToolTaskInputSchema,
@@ -92,7 +99,7 @@ export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): T
           return ctx.wait([child], { policy: "allSettled", next: "collect" });
         }
         ctx.setDocument(runDocumentId(ctx.task.id), TOOL_RUN_DOCUMENT, intentDocument(ctx.input, intent));
-        return ctx.next("execute", intent as unknown as Json);
+        return ctx.next("execute", intent);
       },
       collect: (ctx) => {
         const child = ctx.children()[0];
@@ -108,7 +115,7 @@ export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): T
         return finish(ctx, { outcome: "error", output: { error }, via: "run" });
       },
       execute: async (ctx) => {
-        const intent = ctx.data as unknown as Intent;
+        const intent = ctx.data;
         const tool = tools.get(ctx.input.name);
         const args = tool?.input.safeParse(intent.args);
         if (!tool?.execute || !args?.success)
@@ -120,7 +127,9 @@ export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): T
         const recovering = ctx.restarts > 0;
         const recovery = recovering ? recoveryOf(intent, tool) : undefined;
         if (recovery === "interrupted") {
-          const partial = ctx.document(runDocumentId(ctx.task.id))?.value as { progress?: Json } | undefined;
+          const partial = ctx.document(progressDocumentId(ctx.task.id))?.value as
+            | { progress?: Json }
+            | undefined;
           return finish(ctx, {
             outcome: "interrupted",
             output: {
@@ -139,14 +148,9 @@ export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): T
             operationId: intent.operationId,
             signal: ctx.signal,
             reportProgress: (progress) =>
-              ctx.progress((draft) => {
-                const current = draft.document(runDocumentId(ctx.task.id));
-                if (current)
-                  draft.setDocument(current.head.id, TOOL_RUN_DOCUMENT, {
-                    ...(current.value as object),
-                    progress,
-                  });
-              }),
+              ctx.progress((draft) =>
+                draft.setDocument(progressDocumentId(ctx.task.id), TOOL_PROGRESS_DOCUMENT, { progress }),
+              ),
           });
           return finish(ctx, { outcome: "ok", output, via: recovering ? "replay" : "run" });
         } catch (error) {
@@ -164,6 +168,7 @@ export function toolTask(tools: ReadonlyMap<string, ToolDefinition<unknown>>): T
 }
 
 export const runDocumentId = (taskId: string) => `tool-run:${taskId}`;
+export const progressDocumentId = (taskId: string) => `tool-progress:${taskId}`;
 
 /** A model's tool call, resolved: the tool, its validated arguments and the intent to commit. */
 export type ResolvedToolCall =
@@ -220,12 +225,14 @@ export function intentDocument(input: ToolTaskInput, intent: Intent): Json {
   };
 }
 
-function reject(ctx: PhaseContext<ToolTaskInput>, message: string) {
+type ToolContext = PhaseContext<ToolTaskInput, ToolPhases>;
+
+function reject(ctx: ToolContext, message: string) {
   return finish(ctx, { outcome: "error", output: { error: message }, via: "rejected" });
 }
 
 /** Commits the result entry, the tool-run document and the task's end together. */
-function finish(ctx: PhaseContext<ToolTaskInput>, result: ToolResult) {
+function finish(ctx: ToolContext, result: ToolResult) {
   ctx.appendEntry(ctx.input.conversationId, {
     kind: "tool-result",
     toolCallId: ctx.input.toolCallId,

@@ -15,7 +15,7 @@ import {
 import type { Registry } from "../registry.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { SealedCommit } from "./draft.ts";
-import { Draft, freezeSealed } from "./draft.ts";
+import { freezeSealed, KernelDraft } from "./draft.ts";
 import { GroupOverlay } from "./group-overlay.ts";
 import type { SessionState, StateReader } from "./state.ts";
 
@@ -27,13 +27,17 @@ export interface CommitResult<T> {
   readonly version: number;
 }
 
-/** Builds a commit's changes. Runs inside the commit turn, so it must be synchronous and do no I/O. */
-export type BuildCommit<T> = (draft: Draft) => T;
+/**
+ * Builds a commit's changes on the kernel's draft. Runs inside the commit turn, so it must be synchronous
+ * and do no I/O. Code outside the kernel gets a narrower draft (see `role-drafts.ts`).
+ */
+export type KernelCommit<T> = (draft: KernelDraft) => T;
 
-export interface CommitOptions {
+export interface KernelCommitOptions {
   /**
    * Loss-tolerant progress (streamed text, live tool output): may be delayed and batched with other
-   * deferred changes into one commit. Any critical commit flushes pending deferred ones first.
+   * deferred changes into one commit. Any critical commit flushes pending deferred ones first. Such a
+   * commit may only change progress documents (the draft refuses anything else when it is sealed).
    */
   readonly deferred?: boolean;
 }
@@ -55,7 +59,7 @@ interface PreparedGroup {
 }
 
 interface PendingRequest {
-  readonly build: BuildCommit<unknown>;
+  readonly build: KernelCommit<unknown>;
   readonly resolve: (result: CommitResult<unknown>) => void;
   readonly reject: (error: Error) => void;
 }
@@ -87,7 +91,7 @@ export class CommitPipeline {
   constructor(private readonly host: PipelineHost) {}
 
   /** Queues a commit. Requests queued in the same tick share one storage transaction. */
-  commit<T>(build: BuildCommit<T>, options: CommitOptions = {}): Promise<CommitResult<T>> {
+  commit<T>(build: KernelCommit<T>, options: KernelCommitOptions = {}): Promise<CommitResult<T>> {
     if (this.failure) return Promise.reject(this.failure);
     return new Promise<CommitResult<T>>((resolve, reject) => {
       const request: PendingRequest = {
@@ -237,7 +241,7 @@ export class CommitPipeline {
         }
         base = overlay;
       }
-      const draft = new Draft(base, this.host.registry, version + 1, this.host.clock.now());
+      const draft = new KernelDraft(base, this.host.registry, version + 1, this.host.clock.now());
       try {
         const value = request.build(draft);
         let commit: SealedCommit | undefined;
@@ -262,7 +266,7 @@ export class CommitPipeline {
   private buildDeferredGroup(base: StateReader, version: number, requests: PendingRequest[]) {
     let pending = requests;
     for (;;) {
-      const draft = new Draft(base, this.host.registry, version, this.host.clock.now());
+      const draft = new KernelDraft(base, this.host.registry, version, this.host.clock.now());
       const values: [PendingRequest, unknown][] = [];
       let failed: PendingRequest | undefined;
       for (const request of pending) {

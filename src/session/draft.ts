@@ -1,11 +1,13 @@
 /**
- * A draft: the changes one commit is about to make, layered over the committed state (or over an earlier
- * draft of the same group commit). Nothing in a draft is visible until storage confirms it.
+ * The kernel's draft: the changes one commit is about to make, layered over the committed state (or over an
+ * earlier draft of the same group commit). Nothing in a draft is visible until storage confirms it. It can
+ * write every kind of record; code outside the kernel only ever sees it through a role's narrower view
+ * (`role-drafts.ts`), and task and Submission records are written only by the task machine.
  */
 import type { z } from "zod";
 import { DEFAULT_BASELINE_EVERY } from "../documents/define-document.ts";
 import { applyJsonPatch, diffJson } from "../documents/json-patch.ts";
-import { BlockedRecordError, ValidationError } from "../errors.ts";
+import { BlockedRecordError, RefusedWriteError, ValidationError } from "../errors.ts";
 import type {
   CommitRecord,
   Conversation,
@@ -26,14 +28,9 @@ import {
 } from "../records/schemas.ts";
 import { deepFreeze, validateRecord } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
+import { ChildIndex } from "./child-index.ts";
+import type { EntryLinks } from "./draft-types.ts";
 import type { BlockedKind, BlockedRecord, DocumentState, StateReader } from "./state.ts";
-import { openChildDelta } from "./state.ts";
-
-/** Links an entry to the work that produced it. */
-export interface EntryLinks {
-  readonly submissionId?: string;
-  readonly taskId?: string;
-}
 
 /**
  * A validated commit plus the document values the writer already computed. The commit pipeline deep-freezes
@@ -75,16 +72,8 @@ function put<K, V>(map: ReadonlyMap<K, V>, key: K, value: V): Map<K, V> {
   return own;
 }
 
-/**
- * The write side of a commit. Reads see the draft's own changes first, then the state below it.
- *
- * @example
- * await session.commit((draft) => {
- *   draft.appendEntry("main", { kind: "note", text: "plan approved" });
- *   draft.setDocument("plan", "email-plan", { recipients, approved: true });
- * });
- */
-export class Draft implements StateReader {
+/** The write side of a commit. Reads see the draft's own changes first, then the state below it. */
+export class KernelDraft implements StateReader {
   // Allocated on first write (see NONE): drafts are made per commit, on the hot path.
   private conversations: ReadonlyMap<string, Conversation> = NONE;
   private entries: Entry[] | undefined;
@@ -92,12 +81,11 @@ export class Draft implements StateReader {
   private tasks: ReadonlyMap<string, Task> = NONE;
   private submissions: ReadonlyMap<string, Submission> = NONE;
   private requestIndex: ReadonlyMap<string, string> = NONE;
-  private openDelta: ReadonlyMap<string, number> = NONE;
-  private newChildren: ReadonlyMap<string, string[]> = NONE;
+  private children: ChildIndex | undefined;
 
   constructor(
     private readonly base: StateReader,
-    private readonly registry: Registry,
+    readonly registry: Registry,
     /** The session version this draft will become. */
     readonly version: number,
     /** The commit's timestamp. */
@@ -135,11 +123,10 @@ export class Draft implements StateReader {
     return this.base.blocked(kind, id);
   }
   openChildCount(parentId: string): number {
-    return this.base.openChildCount(parentId) + (this.openDelta.get(parentId) ?? 0);
+    return this.children ? this.children.openChildCount(parentId) : this.base.openChildCount(parentId);
   }
   ownedChildren(parentId: string): readonly string[] {
-    const added = this.newChildren.get(parentId);
-    return added ? [...this.base.ownedChildren(parentId), ...added] : this.base.ownedChildren(parentId);
+    return this.children ? this.children.ownedChildren(parentId) : this.base.ownedChildren(parentId);
   }
 
   /** Appends an entry to a conversation (creating the conversation if it is new) and returns it. */
@@ -191,24 +178,18 @@ export class Draft implements StateReader {
     this.setDocument(id, existing.head.type, applyJsonPatch(existing.value, patch));
   }
 
-  /** Creates or replaces a task record. */
-  putTask(task: Task): void {
+  /** Creates or replaces a task record. Only the task machine calls it (`tasks/machine.ts`). */
+  writeTask(task: Task): void {
     this.assertWritable("task", task.id);
     const before = this.task(task.id);
     this.tasks = put(this.tasks, task.id, task);
     if (task.parentId === undefined) return;
-    if (!before) {
-      const added = this.newChildren.get(task.parentId);
-      if (added) added.push(task.id);
-      else this.newChildren = put(this.newChildren, task.parentId, [task.id]);
-    }
-    const delta = openChildDelta(before, task);
-    if (delta !== 0)
-      this.openDelta = put(this.openDelta, task.parentId, (this.openDelta.get(task.parentId) ?? 0) + delta);
+    this.children ??= new ChildIndex(this.base);
+    this.children.track(before, task);
   }
 
-  /** Creates or replaces a submission record. */
-  putSubmission(submission: Submission): void {
+  /** Creates or replaces a Submission record. Only the task machine calls it (`tasks/machine.ts`). */
+  writeSubmission(submission: Submission): void {
     this.assertWritable("submission", submission.id);
     const other = this.submissionByRequest(submission.requestId);
     if (other && other.id !== submission.id) {
@@ -233,8 +214,12 @@ export class Draft implements StateReader {
     );
   }
 
-  /** Validates every record and returns the commit to store. Throws {@link ValidationError}; writes nothing. */
+  /**
+   * Validates every record and returns the commit to store. Throws {@link ValidationError}, or
+   * {@link RefusedWriteError} for a deferred commit that carries more than progress; writes nothing.
+   */
   seal(epoch: number, deferred: boolean): SealedCommit {
+    if (deferred) this.assertOnlyProgress();
     const documentValues = new Map<string, Json>();
     const documents: DocumentChange[] = [];
     for (const [id, { type, value }] of this.documents) {
@@ -279,6 +264,24 @@ export class Draft implements StateReader {
       submissions: validateAll(this.submissions.values(), SubmissionSchema, (s) => `submissions/${s.id}`),
     };
     return { commit, documentValues };
+  }
+
+  /** DESIGN §3: a deferred commit may be lost or delayed, so it may carry progress documents only. */
+  private assertOnlyProgress(): void {
+    const refuse = (record: string, what: string) => {
+      throw new RefusedWriteError(
+        `a deferred commit may only change progress documents, not ${what} (${record})`,
+        record,
+      );
+    };
+    const entry = this.entries?.[0];
+    if (entry) refuse(`entries/${entry.conversationId}/${entry.seq}`, "an entry");
+    for (const id of this.conversations.keys()) refuse(`conversations/${id}`, "a conversation");
+    for (const id of this.tasks.keys()) refuse(`tasks/${id}`, "a task");
+    for (const id of this.submissions.keys()) refuse(`submissions/${id}`, "a Submission");
+    for (const [id, { type }] of this.documents)
+      if (!this.registry.isProgressDocument(type))
+        refuse(`documents/${id}`, `a document of type "${type}", which is not declared as progress`);
   }
 
   private assertWritable(kind: BlockedKind, id: string): void {

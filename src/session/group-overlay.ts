@@ -5,9 +5,9 @@
  */
 import type { Conversation, Json, Submission, Task } from "../records/schemas.ts";
 import { headAfter } from "../records/schemas.ts";
+import { ChildIndex } from "./child-index.ts";
 import type { SealedCommit } from "./draft.ts";
 import type { BlockedKind, BlockedRecord, DocumentState, SessionState, StateReader } from "./state.ts";
-import { openChildDelta } from "./state.ts";
 
 export class GroupOverlay implements StateReader {
   private readonly conversations = new Map<string, Conversation>();
@@ -15,10 +15,11 @@ export class GroupOverlay implements StateReader {
   private readonly tasks = new Map<string, Task>();
   private readonly submissions = new Map<string, Submission>();
   private readonly requestIndex = new Map<string, string>();
-  private readonly openDelta = new Map<string, number>();
-  private readonly newChildren = new Map<string, string[]>();
+  private readonly children: ChildIndex;
 
-  constructor(private readonly state: SessionState) {}
+  constructor(private readonly state: SessionState) {
+    this.children = new ChildIndex(state);
+  }
 
   conversation(id: string): Conversation | undefined {
     return this.conversations.get(id) ?? this.state.conversation(id);
@@ -40,11 +41,10 @@ export class GroupOverlay implements StateReader {
     return this.state.blocked(kind, id);
   }
   openChildCount(parentId: string): number {
-    return this.state.openChildCount(parentId) + (this.openDelta.get(parentId) ?? 0);
+    return this.children.openChildCount(parentId);
   }
   ownedChildren(parentId: string): readonly string[] {
-    const added = this.newChildren.get(parentId);
-    return added ? [...this.state.ownedChildren(parentId), ...added] : this.state.ownedChildren(parentId);
+    return this.children.ownedChildren(parentId);
   }
 
   /** Takes in a frozen draft of the group, so the next draft sees its changes. */
@@ -59,14 +59,7 @@ export class GroupOverlay implements StateReader {
     for (const task of commit.tasks) {
       const before = this.task(task.id);
       this.tasks.set(task.id, task);
-      if (task.parentId === undefined) continue;
-      if (!before) {
-        const added = this.newChildren.get(task.parentId);
-        if (added) added.push(task.id);
-        else this.newChildren.set(task.parentId, [task.id]);
-      }
-      const delta = openChildDelta(before, task);
-      if (delta !== 0) this.openDelta.set(task.parentId, (this.openDelta.get(task.parentId) ?? 0) + delta);
+      this.children.track(before, task);
     }
     for (const submission of commit.submissions) {
       this.submissions.set(submission.id, submission);

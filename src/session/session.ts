@@ -2,133 +2,78 @@
  * A Session: the unit of storage and commit ordering. Open one for writing (taking ownership with a new
  * epoch) or read-only (query and observe; no writes).
  */
-import type { Clock, IdSource, Timers } from "../clock.ts";
+import type { IdSource } from "../clock.ts";
 import { afterThisTick, randomIds, systemClock, systemTimers } from "../clock.ts";
 import {
   InvalidArgumentError,
   type KernelError,
   ReadOnlyError,
   SessionClosedError,
-  SessionNotFoundError,
   SessionStoppedError,
 } from "../errors.ts";
-import type { CommitRecord, Conversation, Entry, Json, Submission, Task } from "../records/schemas.ts";
-import { CommitRecordSchema, EntrySchema, isSubmissionFinished, isTerminal } from "../records/schemas.ts";
-import { validateRecord } from "../records/validate.ts";
+import type { Conversation, Entry, Json, Submission, Task } from "../records/schemas.ts";
+import { isSubmissionFinished, isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
-import { createRegistry } from "../registry.ts";
 import type { Storage } from "../storage/storage.ts";
-import type { RecoveryAction } from "../tasks/recovery.ts";
-import { planRecovery } from "../tasks/recovery.ts";
-import type { WakeInfo } from "../tasks/scheduler.ts";
+import { dispatch, type TaskEvent } from "../tasks/machine.ts";
+import { planRecovery, type RecoveryPlan } from "../tasks/recovery.ts";
 import { Scheduler } from "../tasks/scheduler.ts";
-import { createTask, requestCancel } from "../tasks/transitions.ts";
-import type { BuildCommit, CommitOptions, CommitResult } from "./commit-pipeline.ts";
+import type { WakeInfo } from "../tasks/wake-info.ts";
+import type { CommitResult, KernelCommit, KernelCommitOptions } from "./commit-pipeline.ts";
 import { CommitPipeline } from "./commit-pipeline.ts";
 import type { SealedCommit } from "./draft.ts";
-import { loadSessionState } from "./load.ts";
+import type { BuildCommit, BuildProgress, CommitOptions } from "./draft-types.ts";
+import { CHANGE_PAGE, SessionHistory } from "./history.ts";
+import { observeUntil } from "./observe.ts";
+import type { OpenSessionOptions, SessionStatus, WaitOptions } from "./options.ts";
+import { AppDraft, ProgressOnlyDraft } from "./role-drafts.ts";
 import type { SessionState } from "./state.ts";
 import { reduceSession } from "./state.ts";
 import type { SubmitInput } from "./submit.ts";
-import { acceptSubmission, observeUntil, parseSubmitInput } from "./submit.ts";
+import { acceptSubmission, parseSubmitInput } from "./submit.ts";
 import type { ChangeListener, SubscribeOptions, Unsubscribe } from "./subscriptions.ts";
 import { Subscriptions } from "./subscriptions.ts";
 import type { SessionView, ViewOptions } from "./view.ts";
 import { buildView } from "./view.ts";
 
-export interface OpenSessionOptions {
-  readonly id: string;
-  readonly storage: Storage;
-  readonly registry?: Registry;
-  /** `write` (default) takes ownership with a new epoch; `read` only queries and observes. */
-  readonly mode?: "write" | "read";
-  readonly clock?: Clock;
-  readonly timers?: Timers;
-  readonly ids?: IdSource;
-  /** How long deferred (loss-tolerant) changes may wait before they are committed. Default 50 ms. */
-  readonly deferredFlushMs?: number;
-  /**
-   * How many latest entries per conversation are loaded on open (default 200). Entries committed while the
-   * session runs stay in memory up to five times that, so a long model turn reads its context without
-   * touching storage; older ones are read from storage on demand.
-   */
-  readonly entryTail?: number;
-  /** Called after every commit with `{ runnableNow, nextWakeAt }`: hosts turn it into timers or alarms. */
-  readonly onWake?: (wake: WakeInfo) => void;
-  /** Restart limit for task kinds that do not set their own `maxRestarts`. Default 3. */
-  readonly maxRestarts?: number;
-}
-
-/** `open` while usable; `stopped` after a storage failure (reopen to see what was saved); `closed` by the host. */
-export type SessionStatus = "open" | "stopped" | "closed";
-
-/** Options of the observe-only waits. */
-export interface WaitOptions {
-  /** Stops waiting (and releases the subscription behind it); the promise rejects with the reason. */
-  readonly signal?: AbortSignal;
-}
-
-const CHANGE_PAGE = 500;
-
-/**
- * Opens a session.
- *
- * @example
- * const session = await openSession({ id: "support-42", storage: memoryStorage() });
- * const submission = await session.submit({ requestId: "r1", conversationId: "main", input: "Hello" });
- */
-export async function openSession(options: OpenSessionOptions): Promise<Session> {
-  if (typeof options.id !== "string" || options.id.length === 0 || options.id.length > 256) {
-    throw new InvalidArgumentError("session id must be a non-empty string of at most 256 characters", [
-      { path: "id", message: "invalid session id" },
-    ]);
-  }
-  const mode = options.mode ?? "write";
-  const clock = options.clock ?? systemClock;
-  const entryTail = options.entryTail ?? 200;
-  const registry = options.registry ?? createRegistry();
-  const stored = await options.storage.open(options.id, { mode, at: clock.now(), entryTail });
-  if (!stored) throw new SessionNotFoundError(options.id);
-  const state = loadSessionState(stored, registry, entryTail);
-  return new Session(state, mode, options.storage, registry, clock, options);
-}
-
 export class Session {
   private readonly pipeline: CommitPipeline;
   private readonly subscriptions: Subscriptions;
   private readonly scheduler: Scheduler | undefined;
+  private readonly history: SessionHistory;
   private currentStatus: SessionStatus = "open";
   private stopError: KernelError | undefined;
-  /** The restart limit resume() applies, so the recovery preview applies the same one. */
-  private readonly maxRestarts: number | undefined;
+  /** The id source this session uses for new records. */
+  readonly ids: IdSource;
 
   /** @internal Use {@link openSession}. */
   constructor(
     private readonly state: SessionState,
     /** `write` or `read`. */
     readonly mode: "write" | "read",
-    private readonly storage: Storage,
+    storage: Storage,
     readonly registry: Registry,
-    readonly clock: Clock,
-    options: OpenSessionOptions,
+    private readonly options: OpenSessionOptions,
   ) {
-    const ids = options.ids ?? randomIds;
-    this.ids = ids;
-    this.maxRestarts = options.maxRestarts;
+    const clock = options.clock ?? systemClock;
+    const timers = options.timers ?? systemTimers;
+    this.ids = options.ids ?? randomIds;
+    this.history = new SessionHistory(state, storage);
+    kernelCommits.set(this, (build, commitOptions) => this.kernelCommit(build, commitOptions));
     this.pipeline = new CommitPipeline({
       sessionId: state.id,
       state,
       storage,
       registry,
       clock,
-      timers: options.timers ?? systemTimers,
+      timers,
       deferredFlushMs: options.deferredFlushMs ?? 50,
       adopt: (sealed) => this.adopt(sealed),
       stop: (error) => this.stop(error),
     });
     this.subscriptions = new Subscriptions(
       () => this.state.version,
-      (after) => this.readChanges(after, CHANGE_PAGE),
+      (after) => this.history.readChanges(after, CHANGE_PAGE),
     );
     if (mode === "write") {
       this.scheduler = new Scheduler(
@@ -136,10 +81,12 @@ export class Session {
           state,
           registry,
           clock,
-          timers: options.timers ?? systemTimers,
-          ids,
-          commit: (build, commitOptions) => this.commit(build, commitOptions),
-          readEntries: (conversationId, fromSeq) => this.readEntriesFrom(conversationId, fromSeq),
+          timers,
+          ids: this.ids,
+          commit: (build, commitOptions) => this.kernelCommit(build, commitOptions),
+          // Loss-tolerant: a lost progress commit is fine, and a stopped session just drops it.
+          progress: (build) => void this.commit(build, { deferred: true }).catch(() => undefined),
+          readEntries: (conversationId, fromSeq) => this.history.readEntriesFrom(conversationId, fromSeq),
           block: (taskId, reason) => reduceSession(state, { type: "task-blocked", taskId, reason }),
           unblock: (taskId) => reduceSession(state, { type: "task-unblocked", taskId }),
         },
@@ -150,9 +97,6 @@ export class Session {
       );
     }
   }
-
-  /** The id source this session uses for new records. */
-  readonly ids: IdSource;
 
   get id(): string {
     return this.state.id;
@@ -172,15 +116,26 @@ export class Session {
   get stoppedBecause(): KernelError | undefined {
     return this.stopError;
   }
+  /** The clock this session stamps commits with. */
+  get clock() {
+    return this.options.clock ?? systemClock;
+  }
 
   /**
-   * Commits whatever `build` stages on the draft, atomically. The promise resolves after storage confirmed
-   * the commit and the change was adopted and published.
+   * Commits whatever `build` stages on the draft, atomically: entries, the app's documents, spawned tasks.
+   * The promise resolves after storage confirmed the commit and the change was adopted and published. With
+   * `{ deferred: true }` the build gets a {@link ProgressDraft} and may be batched or lost in a crash.
    */
-  commit<T>(build: BuildCommit<T>, options?: CommitOptions): Promise<CommitResult<T>> {
-    const unusable = this.unusable("commit");
-    if (unusable) return Promise.reject(unusable);
-    return this.pipeline.commit(build, options);
+  commit<T>(build: BuildCommit<T>): Promise<CommitResult<T>>;
+  commit<T>(build: BuildProgress<T>, options: { readonly deferred: true }): Promise<CommitResult<T>>;
+  commit<T>(build: BuildCommit<T>, options?: CommitOptions): Promise<CommitResult<T>>;
+  commit<T>(build: BuildCommit<T> | BuildProgress<T>, options?: CommitOptions): Promise<CommitResult<T>> {
+    if (options?.deferred) {
+      const progress = build as BuildProgress<T>;
+      return this.kernelCommit((draft) => progress(new ProgressOnlyDraft(draft)), { deferred: true });
+    }
+    const app = build as BuildCommit<T>;
+    return this.kernelCommit((draft) => app(new AppDraft(draft, this.ids)));
   }
 
   /**
@@ -193,9 +148,7 @@ export class Session {
     const parsed = parseSubmitInput(input);
     const existing = this.state.submissionByRequest(parsed.requestId);
     if (existing) return existing;
-    const { value } = await this.pipeline.commit((draft) =>
-      acceptSubmission(draft, parsed, this.registry, this.ids),
-    );
+    const { value } = await this.pipeline.commit((draft) => acceptSubmission(draft, parsed, this.ids));
     return this.state.submission(value.id) ?? value;
   }
 
@@ -205,17 +158,10 @@ export class Session {
     input: Json,
     options: { id?: string; conversationId?: string } = {},
   ): Promise<Task> {
-    const unusable = this.unusable("spawn");
-    if (unusable) throw unusable;
     const id = options.id ?? this.ids.next("task");
-    await this.pipeline.commit((draft) =>
-      createTask(draft, this.registry, {
-        id,
-        kind,
-        input,
-        ...(options.conversationId !== undefined && { conversationId: options.conversationId }),
-      }),
-    );
+    const conversation =
+      options.conversationId === undefined ? {} : { conversationId: options.conversationId };
+    await this.dispatchEvent({ type: "spawn", task: { id, kind, input, ...conversation } }, "spawn");
     return this.state.task(id) as Task;
   }
 
@@ -224,32 +170,12 @@ export class Session {
    * signal aborts, and the task ends `cancelled` once its children have.
    */
   async cancel(taskId: string, reason = "cancelled by request"): Promise<void> {
-    const unusable = this.unusable("cancel");
-    if (unusable) throw unusable;
-    if (!this.state.task(taskId)) {
-      throw new InvalidArgumentError(`task ${taskId} does not exist`, [
-        { path: "taskId", message: "unknown task" },
-      ]);
-    }
-    await this.pipeline.commit((draft) => requestCancel(draft, taskId, reason));
+    await this.dispatchEvent({ type: "cancel-requested", taskId, reason }, "cancel");
   }
 
   /** Cancels a Submission's task tree (or the Submission itself when it has no task). */
   async cancelSubmission(submissionId: string, reason = "cancelled by request"): Promise<Submission> {
-    const unusable = this.unusable("cancel");
-    if (unusable) throw unusable;
-    if (!this.state.submission(submissionId)) {
-      throw new InvalidArgumentError(`submission ${submissionId} does not exist`, [
-        { path: "submissionId", message: "unknown submission" },
-      ]);
-    }
-    await this.pipeline.commit((draft) => {
-      const current = draft.submission(submissionId);
-      if (!current || isSubmissionFinished(current)) return;
-      if (current.taskId !== undefined && draft.task(current.taskId))
-        requestCancel(draft, current.taskId, reason);
-      else draft.putSubmission({ ...current, status: "cancelled", updatedAt: draft.at });
-    });
+    await this.dispatchEvent({ type: "submission-cancel-requested", submissionId, reason }, "cancel");
     return this.state.submission(submissionId) as Submission;
   }
 
@@ -274,26 +200,10 @@ export class Session {
     return this.untilEnded(`task ${taskId}`, () => this.state.task(taskId), isTerminal, options);
   }
 
-  /** Resolves with a record once `ended` holds for it; rejects at once if `what` does not exist. */
-  private untilEnded<T>(
-    what: string,
-    find: () => T | undefined,
-    ended: (record: T) => boolean,
-    options?: WaitOptions,
-  ): Promise<T> {
-    const check = () => {
-      const record = find();
-      if (!record) throw new InvalidArgumentError(`${what} does not exist`);
-      return ended(record) ? record : undefined;
-    };
-    return observeUntil(this, check, options?.signal);
-  }
-
   /** Resolves once the session has adopted `version` (a read-your-writes wait for remote clients). */
   waitForVersion(version: number, options?: WaitOptions): Promise<void> {
-    return observeUntil(this, () => (this.state.version >= version ? true : undefined), options?.signal).then(
-      () => undefined,
-    );
+    const reached = () => (this.state.version >= version ? true : undefined);
+    return observeUntil(this, reached, options?.signal).then(() => undefined);
   }
 
   /** Resolves once no phase is running and no scheduled work is pending (timed sleeps may remain). */
@@ -302,17 +212,14 @@ export class Session {
   }
 
   /**
-   * What a process opening the session now would do to each unfinished task on `resume()` (every running
-   * phase counts as cut off), without doing it: recovery previews in devtools and the edge API.
+   * What a process opening the session now would do on `resume()` (every running phase counts as cut
+   * off), without doing it: the events it would dispatch, and the tasks it would leave alone.
    */
-  previewRecovery(): RecoveryAction[] {
-    return planRecovery(
-      this.state.tasks.values(),
-      this.state,
-      this.registry,
-      this.clock.now(),
-      this.maxRestarts,
-    );
+  previewRecovery(): RecoveryPlan {
+    return planRecovery(this.state.tasks.values(), this.state, this.registry, {
+      now: this.clock.now(),
+      ...(this.options.maxRestarts !== undefined && { maxRestarts: this.options.maxRestarts }),
+    });
   }
 
   /** Whether work is runnable now and when the next timed wake-up is. */
@@ -363,32 +270,13 @@ export class Session {
   }
 
   /** Entries `fromSeq` ≤ seq < `toSeq` of a conversation, read from storage and validated. */
-  async readEntries(conversationId: string, fromSeq: number, toSeq?: number): Promise<Entry[]> {
-    const end = toSeq ?? this.state.conversation(conversationId)?.entryCount ?? 0;
-    const rows = await this.storage.readEntries(this.id, conversationId, fromSeq, end);
-    return rows.map((row) => validateRecord(EntrySchema, row.value, row.key));
-  }
-
-  /** Entries from `fromSeq` to the end of a conversation: from memory when it holds them, else from storage. */
-  private async readEntriesFrom(conversationId: string, fromSeq: number): Promise<Entry[]> {
-    const held = this.state.conversations.get(conversationId);
-    if (!held) return [];
-    const first = held.entries[0]?.seq ?? held.record.entryCount;
-    if (fromSeq >= first) return held.entries.filter((e) => e.seq >= fromSeq);
-    const older = await this.readEntries(conversationId, fromSeq, first);
-    return [...older, ...held.entries];
+  readEntries(conversationId: string, fromSeq: number, toSeq?: number): Promise<Entry[]> {
+    return this.history.readEntries(conversationId, fromSeq, toSeq);
   }
 
   /** Committed changes after `afterVersion` from the change log, validated, oldest first. */
-  async readChanges(
-    afterVersion: number,
-    limit = CHANGE_PAGE,
-  ): Promise<{ changes: CommitRecord[]; oldestRetained: number }> {
-    const { changes, oldestRetained } = await this.storage.readChanges(this.id, afterVersion, limit);
-    return {
-      changes: changes.map((row) => validateRecord(CommitRecordSchema, row.value, row.key)),
-      oldestRetained,
-    };
+  readChanges(afterVersion: number, limit = CHANGE_PAGE) {
+    return this.history.readChanges(afterVersion, limit);
   }
 
   /**
@@ -428,6 +316,35 @@ export class Session {
     this.subscriptions.end();
   }
 
+  /** A commit on the kernel's own draft; the scheduler's and the task machine's way in. */
+  private kernelCommit<T>(build: KernelCommit<T>, options?: KernelCommitOptions): Promise<CommitResult<T>> {
+    const unusable = this.unusable("commit");
+    if (unusable) return Promise.reject(unusable);
+    return this.pipeline.commit(build, options);
+  }
+
+  /** Commits one task-machine event; the machine refuses (with a typed error) what does not apply. */
+  private async dispatchEvent(event: TaskEvent, what: string): Promise<void> {
+    const unusable = this.unusable(what);
+    if (unusable) throw unusable;
+    await this.pipeline.commit((draft) => dispatch(draft, event));
+  }
+
+  /** Resolves with a record once `ended` holds for it; rejects at once if `what` does not exist. */
+  private untilEnded<T>(
+    what: string,
+    find: () => T | undefined,
+    ended: (record: T) => boolean,
+    options?: WaitOptions,
+  ): Promise<T> {
+    const check = () => {
+      const record = find();
+      if (!record) throw new InvalidArgumentError(`${what} does not exist`);
+      return ended(record) ? record : undefined;
+    };
+    return observeUntil(this, check, options?.signal);
+  }
+
   private adopt(sealed: SealedCommit): void {
     reduceSession(this.state, {
       type: "committed",
@@ -451,4 +368,24 @@ export class Session {
     if (this.mode === "read") return new ReadOnlyError(this.id, what);
     return undefined;
   }
+}
+
+/** The kernel's own commit of each open session (see {@link commitAsKernel}). */
+const kernelCommits = new WeakMap<
+  Session,
+  <T>(build: KernelCommit<T>, options?: KernelCommitOptions) => Promise<CommitResult<T>>
+>();
+
+/**
+ * Commits on the kernel's own draft of `session`, which writes any record: for the kernel's own tests of
+ * storage and recovery. Not exported from the package; apps use `session.commit`.
+ */
+export function commitAsKernel<T>(
+  session: Session,
+  build: KernelCommit<T>,
+  options?: KernelCommitOptions,
+): Promise<CommitResult<T>> {
+  const commit = kernelCommits.get(session);
+  if (!commit) return Promise.reject(new InvalidArgumentError("not a session"));
+  return commit(build, options);
 }

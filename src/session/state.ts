@@ -5,6 +5,7 @@
  * It updates the maps in place rather than returning copies: a session may hold tens of thousands of
  * tasks, and copying them per commit would make every commit O(session). Views copy on demand instead.
  */
+import { assertNever } from "../assert-never.ts";
 import { applyJsonPatch } from "../documents/json-patch.ts";
 import type {
   CommitRecord,
@@ -15,7 +16,8 @@ import type {
   Submission,
   Task,
 } from "../records/schemas.ts";
-import { headAfter, isTerminal } from "../records/schemas.ts";
+import { headAfter } from "../records/schemas.ts";
+import { ChildIndex } from "./child-index.ts";
 
 /** A document's head and current value. */
 export interface DocumentState {
@@ -54,12 +56,6 @@ export interface StateReader {
   ownedChildren(parentId: string): readonly string[];
 }
 
-/** The (parent, change in open-children count) a task record change makes, if any. */
-export function openChildDelta(before: Task | undefined, after: Task): number {
-  if (after.parentId === undefined) return 0;
-  return (isTerminal(after) ? 0 : 1) - (before === undefined || isTerminal(before) ? 0 : 1);
-}
-
 export class SessionState implements StateReader {
   version = 0;
   epoch = 0;
@@ -73,8 +69,7 @@ export class SessionState implements StateReader {
   readonly blockedTasks = new Map<string, string>();
   /** How many tasks are `running` or `pending`: work that should be executing now. */
   runnableTasks = 0;
-  private readonly children = new Map<string, string[]>();
-  private readonly openChildren = new Map<string, number>();
+  private readonly children = new ChildIndex();
 
   constructor(
     readonly id: string,
@@ -105,10 +100,10 @@ export class SessionState implements StateReader {
     return this.blockedRecords.get(`${kind}:${id}`);
   }
   openChildCount(parentId: string): number {
-    return this.openChildren.get(parentId) ?? 0;
+    return this.children.openChildCount(parentId);
   }
   ownedChildren(parentId: string): readonly string[] {
-    return this.children.get(parentId) ?? [];
+    return this.children.ownedChildren(parentId);
   }
 
   /** Stores a task record and keeps the parent indexes in step. Only the reducer and loader call it. */
@@ -116,14 +111,7 @@ export class SessionState implements StateReader {
     const before = this.tasks.get(task.id);
     this.tasks.set(task.id, task);
     this.runnableTasks += (isRunnable(task) ? 1 : 0) - (before && isRunnable(before) ? 1 : 0);
-    if (task.parentId === undefined) return;
-    if (!before) {
-      const siblings = this.children.get(task.parentId);
-      if (siblings) siblings.push(task.id);
-      else this.children.set(task.parentId, [task.id]);
-    }
-    const delta = openChildDelta(before, task);
-    if (delta !== 0) this.openChildren.set(task.parentId, this.openChildCount(task.parentId) + delta);
+    this.children.track(before, task);
   }
 }
 
@@ -193,8 +181,3 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
 }
 
 const isRunnable = (task: Task) => task.state.status === "running" || task.state.status === "pending";
-
-/** Marks a switch as exhaustive: adding a case to the union without handling it is a compile error. */
-export function assertNever(value: never): never {
-  throw new Error(`unhandled case: ${JSON.stringify(value)}`);
-}

@@ -5,6 +5,7 @@
  */
 import type { z } from "zod";
 import type { Clock } from "../clock.ts";
+import { DefinitionError } from "../errors.ts";
 import type {
   Conversation,
   Entry,
@@ -15,7 +16,7 @@ import type {
   Task,
 } from "../records/schemas.ts";
 import { compiled } from "../records/schemas.ts";
-import type { Draft, EntryLinks } from "../session/draft.ts";
+import type { EntryLinks, ProgressDraft } from "../session/draft-types.ts";
 import type { DocumentState } from "../session/state.ts";
 
 /** What a phase ends with. Built with the context's `next`, `sleep`, `wait`, `complete` and `fail`. */
@@ -36,6 +37,23 @@ export type Transition =
 /** How a waiting parent joins its children. */
 export type JoinPolicy = "allSettled" | "failFast";
 
+/**
+ * The checkpoint data each phase receives, by phase name. Without one, every phase gets plain JSON.
+ *
+ * @example
+ * type Rounds = { prepare: null; request: Round | null; retry: Round };
+ */
+export type PhaseDataMap = Record<string, unknown>;
+
+/** The default: any phase name; the data is JSON at run time (`unknown` here: cast or give a schema). */
+export type AnyPhaseData = Record<string, unknown>;
+
+/** A phase name of `Data`. */
+export type PhaseName<Data extends PhaseDataMap> = keyof Data & string;
+
+/** The data argument of a transition into a phase: optional where that phase accepts `null`. */
+type DataArgument<T> = null extends T ? [data?: T] : [data: T];
+
 /** Options for spawning a child task. */
 export interface SpawnOptions {
   /** Id for the child; default a fresh one. Give one to make the spawn idempotent across re-entries. */
@@ -48,14 +66,19 @@ export interface SpawnOptions {
   readonly data?: Json;
 }
 
-/** Everything a phase can read, stage and return. */
-export interface PhaseContext<Input = Json, Data = Json> {
+/** Everything a phase can read, stage and return. `P` is the phase running, `Data` every phase's data. */
+export interface PhaseContext<
+  Input = Json,
+  Data extends PhaseDataMap = AnyPhaseData,
+  P extends PhaseName<Data> = PhaseName<Data>,
+> {
   /** The task record as committed before this phase started. */
   readonly task: Task;
   /** The task's input, parsed with the definition's schema. */
   readonly input: Input;
-  /** The checkpoint data the previous phase saved. */
-  readonly data: Data;
+  /** The checkpoint data the previous phase saved for this one. */
+  readonly data: Data[P];
+  /** The running phase's name. */
   readonly phase: string;
   /** 1 for the first entry of this task's first phase, +1 for every phase entry, including re-entries. */
   readonly attempt: number;
@@ -70,15 +93,18 @@ export interface PhaseContext<Input = Json, Data = Json> {
   document(id: string): DocumentState | undefined;
   /** Records of this task's owned children, as committed (results and errors of finished ones). */
   children(): Task[];
+  /** Ids of every task under this one: its children, their children, and so on. */
+  descendants(): Set<string>;
   /** Committed entries of a conversation from `fromSeq` (default 0) to its end. */
   conversationEntries(conversationId: string, fromSeq?: number): Promise<Entry[]>;
   /**
    * Commits loss-tolerant progress (streamed text, live tool output) as a deferred commit, outside this
-   * phase's transition: batched, possibly lost in a crash, never needed for correctness.
+   * phase's transition: batched, possibly lost in a crash, never needed for correctness. Only progress
+   * documents can be written there.
    */
-  progress(build: (draft: Draft) => void): void;
+  progress(build: (draft: ProgressDraft) => void): void;
 
-  /** Stages an entry, committed with the transition. */
+  /** Stages an entry, committed with the transition. It names this task unless `links` name another. */
   appendEntry(conversationId: string, content: EntryContent, links?: EntryLinks): void;
   /** Stages a document value, committed with the transition. */
   setDocument(id: string, type: string, value: Json): void;
@@ -88,20 +114,28 @@ export interface PhaseContext<Input = Json, Data = Json> {
   spawn(kind: string, input: Json, options?: SpawnOptions): string;
 
   /** Continues in `phase` with `data` as its checkpoint. */
-  next(phase: string, data?: Json): Transition;
-  sleep(until: number, phase: string, data?: Json): Transition;
+  next<Q extends PhaseName<Data>>(phase: Q, ...data: DataArgument<Data[Q]>): Transition;
+  sleep<Q extends PhaseName<Data>>(until: number, phase: Q, ...data: DataArgument<Data[Q]>): Transition;
   /**
    * Waits for `children` (every unfinished owned child must be listed), then continues in `options.next`.
    * (DESIGN §4 calls the option `then`; it is `next` here so the options object is never mistaken for a
    * promise-like "thenable".)
    */
-  wait(children: readonly string[], options: { policy: JoinPolicy; next: string }, data?: Json): Transition;
+  wait<Q extends PhaseName<Data>>(
+    children: readonly string[],
+    options: { policy: JoinPolicy; next: Q },
+    ...data: DataArgument<Data[Q]>
+  ): Transition;
   complete(result?: Json): Transition;
   fail(error: string | Error | ErrorInfo): Transition;
 }
 
 /** A phase: runs outside any commit, returns the transition to commit. */
-export type Phase<Input, Data> = (context: PhaseContext<Input, Data>) => Transition | Promise<Transition>;
+export type Phase<
+  Input = Json,
+  Data extends PhaseDataMap = AnyPhaseData,
+  P extends PhaseName<Data> = PhaseName<Data>,
+> = (context: PhaseContext<Input, Data, P>) => Transition | Promise<Transition>;
 
 /** A stored task of an older version, as a migration sees and returns it. */
 export interface TaskSnapshot {
@@ -109,14 +143,20 @@ export interface TaskSnapshot {
   readonly checkpoint: { readonly phase: string; readonly data: Json };
 }
 
-export interface TaskDefinition<Input = Json, Data = Json> {
+export interface TaskDefinition<Input = Json, Data extends PhaseDataMap = AnyPhaseData> {
   readonly kind: string;
   /** Bump when input or checkpoint shapes change; give `migrations` from the older versions. */
   readonly version: number;
   readonly input: z.ZodType<Input>;
-  readonly phases: Readonly<Record<string, Phase<Input, Data>>>;
+  readonly phases: { readonly [P in PhaseName<Data>]: Phase<Input, Data, P> };
+  /**
+   * A zod schema per phase for the checkpoint data it is entered with (optional, per phase): a transition
+   * whose data does not match fails the task with `invalid-checkpoint` instead of storing it, and the
+   * phase's `ctx.data` is typed from it.
+   */
+  readonly data?: { readonly [P in keyof Data]?: z.ZodType<Data[P]> };
   /** The first phase; default the first key of `phases`. */
-  readonly start?: string;
+  readonly start?: PhaseName<Data>;
   /** `migrations[v]` turns a stored task of version v into version v + 1. */
   readonly migrations?: Readonly<Record<number, (stored: TaskSnapshot) => TaskSnapshot>>;
   /** How many interrupted re-entries of one phase are allowed before the task fails. Default 3. */
@@ -129,37 +169,75 @@ export interface TaskDefinition<Input = Json, Data = Json> {
 }
 
 /**
- * Declares a task kind.
+ * Declares a task kind. Phase data is typed per phase by a `data` schema map, or by the second type
+ * parameter; without either, every phase gets JSON.
  *
  * @example
  * const report = defineTask({
  *   kind: "report",
  *   version: 1,
  *   input: z.object({ url: z.string().url() }),
+ *   data: { fetch: z.null(), summarise: z.object({ body: z.string() }) },
  *   phases: {
  *     fetch: async (ctx) => ctx.next("summarise", { body: await (await fetch(ctx.input.url, { signal: ctx.signal })).text() }),
- *     summarise: (ctx) => ctx.complete({ length: String(ctx.data).length }),
+ *     summarise: (ctx) => ctx.complete({ length: ctx.data.body.length }),
  *   },
  * });
  */
-export function defineTask<Input, Data = Json>(
+export function defineTask<Input, Data extends PhaseDataMap = AnyPhaseData>(
   definition: TaskDefinition<Input, Data>,
 ): TaskDefinition<Input, Data> {
   const phases = Object.keys(definition.phases);
-  if (phases.length === 0) throw new Error(`task kind "${definition.kind}" has no phases`);
-  if (definition.start !== undefined && !phases.includes(definition.start)) {
-    throw new Error(`task kind "${definition.kind}" starts at unknown phase "${definition.start}"`);
+  const name = `task kind "${definition.kind}"`;
+  if (typeof definition.kind !== "string" || definition.kind.length === 0)
+    throw new DefinitionError("a task kind needs a non-empty name");
+  if (phases.length === 0) throw new DefinitionError(`${name} has no phases`);
+  if (definition.start !== undefined && !Object.hasOwn(definition.phases, definition.start))
+    throw new DefinitionError(`${name} starts at unknown phase "${definition.start}"`);
+  if (!Number.isInteger(definition.version) || definition.version < 1)
+    throw new DefinitionError(`${name} needs a positive integer version`);
+  for (const phase of phases) {
+    if (typeof (definition.phases as Record<string, unknown>)[phase] !== "function")
+      throw new DefinitionError(`${name}: phase "${phase}" is not a function`);
   }
-  if (!Number.isInteger(definition.version) || definition.version < 1) {
-    throw new Error(`task kind "${definition.kind}" needs a positive integer version`);
+  const data: Record<string, z.ZodType> = {};
+  for (const [phase, schema] of Object.entries(definition.data ?? {})) {
+    if (!Object.hasOwn(definition.phases, phase))
+      throw new DefinitionError(`${name} has a data schema for unknown phase "${phase}"`);
+    if (schema) data[phase] = compiled(schema as z.ZodType);
   }
   // Inputs are validated when a task is created and when it runs: compiled here (see `compiled`).
-  return { ...definition, input: compiled(definition.input) };
+  const { data: _given, ...rest } = definition;
+  const compiledData = data as NonNullable<TaskDefinition<Input, Data>["data"]>;
+  return { ...rest, input: compiled(definition.input), ...(definition.data && { data: compiledData }) };
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: any definition, whatever its input and phase data types
+type SomeTaskDefinition = TaskDefinition<any, any>;
+
 /** The phase a new task of this kind starts in. */
-export function startPhase(definition: TaskDefinition<unknown, unknown>): string {
+export function startPhase(definition: SomeTaskDefinition): string {
   return definition.start ?? (Object.keys(definition.phases)[0] as string);
+}
+
+/** Whether `phase` is one of the kind's own phases (never an inherited key such as `toString`). */
+export function hasPhase(definition: SomeTaskDefinition, phase: string): boolean {
+  return Object.hasOwn(definition.phases, phase);
+}
+
+/** Why `data` may not be stored as the checkpoint of `phase`, or undefined when it may. */
+export function checkpointProblem(
+  definition: SomeTaskDefinition,
+  phase: string,
+  data: Json,
+): string | undefined {
+  const schemas = definition.data as Record<string, z.ZodType | undefined> | undefined;
+  const schema = schemas && Object.hasOwn(schemas, phase) ? schemas[phase] : undefined;
+  if (!schema) return undefined;
+  const parsed = schema.safeParse(data);
+  if (parsed.success) return undefined;
+  const issue = parsed.error.issues[0];
+  return `checkpoint data for phase "${phase}" of "${definition.kind}" is invalid at ${issue?.path.join(".") || "(root)"}: ${issue?.message}`;
 }
 
 export const DEFAULT_MAX_RESTARTS = 3;

@@ -9,37 +9,51 @@ import type {
   PatchOperation,
   Task,
 } from "../records/schemas.ts";
-import type { Registry } from "../registry.ts";
-import type { Draft, EntryLinks } from "../session/draft.ts";
+import type { KernelDraft } from "../session/draft.ts";
+import type { EntryLinks, ProgressDraft } from "../session/draft-types.ts";
 import type { DocumentState, StateReader } from "../session/state.ts";
-import type { JoinPolicy, PhaseContext, SpawnOptions, Transition } from "./define-task.ts";
-import { createTask, errorInfo } from "./transitions.ts";
+import type {
+  AnyPhaseData,
+  JoinPolicy,
+  PhaseContext,
+  PhaseName,
+  SpawnOptions,
+  Transition,
+} from "./define-task.ts";
+import { errorInfo } from "./error-info.ts";
+import { dispatch } from "./machine.ts";
 
-/** A change a phase staged, applied to the draft of its transition's commit. */
-export type StagedChange = (draft: Draft) => void;
+/** A change a phase staged, applied to the kernel's draft of its transition's commit. */
+export type StagedChange = (draft: KernelDraft) => void;
 
-export class PhaseContextImpl<Input, Data> implements PhaseContext<Input, Data> {
+/** What the context needs from the scheduler besides committed state. */
+export interface PhaseHost {
+  readEntries(conversationId: string, fromSeq: number): Promise<Entry[]>;
+  progress(build: (draft: ProgressDraft) => void): void;
+}
+
+/**
+ * The context of one phase run. Its data types are erased here (the phase code sees its definition's own
+ * types through {@link PhaseContext}); what it stages is applied on the kernel's draft of the phase's commit.
+ */
+export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, string> {
   readonly staged: StagedChange[] = [];
   readonly phase: string;
-  readonly data: Data;
+  readonly data: Json;
   readonly attempt: number;
   readonly restarts: number;
 
   constructor(
     readonly task: Task,
-    readonly input: Input,
+    readonly input: unknown,
     private readonly signalOf: () => AbortSignal,
     readonly clock: Clock,
-    private readonly state: StateReader & { tasks: ReadonlyMap<string, Task> },
-    private readonly registry: Registry,
+    private readonly state: StateReader,
     private readonly ids: IdSource,
-    private readonly host: {
-      readEntries(conversationId: string, fromSeq: number): Promise<Entry[]>;
-      progress(build: StagedChange): void;
-    },
+    private readonly host: PhaseHost,
   ) {
     this.phase = task.checkpoint.phase;
-    this.data = task.checkpoint.data as Data;
+    this.data = task.checkpoint.data;
     this.attempt = task.attempts;
     this.restarts = task.restarts;
   }
@@ -56,11 +70,22 @@ export class PhaseContextImpl<Input, Data> implements PhaseContext<Input, Data> 
   conversationEntries(conversationId: string, fromSeq = 0): Promise<Entry[]> {
     return this.host.readEntries(conversationId, fromSeq);
   }
-  progress(build: StagedChange): void {
+  progress(build: (draft: ProgressDraft) => void): void {
     this.host.progress(build);
   }
   children(): Task[] {
     return this.state.ownedChildren(this.task.id).flatMap((id) => this.state.task(id) ?? []);
+  }
+  descendants(): Set<string> {
+    const found = new Set<string>();
+    const queue = [this.task.id];
+    for (let next = queue.pop(); next !== undefined; next = queue.pop()) {
+      for (const id of this.state.ownedChildren(next)) {
+        found.add(id);
+        queue.push(id);
+      }
+    }
+    return found;
   }
 
   appendEntry(conversationId: string, content: EntryContent, links?: EntryLinks): void {
@@ -77,29 +102,32 @@ export class PhaseContextImpl<Input, Data> implements PhaseContext<Input, Data> 
   spawn(kind: string, input: Json, options: SpawnOptions = {}): string {
     const id = options.id ?? this.ids.next("task");
     const parent = this.task;
-    this.staged.push((draft) => {
-      createTask(draft, this.registry, {
-        id,
-        kind,
-        input,
-        parentId: parent.id,
-        ...(parent.submissionId !== undefined && { submissionId: parent.submissionId }),
-        ...(parent.conversationId !== undefined && { conversationId: parent.conversationId }),
-        ...(options.phase !== undefined && { phase: options.phase, data: options.data ?? null }),
-      });
-    });
+    this.staged.push((draft) =>
+      dispatch(draft, {
+        type: "spawn",
+        task: {
+          id,
+          kind,
+          input,
+          parentId: parent.id,
+          ...(parent.submissionId !== undefined && { submissionId: parent.submissionId }),
+          ...(parent.conversationId !== undefined && { conversationId: parent.conversationId }),
+          ...(options.phase !== undefined && { phase: options.phase, data: options.data ?? null }),
+        },
+      }),
+    );
     return id;
   }
 
-  next(phase: string, data: Json = null): Transition {
+  next<Q extends PhaseName<AnyPhaseData>>(phase: Q, data: Json = null): Transition {
     return { type: "next", phase, data };
   }
-  sleep(until: number, phase: string, data: Json = null): Transition {
+  sleep<Q extends PhaseName<AnyPhaseData>>(until: number, phase: Q, data: Json = null): Transition {
     return { type: "sleep", until, phase, data };
   }
-  wait(
+  wait<Q extends PhaseName<AnyPhaseData>>(
     children: readonly string[],
-    options: { policy: JoinPolicy; next: string },
+    options: { policy: JoinPolicy; next: Q },
     data: Json = null,
   ): Transition {
     return { type: "wait", children, policy: options.policy, thenPhase: options.next, data };

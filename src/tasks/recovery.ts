@@ -1,165 +1,137 @@
 /**
- * What reopening does to each unfinished task (DESIGN §4). `planRecovery` only describes it — devtools
- * show it as a preview — and `applyRecovery` commits it.
+ * What reopening does to each unfinished task (DESIGN §4), as a plan: the list of task-machine events
+ * `resume()` dispatches, in order, plus the tasks it leaves alone (blocked, still asleep). The recovery
+ * preview of devtools and the edge API is this same plan.
  */
+import { ensureError } from "../errors.ts";
 import type { Task } from "../records/schemas.ts";
 import { isTerminal, TaskSchema } from "../records/schemas.ts";
-import type { Registry } from "../registry.ts";
-import type { Draft } from "../session/draft.ts";
+import type { Registry, TaskResolution } from "../registry.ts";
+import type { KernelDraft } from "../session/draft.ts";
 import type { StateReader } from "../session/state.ts";
 import { DEFAULT_MAX_RESTARTS } from "./define-task.ts";
-import { endTask, recheckJoin, reenter } from "./transitions.ts";
+import { dispatch, isApplicable, type RecoveryEvent } from "./machine.ts";
 
-/** One step of recovery for one task. */
-export type RecoveryAction =
-  | { readonly kind: "blocked"; readonly taskId: string; readonly reason: string }
-  | { readonly kind: "migrate"; readonly taskId: string; readonly from: number; readonly to: number }
-  | {
-      readonly kind: "reenter";
-      readonly taskId: string;
-      readonly phase: string;
-      readonly restart: boolean;
-      /** What re-entering the phase will do, from the task kind's `describeRecovery`. */
-      readonly detail?: string;
-    }
-  | {
-      readonly kind: "fail-restart-limit";
-      readonly taskId: string;
-      readonly phase: string;
-      readonly restarts: number;
-    }
-  | { readonly kind: "recheck-children"; readonly taskId: string; readonly open: number }
-  | { readonly kind: "await-children"; readonly taskId: string; readonly open: number }
-  | { readonly kind: "wake-now"; readonly taskId: string; readonly phase: string }
-  | { readonly kind: "sleep-until"; readonly taskId: string; readonly until: number };
+/** A task recovery cannot run: unknown kind, unmigratable version. It is kept as it is. */
+export interface BlockedTask {
+  readonly taskId: string;
+  readonly reason: string;
+}
 
-/**
- * Describes what resume() will do to every unfinished task, in task order. `interrupted` says whether a
- * running task's phase may have been cut off by a process that died; by default every running task was
- * (a reader sees only storage). A writer passes "was running when this process loaded the session": a
- * task it created or re-entered itself has not run anywhere yet, so starting it is not a restart.
- */
+/** What resume() will do. */
+export interface RecoveryPlan {
+  /** The events resume() dispatches, in this order (one that an earlier one made moot is skipped). */
+  readonly events: readonly RecoveryEvent[];
+  /** Tasks that stay as they are until their kind or a migration is registered. */
+  readonly blocked: readonly BlockedTask[];
+  /** Sleepers whose time has not come: they wake on their timer (or alarm). */
+  readonly sleeping: readonly { readonly taskId: string; readonly until: number }[];
+}
+
+export interface PlanOptions {
+  readonly now: number;
+  /** Restart limit for kinds that set none. */
+  readonly maxRestarts?: number;
+  /**
+   * Whether a running task's phase may have been cut off by a process that died; by default every running
+   * task was (a reader sees only storage). A writer passes "was running when this process loaded the
+   * session": a task it created or re-entered itself has not run anywhere yet.
+   */
+  readonly interrupted?: (task: Task) => boolean;
+}
+
+/** Plans the recovery of `tasks`, in task order. Pure: nothing is changed. */
 export function planRecovery(
   tasks: Iterable<Task>,
   state: StateReader,
   registry: Registry,
-  now: number,
-  defaultMaxRestarts = DEFAULT_MAX_RESTARTS,
-  interrupted: (task: Task) => boolean = () => true,
-): RecoveryAction[] {
-  const plan: RecoveryAction[] = [];
+  options: PlanOptions,
+): RecoveryPlan {
+  const events: RecoveryEvent[] = [];
+  const blocked: BlockedTask[] = [];
+  const sleeping: { taskId: string; until: number }[] = [];
+  const interrupted = options.interrupted ?? (() => true);
   for (const task of tasks) {
     if (isTerminal(task)) continue;
     const resolution = registry.resolveTask(task.kind, task.kindVersion);
     if (!resolution.ok) {
-      plan.push({ kind: "blocked", taskId: task.id, reason: resolution.reason });
+      blocked.push({ taskId: task.id, reason: resolution.reason });
       continue;
     }
+    let current = task;
     if (resolution.migrate) {
-      plan.push({
-        kind: "migrate",
-        taskId: task.id,
-        from: task.kindVersion,
-        to: resolution.definition.version,
-      });
+      const migrated = migrate(task, resolution);
+      if ("reason" in migrated) {
+        blocked.push({ taskId: task.id, reason: migrated.reason });
+        continue;
+      }
+      events.push(migrated.event);
+      current = migrated.task;
     }
-    const state_ = task.state;
-    const detail = resolution.definition.describeRecovery?.(task);
-    const reenter = (restart: boolean): RecoveryAction => ({
-      kind: "reenter",
-      taskId: task.id,
-      phase: task.checkpoint.phase,
-      restart,
-      ...(detail !== undefined && { detail }),
-    });
-    switch (state_.status) {
+    const detail = resolution.definition.describeRecovery?.(current);
+    const phase = current.checkpoint.phase;
+    const withDetail = detail === undefined ? {} : { detail };
+    const status = current.state.status;
+    switch (status) {
       case "pending":
-        plan.push(reenter(false));
+        events.push({ type: "started", taskId: task.id, phase, ...withDetail });
         break;
       case "running": {
         if (!interrupted(task)) break; // nothing to recover: the scheduler simply runs it
-        const limit = resolution.definition.maxRestarts ?? defaultMaxRestarts;
-        if (task.restarts + 1 > limit) {
-          plan.push({
-            kind: "fail-restart-limit",
-            taskId: task.id,
-            phase: task.checkpoint.phase,
-            restarts: task.restarts + 1,
-          });
-        } else plan.push(reenter(true));
+        const limit = resolution.definition.maxRestarts ?? options.maxRestarts ?? DEFAULT_MAX_RESTARTS;
+        if (current.restarts + 1 > limit)
+          events.push({ type: "restart-limit", taskId: task.id, phase, restarts: current.restarts + 1 });
+        else events.push({ type: "restarted", taskId: task.id, phase, ...withDetail });
         break;
       }
       case "waiting":
-        plan.push({ kind: "recheck-children", taskId: task.id, open: state.openChildCount(task.id) });
-        break;
       case "completing":
-        plan.push({ kind: "await-children", taskId: task.id, open: state.openChildCount(task.id) });
+        events.push({ type: "join-rechecked", taskId: task.id, open: state.openChildCount(task.id) });
         break;
       case "sleeping":
-        if (state_.until <= now)
-          plan.push({ kind: "wake-now", taskId: task.id, phase: task.checkpoint.phase });
-        else plan.push({ kind: "sleep-until", taskId: task.id, until: state_.until });
+        if (current.state.status === "sleeping" && current.state.until <= options.now)
+          events.push({ type: "woke", taskId: task.id, phase });
+        else if (current.state.status === "sleeping")
+          sleeping.push({ taskId: task.id, until: current.state.until });
+        break;
+      case "succeeded":
+      case "failed":
+      case "cancelled":
         break;
     }
   }
-  return plan;
+  return { events, blocked, sleeping };
 }
 
-/**
- * Commits the plan's changes on a draft: migrations, counted re-entries, restart-limit failures, joins
- * that became due, and due sleepers. Returns the ids of tasks whose migration failed, with the reason.
- */
-export function applyRecovery(
-  draft: Draft,
-  registry: Registry,
-  plan: readonly RecoveryAction[],
-): Map<string, string> {
-  const failedMigrations = new Map<string, string>();
-  for (const action of plan) {
-    const task = draft.task(action.taskId);
-    if (!task || isTerminal(task) || failedMigrations.has(action.taskId)) continue;
-    switch (action.kind) {
-      case "migrate": {
-        const resolution = registry.resolveTask(task.kind, task.kindVersion);
-        if (!resolution.ok || !resolution.migrate) break;
-        try {
-          const migrated = resolution.migrate({ input: task.input, checkpoint: task.checkpoint });
-          const next = TaskSchema.parse({ ...task, ...migrated, kindVersion: resolution.definition.version });
-          const input = resolution.definition.input.safeParse(next.input);
-          if (!input.success) throw new Error(`migrated input is invalid: ${input.error.message}`);
-          draft.putTask(next);
-        } catch (error) {
-          failedMigrations.set(
-            task.id,
-            `migration from version ${action.from} failed: ${(error as Error).message}`,
-          );
-        }
-        break;
-      }
-      case "reenter":
-        reenter(draft, task, task.checkpoint.phase, task.checkpoint.data, action.restart);
-        break;
-      case "fail-restart-limit":
-        endTask(draft, task, {
-          status: "failed",
-          error: {
-            name: "TaskError",
-            code: "restart-limit",
-            message: `phase "${action.phase}" was interrupted ${action.restarts} times; giving up instead of crash-looping`,
-          },
-        });
-        break;
-      case "recheck-children":
-      case "await-children":
-        recheckJoin(draft, task);
-        break;
-      case "wake-now":
-        reenter(draft, task, task.checkpoint.phase, task.checkpoint.data, false);
-        break;
-      case "blocked":
-      case "sleep-until":
-        break;
-    }
+/** Runs a stored task's migrations; the migrated record is validated before it is planned. */
+function migrate(
+  task: Task,
+  resolution: Extract<TaskResolution, { ok: true }>,
+): { event: RecoveryEvent; task: Task } | { reason: string } {
+  const to = resolution.definition.version;
+  try {
+    const migrated = resolution.migrate?.({ input: task.input, checkpoint: task.checkpoint });
+    if (!migrated) return { reason: "no migration" };
+    const next = TaskSchema.parse({ ...task, ...migrated, kindVersion: to });
+    const input = resolution.definition.input.safeParse(next.input);
+    if (!input.success) throw new Error(`migrated input is invalid: ${input.error.message}`);
+    return {
+      event: {
+        type: "migrated",
+        taskId: task.id,
+        from: task.kindVersion,
+        to,
+        input: next.input,
+        checkpoint: next.checkpoint,
+      },
+      task: next,
+    };
+  } catch (error) {
+    return { reason: `migration from version ${task.kindVersion} failed: ${ensureError(error).message}` };
   }
-  return failedMigrations;
+}
+
+/** Dispatches the plan's events on a draft, skipping those an earlier event made moot. */
+export function applyRecovery(draft: KernelDraft, plan: RecoveryPlan): void {
+  for (const event of plan.events) if (isApplicable(draft, event)) dispatch(draft, event);
 }

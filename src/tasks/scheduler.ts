@@ -1,29 +1,26 @@
 /**
- * The scheduler: runs every ready phase concurrently, outside any commit, and commits each phase's
- * transition through the session's serialized pipeline. It holds no state of its own that matters for
+ * The scheduler decides *what runs when*: it runs every ready phase concurrently, outside any commit, and
+ * turns what happened into task-machine events (a phase ended, a sleeper is due, recovery on resume),
+ * committed through the session's serialized pipeline. It holds no state of its own that matters for
  * recovery — what runs next is always read from committed task records.
  */
-
-import type { z } from "zod";
 import type { Clock, IdSource, TimerHandle, Timers } from "../clock.ts";
 import { afterThisTick } from "../clock.ts";
 import { KernelError } from "../errors.ts";
 import type { CommitRecord, Entry, Task } from "../records/schemas.ts";
 import { isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
-import type { BuildCommit, CommitOptions, CommitResult } from "../session/commit-pipeline.ts";
+import type { KernelCommit, KernelCommitOptions } from "../session/commit-pipeline.ts";
+import type { ProgressDraft } from "../session/draft-types.ts";
 import type { SessionState } from "../session/state.ts";
-import type { TaskDefinition, Transition } from "./define-task.ts";
-import { PhaseContextImpl } from "./phase-context.ts";
+import { errorInfo } from "./error-info.ts";
+import { dispatch, isApplicable, type TaskEvent } from "./machine.ts";
+import { PhaseAbort, PhaseRunner } from "./phase-runner.ts";
 import { applyRecovery, planRecovery } from "./recovery.ts";
-import { applyTransition, endTask, errorInfo, reenter } from "./transitions.ts";
+import { isRunnableStatus, type WakeInfo } from "./wake-info.ts";
 import { WakeQueue } from "./wake-queue.ts";
 
-/** Reported to the host after every commit: is there work to run now, and when is the next timed wake-up. */
-export interface WakeInfo {
-  readonly runnableNow: boolean;
-  readonly nextWakeAt: number | undefined;
-}
+export type { WakeInfo } from "./wake-info.ts";
 
 /** What the scheduler needs from its session. */
 export interface SchedulerHost {
@@ -32,7 +29,9 @@ export interface SchedulerHost {
   readonly clock: Clock;
   readonly timers: Timers;
   readonly ids: IdSource;
-  commit<T>(build: BuildCommit<T>, options?: CommitOptions): Promise<CommitResult<T>>;
+  commit<T>(build: KernelCommit<T>, options?: KernelCommitOptions): Promise<{ value: T; version: number }>;
+  /** Commits loss-tolerant progress as a deferred commit (progress documents only). */
+  progress(build: (draft: ProgressDraft) => void): void;
   /** Committed entries of a conversation from `fromSeq` on (memory first, then storage). */
   readEntries(conversationId: string, fromSeq: number): Promise<Entry[]>;
   block(taskId: string, reason: string): void;
@@ -46,15 +45,11 @@ export interface SchedulerOptions {
   readonly maxRestarts?: number;
 }
 
-type PhaseOutcome = {
-  readonly transition: Transition;
-  readonly staged: PhaseContextImpl<unknown, unknown>["staged"];
-};
-
 export class Scheduler {
   private readonly active = new Map<string, PhaseAbort>();
   private readonly ready = new Set<string>();
   private readonly sleepers = new WakeQueue();
+  private readonly runner: PhaseRunner;
   private timer: TimerHandle | undefined;
   private timerDue: number | undefined;
   private driving = false;
@@ -64,16 +59,21 @@ export class Scheduler {
   private readonly wasInterrupted = (task: Task) => this.runningAtLoad.has(task.id);
   private busy = 0;
   private idleWaiters: (() => void)[] = [];
-  private readonly parsedInputs = new Map<
-    string,
-    { version: number; parsed: ReturnType<z.ZodType["safeParse"]> }
-  >();
   private readonly stopWatchingRegistry: () => void;
+  private readonly isCurrentSleeper = (at: number, id: string) => this.isSleeping(id, at);
 
   constructor(
     private readonly host: SchedulerHost,
     private readonly options: SchedulerOptions = {},
   ) {
+    this.runner = new PhaseRunner({
+      state: host.state,
+      registry: host.registry,
+      clock: host.clock,
+      ids: host.ids,
+      readEntries: (conversationId, fromSeq) => host.readEntries(conversationId, fromSeq),
+      progress: (build) => host.progress(build),
+    });
     for (const task of host.state.tasks.values()) {
       if (task.state.status === "sleeping") this.sleepers.push(task.state.until, task.id);
       if (task.state.status === "running") this.runningAtLoad.add(task.id);
@@ -119,7 +119,7 @@ export class Scheduler {
   onCommitted(commit: CommitRecord): void {
     for (const task of commit.tasks) {
       const status = task.state.status;
-      if (isTerminal(task)) this.parsedInputs.delete(task.id);
+      if (isTerminal(task)) this.runner.forget(task.id);
       if (status === "running") this.ready.add(task.id);
       else if (status === "sleeping") this.sleepers.push(task.state.until, task.id);
       if (task.cancelRequested !== undefined) {
@@ -135,16 +135,16 @@ export class Scheduler {
     this.report();
   }
 
-  /** The current wake info. */
+  /** The current wake info (the same rule as `wakeInfoOf`, from counters kept as commits are adopted). */
   wakeInfo(): WakeInfo {
     const state = this.host.state;
     let blockedRunnable = 0; // blocked tasks are few; the running/pending count is kept by the reducer
     for (const id of state.blockedTasks.keys()) {
       const status = state.task(id)?.state.status;
-      if (status === "running" || status === "pending") blockedRunnable++;
+      if (status !== undefined && isRunnableStatus(status)) blockedRunnable++;
     }
     let runnableNow = this.active.size > 0 || this.ready.size > 0 || state.runnableTasks > blockedRunnable;
-    const next = this.sleepers.peek((at, id) => this.isSleeping(id, at));
+    const next = this.sleepers.peek(this.isCurrentSleeper);
     if (next && next.at <= this.host.clock.now()) runnableNow = true;
     return { runnableNow, nextWakeAt: next?.at };
   }
@@ -157,19 +157,14 @@ export class Scheduler {
 
   private async recover(tasks: Task[]): Promise<void> {
     const { state, registry } = this.host;
-    const plan = planRecovery(
-      tasks,
-      state,
-      registry,
-      this.host.clock.now(),
-      this.options.maxRestarts,
-      this.wasInterrupted,
-    );
-    for (const action of plan) if (action.kind === "blocked") this.host.block(action.taskId, action.reason);
-    const needsCommit = plan.some((a) => a.kind !== "blocked" && a.kind !== "sleep-until");
-    if (!needsCommit) return;
-    const { value: failed } = await this.host.commit((draft) => applyRecovery(draft, registry, plan));
-    for (const [taskId, reason] of failed) this.host.block(taskId, reason);
+    const plan = planRecovery(tasks, state, registry, {
+      now: this.host.clock.now(),
+      ...(this.options.maxRestarts !== undefined && { maxRestarts: this.options.maxRestarts }),
+      interrupted: this.wasInterrupted,
+    });
+    for (const { taskId, reason } of plan.blocked) this.host.block(taskId, reason);
+    for (const { taskId, until } of plan.sleeping) this.sleepers.push(until, taskId);
+    if (plan.events.length > 0) await this.host.commit((draft) => applyRecovery(draft, plan));
   }
 
   /** A kind was registered: tasks blocked on it may run now. */
@@ -187,6 +182,7 @@ export class Scheduler {
     await this.recover(candidates);
     for (const task of candidates) this.ready.add(task.id);
     this.drain();
+    this.armTimer();
   }
 
   private scheduleDrain(): void {
@@ -217,100 +213,52 @@ export class Scheduler {
   }
 
   private start(task: Task): void {
-    const controller = new PhaseAbort();
-    this.active.set(task.id, controller);
-    void this.runPhase(task, controller).finally(() => {
+    const abort = new PhaseAbort();
+    this.active.set(task.id, abort);
+    void this.runPhase(task, abort).finally(() => {
       this.active.delete(task.id);
       this.drain();
       this.report();
     });
   }
 
-  private async runPhase(task: Task, controller: PhaseAbort): Promise<void> {
-    const outcome = await this.executePhase(task, controller);
-    if (!outcome || !this.driving) return; // closed or stopped meanwhile: the task stays stored as running
-    const { registry } = this.host;
+  private async runPhase(task: Task, abort: PhaseAbort): Promise<void> {
+    const resolution = this.host.registry.resolveTask(task.kind, task.kindVersion);
+    if (!resolution.ok) {
+      this.host.block(task.id, resolution.reason);
+      return;
+    }
+    const outcome = await this.runner.run(task, resolution.definition, abort);
+    if (!this.driving) return; // closed or stopped meanwhile: the task stays stored as running
+    const ended: TaskEvent = {
+      type: "phase-ended",
+      taskId: task.id,
+      transition: outcome.transition,
+      aborted: abort.aborted,
+    };
     try {
       await this.host.commit((draft) => {
         for (const change of outcome.staged) change(draft);
-        const current = draft.task(task.id);
-        if (
-          current?.cancelRequested !== undefined &&
-          controller.aborted &&
-          outcome.transition.type === "fail"
-        ) {
-          endTask(draft, current, { status: "cancelled", reason: current.cancelRequested });
-        } else applyTransition(draft, registry, task.id, outcome.transition);
+        dispatch(draft, ended);
       });
     } catch (error) {
       if (!this.driving || isSessionFailure(error)) return;
       // What the phase staged or returned does not validate: the task fails with that reason instead.
+      const failed: TaskEvent = {
+        type: "phase-failed",
+        taskId: task.id,
+        error: errorInfo(error, "invalid-transition"),
+      };
       await this.host
         .commit((draft) => {
-          const current = draft.task(task.id);
-          if (current && !isTerminal(current))
-            endTask(draft, current, { status: "failed", error: errorInfo(error, "invalid-transition") });
+          if (isApplicable(draft, failed)) dispatch(draft, failed);
         })
         .catch(() => undefined);
     }
   }
 
-  private async executePhase(task: Task, controller: PhaseAbort): Promise<PhaseOutcome | undefined> {
-    const { registry, state, clock, ids } = this.host;
-    const resolution = registry.resolveTask(task.kind, task.kindVersion);
-    if (!resolution.ok) {
-      this.host.block(task.id, resolution.reason);
-      return undefined;
-    }
-    const definition = resolution.definition;
-    const phase = definition.phases[task.checkpoint.phase];
-    const failure = (code: string, message: string): PhaseOutcome => ({
-      transition: { type: "fail", error: { name: "TaskError", code, message } },
-      staged: [],
-    });
-    if (!phase)
-      return failure("unknown-phase", `task kind "${task.kind}" has no phase "${task.checkpoint.phase}"`);
-    const input = this.parseInput(definition, task);
-    if (!input.success)
-      return failure("invalid-input", `stored input does not match "${task.kind}": ${input.error.message}`);
-    const context = new PhaseContextImpl(
-      task,
-      input.data,
-      () => controller.signal,
-      clock,
-      state,
-      registry,
-      ids,
-      {
-        readEntries: (conversationId, fromSeq) => this.host.readEntries(conversationId, fromSeq),
-        progress: (build) => {
-          // Loss-tolerant: a lost progress commit is fine, and a stopped session just drops it.
-          this.host.commit(build, { deferred: true }).catch(() => undefined);
-        },
-      },
-    );
-    try {
-      return { transition: await phase(context), staged: context.staged };
-    } catch (error) {
-      if (!this.driving) return undefined;
-      return { transition: { type: "fail", error: errorInfo(error) }, staged: [] };
-    }
-  }
-
-  /**
-   * A task's input only changes by migration (which changes its kind version), so it is parsed once per
-   * task and version rather than on every phase of a long chain.
-   */
-  private parseInput(definition: TaskDefinition<unknown, unknown>, task: Task) {
-    const cached = this.parsedInputs.get(task.id);
-    if (cached && cached.version === task.kindVersion) return cached.parsed;
-    const parsed = definition.input.safeParse(task.input);
-    this.parsedInputs.set(task.id, { version: task.kindVersion, parsed });
-    return parsed;
-  }
-
   private armTimer(): void {
-    const next = this.sleepers.peek((at, id) => this.isSleeping(id, at));
+    const next = this.sleepers.peek(this.isCurrentSleeper);
     if (!next || !this.driving) return;
     if (this.timer !== undefined && this.timerDue !== undefined && this.timerDue <= next.at) return;
     if (this.timer !== undefined) this.host.timers.clearTimeout(this.timer);
@@ -328,30 +276,29 @@ export class Scheduler {
   private async wakeDue(): Promise<void> {
     if (!this.driving) return;
     const now = this.host.clock.now();
-    const due: string[] = [];
+    const due: TaskEvent[] = [];
     for (;;) {
-      const next = this.sleepers.peek((at, id) => this.isSleeping(id, at));
+      const next = this.sleepers.peek(this.isCurrentSleeper);
       if (!next || next.at > now) break;
       this.sleepers.pop();
-      if (!this.host.state.blockedTasks.has(next.id)) due.push(next.id);
+      const phase = this.host.state.task(next.id)?.checkpoint.phase ?? "";
+      due.push({ type: "woke", taskId: next.id, phase });
     }
     if (due.length > 0) {
       await this.host
         .commit((draft) => {
-          for (const id of due) {
-            const task = draft.task(id);
-            if (task?.state.status === "sleeping")
-              reenter(draft, task, task.checkpoint.phase, task.checkpoint.data, false);
-          }
+          for (const event of due) if (isApplicable(draft, event)) dispatch(draft, event);
         })
         .catch(() => undefined);
     }
     this.armTimer();
   }
 
+  /** A heap entry is current while its task still sleeps until that time and is not blocked. */
   private isSleeping(id: string, at: number): boolean {
-    const state = this.host.state.task(id)?.state;
-    return state?.status === "sleeping" && state.until === at;
+    const state = this.host.state;
+    const task = state.task(id)?.state;
+    return task?.status === "sleeping" && task.until === at && !state.blockedTasks.has(id);
   }
 
   private async track(work: Promise<void>): Promise<void> {
@@ -385,36 +332,15 @@ export class Scheduler {
   }
 }
 
-/** A phase's abort: the AbortController is only made if the phase looks at its signal (most never do). */
-class PhaseAbort {
-  private controller: AbortController | undefined;
-  private reason: unknown;
-  aborted = false;
-
-  get signal(): AbortSignal {
-    this.controller ??= new AbortController();
-    if (this.aborted && !this.controller.signal.aborted) this.controller.abort(this.reason);
-    return this.controller.signal;
-  }
-
-  abort(reason: unknown): void {
-    if (this.aborted) return;
-    this.aborted = true;
-    this.reason = reason;
-    this.controller?.abort(reason);
-  }
-}
+const SESSION_FAILURES: ReadonlySet<string> = new Set([
+  "session-stopped",
+  "session-closed",
+  "stale-owner",
+  "storage-failed",
+  "quota-exceeded",
+  "storage-closed",
+]);
 
 function isSessionFailure(error: unknown): boolean {
-  return (
-    error instanceof KernelError &&
-    [
-      "session-stopped",
-      "session-closed",
-      "stale-owner",
-      "storage-failed",
-      "quota-exceeded",
-      "storage-closed",
-    ].includes(error.code)
-  );
+  return error instanceof KernelError && SESSION_FAILURES.has(error.code);
 }

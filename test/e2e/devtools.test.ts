@@ -116,11 +116,11 @@ describe("devtools page in Chromium", () => {
           text: li.textContent ?? "",
         })),
       );
-      const restarted = preview.filter((a) => a.kind === "reenter" && a.text.includes("counted restart"));
+      const restarted = preview.filter((a) => a.kind === "restarted" && a.text.includes("counted restart"));
       expect(restarted.length).toBeGreaterThan(0);
       expect(restarted.every((a) => a.text.includes("send_email:"))).toBe(true);
       expect(restarted.some((a) => a.text.includes("send_email: confirm by operation id"))).toBe(true);
-      expect(preview.some((a) => a.kind === "recheck-children")).toBe(true);
+      expect(preview.some((a) => a.kind === "join-rechecked")).toBe(true);
       expect(await devtools.textContent("[data-testid=runnable]")).not.toBe("nothing");
 
       // A new tab resumes the session; the devtools watch it happen, live.

@@ -86,14 +86,14 @@ describe("edge host on workerd", () => {
       await edge.dispose();
       edge = await EdgeExample.start(script, options);
 
-      type Action = { kind: string; taskId: string; restart?: boolean; detail?: string };
-      const preview = await edge.json<Action[]>("/sessions/preview/recovery");
-      expect(await edge.json<Action[]>("/sessions/preview/recovery")).toEqual(preview); // asking changed nothing
-      const restarted = preview.filter((a) => a.kind === "reenter" && a.restart).map((a) => a.taskId);
+      type Plan = { events: { type: string; taskId: string; detail?: string }[] };
+      const preview = await edge.json<Plan>("/sessions/preview/recovery");
+      expect(await edge.json<Plan>("/sessions/preview/recovery")).toEqual(preview); // asking changed nothing
+      const restarted = preview.events.filter((a) => a.type === "restarted").map((a) => a.taskId);
       expect(restarted.length).toBeGreaterThan(0);
       expect(
-        preview.some(
-          (a) => a.kind === "reenter" && a.detail?.startsWith("send_email: confirm by operation id"),
+        preview.events.some(
+          (a) => a.type === "restarted" && a.detail?.startsWith("send_email: confirm by operation id"),
         ),
       ).toBe(true);
       const deliveredBefore = (await edge.deliveries()).length;

@@ -20,8 +20,18 @@ import {
 import { deferred, SpyStorage } from "../support/storage-wrappers.ts";
 import { rng } from "../support/task-simulation.ts";
 
-const counter = defineDocument({ type: "counter", schema: z.object({ n: z.number().int().nonnegative() }) });
-const registry = createRegistry({ documents: [counter] });
+// Progress: deferred commits may write it (they may write nothing else).
+const counter = defineDocument({
+  type: "counter",
+  schema: z.object({ n: z.number().int().nonnegative() }),
+  progress: true,
+});
+const draftText = defineDocument({
+  type: "draft-text",
+  schema: z.object({ text: z.string() }),
+  progress: true,
+});
+const registry = createRegistry({ documents: [counter, draftText] });
 
 async function setup() {
   const disk = memoryStorage();
@@ -201,6 +211,7 @@ describe("commit pipeline", () => {
       const disk = memoryStorage({ maxRowBytes: 2_000 });
       const session = await openSession({ id: "s", storage: disk, registry, ids: sequentialIds() });
       const expected: string[] = [];
+      const expectedProgress: string[] = [];
       for (let round = 0; round < 4; round++) {
         // One tick's requests: deferred ones merge into one commit (flushed first), critical ones each get theirs.
         const requests = Array.from({ length: 1 + random.int(5) }, (_, i) => ({
@@ -208,8 +219,10 @@ describe("commit pipeline", () => {
           deferred: i > 0 && random.chance(0.3),
         }));
         const results = await Promise.allSettled(
-          requests.map(({ text, deferred }) =>
-            session.commit((d) => d.appendEntry("main", note(text)), { deferred }),
+          requests.map(({ text, deferred }, i) =>
+            deferred
+              ? session.commit((d) => d.setDocument(`p${round}/${i}`, "draft-text", { text }), { deferred })
+              : session.commit((d) => d.appendEntry("main", note(text))),
           ),
         );
         const deferredTexts = requests.filter((r) => r.deferred).map((r) => r.text);
@@ -221,7 +234,7 @@ describe("commit pipeline", () => {
           if (!fits)
             expect((results[i] as PromiseRejectedResult).reason, label).toBeInstanceOf(RecordTooLargeError);
         });
-        if (deferredFits) expected.push(...deferredTexts);
+        if (deferredFits) expectedProgress.push(...deferredTexts);
         expected.push(...requests.filter((r) => !r.deferred && r.text.length < 1_000).map((r) => r.text));
       }
       expect(session.status).toBe("open");
@@ -230,6 +243,8 @@ describe("commit pipeline", () => {
         .view()
         .conversations[0]?.entries.map((e) => (e.content as { text: string }).text);
       expect(stored ?? [], `seed ${seed}`).toEqual(expected);
+      const progress = reopened.view().documents.map((d) => (d.value as { text: string }).text);
+      expect(progress.sort(), `seed ${seed}`).toEqual(expectedProgress.sort());
     }
   });
 

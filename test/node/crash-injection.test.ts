@@ -14,7 +14,6 @@ import {
   type CommitGuard,
   type CommitRecord,
   createRegistry,
-  type Draft,
   defineDocument,
   indexedDbStorage,
   ManualClock,
@@ -24,6 +23,8 @@ import {
   type Storage,
   sequentialIds,
 } from "../../src/index.ts";
+import type { KernelDraft } from "../../src/session/draft.ts";
+import { commitAsKernel } from "../../src/session/session.ts";
 import { durable } from "../support/storage-contract.ts";
 import { ForwardingStorage } from "../support/storage-wrappers.ts";
 
@@ -31,6 +32,8 @@ const list = defineDocument({
   type: "list",
   schema: z.object({ items: z.array(z.number()) }),
   baselineEvery: 3,
+  // Written by deferred commits too (the "progress" action), which only progress documents may be.
+  progress: true,
 });
 const registry = createRegistry({ documents: [list] });
 
@@ -68,7 +71,7 @@ const crash = fc.record({
 });
 
 function build(a: Exclude<Action, { t: "tick" } | { t: "submit" }>) {
-  return (d: Draft) => {
+  return (d: KernelDraft) => {
     switch (a.t) {
       case "note":
         d.appendEntry(a.conv, { kind: "note", text: `note ${d.version}` });
@@ -84,7 +87,7 @@ function build(a: Exclude<Action, { t: "tick" } | { t: "submit" }>) {
         return;
       }
       case "task":
-        d.putTask({
+        d.writeTask({
           id: a.id,
           kind: "demo",
           kindVersion: 1,
@@ -181,8 +184,8 @@ async function run(store: Store, plan: Action[][], crashPlan?: CrashPlan) {
         );
       } else if (a.t === "progress") {
         // Deferred progress resolves only when a timer or a critical commit flushes it: not awaited here.
-        background.push(session.commit(build(a), { deferred: true }));
-      } else pending.push(session.commit(build(a)));
+        background.push(commitAsKernel(session, build(a), { deferred: true }));
+      } else pending.push(commitAsKernel(session, build(a)));
     }
     await Promise.allSettled(pending);
   }

@@ -260,7 +260,11 @@ describe("durable tasks", () => {
       storage: disk.reopen(),
       registry: createRegistry({ tasks: [once] }),
     });
-    expect(b.previewRecovery()).toEqual([{ kind: "reenter", taskId: task.id, phase: "work", restart: true }]);
+    expect(b.previewRecovery()).toEqual({
+      events: [{ type: "restarted", taskId: task.id, phase: "work" }],
+      blocked: [],
+      sleeping: [],
+    });
     await b.resume();
     const done = await b.waitForTask(task.id);
     expect(done.state).toEqual({ status: "succeeded", result: { entries: 2, attempt: 2, restarts: 1 } });
@@ -446,7 +450,7 @@ describe("restart counting", () => {
     const session = await openSession({ id: "s", storage, registry: createRegistry({ tasks: [once] }) });
     const task = await session.spawn("once", {});
     // A fresh process could not tell and would count it; this one knows it created the task itself.
-    expect(session.previewRecovery().map((a) => a.kind)).toEqual(["fail-restart-limit"]);
+    expect(session.previewRecovery().events.map((a) => a.type)).toEqual(["restart-limit"]);
     await session.resume();
     const done = await session.waitForTask(task.id);
     expect(done.state.status).toBe("succeeded");
@@ -492,7 +496,7 @@ describe("restart counting", () => {
       registry: registry(),
       maxRestarts: 0,
     });
-    expect(second.previewRecovery().map((a) => a.kind)).toEqual(["fail-restart-limit"]);
+    expect(second.previewRecovery().events.map((a) => a.type)).toEqual(["restart-limit"]);
     await second.resume();
     const failed = await second.waitForTask(task.id);
     expect(failed.state).toMatchObject({ status: "failed", error: { code: "restart-limit" } });

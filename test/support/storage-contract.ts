@@ -25,6 +25,9 @@ import {
   type Table,
   type WriteHook,
 } from "../../src/index.ts";
+import { commitAsKernel } from "../../src/session/session.ts";
+
+let opens = 0;
 
 /** What the suite needs from a store under test. */
 export interface StoreHarness {
@@ -58,7 +61,8 @@ export function open(storage: Storage, id: string, mode: "write" | "read" = "wri
     mode,
     registry: contractRegistry,
     clock: new ManualClock(1_000),
-    ids: sequentialIds(),
+    // Every open numbers its records apart: a new writer must never reuse an id an earlier one stored.
+    ids: sequentialIds(1_000 * ++opens),
     entryTail: 50,
   });
 }
@@ -106,9 +110,9 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const id = freshId("roundtrip");
       const session = await open(harness.storage(), id);
       const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "send the notice" });
-      await session.commit((d) => {
+      await commitAsKernel(session, (d) => {
         d.setDocument("plan", "plan", { steps: ["a", "b"], approved: false });
-        d.putTask({ ...task("t1"), submissionId: sub.id });
+        d.writeTask({ ...task("t1"), submissionId: sub.id });
         d.appendEntry("main", { kind: "note", text: "planned" }, { taskId: "t1" });
       });
       await session.commit((d) =>
@@ -234,7 +238,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const writer = await open(faulty, id);
       const expected = durable(writer.view());
       const a = writer.submit({ requestId: "r2", conversationId: "main", input: "second" });
-      const b = writer.commit((d) => d.putTask(task("t9")));
+      const b = commitAsKernel(writer, (d) => d.writeTask(task("t9")));
       await expect(a).rejects.toMatchObject({ name: "StorageError" });
       await expect(b).rejects.toMatchObject({ name: "StorageError" });
       armed = false;
@@ -296,9 +300,9 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const session = await open(harness.storage(), id);
       await session.submit({ requestId: "r1", conversationId: "main", input: "keep me" });
       await session.submit({ requestId: "r2", conversationId: "side", input: "and me" });
-      await session.commit((d) => {
-        d.putTask(task("good"));
-        d.putTask(task("bad"));
+      await commitAsKernel(session, (d) => {
+        d.writeTask(task("good"));
+        d.writeTask(task("bad"));
         d.setDocument("plan", "plan", { steps: [], approved: false });
       });
       await harness.corrupt(id, "tasks", ["bad"], { id: "bad", kind: 42 });
@@ -315,9 +319,11 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(view.tasks.map((t) => t.id)).toEqual(["good"]);
       expect(view.submissions.map((s) => s.requestId)).toEqual(["r1", "r2"]);
       expect(view.conversations.find((c) => c.id === "main")?.entries).toHaveLength(1);
-      await expect(reopened.commit((d) => d.putTask(task("bad")))).rejects.toBeInstanceOf(BlockedRecordError);
+      await expect(commitAsKernel(reopened, (d) => d.writeTask(task("bad")))).rejects.toBeInstanceOf(
+        BlockedRecordError,
+      );
       expect(reopened.status).toBe("open");
-      await reopened.commit((d) => d.putTask(task("new")));
+      await commitAsKernel(reopened, (d) => d.writeTask(task("new")));
       expect(reopened.view().tasks.map((t) => t.id)).toEqual(["good", "new"]);
     });
 

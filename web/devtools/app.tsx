@@ -4,7 +4,7 @@
  */
 import { render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import type { RecoveryAction, Registry } from "../../src/index.ts";
+import type { RecoveryPlan, Registry } from "../../src/index.ts";
 import { formatTime } from "./derive.ts";
 import { SessionHistory } from "./history.ts";
 import { edgeSource, localSource, type SessionSource } from "./sources.ts";
@@ -154,7 +154,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   const latest = history?.latest.version ?? 0;
   const shown = live ? latest : version;
   const view = useMemo(() => history?.viewAt(shown), [history, shown, latest]);
-  const [preview, setPreview] = useState<RecoveryAction[] | undefined>(undefined);
+  const [preview, setPreview] = useState<RecoveryPlan | undefined>(undefined);
   useEffect(() => {
     let current = true;
     setPreview(undefined);

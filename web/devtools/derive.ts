@@ -1,22 +1,12 @@
 /** What the devtools compute from views and commits: wake info, commit summaries, task tree layout. */
 import { Graph, layout } from "@dagrejs/dagre";
-import type { CommitRecord, SessionView, Task } from "../../src/index.ts";
+import type { CommitRecord, SessionView, Task, WakeDetails } from "../../src/index.ts";
+import { wakeInfoOf } from "../../src/index.ts";
 
-/** Runnable now / next timed wake-up, as the kernel reports it to hosts, derived from a view. */
-export function wakeInfoOf(view: SessionView): {
-  runnableNow: string[];
-  nextWakeAt: number | undefined;
-  sleeping: Task[];
-} {
+/** Runnable now / next timed wake-up, by the kernel's own rule (`wakeInfoOf`), derived from a view. */
+export function wakeOfView(view: SessionView): WakeDetails {
   const blocked = new Set(view.blocked.filter((b) => b.kind === "task").map((b) => b.id));
-  const runnableNow = view.tasks
-    .filter((t) => (t.state.status === "running" || t.state.status === "pending") && !blocked.has(t.id))
-    .map((t) => t.id);
-  const sleeping = view.tasks.filter((t) => t.state.status === "sleeping");
-  const times = sleeping.map((t) =>
-    t.state.status === "sleeping" ? t.state.until : Number.POSITIVE_INFINITY,
-  );
-  return { runnableNow, nextWakeAt: times.length ? Math.min(...times) : undefined, sleeping };
+  return wakeInfoOf(view.tasks, blocked);
 }
 
 /** One line per thing a commit changed. */

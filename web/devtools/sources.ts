@@ -12,7 +12,7 @@ import {
   emptyView,
   indexedDbStorage,
   openSession,
-  type RecoveryAction,
+  type RecoveryPlan,
   type Registry,
   type Session,
   type SessionView,
@@ -30,7 +30,7 @@ export interface SessionSource {
    * What resume() would do to each unfinished task now. Local sessions need the app's registry for it;
    * edge sessions answer from their Durable Object (read-only when it is not running).
    */
-  previewRecovery?(): Promise<RecoveryAction[]>;
+  previewRecovery?(): Promise<RecoveryPlan>;
   /** The one write the devtools offer, and only on request (edge only). */
   cancelSubmission?(submissionId: string): Promise<Submission>;
   close(): Promise<void>;
@@ -142,7 +142,7 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
     async previewRecovery() {
       const answer = await fetch(`${root}/recovery`, { headers });
       if (!answer.ok) throw new Error(`recovery: ${answer.status} ${await problemDetail(answer)}`);
-      return (await answer.json()) as RecoveryAction[];
+      return (await answer.json()) as RecoveryPlan;
     },
     async cancelSubmission(submissionId) {
       const answer = await fetch(`${root}/submissions/${encodeURIComponent(submissionId)}/cancel`, {

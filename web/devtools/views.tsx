@@ -5,10 +5,11 @@ import {
   diffJson,
   type Entry,
   isSubmissionFinished,
-  type RecoveryAction,
+  type RecoveryEvent,
+  type RecoveryPlan,
   type SessionView,
 } from "../../src/index.ts";
-import { describeCommit, formatTime, wakeInfoOf } from "./derive.ts";
+import { describeCommit, formatTime, wakeOfView } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
 
 const json = (value: unknown) => JSON.stringify(value, null, 2);
@@ -230,43 +231,50 @@ export function TimelineView(props: {
   );
 }
 
-function describeAction(action: RecoveryAction): string {
-  switch (action.kind) {
-    case "reenter":
-      return `${action.restart ? "re-enter" : "start"} phase “${action.phase}”${action.restart ? " (counted restart)" : ""}${action.detail ? ` — ${action.detail}` : ""}`;
-    case "fail-restart-limit":
-      return `fail: restart limit reached in phase “${action.phase}” (${action.restarts} restarts)`;
-    case "recheck-children":
-      return `re-check its join (${action.open} children still open)`;
-    case "await-children":
-      return `keep waiting for ${action.open} children to wind down`;
-    case "wake-now":
-      return `wake now into phase “${action.phase}” (its sleep is over)`;
-    case "sleep-until":
-      return `keep sleeping until ${formatTime(action.until)}`;
-    case "migrate":
-      return `migrate from version ${action.from} to ${action.to}`;
-    case "blocked":
-      return `blocked: ${action.reason}`;
+function describeEvent(event: RecoveryEvent): string {
+  switch (event.type) {
+    case "restarted":
+      return `re-enter phase “${event.phase}” (counted restart)${event.detail ? ` — ${event.detail}` : ""}`;
+    case "started":
+      return `start phase “${event.phase}”${event.detail ? ` — ${event.detail}` : ""}`;
+    case "restart-limit":
+      return `fail: restart limit reached in phase “${event.phase}” (${event.restarts} restarts)`;
+    case "join-rechecked":
+      return `re-check its join (${event.open} children still open)`;
+    case "woke":
+      return `wake now into phase “${event.phase}” (its sleep is over)`;
+    case "migrated":
+      return `migrate from version ${event.from} to ${event.to}`;
   }
+}
+
+/** One line per task in a recovery plan: the event resume() dispatches, or why it leaves the task alone. */
+function planLines(plan: RecoveryPlan): { taskId: string; kind: string; text: string }[] {
+  return [
+    ...plan.events.map((event) => ({ taskId: event.taskId, kind: event.type, text: describeEvent(event) })),
+    ...plan.blocked.map((b) => ({ taskId: b.taskId, kind: "blocked", text: `blocked: ${b.reason}` })),
+    ...plan.sleeping.map((s) => ({
+      taskId: s.taskId,
+      kind: "sleeping",
+      text: `keep sleeping until ${formatTime(s.until)}`,
+    })),
+  ];
 }
 
 /** Runnable-now and next wake time derived from the view, and the recovery preview. */
 export function WakeView(props: {
   view: SessionView;
-  preview: RecoveryAction[] | undefined;
+  preview: RecoveryPlan | undefined;
   canPreview: boolean;
   isLatest: boolean;
 }) {
-  const wake = wakeInfoOf(props.view);
+  const wake = wakeOfView(props.view);
   return (
     <div data-testid="wake">
       <h3>Wake info</h3>
       <p>
         Runnable now:{" "}
-        <strong data-testid="runnable">
-          {wake.runnableNow.length ? wake.runnableNow.join(", ") : "nothing"}
-        </strong>
+        <strong data-testid="runnable">{wake.runnable.length ? wake.runnable.join(", ") : "nothing"}</strong>
         <br />
         Next wake-up: <strong data-testid="next-wake">{formatTime(wake.nextWakeAt)}</strong>
       </p>
@@ -277,7 +285,7 @@ export function WakeView(props: {
         <p class="empty">Not available: a local session needs the app's registry to preview recovery.</p>
       ) : props.preview === undefined ? (
         <p class="empty">Loading…</p>
-      ) : props.preview.length === 0 ? (
+      ) : planLines(props.preview).length === 0 ? (
         <p data-testid="recovery-empty">Nothing to recover: no unfinished task.</p>
       ) : (
         <>
@@ -286,9 +294,9 @@ export function WakeView(props: {
             would do).
           </p>
           <ul data-testid="recovery">
-            {props.preview.map((action) => (
-              <li key={`${action.taskId}:${action.kind}`} data-task={action.taskId} data-kind={action.kind}>
-                <code>{action.taskId}</code>: {describeAction(action)}
+            {planLines(props.preview).map((line) => (
+              <li key={`${line.taskId}:${line.kind}`} data-task={line.taskId} data-kind={line.kind}>
+                <code>{line.taskId}</code>: {line.text}
               </li>
             ))}
           </ul>

@@ -1,0 +1,30 @@
+/** Opening a session: read it from its store (taking ownership in write mode) and rebuild its state. */
+import { systemClock } from "../clock.ts";
+import { InvalidArgumentError, SessionNotFoundError } from "../errors.ts";
+import { createRegistry } from "../registry.ts";
+import { loadSessionState } from "./load.ts";
+import type { OpenSessionOptions } from "./options.ts";
+import { Session } from "./session.ts";
+
+/**
+ * Opens a session.
+ *
+ * @example
+ * const session = await openSession({ id: "support-42", storage: memoryStorage() });
+ * const submission = await session.submit({ requestId: "r1", conversationId: "main", input: "Hello" });
+ */
+export async function openSession(options: OpenSessionOptions): Promise<Session> {
+  if (typeof options.id !== "string" || options.id.length === 0 || options.id.length > 256) {
+    throw new InvalidArgumentError("session id must be a non-empty string of at most 256 characters", [
+      { path: "id", message: "invalid session id" },
+    ]);
+  }
+  const mode = options.mode ?? "write";
+  const clock = options.clock ?? systemClock;
+  const entryTail = options.entryTail ?? 200;
+  const registry = options.registry ?? createRegistry();
+  const stored = await options.storage.open(options.id, { mode, at: clock.now(), entryTail });
+  if (!stored) throw new SessionNotFoundError(options.id);
+  const state = loadSessionState(stored, registry, entryTail);
+  return new Session(state, mode, options.storage, registry, options);
+}

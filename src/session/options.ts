@@ -1,0 +1,37 @@
+/** How a session is opened. */
+import type { Clock, IdSource, Timers } from "../clock.ts";
+import type { Registry } from "../registry.ts";
+import type { Storage } from "../storage/storage.ts";
+import type { WakeInfo } from "../tasks/wake-info.ts";
+
+export interface OpenSessionOptions {
+  readonly id: string;
+  readonly storage: Storage;
+  readonly registry?: Registry;
+  /** `write` (default) takes ownership with a new epoch; `read` only queries and observes. */
+  readonly mode?: "write" | "read";
+  readonly clock?: Clock;
+  readonly timers?: Timers;
+  readonly ids?: IdSource;
+  /** How long deferred (loss-tolerant) changes may wait before they are committed. Default 50 ms. */
+  readonly deferredFlushMs?: number;
+  /**
+   * How many latest entries per conversation are loaded on open (default 200). Entries committed while the
+   * session runs stay in memory up to five times that, so a long model turn reads its context without
+   * touching storage; older ones are read from storage on demand.
+   */
+  readonly entryTail?: number;
+  /** Called after every commit with `{ runnableNow, nextWakeAt }`: hosts turn it into timers or alarms. */
+  readonly onWake?: (wake: WakeInfo) => void;
+  /** Restart limit for task kinds that do not set their own `maxRestarts`. Default 3. */
+  readonly maxRestarts?: number;
+}
+
+/** `open` while usable; `stopped` after a storage failure (reopen to see what was saved); `closed` by the host. */
+export type SessionStatus = "open" | "stopped" | "closed";
+
+/** Options of the observe-only waits. */
+export interface WaitOptions {
+  /** Stops waiting (and releases the subscription behind it); the promise rejects with the reason. */
+  readonly signal?: AbortSignal;
+}

@@ -1,0 +1,357 @@
+/**
+ * The task machine: applies a {@link TaskEvent} to the kernel's draft of a commit. Every change of a task's
+ * or a Submission's state goes through {@link dispatch}; the states and events themselves, and which event
+ * applies to which state, are listed in `task-events.ts`.
+ */
+import { assertNever } from "../assert-never.ts";
+
+import type { ErrorInfo, Json, Submission, Task, TaskState } from "../records/schemas.ts";
+import { isSubmissionFinished, isTerminal } from "../records/schemas.ts";
+import type { KernelDraft } from "../session/draft.ts";
+import { checkpointProblem, hasPhase, startPhase, type Transition } from "./define-task.ts";
+import { taskError } from "./error-info.ts";
+import { refusal } from "./refusals.ts";
+import type { NewSubmission, TaskEvent, TaskSpec, TaskTargetEvent } from "./task-events.ts";
+
+export type { NewSubmission, RecoveryEvent, TaskEvent, TaskSpec } from "./task-events.ts";
+export { APPLIES_TO } from "./task-events.ts";
+
+type Outcome =
+  | { readonly status: "succeeded"; readonly result: Json }
+  | { readonly status: "failed"; readonly error: ErrorInfo }
+  | { readonly status: "cancelled"; readonly reason: string };
+
+/**
+ * Applies `event` to the draft: writes the task and Submission records it changes, and everything that
+ * follows from it in the same commit (a parent's join, a Submission's end, children asked to stop).
+ * Throws {@link InvalidTaskEventError} or {@link InvalidArgumentError} (changing nothing) when the event
+ * does not apply.
+ */
+export function dispatch(draft: KernelDraft, event: TaskEvent): void {
+  const refused = refusal(draft, event);
+  if (refused) throw refused;
+  switch (event.type) {
+    case "spawn":
+      createTask(draft, event.task);
+      return;
+    case "submission-accepted":
+      acceptSubmission(draft, event.submission);
+      return;
+    case "submission-cancel-requested":
+      cancelSubmission(draft, event.submissionId, event.reason);
+      return;
+    default:
+      applyToTask(draft, draft.task(event.taskId) as Task, event);
+  }
+}
+
+/** Whether `event` applies to the draft's current state (dispatching it would not be refused). */
+export function isApplicable(draft: KernelDraft, event: TaskEvent): boolean {
+  return refusal(draft, event) === undefined;
+}
+
+function applyToTask(draft: KernelDraft, task: Task, event: TaskTargetEvent): void {
+  switch (event.type) {
+    case "phase-ended":
+      endPhase(draft, task, event.transition, event.aborted);
+      return;
+    case "phase-failed":
+      endTask(draft, task, { status: "failed", error: event.error });
+      return;
+    case "cancel-requested":
+      requestCancel(draft, task, event.reason);
+      return;
+    case "child-ended":
+      joinChild(draft, task, draft.task(event.childId) as Task);
+      return;
+    case "woke":
+    case "started":
+      reenter(draft, task, task.checkpoint.phase, task.checkpoint.data, false);
+      return;
+    case "restarted":
+      reenter(draft, task, task.checkpoint.phase, task.checkpoint.data, true);
+      return;
+    case "restart-limit":
+      endTask(draft, task, {
+        status: "failed",
+        error: taskError(
+          "restart-limit",
+          `phase "${event.phase}" was interrupted ${event.restarts} times; giving up instead of crash-looping`,
+        ),
+      });
+      return;
+    case "join-rechecked":
+      recheckJoin(draft, task);
+      return;
+    case "migrated":
+      draft.writeTask({
+        ...task,
+        kindVersion: event.to,
+        input: event.input,
+        checkpoint: event.checkpoint,
+        updatedAt: draft.at,
+      });
+      return;
+    default:
+      assertNever(event);
+  }
+}
+
+/** A new task runs in its first phase (the scheduler starts it right after the commit). */
+function createTask(draft: KernelDraft, spec: TaskSpec): void {
+  const definition = draft.registry.latestTask(spec.kind);
+  if (!definition) return;
+  draft.writeTask({
+    id: spec.id,
+    kind: spec.kind,
+    kindVersion: definition.version,
+    input: spec.input,
+    ...(spec.parentId !== undefined && { parentId: spec.parentId }),
+    ...(spec.submissionId !== undefined && { submissionId: spec.submissionId }),
+    ...(spec.conversationId !== undefined && { conversationId: spec.conversationId }),
+    state: { status: "running" },
+    checkpoint: { phase: spec.phase ?? startPhase(definition), data: spec.data ?? null },
+    attempts: 1,
+    restarts: 0,
+    createdAt: draft.at,
+    updatedAt: draft.at,
+  });
+}
+
+function acceptSubmission(draft: KernelDraft, input: NewSubmission): void {
+  const submission: Submission = {
+    id: input.id,
+    requestId: input.requestId,
+    conversationId: input.conversationId,
+    status: input.root ? "running" : "accepted",
+    input: input.input,
+    entrySeq: input.entrySeq,
+    ...(input.root && { taskId: input.root.taskId }),
+    acceptedAt: draft.at,
+    updatedAt: draft.at,
+  };
+  draft.writeSubmission(submission);
+  if (input.root) {
+    createTask(draft, {
+      id: input.root.taskId,
+      kind: input.root.kind,
+      input: input.root.input,
+      submissionId: submission.id,
+      conversationId: submission.conversationId,
+    });
+  }
+}
+
+function cancelSubmission(draft: KernelDraft, submissionId: string, reason: string): void {
+  const submission = draft.submission(submissionId) as Submission;
+  if (isSubmissionFinished(submission)) return;
+  const task = submission.taskId === undefined ? undefined : draft.task(submission.taskId);
+  if (task) dispatch(draft, { type: "cancel-requested", taskId: task.id, reason });
+  else draft.writeSubmission({ ...submission, status: "cancelled", updatedAt: draft.at });
+}
+
+/** What a phase returned, committed. A cancel requested meanwhile wins over anything but a completion. */
+function endPhase(draft: KernelDraft, task: Task, transition: Transition, aborted: boolean): void {
+  if (task.cancelRequested !== undefined) {
+    if (transition.type === "complete")
+      endTask(draft, task, { status: "succeeded", result: transition.result });
+    else if (transition.type === "fail" && !aborted)
+      endTask(draft, task, { status: "failed", error: transition.error });
+    else endTask(draft, task, { status: "cancelled", reason: task.cancelRequested });
+    return;
+  }
+  const definition = draft.registry.resolveTask(task.kind, task.kindVersion);
+  const unknownPhase = (phase: string) =>
+    endTask(draft, task, {
+      status: "failed",
+      error: taskError("unknown-phase", `task kind "${task.kind}" has no phase "${phase}"`),
+    });
+  const badCheckpoint = (phase: string, data: Json) => {
+    const problem = definition.ok ? checkpointProblem(definition.definition, phase, data) : undefined;
+    if (problem) endTask(draft, task, { status: "failed", error: taskError("invalid-checkpoint", problem) });
+    return problem !== undefined;
+  };
+  const known = (phase: string) => definition.ok && hasPhase(definition.definition, phase);
+  switch (transition.type) {
+    case "next":
+    case "sleep": {
+      if (!known(transition.phase)) {
+        unknownPhase(transition.phase);
+        return;
+      }
+      if (badCheckpoint(transition.phase, transition.data)) return;
+      const state: TaskState =
+        transition.type === "next" ? { status: "running" } : { status: "sleeping", until: transition.until };
+      draft.writeTask({
+        ...task,
+        state,
+        checkpoint: { phase: transition.phase, data: transition.data },
+        attempts: transition.type === "next" ? task.attempts + 1 : task.attempts,
+        restarts: 0,
+        updatedAt: draft.at,
+      });
+      return;
+    }
+    case "wait":
+      if (!known(transition.thenPhase)) {
+        unknownPhase(transition.thenPhase);
+        return;
+      }
+      if (badCheckpoint(transition.thenPhase, transition.data)) return;
+      startWaiting(draft, task, transition);
+      return;
+    case "complete":
+      endTask(draft, task, { status: "succeeded", result: transition.result });
+      return;
+    case "fail":
+      endTask(draft, task, { status: "failed", error: transition.error });
+      return;
+    default:
+      assertNever(transition);
+  }
+}
+
+/** Puts a task into `phase` as a new attempt; `restart` counts it as a re-entry after an interruption. */
+function reenter(draft: KernelDraft, task: Task, phase: string, data: Json, restart: boolean): void {
+  draft.writeTask({
+    ...task,
+    state: { status: "running" },
+    checkpoint: { phase, data },
+    attempts: task.attempts + 1,
+    restarts: restart ? task.restarts + 1 : 0,
+    updatedAt: draft.at,
+  });
+}
+
+function startWaiting(draft: KernelDraft, task: Task, wait: Extract<Transition, { type: "wait" }>): void {
+  const problem = invalidWait(draft, task, wait.children);
+  if (problem) {
+    endTask(draft, task, { status: "failed", error: taskError("invalid-wait", problem) });
+    return;
+  }
+  const waiting: Task = {
+    ...task,
+    state: {
+      status: "waiting",
+      children: [...wait.children],
+      policy: wait.policy,
+      thenPhase: wait.thenPhase,
+    },
+    checkpoint: { phase: wait.thenPhase, data: wait.data },
+    restarts: 0,
+    updatedAt: draft.at,
+  };
+  draft.writeTask(waiting);
+  recheckJoin(draft, waiting);
+}
+
+/** Why a wait on `children` is not allowed, if it is not. */
+function invalidWait(draft: KernelDraft, task: Task, children: readonly string[]): string | undefined {
+  for (const id of children) {
+    if (draft.task(id)?.parentId !== task.id) return `task ${id} is not a child of ${task.id}`;
+  }
+  if (draft.openChildCount(task.id) === 0) return undefined;
+  // A parent never moves on past unfinished children it does not mention: they would be orphaned.
+  const listed = new Set(children);
+  for (const id of draft.ownedChildren(task.id)) {
+    if (!listed.has(id) && !isTerminal(draft.task(id))) return `wait must list unfinished child ${id}`;
+  }
+  return undefined;
+}
+
+/**
+ * Ends a task with `outcome`, or — while owned children are unfinished — moves it to `completing` (asking
+ * them to stop unless it succeeded) so it becomes terminal only after them.
+ */
+function endTask(draft: KernelDraft, task: Task, outcome: Outcome): void {
+  if (draft.openChildCount(task.id) > 0) {
+    // Completing first, so children that end right away join a parent that is already winding down.
+    draft.writeTask({
+      ...task,
+      state: { ...outcome, status: "completing", outcome: outcome.status },
+      updatedAt: draft.at,
+    });
+    if (outcome.status !== "succeeded") {
+      const reason = outcome.status === "cancelled" ? outcome.reason : `parent ${task.id} failed`;
+      for (const id of draft.ownedChildren(task.id))
+        dispatch(draft, { type: "cancel-requested", taskId: id, reason });
+    }
+    return; // the last child to end makes this task terminal (see joinChild)
+  }
+  const ended: Task = { ...task, state: outcome, updatedAt: draft.at };
+  draft.writeTask(ended);
+  finishSubmission(draft, ended);
+  if (ended.parentId !== undefined && draft.task(ended.parentId))
+    dispatch(draft, { type: "child-ended", taskId: ended.parentId, childId: ended.id });
+}
+
+/**
+ * Records the intent to cancel. A task with no phase running ends now (asking its children to stop
+ * first); a running one is signalled by the scheduler and ends when its phase returns.
+ */
+function requestCancel(draft: KernelDraft, task: Task, reason: string): void {
+  if (isTerminal(task) || task.cancelRequested !== undefined) return;
+  const marked: Task = { ...task, cancelRequested: reason, updatedAt: draft.at };
+  draft.writeTask(marked);
+  if (task.state.status !== "running") endTask(draft, marked, { status: "cancelled", reason });
+}
+
+/** A child became terminal: join its parent if that is what the parent waits for. */
+function joinChild(draft: KernelDraft, parent: Task, child: Task): void {
+  const state = parent.state;
+  if (state.status === "waiting" && state.policy === "failFast" && child.state.status === "failed")
+    failParentFast(draft, parent, child);
+  else if (state.status === "waiting" || state.status === "completing") recheckJoin(draft, parent);
+}
+
+/** A waiting task continues once its join is satisfied; a completing one ends once its children have. */
+function recheckJoin(draft: KernelDraft, task: Task): void {
+  const state = task.state;
+  if (state.status === "waiting") {
+    const failed =
+      state.policy === "failFast"
+        ? state.children.map((id) => draft.task(id)).find((child) => child?.state.status === "failed")
+        : undefined;
+    if (failed) failParentFast(draft, task, failed);
+    else if (draft.openChildCount(task.id) === 0)
+      reenter(draft, task, state.thenPhase, task.checkpoint.data, false);
+  } else if (state.status === "completing" && draft.openChildCount(task.id) === 0) {
+    endTask(draft, task, outcomeOf(state));
+  }
+}
+
+function failParentFast(draft: KernelDraft, parent: Task, child: Task): void {
+  const cause = child.state.status === "failed" ? child.state.error.message : "failed";
+  endTask(draft, parent, {
+    status: "failed",
+    error: taskError("child-failed", `child ${child.id} failed: ${cause}`),
+  });
+}
+
+function outcomeOf(state: Extract<TaskState, { status: "completing" }>): Outcome {
+  switch (state.outcome) {
+    case "succeeded":
+      return { status: "succeeded", result: state.result ?? null };
+    case "failed":
+      return { status: "failed", error: state.error ?? taskError("failed", "failed") };
+    case "cancelled":
+      return { status: "cancelled", reason: state.reason ?? "cancelled" };
+    default:
+      return assertNever(state.outcome);
+  }
+}
+
+/** A root task that carries a Submission ends it in the same commit. */
+function finishSubmission(draft: KernelDraft, task: Task): void {
+  if (task.submissionId === undefined || task.parentId !== undefined) return;
+  const submission = draft.submission(task.submissionId);
+  if (!submission || submission.taskId !== task.id) return;
+  const state = task.state;
+  draft.writeSubmission({
+    ...submission,
+    status: state.status === "succeeded" ? "succeeded" : state.status === "failed" ? "failed" : "cancelled",
+    ...(state.status === "succeeded" && { result: state.result }),
+    ...(state.status === "failed" && { error: state.error }),
+    updatedAt: draft.at,
+  });
+}

@@ -1,0 +1,157 @@
+/**
+ * Every state a task and a Submission can be in, every event that moves them, and which event applies to
+ * which state: the one place to learn the task machine (DESIGN §3, §4). `machine.ts` applies them.
+ *
+ * A task is in one of these states (`task.state.status`):
+ * - `running`    — its phase `checkpoint.phase` runs (or is about to, after a restart);
+ * - `pending`    — stored by older versions: starts its phase on resume, not counted as a restart;
+ * - `sleeping`   — until `state.until`, then runs `checkpoint.phase`;
+ * - `waiting`    — for owned children under a join policy, then runs `state.thenPhase`;
+ * - `completing` — its own work ended with an outcome; owned children are winding down;
+ * - `succeeded` | `failed` | `cancelled` — terminal: never changes again.
+ *
+ * A Submission is `accepted` → `running` (its root task exists) → `succeeded | failed | cancelled`, ended
+ * by its root task's end in the same commit.
+ *
+ * What moves them is a {@link TaskEvent}, applied by `dispatch` on the kernel's draft of a commit.
+ * The scheduler decides only *when* an event happens (a phase returned, a sleeper is due); recovery plans
+ * events; hosts and apps reach the machine only through the session's methods. An event that does not
+ * apply to the current state is refused with a typed error and changes nothing: see {@link APPLIES_TO}.
+ */
+import type { ErrorInfo, Json, TaskStatus } from "../records/schemas.ts";
+import { TERMINAL_STATUSES } from "../records/schemas.ts";
+import type { Transition } from "./define-task.ts";
+
+/** What a new task needs. */
+export interface TaskSpec {
+  readonly id: string;
+  readonly kind: string;
+  readonly input: Json;
+  readonly parentId?: string;
+  readonly submissionId?: string;
+  readonly conversationId?: string;
+  /** Start in this phase (default the kind's first) with this checkpoint data. */
+  readonly phase?: string;
+  readonly data?: Json;
+}
+
+/** A Submission being accepted: its user entry is already staged at `entrySeq`. */
+export interface NewSubmission {
+  readonly id: string;
+  readonly requestId: string;
+  readonly conversationId: string;
+  readonly input: Json;
+  readonly entrySeq: number;
+  /** The root task the registry starts for it, created in the same commit. */
+  readonly root?: { readonly taskId: string; readonly kind: string; readonly input: Json };
+}
+
+/**
+ * What recovery does to one unfinished task on resume (DESIGN §4); `planRecovery` lists them, and the
+ * recovery preview is that list.
+ */
+export type RecoveryEvent =
+  /** sleeping → running: a sleeper whose time has come runs its phase (also the scheduler's timer). */
+  | { readonly type: "woke"; readonly taskId: string; readonly phase: string }
+  /** pending → running: starts its phase (not a restart). */
+  | { readonly type: "started"; readonly taskId: string; readonly phase: string; readonly detail?: string }
+  /** running → running: a phase a dead process was running is re-entered from its start, `restarts` + 1. */
+  | {
+      readonly type: "restarted";
+      readonly taskId: string;
+      readonly phase: string;
+      /** What re-entering will do, from the kind's `describeRecovery`. */
+      readonly detail?: string;
+    }
+  /** running → failed (`restart-limit`): cut off more often than the kind allows; no crash loop. */
+  | {
+      readonly type: "restart-limit";
+      readonly taskId: string;
+      readonly phase: string;
+      readonly restarts: number;
+    }
+  /**
+   * waiting → running (join satisfied) or failed (failFast, a child failed); completing → its stored
+   * outcome once no owned child is open; otherwise unchanged.
+   */
+  | { readonly type: "join-rechecked"; readonly taskId: string; readonly open: number }
+  /** Any unfinished state, unchanged: the task's input and checkpoint are migrated to a newer kind version. */
+  | {
+      readonly type: "migrated";
+      readonly taskId: string;
+      readonly from: number;
+      readonly to: number;
+      readonly input: Json;
+      readonly checkpoint: { readonly phase: string; readonly data: Json };
+    };
+
+/**
+ * Every way a task or Submission changes. A task that ends (succeeded, failed, cancelled) with owned
+ * children still open goes to `completing` first (asking them to stop unless it succeeded), and becomes
+ * terminal with the last of them; a root task's end ends its Submission; a child's end is a `child-ended`
+ * event for its parent — all in the same commit.
+ */
+export type TaskEvent =
+  /** A new task, running in its first (or the given) phase. Refused: unknown kind, bad input, used id. */
+  | { readonly type: "spawn"; readonly task: TaskSpec }
+  /** A new Submission: `accepted`, or `running` with its root task. Refused: id or requestId taken. */
+  | { readonly type: "submission-accepted"; readonly submission: NewSubmission }
+  /** Cancels the Submission's task tree, or ends it `cancelled` when it has no task; ended: unchanged. */
+  | { readonly type: "submission-cancel-requested"; readonly submissionId: string; readonly reason: string }
+  /**
+   * running → what the phase returned: `next` running, `sleep` sleeping, `wait` waiting (or on at once if
+   * the join is already due), `complete` succeeded, `fail` failed. A cancel requested meanwhile wins over
+   * anything but `complete` (and over a `fail` its abort caused). `aborted`: the phase's signal had fired.
+   */
+  | {
+      readonly type: "phase-ended";
+      readonly taskId: string;
+      readonly transition: Transition;
+      readonly aborted: boolean;
+    }
+  /** running → failed: what the phase staged or returned does not validate. */
+  | { readonly type: "phase-failed"; readonly taskId: string; readonly error: ErrorInfo }
+  /**
+   * Records the intent (`cancelRequested`). running: stays running, its phase is signalled and its end is
+   * then a cancellation; any other unfinished state → cancelled (children asked to stop first); ended:
+   * unchanged.
+   */
+  | { readonly type: "cancel-requested"; readonly taskId: string; readonly reason: string }
+  /** An owned child became terminal: a waiting or completing parent re-checks its join (see above). */
+  | { readonly type: "child-ended"; readonly taskId: string; readonly childId: string }
+  | RecoveryEvent;
+
+/** The events about one existing task. */
+export type TaskTargetEvent = Exclude<
+  TaskEvent,
+  { type: "spawn" } | { type: "submission-accepted" } | { type: "submission-cancel-requested" }
+>;
+
+const ALL_STATUSES: readonly TaskStatus[] = [
+  "pending",
+  "running",
+  "sleeping",
+  "waiting",
+  "completing",
+  "succeeded",
+  "failed",
+  "cancelled",
+];
+const UNFINISHED = ALL_STATUSES.filter((status) => !TERMINAL_STATUSES.has(status));
+
+/**
+ * Which task statuses each event applies to; any other is refused. `cancel-requested` and `child-ended`
+ * apply to every status but change nothing on a task that has already ended.
+ */
+export const APPLIES_TO: { readonly [T in TaskTargetEvent["type"]]: readonly TaskStatus[] } = {
+  "phase-ended": ["running", "pending"],
+  "phase-failed": ["running", "pending"],
+  "cancel-requested": ALL_STATUSES,
+  "child-ended": ALL_STATUSES,
+  woke: ["sleeping"],
+  started: ["pending"],
+  restarted: ["running"],
+  "restart-limit": ["running"],
+  "join-rechecked": ["waiting", "completing"],
+  migrated: UNFINISHED,
+};
