@@ -49,6 +49,11 @@ export interface SessionObjectOptions<Env> {
   readonly watchdogMs?: (env: Env) => number;
   /** How long one alarm invocation keeps driving work before it yields (default 60 s). */
   readonly alarmBudgetMs?: number;
+  /**
+   * Restart limit for task kinds and tools that set none (default 3): how many times a phase cut off by an
+   * eviction or crash is re-entered before the task gives up (a tool call then asks `confirm`).
+   */
+  readonly maxRestarts?: (env: Env) => number | undefined;
 }
 
 /** A Durable Object class hosting one session (see {@link defineSessionObject}). */
@@ -220,12 +225,18 @@ class SessionHost<Env> {
       storage: this.storage,
       registry: this.options.registry(this.env),
       mode: "read",
+      ...this.restartLimit(),
     });
     try {
       return reader.previewRecovery();
     } finally {
       await reader.close();
     }
+  }
+
+  private restartLimit(): { maxRestarts?: number } {
+    const limit = this.options.maxRestarts?.(this.env);
+    return limit === undefined ? {} : { maxRestarts: limit };
   }
 
   private async required(sessionId: string): Promise<Session> {
@@ -253,6 +264,7 @@ class SessionHost<Env> {
         storage: this.storage,
         registry: this.options.registry(this.env),
         onWake: (wake) => this.schedule(wake),
+        ...this.restartLimit(),
       });
       if (isNew) await this.options.onCreate?.(session, this.env);
       await session.resume();

@@ -39,6 +39,11 @@ export interface BrowserSessionHostOptions {
   readonly onRole?: (role: "leader" | "follower") => void;
   /** Runs on the writer session each time this tab takes the lead, before it accepts input (seed data here). */
   readonly onLead?: (session: Session) => Promise<void>;
+  /**
+   * Restart limit for task kinds and tools that set none (default 3): how many times a phase cut off by a
+   * closed or crashed tab is re-entered before the task gives up (a tool call then asks `confirm`).
+   */
+  readonly maxRestarts?: number;
 }
 
 /**
@@ -261,7 +266,7 @@ export class BrowserSessionHost {
   }
 
   private sessionOptions() {
-    const { sessionId, database, registry, durability, clock, timers } = this.options;
+    const { sessionId, database, registry, durability, clock, timers, maxRestarts } = this.options;
     return {
       id: sessionId,
       storage:
@@ -270,6 +275,7 @@ export class BrowserSessionHost {
       registry: registry(),
       ...(clock !== undefined && { clock }),
       ...(timers !== undefined && { timers }),
+      ...(maxRestarts !== undefined && { maxRestarts }),
     };
   }
 }

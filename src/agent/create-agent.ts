@@ -1,4 +1,5 @@
 /** The agent loop as registry input: a generation task per Submission, a tool task per tool call. */
+import { DefinitionError } from "../errors.ts";
 import type { SubmissionTask } from "../registry.ts";
 import type { TaskDefinition } from "../tasks/define-task.ts";
 import type { ToolDefinition } from "./define-tool.ts";
@@ -29,7 +30,7 @@ export interface Agent {
 export function createAgent(options: AgentOptions): Agent {
   const tools = new Map<string, ToolDefinition<unknown>>();
   for (const tool of options.tools ?? []) {
-    if (tools.has(tool.name)) throw new Error(`tool "${tool.name}" is defined twice`);
+    if (tools.has(tool.name)) throw new DefinitionError(`tool "${tool.name}" is defined twice`);
     tools.set(tool.name, tool as ToolDefinition<unknown>);
   }
   return {

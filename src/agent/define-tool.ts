@@ -1,5 +1,6 @@
 /** Tools: what a model may call. Arguments are validated with zod; the model sees the JSON Schema. */
 import { z } from "zod";
+import { DefinitionError } from "../errors.ts";
 import { compiled, type Json } from "../records/schemas.ts";
 import type { ToolSpec } from "./model.ts";
 
@@ -26,6 +27,11 @@ export interface ToolDefinition<Args = unknown> {
   readonly replay: "safe" | "unsafe";
   /** Did the operation with this id happen? Its result if so, undefined if it did not. */
   readonly confirm?: (operationId: string, args: Args) => Promise<Json | undefined> | Json | undefined;
+  /**
+   * How many times a call of this tool may be cut off by a crash and re-entered before it gives up, asking
+   * `confirm` what happened (default: the session's `maxRestarts`, else 3).
+   */
+  readonly maxRestarts?: number;
   /** Checks before the intent is committed; a returned string rejects the call with that message. */
   readonly precheck?: (args: Args) => string | undefined | Promise<string | undefined>;
   /** Runs the tool. Give either `execute` or `task`. */
@@ -53,10 +59,16 @@ export interface ToolDefinition<Args = unknown> {
  */
 export function defineTool<Args>(definition: ToolDefinition<Args>): ToolDefinition<Args> {
   if (!/^[a-zA-Z0-9_-]{1,64}$/.test(definition.name)) {
-    throw new Error(`tool name "${definition.name}" must be 1-64 letters, digits, _ or -`);
+    throw new DefinitionError(`tool name "${definition.name}" must be 1-64 letters, digits, _ or -`);
   }
   if ((definition.execute === undefined) === (definition.task === undefined)) {
-    throw new Error(`tool "${definition.name}" needs exactly one of execute or task`);
+    throw new DefinitionError(`tool "${definition.name}" needs exactly one of execute or task`);
+  }
+  if (
+    definition.maxRestarts !== undefined &&
+    !(Number.isInteger(definition.maxRestarts) && definition.maxRestarts >= 0)
+  ) {
+    throw new DefinitionError(`tool "${definition.name}": maxRestarts must be a non-negative integer`);
   }
   // Arguments are validated on every call: compiled here (see `compiled`).
   return { ...definition, input: compiled(definition.input) };

@@ -24,7 +24,14 @@ import { buildMessages, contentMessage } from "./context.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 import type { ToolSpec } from "./model.ts";
 import { type Model, ModelError, type ModelResponse } from "./model.ts";
-import { intentDocument, resolveToolCall, runDocumentId, TOOL_RUN_DOCUMENT, TOOL_TASK } from "./tool-task.ts";
+import {
+  intentDocument,
+  resolveToolCall,
+  runDocumentId,
+  TOOL_RUN_DOCUMENT,
+  TOOL_TASK,
+  type ToolOutcome,
+} from "./tool-task.ts";
 
 export const GENERATE_TASK = "agent.generate";
 export const STREAM_DOCUMENT = "model-stream";
@@ -263,15 +270,18 @@ function answerEndedCalls(ctx: GenerateContext, round: Round, entries: Entry[]):
   for (const [index, call] of asked.content.toolCalls.entries()) {
     if (answered.has(call.id)) continue;
     const id = toolCallTaskId(own, round.round - 1, index);
-    const why = endedWithout(children.get(id));
-    if (why === undefined) continue;
-    const content = rejected(call, `the tool call ended without a result: ${why}`);
+    const ended = endedWithout(children.get(id));
+    if (ended === undefined) continue;
+    const content = {
+      ...rejected(call, `the tool call ended without a result: ${ended.why}`),
+      outcome: ended.outcome,
+    };
     ctx.appendEntry(ctx.input.conversationId, content, { taskId: id });
     const run = ctx.document(runDocumentId(id));
     if (run && (run.value as { status?: string }).status === "intent")
       ctx.setDocument(run.head.id, TOOL_RUN_DOCUMENT, {
         ...(run.value as object),
-        status: "error",
+        status: content.outcome,
         output: content.output,
       });
     added.push(content);
@@ -284,18 +294,40 @@ function toolCallTaskId(generationTaskId: string, round: number, index: number):
   return `${generationTaskId}/r${round}/${index}`;
 }
 
-/** Why a tool task ended without a result, or undefined when it has not ended. */
-function endedWithout(task: Task | undefined): string | undefined {
+/**
+ * How a tool task that ended without writing a result is answered, or undefined when it has not ended. A
+ * call that may have taken effect is never called an error: the model, told "error", would call it again.
+ */
+function endedWithout(task: Task | undefined): { outcome: ToolOutcome; why: string } | undefined {
+  const started = task?.checkpoint.phase === "execute" || task?.checkpoint.phase === "settle";
+  // A replay-safe call may simply be made again; an unsafe one whose fate is open is `unknown`, not `error`.
+  const intent =
+    task?.checkpoint.phase === "execute"
+      ? task.checkpoint.data
+      : (task?.checkpoint.data as { data?: Json } | null)?.data;
+  const safe = (intent as { replay?: string } | null | undefined)?.replay === "safe";
+  const open: ToolOutcome = safe ? "error" : "unknown";
+  const unsure = safe
+    ? "it is safe to call again"
+    : "it may have taken effect: do not call it again without checking";
   switch (task?.state.status) {
-    case "failed":
+    case "failed": {
+      const { code, message } = task.state.error;
       // The tool ran, and only storing what it returned failed: say so, the call may have taken effect.
-      return task.state.error.code === "record-too-large"
-        ? `it ran, but what it returned is too large to store, so it may have taken effect (${task.state.error.message})`
-        : task.state.error.message;
+      if (code === "record-too-large")
+        return {
+          outcome: open,
+          why: `it ran, but what it returned is too large to store (${message}); ${unsure}`,
+        };
+      if (code === "restart-limit" && started) return { outcome: open, why: `${message}; ${unsure}` };
+      return { outcome: started ? "error" : "not-run", why: message };
+    }
     case "cancelled":
-      return `cancelled (${task.state.reason})`;
+      return started
+        ? { outcome: open, why: `cancelled while it ran (${task.state.reason}); ${unsure}` }
+        : { outcome: "not-run", why: `cancelled before it ran (${task.state.reason})` };
     case "succeeded":
-      return "it succeeded, but its result entry is missing";
+      return { outcome: open, why: `it succeeded, but its result entry is missing; ${unsure}` };
     default:
       return undefined;
   }

@@ -6,7 +6,7 @@
 import { z } from "zod";
 import type { Json } from "../records/schemas.ts";
 import { compiled, utf8Length } from "../records/schemas.ts";
-import { defineTask, type PhaseContext, type TaskDefinition } from "../tasks/define-task.ts";
+import { defineTask, type GiveUpData, type PhaseContext, type TaskDefinition } from "../tasks/define-task.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 
 export const TOOL_TASK = "agent.tool";
@@ -21,8 +21,13 @@ export const TOOL_PROGRESS_DOCUMENT = "tool-progress";
  */
 export const RUN_DOCUMENT_MAX_OUTPUT = 4096;
 
-/** How a tool call ended, as the model and the views see it. */
-export type ToolOutcome = "ok" | "error" | "interrupted";
+/**
+ * How a tool call ended, as the model and the views see it: `ok`; `error` (the tool said so, or the call
+ * was refused before it ran); `interrupted` (cut off by a crash, unsafe to re-run, no way to confirm);
+ * `not-run` (it never took effect: it never started, or `confirm` said it did not happen); `unknown` (it was
+ * cut off again and again and nothing could confirm whether it took effect).
+ */
+export type ToolOutcome = "ok" | "error" | "interrupted" | "not-run" | "unknown";
 
 // Compiled at module level, like GenerateInputSchema (createAgent may run inside a workerd request).
 export const ToolTaskInputSchema = compiled(
@@ -46,8 +51,13 @@ export interface Intent {
 export interface ToolResult {
   readonly outcome: ToolOutcome;
   readonly output: Json;
-  /** How the result was obtained: run, re-run after a crash, or confirmed by operation id. */
-  readonly via: "run" | "replay" | "confirm" | "rejected" | "unknown";
+  /**
+   * How the result was obtained: `run`; `replay` (re-run after a crash: the call and the tool are both
+   * replay-safe); `confirm` (found by its operation id, or confirmed not to have happened);
+   * `run-after-confirm` (an unsafe tool whose `confirm` found nothing, so it ran, under the same operation
+   * id); `rejected` (refused before it ran); `unknown` (no way to find out).
+   */
+  readonly via: "run" | "replay" | "confirm" | "run-after-confirm" | "rejected" | "unknown";
 }
 
 /**
@@ -61,7 +71,7 @@ function recoveryOf(intent: Intent, tool: ToolDefinition<unknown>): "replay" | "
 }
 
 /** The checkpoint data of each phase of a tool task. */
-type ToolPhases = { call: null; collect: null; execute: Intent };
+type ToolPhases = { call: null; collect: null; execute: Intent; settle: GiveUpData };
 
 /** The tool task kind, resolving tools by name from `tools`. */
 export function toolTask(
@@ -71,8 +81,18 @@ export function toolTask(
     kind: TOOL_TASK,
     version: 1,
     input: ToolTaskInputSchema,
-    describeRecovery: (task) => {
+    maxRestarts: (task) => tools.get((task.input as { name?: string }).name ?? "")?.maxRestarts,
+    // At the restart limit a tool call still learns the truth before it gives up (DESIGN §4).
+    onRestartLimit: "settle",
+    describeRecovery: (task, situation) => {
       const name = (task.input as { name?: string }).name ?? "?";
+      if (situation === "restart-limit") {
+        if (task.checkpoint.phase !== "execute") return `${name}: end as not run (it never started)`;
+        const { operationId } = task.checkpoint.data as unknown as Intent;
+        return tools.get(name)?.confirm
+          ? `${name}: never run again; confirm by operation id ${operationId} whether it took effect`
+          : `${name}: never run again; end as unknown (no way to confirm it)`;
+      }
       if (task.checkpoint.phase !== "execute")
         return `${name}: validate the arguments and run it (it never started)`;
       const intent = task.checkpoint.data as unknown as Intent;
@@ -143,6 +163,8 @@ export function toolTask(
           const found = await tool.confirm?.(intent.operationId, args.data);
           if (found !== undefined) return finish(ctx, { outcome: "ok", output: found, via: "confirm" });
         }
+        // After a confirmation that found nothing, the call runs under the same operation id: say so.
+        const via = recovery === "confirm" ? "run-after-confirm" : recovering ? "replay" : "run";
         try {
           const output = await tool.execute(args.data, {
             operationId: intent.operationId,
@@ -152,18 +174,63 @@ export function toolTask(
                 draft.setDocument(progressDocumentId(ctx.task.id), TOOL_PROGRESS_DOCUMENT, { progress }),
               ),
           });
-          return finish(ctx, { outcome: "ok", output, via: recovering ? "replay" : "run" });
+          return finish(ctx, { outcome: "ok", output, via });
         } catch (error) {
           if (ctx.signal.aborted) throw error;
           // A clear error from the tool is a result the model can act on, not an unknown outcome.
           return finish(ctx, {
             outcome: "error",
             output: { error: (error as Error).message ?? String(error) },
-            via: recovering ? "replay" : "run",
+            via,
           });
         }
       },
+      settle: (ctx) => settle(ctx, tools.get(ctx.input.name)),
     },
+  });
+}
+
+/**
+ * The last phase of a tool call whose phase was cut off more often than its restart limit: it never runs
+ * the tool again; it asks `confirm` what happened. A call that never started, or that `confirm` says did not
+ * happen, is `not-run`; one that happened gets its real result; anything else is `unknown`, and the model is
+ * told not to repeat it blindly.
+ */
+async function settle(
+  ctx: PhaseContext<ToolTaskInput, ToolPhases, "settle">,
+  tool: ToolDefinition<unknown> | undefined,
+) {
+  const { phase, restarts } = ctx.data;
+  const name = ctx.input.name;
+  const stopped = `the process stopped ${restarts} times while ${name} was`;
+  if (phase !== "execute") {
+    return finish(ctx, {
+      outcome: "not-run",
+      output: { error: `${name} was not run: ${stopped} being prepared, so it never started` },
+      via: "unknown",
+    });
+  }
+  const intent = ctx.data.data as unknown as Intent;
+  const args = tool?.input.safeParse(intent.args);
+  if (tool?.confirm && args?.success) {
+    try {
+      const found = await tool.confirm(intent.operationId, args.data);
+      if (found !== undefined) return finish(ctx, { outcome: "ok", output: found, via: "confirm" });
+      return finish(ctx, {
+        outcome: "not-run",
+        output: { error: `${name} did not take effect (confirmed by operation id): ${stopped} running` },
+        via: "confirm",
+      });
+    } catch (error) {
+      if (ctx.signal.aborted) throw error;
+    }
+  }
+  return finish(ctx, {
+    outcome: "unknown",
+    output: {
+      error: `whether ${name} took effect is unknown: ${stopped} running, and it could not be confirmed. It may have happened: do not call it again without checking.`,
+    },
+    via: "unknown",
   });
 }
 

@@ -3,128 +3,22 @@
  * (before a commit is frozen) and on load (before it is adopted).
  */
 import { z } from "zod";
+import { compiled } from "./compiled.ts";
+import { JsonSchema, TextSchema } from "./json.ts";
 
-/** A JSON value: what stored records may hold, so every store can keep them as they are. */
-export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+export { compiled } from "./compiled.ts";
+export type { Json } from "./json.ts";
+export {
+  findNonJson,
+  isWellFormedText,
+  JsonSchema,
+  MALFORMED_TEXT,
+  TextSchema,
+  utf8Length,
+} from "./json.ts";
 
-/** Whether `value` is JSON all the way down (plain objects and arrays, finite numbers, no cycles). */
-function isJson(value: unknown, depth: number): boolean {
-  if (value === null || typeof value === "string" || typeof value === "boolean") return true;
-  if (typeof value === "number") return Number.isFinite(value);
-  if (typeof value !== "object" || depth > 256) return false;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) if (!isJson(value[i], depth + 1)) return false;
-    return true;
-  }
-  const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) return false;
-  for (const key in value) if (!isJson((value as Record<string, unknown>)[key], depth + 1)) return false;
-  return true;
-}
-
-/** Where `value` stops being JSON (a path like `a.b[2]`), or undefined when all of it is JSON. */
-export function findNonJson(value: unknown): string | undefined {
-  // The fast check runs on every commit; paths are only built for the error message.
-  if (isJson(value, 0)) return undefined;
-  const walk = (v: unknown, path: string, depth: number): string | undefined => {
-    if (isJson(v, depth)) return undefined;
-    if (typeof v === "object" && v !== null && depth <= 256) {
-      const proto = Object.getPrototypeOf(v);
-      if (Array.isArray(v) || proto === Object.prototype || proto === null) {
-        for (const [key, inner] of Object.entries(v)) {
-          const bad = walk(
-            inner,
-            Array.isArray(v) ? `${path}[${key}]` : path ? `${path}.${key}` : key,
-            depth + 1,
-          );
-          if (bad !== undefined) return bad;
-        }
-      }
-    }
-    return path || "(root)";
-  };
-  return walk(value, "", 0);
-}
-
-/** The UTF-8 length of a string (what a store writes, or sends), counted without encoding it. */
-export function utf8Length(text: string): number {
-  let bytes = text.length;
-  for (let i = 0; i < text.length; i++) {
-    const unit = text.charCodeAt(i);
-    if (unit < 0x80) continue;
-    if (unit < 0x800) bytes += 1;
-    else if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length) {
-      bytes += 2; // a surrogate pair: 4 bytes for its 2 units
-      i++;
-    } else bytes += 2;
-  }
-  return bytes;
-}
-
-/**
- * Any JSON value. A hand-written check rather than `z.json()`: that recursive union re-parses every nested
- * value through each branch, and JSON fields are validated on every commit. Valid values are copied (and
- * frozen), so a record never aliases an object its caller may still change.
- */
-export const JsonSchema: z.ZodType<Json> = z
-  .unknown()
-  .superRefine((value, ctx) => {
-    const bad = findNonJson(value);
-    if (bad !== undefined) ctx.addIssue({ code: "custom", message: `not a JSON value at ${bad}` });
-  })
-  .transform((value) => frozenCopy(value as Json));
-
-/**
- * A deep copy of a JSON value, frozen as it is built: records never alias their caller's objects, and
- * freezing the record afterwards skips these already-frozen subtrees.
- */
-function frozenCopy(value: Json): Json {
-  if (typeof value !== "object" || value === null) return value;
-  if (Array.isArray(value)) return Object.freeze(value.map(frozenCopy)) as Json[];
-  const copy: { [key: string]: Json } = {};
-  for (const key in value) copy[key] = frozenCopy(value[key] as Json);
-  return Object.freeze(copy);
-}
-
-/** Whether code can be generated from strings here and now. */
-function canGenerateCode(): boolean {
-  try {
-    return new Function("return true")() === true;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Asked once when this module loads: where code generation is refused for good (a page whose CSP forbids
- * eval) every attempt would be one more violation report, so none is made.
- */
-const codeGeneration = canGenerateCode();
-
-/**
- * The schema with zod's ahead-of-time compiled parser (`z.compile`) in front of its runtime parser: valid
- * input runs generated code; whatever that code rejects is parsed again by the runtime parser, so errors read
- * exactly as before. Apply it where a schema is defined, while modules are evaluated: workerd allows code
- * generation only then (zod's own JIT is off in workerd), and there the records of one commit (a
- * conversation, an entry, a small typed document) validate in 0.30 instead of 2.05 µs. Where code generation
- * is refused (a request in workerd, a page whose CSP forbids eval) the schema comes back as it was. An app's
- * refinement runs twice on a value it rejects (once per parser), so refinements must not have side effects.
- */
-export function compiled<T extends z.ZodType>(schema: T): T {
-  // A schema compiled once (a module-level one handed to defineTask or defineTool) is not compiled again.
-  if (compiledSchemas.has(schema)) return schema;
-  // Asked again where the realm allowed it at load: workerd refuses it during requests, and this probe fails
-  // in microseconds where z.compile would build the parser's code first (≈ 0.16 ms per schema in workerd).
-  if (!codeGeneration || !canGenerateCode()) return schema;
-  const result = z.compile(schema);
-  compiledSchemas.add(result);
-  return result;
-}
-
-/** The schemas `compiled` returned with a compiled parser. */
-const compiledSchemas = new WeakSet<z.ZodType>();
-
-const Id = z.string().min(1).max(256);
+const Text = TextSchema;
+const Id = Text.min(1).max(256);
 const Version = z.number().int().nonnegative();
 const Time = z.number().finite();
 
@@ -157,20 +51,20 @@ export type Conversation = z.infer<typeof ConversationSchema>;
 
 export const ToolCallSchema = z.object({
   id: Id,
-  name: z.string().min(1),
+  name: Text.min(1),
   /** Raw arguments as the model produced them; validated by the tool task, not here. */
-  args: z.string(),
+  args: Text,
 });
 export type ToolCall = z.infer<typeof ToolCallSchema>;
 
 /** What an entry says, by kind. */
 export const EntryContentSchema = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("user"), text: z.string(), data: JsonSchema.optional() }),
+  z.object({ kind: z.literal("user"), text: Text, data: JsonSchema.optional() }),
   z.object({
     kind: z.literal("model"),
-    text: z.string(),
+    text: Text,
     toolCalls: z.array(ToolCallSchema),
-    model: z.string().optional(),
+    model: Text.optional(),
     /** Tokens this model call used. */
     usage: z
       .object({ inputTokens: z.number().nonnegative(), outputTokens: z.number().nonnegative() })
@@ -179,18 +73,18 @@ export const EntryContentSchema = z.discriminatedUnion("kind", [
   z.object({
     kind: z.literal("tool-result"),
     toolCallId: Id,
-    toolName: z.string(),
-    outcome: z.enum(["ok", "error", "interrupted"]),
+    toolName: Text,
+    outcome: z.enum(["ok", "error", "interrupted", "not-run", "unknown"]),
     output: JsonSchema,
   }),
   z.object({
     kind: z.literal("interrupted"),
     of: z.enum(["model", "tool"]),
-    partialText: z.string(),
-    reason: z.string(),
+    partialText: Text,
+    reason: Text,
   }),
-  z.object({ kind: z.literal("summary"), text: z.string(), coversThroughSeq: Version }),
-  z.object({ kind: z.literal("note"), text: z.string(), data: JsonSchema.optional() }),
+  z.object({ kind: z.literal("summary"), text: Text, coversThroughSeq: Version }),
+  z.object({ kind: z.literal("note"), text: Text, data: JsonSchema.optional() }),
 ]);
 export type EntryContent = z.infer<typeof EntryContentSchema>;
 export type EntryKind = EntryContent["kind"];
@@ -212,12 +106,12 @@ export type Entry = z.infer<typeof EntrySchema>;
 
 /** One JSON Patch (RFC 6902) operation. */
 export const PatchOperationSchema = z.discriminatedUnion("op", [
-  z.object({ op: z.literal("add"), path: z.string(), value: JsonSchema }),
-  z.object({ op: z.literal("replace"), path: z.string(), value: JsonSchema }),
-  z.object({ op: z.literal("test"), path: z.string(), value: JsonSchema }),
-  z.object({ op: z.literal("remove"), path: z.string() }),
-  z.object({ op: z.literal("move"), path: z.string(), from: z.string() }),
-  z.object({ op: z.literal("copy"), path: z.string(), from: z.string() }),
+  z.object({ op: z.literal("add"), path: Text, value: JsonSchema }),
+  z.object({ op: z.literal("replace"), path: Text, value: JsonSchema }),
+  z.object({ op: z.literal("test"), path: Text, value: JsonSchema }),
+  z.object({ op: z.literal("remove"), path: Text }),
+  z.object({ op: z.literal("move"), path: Text, from: Text }),
+  z.object({ op: z.literal("copy"), path: Text, from: Text }),
 ]);
 export type PatchOperation = z.infer<typeof PatchOperationSchema>;
 
@@ -225,7 +119,7 @@ export type PatchOperation = z.infer<typeof PatchOperationSchema>;
 export const DocumentHeadSchema = compiled(
   z.object({
     id: Id,
-    type: z.string().min(1),
+    type: Text.min(1),
     version: Version,
     baselineVersion: Version,
     /** Size (JSON characters) of the deltas stored since the baseline; bounds the work of a reload. */
@@ -256,7 +150,7 @@ export const TaskStatusSchema = z.enum([
 ]);
 export type TaskStatus = z.infer<typeof TaskStatusSchema>;
 
-export const ErrorInfoSchema = z.object({ name: z.string(), code: z.string(), message: z.string() });
+export const ErrorInfoSchema = z.object({ name: Text, code: Text, message: Text });
 export type ErrorInfo = z.infer<typeof ErrorInfoSchema>;
 
 /** Where a task stands, by status. */
@@ -268,7 +162,7 @@ export const TaskStateSchema = z.discriminatedUnion("status", [
     status: z.literal("waiting"),
     children: z.array(Id),
     policy: z.enum(["allSettled", "failFast"]),
-    thenPhase: z.string().min(1),
+    thenPhase: Text.min(1),
   }),
   /** Ended its own work; waits for owned children to wind down before the stored outcome becomes final. */
   z.object({
@@ -276,11 +170,11 @@ export const TaskStateSchema = z.discriminatedUnion("status", [
     outcome: z.enum(["succeeded", "failed", "cancelled"]),
     result: JsonSchema.optional(),
     error: ErrorInfoSchema.optional(),
-    reason: z.string().optional(),
+    reason: Text.optional(),
   }),
   z.object({ status: z.literal("succeeded"), result: JsonSchema }),
   z.object({ status: z.literal("failed"), error: ErrorInfoSchema }),
-  z.object({ status: z.literal("cancelled"), reason: z.string() }),
+  z.object({ status: z.literal("cancelled"), reason: Text }),
 ]);
 export type TaskState = z.infer<typeof TaskStateSchema>;
 
@@ -303,19 +197,19 @@ export function isSubmissionFinished(submission: { readonly status: string }): b
 export const TaskSchema = compiled(
   z.object({
     id: Id,
-    kind: z.string().min(1),
+    kind: Text.min(1),
     kindVersion: z.number().int().positive(),
     input: JsonSchema,
     parentId: Id.optional(),
     submissionId: Id.optional(),
     conversationId: Id.optional(),
     state: TaskStateSchema,
-    checkpoint: z.object({ phase: z.string().min(1), data: JsonSchema }),
+    checkpoint: z.object({ phase: Text.min(1), data: JsonSchema }),
     /** Phase entries that reached storage as `running` (one per attempt). */
     attempts: Version,
     /** Re-entries of an interrupted phase after a restart. */
     restarts: Version,
-    cancelRequested: z.string().optional(),
+    cancelRequested: Text.optional(),
     createdAt: Time,
     updatedAt: Time,
   }),
@@ -329,7 +223,7 @@ export type SubmissionStatus = z.infer<typeof SubmissionStatusSchema>;
 export const SubmissionSchema = compiled(
   z.object({
     id: Id,
-    requestId: z.string().min(1).max(256),
+    requestId: Text.min(1).max(256),
     conversationId: Id,
     status: SubmissionStatusSchema,
     input: JsonSchema,
@@ -349,7 +243,7 @@ export type Submission = z.infer<typeof SubmissionSchema>;
 /** How a document changed in one commit. `baseline` is present when this version was stored in full. */
 export const DocumentChangeSchema = z.object({
   id: Id,
-  type: z.string().min(1),
+  type: Text.min(1),
   version: Version,
   baselineVersion: Version,
   deltaBytes: Version,

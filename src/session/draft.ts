@@ -4,7 +4,7 @@
  * write every kind of record; code outside the kernel only ever sees it through a role's narrower view
  * (`role-drafts.ts`), and task and Submission records are written only by the task machine.
  */
-import type { z } from "zod";
+import { z } from "zod";
 import { DEFAULT_BASELINE_EVERY } from "../documents/define-document.ts";
 import { applyJsonPatch, diffJson } from "../documents/json-patch.ts";
 import { BlockedRecordError, RefusedWriteError, ValidationError } from "../errors.ts";
@@ -22,9 +22,11 @@ import type {
 import {
   ConversationSchema,
   EntrySchema,
+  findNonJson,
   JsonSchema,
   SubmissionSchema,
   TaskSchema,
+  TextSchema,
 } from "../records/schemas.ts";
 import { deepFreeze, validateRecord } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
@@ -49,6 +51,18 @@ export interface SealedCommit {
 export function freezeSealed(sealed: SealedCommit): void {
   deepFreeze(sealed.commit);
   for (const value of sealed.documentValues.values()) deepFreeze(value);
+}
+
+/** A document's id and type, checked like every other id (an app's value schema does not cover them). */
+const DocumentKeySchema = z.object({ id: TextSchema.min(1).max(256), type: TextSchema.min(1).max(256) });
+
+/** Throws a {@link ValidationError} unless `value` is JSON with well-formed strings all the way down. */
+function assertStorable(value: unknown, record: string): void {
+  const bad = findNonJson(value);
+  if (bad !== undefined)
+    throw new ValidationError(`invalid ${record}: ${bad}`, record, [
+      { path: bad.split(":")[0] ?? "", message: bad },
+    ]);
 }
 
 /** Shared by every draft until it writes: most commits touch one or two kinds of record. */
@@ -225,6 +239,9 @@ export class KernelDraft implements StateReader {
     for (const [id, { type, value }] of this.documents) {
       const definition = this.registry.documents.get(type);
       const checked = validateRecord(definition?.schema ?? JsonSchema, value, `documents/${id}`) as Json;
+      // An app's schema says what the value means; that it is storable JSON is the kernel's rule either way.
+      if (definition) assertStorable(checked, `documents/${id}`);
+      validateRecord(DocumentKeySchema, { id, type }, `documents/${id}`);
       const before = this.base.document(id);
       const patch = diffJson(before?.value ?? null, checked);
       if (before && patch.length === 0) continue;

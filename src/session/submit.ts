@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { IdSource } from "../clock.ts";
 import { InvalidArgumentError } from "../errors.ts";
 import type { Submission } from "../records/schemas.ts";
-import { compiled, JsonSchema } from "../records/schemas.ts";
+import { compiled, JsonSchema, TextSchema } from "../records/schemas.ts";
 import { describeIssues, summarizeIssues } from "../records/validate.ts";
 import { dispatch } from "../tasks/machine.ts";
 import type { KernelDraft } from "./draft.ts";
@@ -11,10 +11,10 @@ import type { KernelDraft } from "./draft.ts";
 export const SubmitInputSchema = compiled(
   z.object({
     /** The client's idempotency key: retries with the same value return the original Submission. */
-    requestId: z.string().min(1).max(256),
-    conversationId: z.string().min(1).max(256),
+    requestId: TextSchema.min(1).max(256),
+    conversationId: TextSchema.min(1).max(256),
     /** The user's message, or a structured input with a `text` to show in the conversation. */
-    input: z.union([z.string(), z.object({ text: z.string(), data: JsonSchema.optional() })]),
+    input: z.union([TextSchema, z.object({ text: TextSchema, data: JsonSchema.optional() })]),
   }),
 );
 export type SubmitInput = z.input<typeof SubmitInputSchema>;

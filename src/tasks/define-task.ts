@@ -137,6 +137,13 @@ export type Phase<
   P extends PhaseName<Data> = PhaseName<Data>,
 > = (context: PhaseContext<Input, Data, P>) => Transition | Promise<Transition>;
 
+/** The checkpoint data of an `onRestartLimit` phase: the phase that kept being cut off. */
+export interface GiveUpData {
+  readonly phase: string;
+  readonly data: Json;
+  readonly restarts: number;
+}
+
 /** A stored task of an older version, as a migration sees and returns it. */
 export interface TaskSnapshot {
   readonly input: Json;
@@ -159,13 +166,22 @@ export interface TaskDefinition<Input = Json, Data extends PhaseDataMap = AnyPha
   readonly start?: PhaseName<Data>;
   /** `migrations[v]` turns a stored task of version v into version v + 1. */
   readonly migrations?: Readonly<Record<number, (stored: TaskSnapshot) => TaskSnapshot>>;
-  /** How many interrupted re-entries of one phase are allowed before the task fails. Default 3. */
-  readonly maxRestarts?: number;
+  /**
+   * How many interrupted re-entries of one phase are allowed before the task gives up (default: the
+   * session's `maxRestarts`, else 3). A function decides per task (the tool task asks each call's tool).
+   */
+  readonly maxRestarts?: number | ((task: Task) => number | undefined);
+  /**
+   * The phase to run once, instead of failing, when a phase is cut off more often than `maxRestarts`: it
+   * gets {@link GiveUpData} about the phase that was cut off and should only settle the outcome (ask whether
+   * the work happened), never repeat it. If it is cut off past the limit as well, the task fails.
+   */
+  readonly onRestartLimit?: PhaseName<Data>;
   /**
    * What re-entering this task's current phase after a crash will do, in words (recovery previews and
    * devtools show it): e.g. "confirm by operation id op-7" for a tool call whose outcome is unknown.
    */
-  readonly describeRecovery?: (task: Task) => string | undefined;
+  readonly describeRecovery?: (task: Task, situation: "restart" | "restart-limit") => string | undefined;
 }
 
 /**
@@ -194,6 +210,8 @@ export function defineTask<Input, Data extends PhaseDataMap = AnyPhaseData>(
   if (phases.length === 0) throw new DefinitionError(`${name} has no phases`);
   if (definition.start !== undefined && !Object.hasOwn(definition.phases, definition.start))
     throw new DefinitionError(`${name} starts at unknown phase "${definition.start}"`);
+  if (definition.onRestartLimit !== undefined && !Object.hasOwn(definition.phases, definition.onRestartLimit))
+    throw new DefinitionError(`${name} gives up in unknown phase "${definition.onRestartLimit}"`);
   if (!Number.isInteger(definition.version) || definition.version < 1)
     throw new DefinitionError(`${name} needs a positive integer version`);
   for (const phase of phases) {
@@ -241,3 +259,10 @@ export function checkpointProblem(
 }
 
 export const DEFAULT_MAX_RESTARTS = 3;
+
+/** The restart limit of `task`: its kind's (per task if the kind decides so), else `fallback`, else 3. */
+export function restartLimitOf(definition: SomeTaskDefinition, task: Task, fallback?: number): number {
+  const own =
+    typeof definition.maxRestarts === "function" ? definition.maxRestarts(task) : definition.maxRestarts;
+  return own ?? fallback ?? DEFAULT_MAX_RESTARTS;
+}

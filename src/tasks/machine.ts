@@ -72,6 +72,11 @@ function applyToTask(draft: KernelDraft, task: Task, event: TaskTargetEvent): vo
       reenter(draft, task, task.checkpoint.phase, task.checkpoint.data, true);
       return;
     case "restart-limit":
+      if (event.settleIn !== undefined) {
+        const cutOff = { phase: task.checkpoint.phase, data: task.checkpoint.data, restarts: event.restarts };
+        reenter(draft, task, event.settleIn, cutOff, false);
+        return;
+      }
       endTask(draft, task, {
         status: "failed",
         error: taskError(

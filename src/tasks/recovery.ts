@@ -9,7 +9,7 @@ import { isTerminal, TaskSchema } from "../records/schemas.ts";
 import type { Registry, TaskResolution } from "../registry.ts";
 import type { KernelDraft } from "../session/draft.ts";
 import type { StateReader } from "../session/state.ts";
-import { DEFAULT_MAX_RESTARTS } from "./define-task.ts";
+import { restartLimitOf } from "./define-task.ts";
 import { dispatch, isApplicable, type RecoveryEvent } from "./machine.ts";
 
 /** A task recovery cannot run: unknown kind, unmigratable version. It is kept as it is. */
@@ -68,20 +68,31 @@ export function planRecovery(
       events.push(migrated.event);
       current = migrated.task;
     }
-    const detail = resolution.definition.describeRecovery?.(current);
+    const describe = (situation: "restart" | "restart-limit") => {
+      const detail = resolution.definition.describeRecovery?.(current, situation);
+      return detail === undefined ? {} : { detail };
+    };
     const phase = current.checkpoint.phase;
-    const withDetail = detail === undefined ? {} : { detail };
     const status = current.state.status;
     switch (status) {
       case "pending":
-        events.push({ type: "started", taskId: task.id, phase, ...withDetail });
+        events.push({ type: "started", taskId: task.id, phase, ...describe("restart") });
         break;
       case "running": {
         if (!interrupted(task)) break; // nothing to recover: the scheduler simply runs it
-        const limit = resolution.definition.maxRestarts ?? options.maxRestarts ?? DEFAULT_MAX_RESTARTS;
-        if (current.restarts + 1 > limit)
-          events.push({ type: "restart-limit", taskId: task.id, phase, restarts: current.restarts + 1 });
-        else events.push({ type: "restarted", taskId: task.id, phase, ...withDetail });
+        const limit = restartLimitOf(resolution.definition, current, options.maxRestarts);
+        const settle = resolution.definition.onRestartLimit;
+        if (current.restarts + 1 > limit) {
+          events.push({
+            type: "restart-limit",
+            taskId: task.id,
+            phase,
+            restarts: current.restarts + 1,
+            // A kind that can settle its outcome gets one last phase for it, unless that phase is the one cut off.
+            ...(settle !== undefined && settle !== phase && { settleIn: settle }),
+            ...describe("restart-limit"),
+          });
+        } else events.push({ type: "restarted", taskId: task.id, phase, ...describe("restart") });
         break;
       }
       case "waiting":

@@ -63,12 +63,18 @@ export type RecoveryEvent =
       /** What re-entering will do, from the kind's `describeRecovery`. */
       readonly detail?: string;
     }
-  /** running → failed (`restart-limit`): cut off more often than the kind allows; no crash loop. */
+  /**
+   * Cut off more often than the kind allows, so no crash loop: running → running in `settleIn` (the kind's
+   * `onRestartLimit` phase, which learns the outcome without repeating the work), or → failed
+   * (`restart-limit`) when the kind has none or it was that phase that kept being cut off.
+   */
   | {
       readonly type: "restart-limit";
       readonly taskId: string;
       readonly phase: string;
       readonly restarts: number;
+      readonly settleIn?: string;
+      readonly detail?: string;
     }
   /**
    * waiting → running (join satisfied) or failed (failFast, a child failed); completing → its stored

@@ -25,9 +25,43 @@ import {
   type Table,
   type WriteHook,
 } from "../../src/index.ts";
+import { isWellFormedText } from "../../src/records/schemas.ts";
 import { commitAsKernel } from "../../src/session/session.ts";
+import { rng } from "./task-simulation.ts";
 
 let opens = 0;
+
+/** Pieces random strings are made of: the cases stores get wrong (NUL, astral, separators, combining). */
+const PIECES = [
+  "a",
+  "Zürich",
+  "\u0000",
+  "😀",
+  "𝌆",
+  "\u2028",
+  "\uffff",
+  "e\u0301",
+  "/",
+  "%2e",
+  " ",
+  "\ufeff",
+];
+const LONE = ["\ud800", "\udc00", "\udbff"];
+
+/**
+ * A seeded random string of at most `max` UTF-16 units, cut between code points; one in twenty holds a lone
+ * surrogate (half of them made by cutting a pair in two).
+ */
+function randomText(random: ReturnType<typeof rng>, max: number): string {
+  let text = "";
+  for (let n = 1 + random.int(8); n > 0; n--) text += PIECES[random.int(PIECES.length)];
+  if (random.chance(0.1)) text = text.repeat(Math.ceil(max / Math.max(1, text.length)));
+  let cut = Math.min(max, text.length);
+  if (cut < text.length && /[\ud800-\udbff]/.test(text[cut - 1] ?? "")) cut--;
+  text = text.slice(0, cut);
+  if (!random.chance(1 / 20)) return text;
+  return random.chance(0.5) ? `${text.slice(0, max - 1)}${LONE[random.int(LONE.length)]}` : "😀".slice(0, 1);
+}
 
 /** What the suite needs from a store under test. */
 export interface StoreHarness {
@@ -47,7 +81,8 @@ const plan = defineDocument({
   schema: z.object({ steps: z.array(z.string()), approved: z.boolean() }),
   baselineEvery: 4,
 });
-export const contractRegistry = createRegistry({ documents: [plan] });
+const noteBag = defineDocument({ type: "note-bag", schema: z.record(z.string(), z.unknown()) as never });
+export const contractRegistry = createRegistry({ documents: [plan, noteBag] });
 
 let sessionCounter = 0;
 /** A fresh session id per test, so stores that persist across tests do not mix them. */
@@ -334,6 +369,65 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       await expect(open(harness.storage(), id, "read")).rejects.toSatisfy(
         (e: unknown) => e instanceof CorruptRecordError && e.record === `sessions/${id}`,
       );
+    });
+
+    it("reads back every well-formed string exactly as written, and refuses malformed ones by field", async () => {
+      const id = freshId("unicode");
+      const session = await open(harness.storage(), id);
+      const random = rng(7);
+      const written: { conversation: string; request: string; text: string; doc: string; key: string }[] = [];
+      for (let i = 0; i < 40; i++) {
+        const text = randomText(random, 3_000);
+        const conversation = randomText(random, 200) || "c";
+        const key = randomText(random, 50) || "k";
+        const request = `r${i}-${randomText(random, 40)}`;
+        const doc = `d${i}-${randomText(random, 40)}`;
+        const outcome = async (wellFormed: boolean, write: () => Promise<unknown>, what: string) => {
+          const before = session.version;
+          const error = await write().then(
+            () => undefined,
+            (e: unknown) => e,
+          );
+          if (wellFormed) {
+            expect(error, `case ${i} ${what}`).toBeUndefined();
+            return true;
+          }
+          expect((error as { code?: string }).code, `case ${i} ${what}`).toMatch(
+            /^invalid-(argument|record)$/,
+          );
+          expect(String((error as Error).message), `case ${i} ${what}`).toContain("well-formed");
+          expect(session.version, `case ${i} ${what}: a refused write stores nothing`).toBe(before);
+          return false;
+        };
+        const submitted = await outcome(
+          [text, conversation, request].every(isWellFormedText),
+          () => session.submit({ requestId: request, conversationId: conversation, input: text }),
+          "submit",
+        );
+        const committed = await outcome(
+          [text, conversation, key, doc].every(isWellFormedText),
+          () =>
+            session.commit((d) => {
+              d.setDocument(doc, "note-bag", { [key]: text, list: [text, conversation] });
+              d.appendEntry(conversation, { kind: "note", text });
+            }),
+          "commit",
+        );
+        if (submitted && committed) written.push({ conversation, request, text, doc, key });
+      }
+      expect(written.length).toBeGreaterThan(10);
+      const reopened = await open(harness.storage(), id);
+      const view = reopened.view();
+      for (const w of written) {
+        expect(view.conversations.some((c) => c.id === w.conversation)).toBe(true);
+        expect(view.documents.find((d) => d.id === w.doc)?.value).toEqual({
+          [w.key]: w.text,
+          list: [w.text, w.conversation],
+        });
+        expect(reopened.submissionForRequest(w.request)?.input).toBe(w.text);
+        const stored = await reopened.readEntries(w.conversation, 0);
+        expect(stored.map((e) => (e.content as { text: string }).text)).toContain(w.text);
+      }
     });
 
     it("lets a read-only session follow another writer's commits", async () => {

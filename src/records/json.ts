@@ -1,0 +1,112 @@
+/**
+ * JSON values as records hold them: plain, finite, acyclic, with well-formed Unicode strings, so every
+ * store keeps them exactly as they are and reads them back identical.
+ */
+import { z } from "zod";
+
+/** A JSON value: what stored records may hold, so every store can keep them as they are. */
+export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const nativeWellFormed = (String.prototype as { isWellFormed?: () => boolean }).isWellFormed;
+
+/**
+ * Whether `text` is well-formed Unicode (no lone surrogate). Stores write UTF-8 or UTF-16 that must read
+ * back as it was; a lone surrogate reads back as U+FFFD from SQLite, so a key holding one is never found.
+ */
+export function isWellFormedText(text: string): boolean {
+  return nativeWellFormed ? nativeWellFormed.call(text) : !LONE_SURROGATE.test(text);
+}
+
+/** Explains a string that is not well-formed. */
+export const MALFORMED_TEXT = "not well-formed Unicode (it holds a lone surrogate)";
+
+/** Whether `value` is JSON all the way down (plain objects and arrays, finite numbers, no cycles). */
+function isJson(value: unknown, depth: number): boolean {
+  if (typeof value === "string") return isWellFormedText(value);
+  if (value === null || typeof value === "boolean") return true;
+  if (typeof value === "number") return Number.isFinite(value);
+  if (typeof value !== "object" || depth > 256) return false;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!isJson(value[i], depth + 1)) return false;
+    return true;
+  }
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return false;
+  for (const key in value) {
+    if (!isWellFormedText(key) || !isJson((value as Record<string, unknown>)[key], depth + 1)) return false;
+  }
+  return true;
+}
+
+/**
+ * Where and why `value` stops being JSON (`a.b[2]: not a JSON value`, `a.c: not well-formed Unicode …`), or
+ * undefined when all of it is JSON.
+ */
+export function findNonJson(value: unknown): string | undefined {
+  // The fast check runs on every commit; paths are only built for the error message.
+  if (isJson(value, 0)) return undefined;
+  const walk = (v: unknown, path: string, depth: number): string | undefined => {
+    if (isJson(v, depth)) return undefined;
+    if (typeof v === "object" && v !== null && depth <= 256) {
+      const proto = Object.getPrototypeOf(v);
+      if (Array.isArray(v) || proto === Object.prototype || proto === null) {
+        for (const [key, inner] of Object.entries(v)) {
+          if (!isWellFormedText(key)) return `${path || "(root)"}: a key is ${MALFORMED_TEXT}`;
+          const bad = walk(
+            inner,
+            Array.isArray(v) ? `${path}[${key}]` : path ? `${path}.${key}` : key,
+            depth + 1,
+          );
+          if (bad !== undefined) return bad;
+        }
+      }
+    }
+    const where = path || "(root)";
+    return typeof v === "string" ? `${where}: ${MALFORMED_TEXT}` : `${where}: not a JSON value`;
+  };
+  return walk(value, "", 0);
+}
+
+/** The UTF-8 length of a string (what a store writes, or sends), counted without encoding it. */
+export function utf8Length(text: string): number {
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit < 0x80) continue;
+    if (unit < 0x800) bytes += 1;
+    else if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length) {
+      bytes += 2; // a surrogate pair: 4 bytes for its 2 units
+      i++;
+    } else bytes += 2;
+  }
+  return bytes;
+}
+
+/**
+ * Any JSON value. A hand-written check rather than `z.json()`: that recursive union re-parses every nested
+ * value through each branch, and JSON fields are validated on every commit. Valid values are copied (and
+ * frozen), so a record never aliases an object its caller may still change.
+ */
+export const JsonSchema: z.ZodType<Json> = z
+  .unknown()
+  .superRefine((value, ctx) => {
+    const bad = findNonJson(value);
+    if (bad !== undefined) ctx.addIssue({ code: "custom", message: bad });
+  })
+  .transform((value) => frozenCopy(value as Json));
+
+/**
+ * A deep copy of a JSON value, frozen as it is built: records never alias their caller's objects, and
+ * freezing the record afterwards skips these already-frozen subtrees.
+ */
+function frozenCopy(value: Json): Json {
+  if (typeof value !== "object" || value === null) return value;
+  if (Array.isArray(value)) return Object.freeze(value.map(frozenCopy)) as Json[];
+  const copy: { [key: string]: Json } = {};
+  for (const key in value) copy[key] = frozenCopy(value[key] as Json);
+  return Object.freeze(copy);
+}
+
+/** Any string a record holds: well-formed Unicode, so every store reads back exactly what was written. */
+export const TextSchema = z.string().refine(isWellFormedText, { message: MALFORMED_TEXT });
