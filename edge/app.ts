@@ -1,29 +1,42 @@
 /**
- * The Worker's router: a Hono app that authenticates every request, validates every body and query with
- * zod, bounds body size, wait time and stream duration, and hands each session's calls to its own Durable
- * Object (by name, so one session always lands on one object wherever it lives).
+ * The Worker's router: a Hono app that authorizes every request for the session and action it touches,
+ * validates every body and query with zod, bounds body size, wait time, stream duration and each caller's
+ * request rate, and hands each session's calls to its own Durable Object (by name, so one session always
+ * lands on one object wherever it lives).
  *
- * | route | what |
- * |---|---|
- * | `POST /sessions/:id/submissions?wait=ms` `{ requestId, conversationId, input }` | 202 + the Submission (the same requestId returns the same one); with `wait`, 200 once it has ended within that time |
- * | `GET /sessions/:id/submissions/:sid?wait=ms` | the Submission, optionally waiting for it to end |
- * | `POST /sessions/:id/submissions/:sid/cancel` `{ reason? }` | requests cancellation; the Submission |
- * | `GET /sessions/:id/view?atLeast=v&wait=ms` | the session's current view (`version` inside, ETag); `&entries=n&submissions=n&tasks=active` trim it for display |
- * | `GET /sessions/:id/conversations/:cid/entries?before=seq&limit=n` | a page of a conversation's entries, newest last; `next` is the `before` of the page before it |
- * | `GET /sessions/:id/recovery` | what resume() would do to each unfinished task (no side effects) |
- * | `GET /sessions/:id/events?since=v` (or `Last-Event-ID`) | committed changes as Server-Sent Events |
+ * | route | action | what |
+ * |---|---|---|
+ * | `POST /sessions/:id/submissions?wait=ms` `{ requestId, conversationId, input }` | submit | 202 + the Submission (the same requestId returns the same one); with `wait`, 200 once it has ended within that time |
+ * | `GET /sessions/:id/submissions/:sid?wait=ms` | read | the Submission, optionally waiting for it to end |
+ * | `GET /sessions/:id/requests/:requestId` | read | the Submission accepted for a client's requestId |
+ * | `POST /sessions/:id/submissions/:sid/cancel` `{ reason? }` | cancel | requests cancellation; the Submission |
+ * | `GET /sessions/:id/view?atLeast=v&wait=ms` | read | the session's current view (`version` inside, ETag); `&entries=n&submissions=n&tasks=active` trim it for display |
+ * | `GET /sessions/:id/conversations/:cid/entries?before=seq&limit=n` | read | a page of a conversation's entries |
+ * | `GET /sessions/:id/recovery` | admin | what resume() would do to each unfinished task (no side effects) |
+ * | `GET /sessions/:id/events?since=v` (or `Last-Event-ID`) | read | committed changes as Server-Sent Events |
+ * | `POST /sessions/:id/stream-token` | read | a short-lived read-only token for `…/events?access_token=` |
  *
- * Errors are `application/problem+json` naming the bad field. Unauthenticated requests get 401 before any
- * session is touched.
+ * Errors are `application/problem+json` with a stable `code` and the request's `requestId` (also the
+ * `x-request-id` header); only descriptions of the caller's own mistake are returned, anything else is
+ * logged under that id.
  *
  * @example
- * export default createEdgeApp<Env>(); // env.SESSIONS: the session objects, env.API_TOKEN: the bearer token
+ * export default createEdgeApp<Env>(); // env.SESSIONS: the session objects, env.API_TOKEN: the root token
  */
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
-import { timingSafeEqual } from "hono/utils/buffer";
 import { z } from "zod";
+import {
+  type Authorize,
+  type EdgeAction,
+  mintStreamToken,
+  type Principal,
+  rootToken,
+  unauthorized,
+  verifyStreamToken,
+} from "./auth.ts";
+import { memoryRateLimit, type RateLimit, tooManyRequests } from "./limits.ts";
 import { invalidInput, problemFromError, problemResponse } from "./problem.ts";
 import {
   CancelBodySchema,
@@ -31,6 +44,7 @@ import {
   IdSchema,
   type InternalRoute,
   internalRequest,
+  RequestIdSchema,
   SubmitBodySchema,
   TasksFilterSchema,
 } from "./protocol.ts";
@@ -44,8 +58,19 @@ export interface DurableObjectNamespaceLike {
 export interface EdgeAppOptions<Env> {
   /** The session objects (default: the `SESSIONS` binding). */
   readonly sessions?: (env: Env) => DurableObjectNamespaceLike;
-  /** The bearer token clients must send (default: the `API_TOKEN` secret). */
+  /**
+   * Who may do what to which session (default: the root token, `env.API_TOKEN`, which may do anything).
+   * See `jwtAuthorizer` for per-user, per-session tokens.
+   */
+  readonly authorize?: Authorize<Env>;
+  /** The root token when `authorize` is not given (default: the `API_TOKEN` secret). */
   readonly token?: (env: Env) => string | undefined;
+  /** Each principal's request rate (default 600 a minute, per isolate); `false` turns it off. */
+  readonly rateLimit?: RateLimit<Env> | false;
+  /** Signs stream tokens (default `env.STREAM_TOKEN_SECRET`, else `env.API_TOKEN`). */
+  readonly streamTokenSecret?: (env: Env) => string | undefined;
+  /** How long a stream token may be used to (re)connect (default 5 min). */
+  readonly streamTokenTtlMs?: number;
   /** Largest accepted request body in bytes (default 64 KiB). */
   readonly maxBodyBytes?: number;
   /** Longest `?wait=` a client may ask for (default 25 s). */
@@ -54,22 +79,44 @@ export interface EdgeAppOptions<Env> {
   readonly maxStreamMs?: number;
   /** Browser origins allowed to call the API (the devtools page, a web app); default none. */
   readonly corsOrigins?: (env: Env) => readonly string[] | undefined;
+  /** Where errors that are not the caller's are logged (default `console.error`), with the request id. */
+  readonly log?: (requestId: string, error: Error) => void;
 }
 
-type AppEnv<Env> = { Bindings: Env };
+type AppEnv<Env> = { Bindings: Env; Variables: { requestId: string } };
+
+/** A request that passed its guard: who it acts for, on which session. */
+interface Guarded {
+  readonly principal: Principal;
+  readonly sessionId: string;
+}
 
 /** Entries per page of `GET …/conversations/:cid/entries`: by default, and at most. */
 const DEFAULT_PAGE = 100;
 const MAX_PAGE = 500;
 
-/** Creates the router. Mount more routes on the returned app if needed (they are authenticated too). */
+/** Creates the router. Routes mounted on the returned app later are not authorized by it: guard them too. */
 export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> = {}): Hono<AppEnv<Env>> {
   const sessions =
     options.sessions ?? ((env: Env) => (env as { SESSIONS: DurableObjectNamespaceLike }).SESSIONS);
-  const token = options.token ?? ((env: Env) => (env as { API_TOKEN?: string }).API_TOKEN);
+  const authorize =
+    options.authorize ??
+    rootToken(options.token ?? ((env: Env) => (env as { API_TOKEN?: string }).API_TOKEN));
+  const rateLimit =
+    options.rateLimit === false
+      ? undefined
+      : (options.rateLimit ?? memoryRateLimit({ requests: 600, perMs: 60_000 }));
+  const streamSecret =
+    options.streamTokenSecret ??
+    ((env: Env) => {
+      const vars = env as { STREAM_TOKEN_SECRET?: string; API_TOKEN?: string };
+      return vars.STREAM_TOKEN_SECRET ?? vars.API_TOKEN;
+    });
+  const streamTtlMs = options.streamTokenTtlMs ?? 300_000;
   const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024;
   const maxWaitMs = options.maxWaitMs ?? 25_000;
   const maxStreamMs = options.maxStreamMs ?? 300_000;
+  const log = options.log ?? ((requestId, error) => console.error(`durable-agent [${requestId}]:`, error));
   const Wait = CountSchema.pipe(z.number().max(maxWaitMs, `must be at most ${maxWaitMs}`));
   /** The `?wait=` of a request (0 when absent), or a 400 problem naming `query.wait`. */
   const waitQuery = (c: Context<AppEnv<Env>>) => parse("query.wait", Wait, c.req.query("wait") ?? "0");
@@ -86,30 +133,27 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   });
 
   const app = new Hono<AppEnv<Env>>();
+  // Every answer names its request; problems carry the id in the body too, so a user can quote it.
+  app.use("*", async (c, next) => {
+    const requestId = crypto.randomUUID();
+    c.set("requestId", requestId);
+    await next();
+    c.res = await withRequestId(c.res, requestId);
+  });
   const corsOrigins = options.corsOrigins;
   if (corsOrigins) {
-    // Before authentication: a preflight carries no token, and answering it reveals nothing.
+    // Before authorization: a preflight carries no token, and answering it reveals nothing.
     app.use(
       "*",
       cors({
         origin: (origin, c) => (corsOrigins(c.env)?.includes(origin) ? origin : null),
         allowHeaders: ["authorization", "content-type", "last-event-id"],
         allowMethods: ["GET", "POST"],
-        exposeHeaders: ["etag"],
+        exposeHeaders: ["etag", "x-request-id", "retry-after"],
         maxAge: 600,
       }),
     );
   }
-  app.use("*", async (c, next) => {
-    const expected = token(c.env);
-    if (!expected) return problemResponse(503, "unconfigured", "the server has no API token configured");
-    const match = /^Bearer ([\x21-\x7e]+)$/.exec(c.req.header("authorization") ?? "");
-    if (!match?.[1] || !(await timingSafeEqual(expected, match[1])))
-      return problemResponse(401, "unauthorized", "missing or wrong bearer token", undefined, {
-        "www-authenticate": 'Bearer realm="durable-agent"',
-      });
-    return next();
-  });
   app.use(
     "*",
     bodyLimit({
@@ -118,44 +162,87 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     }),
   );
 
+  /**
+   * Authorizes the request for `action` on its session (`params.id`, parsed exactly as it is routed), then
+   * counts it against its principal's rate. Every route calls it first: nothing reaches a session object
+   * before it passed.
+   */
+  const guard = async (
+    c: Context<AppEnv<Env>>,
+    action: EdgeAction,
+    allowStreamToken = false,
+  ): Promise<Guarded | Response> => {
+    const sessionId = parse("params.id", IdSchema, c.req.param("id"));
+    if (sessionId instanceof Response) return sessionId;
+    const header = c.req.header("authorization");
+    const bearer = header === undefined ? undefined : /^Bearer ([\x21-\x7e]+)$/.exec(header)?.[1];
+    if (header !== undefined && bearer === undefined) return unauthorized("malformed Authorization header");
+    const streamToken = allowStreamToken ? c.req.query("access_token") : undefined;
+    let principal: Principal | Response;
+    if (bearer === undefined && streamToken !== undefined) {
+      const secret = streamSecret(c.env);
+      const verified = secret ? await verifyStreamToken(secret, streamToken, sessionId) : undefined;
+      principal = verified ?? unauthorized("invalid or expired stream token");
+    } else {
+      principal = await authorize({ sessionId, action, token: bearer, request: c.req.raw, env: c.env });
+    }
+    if (principal instanceof Response) return principal;
+    const rate = await rateLimit?.(principal, c.env);
+    if (rate && !rate.ok) return tooManyRequests("too many requests from this caller", rate.retryAfterMs);
+    return { principal, sessionId };
+  };
+
   const forward = (c: Context<AppEnv<Env>>, route: InternalRoute, body?: unknown) => {
     const namespace = sessions(c.env);
-    return namespace.get(namespace.idFromName(route.sessionId)).fetch(internalRequest(route, body));
+    const request = internalRequest(route, body, c.get("requestId"));
+    return namespace.get(namespace.idFromName(route.sessionId)).fetch(request);
   };
 
   app.post("/sessions/:id/submissions", async (c) => {
-    const sessionId = parse("params.id", IdSchema, c.req.param("id"));
-    if (sessionId instanceof Response) return sessionId;
+    const g = await guard(c, "submit");
+    if (g instanceof Response) return g;
     const body = await readJson(c.req.raw, false);
     if (body instanceof Response) return body;
     const input = parse("body", SubmitBodySchema, body);
     if (input instanceof Response) return input;
     const waitMs = waitQuery(c);
     if (waitMs instanceof Response) return waitMs;
-    return forward(c, { op: "submit", sessionId, waitMs }, input);
+    return forward(c, { op: "submit", sessionId: g.sessionId, waitMs }, input);
   });
 
   app.get("/sessions/:id/submissions/:sid", async (c) => {
-    const ids = parseIds(c);
-    if (ids instanceof Response) return ids;
+    const g = await guard(c, "read");
+    if (g instanceof Response) return g;
+    const submissionId = parse("params.sid", IdSchema, c.req.param("sid"));
+    if (submissionId instanceof Response) return submissionId;
     const waitMs = waitQuery(c);
     if (waitMs instanceof Response) return waitMs;
-    return forward(c, { op: "submission", ...ids, waitMs });
+    return forward(c, { op: "submission", sessionId: g.sessionId, submissionId, waitMs });
+  });
+
+  app.get("/sessions/:id/requests/:rid", async (c) => {
+    const g = await guard(c, "read");
+    if (g instanceof Response) return g;
+    const requestId = parse("params.rid", RequestIdSchema, c.req.param("rid"));
+    if (requestId instanceof Response) return requestId;
+    return forward(c, { op: "request", sessionId: g.sessionId, requestId });
   });
 
   app.post("/sessions/:id/submissions/:sid/cancel", async (c) => {
-    const ids = parseIds(c);
-    if (ids instanceof Response) return ids;
+    const g = await guard(c, "cancel");
+    if (g instanceof Response) return g;
+    const submissionId = parse("params.sid", IdSchema, c.req.param("sid"));
+    if (submissionId instanceof Response) return submissionId;
     const body = await readJson(c.req.raw, true);
     if (body instanceof Response) return body;
     const input = parse("body", CancelBodySchema, body ?? {});
     if (input instanceof Response) return input;
-    return forward(c, { op: "cancel", ...ids }, input);
+    return forward(c, { op: "cancel", sessionId: g.sessionId, submissionId }, input);
   });
 
   app.get("/sessions/:id/view", async (c) => {
-    const sessionId = parse("params.id", IdSchema, c.req.param("id"));
-    if (sessionId instanceof Response) return sessionId;
+    const g = await guard(c, "read");
+    if (g instanceof Response) return g;
     const atLeast = parse("query.atLeast", CountSchema, c.req.query("atLeast") ?? "0");
     if (atLeast instanceof Response) return atLeast;
     const waitMs = waitQuery(c);
@@ -166,28 +253,28 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
       tasks: c.req.query("tasks"),
     });
     if (trim instanceof Response) return trim;
-    return forward(c, { op: "view", sessionId, atLeast, waitMs, ...trim });
+    return forward(c, { op: "view", sessionId: g.sessionId, atLeast, waitMs, ...trim });
   });
 
   app.get("/sessions/:id/conversations/:cid/entries", async (c) => {
-    const sessionId = parse("params.id", IdSchema, c.req.param("id"));
-    if (sessionId instanceof Response) return sessionId;
+    const g = await guard(c, "read");
+    if (g instanceof Response) return g;
     const conversationId = parse("params.cid", IdSchema, c.req.param("cid"));
     if (conversationId instanceof Response) return conversationId;
     const page = parse("query", PageQuery, { before: c.req.query("before"), limit: c.req.query("limit") });
     if (page instanceof Response) return page;
-    return forward(c, { op: "entries", sessionId, conversationId, ...page });
+    return forward(c, { op: "entries", sessionId: g.sessionId, conversationId, ...page });
   });
 
   app.get("/sessions/:id/recovery", async (c) => {
-    const sessionId = parse("params.id", IdSchema, c.req.param("id"));
-    if (sessionId instanceof Response) return sessionId;
-    return forward(c, { op: "recovery", sessionId });
+    const g = await guard(c, "admin");
+    if (g instanceof Response) return g;
+    return forward(c, { op: "recovery", sessionId: g.sessionId });
   });
 
   app.get("/sessions/:id/events", async (c) => {
-    const sessionId = parse("params.id", IdSchema, c.req.param("id"));
-    if (sessionId instanceof Response) return sessionId;
+    const g = await guard(c, "read", true);
+    if (g instanceof Response) return g;
     // A reconnecting EventSource sends the last id it saw; it wins over the `since` of the original URL.
     const lastEventId = c.req.header("last-event-id");
     const since =
@@ -195,11 +282,23 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
         ? parse("headers.last-event-id", CountSchema, lastEventId)
         : parse("query.since", CountSchema, c.req.query("since") ?? "0");
     if (since instanceof Response) return since;
-    return forward(c, { op: "events", sessionId, since, maxStreamMs });
+    return forward(c, { op: "events", sessionId: g.sessionId, since, maxStreamMs });
+  });
+
+  app.post("/sessions/:id/stream-token", async (c) => {
+    const g = await guard(c, "read");
+    if (g instanceof Response) return g;
+    const secret = streamSecret(c.env);
+    if (!secret)
+      return problemResponse(503, "unconfigured", "the server has no stream token secret configured");
+    const sessionId = g.sessionId;
+    const minted = await mintStreamToken(secret, g.principal, sessionId, streamTtlMs, Date.now());
+    const url = `/sessions/${sessionId}/events?access_token=${encodeURIComponent(minted.token)}`;
+    return c.json({ ...minted, url });
   });
 
   app.notFound(() => problemResponse(404, "not-found", "no such route"));
-  app.onError((error) => problemFromError(error));
+  app.onError((error, c) => problemFromError(error, (e) => log(c.get("requestId") ?? "-", e)));
   return app;
 }
 
@@ -209,19 +308,21 @@ function parse<T extends z.ZodType>(part: string, schema: T, value: unknown): z.
   return result.success ? result.data : invalidInput(part, result.error);
 }
 
-function parseIds(c: Context): { sessionId: string; submissionId: string } | Response {
-  const sessionId = parse("params.id", IdSchema, c.req.param("id"));
-  if (sessionId instanceof Response) return sessionId;
-  const submissionId = parse("params.sid", IdSchema, c.req.param("sid"));
-  if (submissionId instanceof Response) return submissionId;
-  return { sessionId, submissionId };
+/** The response with `x-request-id`, and a problem's body with its `requestId`. */
+async function withRequestId(response: Response, requestId: string): Promise<Response> {
+  const headers = new Headers(response.headers);
+  headers.set("x-request-id", requestId);
+  if (!headers.get("content-type")?.startsWith("application/problem+json"))
+    return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
+  const problem = (await response.json()) as Record<string, unknown>;
+  return new Response(JSON.stringify({ ...problem, requestId }), { status: response.status, headers });
 }
 
 /** The JSON body; `optional` allows an empty one (undefined). Bad JSON or a non-JSON type → a problem. */
 async function readJson(request: Request, optional: boolean): Promise<unknown> {
   const type = request.headers.get("content-type");
   if (type !== null && !/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(type))
-    return problemResponse(415, "unsupported-media-type", `expected application/json, got ${type}`);
+    return problemResponse(415, "unsupported-media-type", "expected an application/json body");
   const text = await request.text();
   if (text.trim() === "") {
     return optional
@@ -232,12 +333,10 @@ async function readJson(request: Request, optional: boolean): Promise<unknown> {
   }
   try {
     return JSON.parse(text) as unknown;
-  } catch (error) {
-    return problemResponse(
-      400,
-      "invalid-argument",
-      `the body is not valid JSON: ${(error as Error).message}`,
-      [{ path: "body", message: "malformed JSON" }],
-    );
+  } catch {
+    // The parser's own message quotes the input back: not echoed.
+    return problemResponse(400, "invalid-argument", "the body is not valid JSON", [
+      { path: "body", message: "malformed JSON" },
+    ]);
   }
 }

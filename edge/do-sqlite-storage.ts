@@ -84,6 +84,8 @@ function keyOf(table: Table, id: string, n: number): KeyPart[] {
 export class DurableObjectSqliteStorage implements Storage {
   private readonly retain: number;
   private readonly maxRowBytes: number;
+  /** Whether the tables exist: created by the first write only, so reads never create a database. */
+  private created = false;
 
   constructor(
     private readonly storage: DurableObjectStorageLike,
@@ -91,12 +93,13 @@ export class DurableObjectSqliteStorage implements Storage {
   ) {
     this.retain = options.retainChanges ?? DEFAULT_RETAIN_CHANGES;
     this.maxRowBytes = options.maxRowBytes ?? DO_SQLITE_MAX_ROW_BYTES;
-    for (const statement of SCHEMA) storage.sql.exec(statement);
   }
 
   async open(sessionId: string, request: OpenRequest): Promise<StoredSession | undefined> {
+    if (request.mode === "read" && !this.hasTables()) return undefined;
     return this.run(() =>
       this.storage.transactionSync(() => {
+        this.createTables();
         let meta = this.readMeta(sessionId);
         if (request.mode === "write") {
           meta = nextWriterMeta(meta, sessionId, request.at);
@@ -113,7 +116,7 @@ export class DurableObjectSqliteStorage implements Storage {
     if (!last) return;
     this.run(() =>
       this.storage.transactionSync(() => {
-        const meta = checkGuard(this.readMeta(guard.sessionId), guard);
+        const meta = checkGuard(this.hasTables() ? this.readMeta(guard.sessionId) : undefined, guard);
         let index = 0;
         for (const commit of commits) {
           for (const row of rowsOfCommit(commit)) {
@@ -155,10 +158,12 @@ export class DurableObjectSqliteStorage implements Storage {
   }
 
   async readEntries(sessionId: string, conversationId: string, fromSeq: number, toSeq: number) {
+    if (!this.hasTables()) return [];
     return this.run(() => this.range(sessionId, "entries", conversationId, fromSeq, toSeq - 1));
   }
 
   async readChanges(sessionId: string, afterVersion: number, limit: number): Promise<StoredChanges> {
+    if (!this.hasTables()) return { changes: [], oldestRetained: afterVersion + 1 };
     return this.run(() => {
       const changes = this.range(sessionId, "changes", "", afterVersion + 1, Number.MAX_SAFE_INTEGER, limit);
       const first = this.storage.sql
@@ -171,6 +176,7 @@ export class DurableObjectSqliteStorage implements Storage {
   }
 
   async readDocumentRows(sessionId: string, documentId: string, fromVersion: number, toVersion: number) {
+    if (!this.hasTables()) return [];
     return this.run(() => this.range(sessionId, "documentRows", documentId, fromVersion, toVersion));
   }
 
@@ -185,6 +191,7 @@ export class DurableObjectSqliteStorage implements Storage {
     key: readonly KeyPart[],
     value: unknown,
   ): void {
+    this.createTables();
     if (table === "sessions") {
       this.writeMeta(sessionId, value);
       return;
@@ -278,10 +285,38 @@ export class DurableObjectSqliteStorage implements Storage {
 
   /** The ids of the sessions stored in this Durable Object (a session host keeps exactly one). */
   sessionIds(): string[] {
+    if (!this.hasTables()) return [];
     return this.storage.sql
       .exec("SELECT id FROM da_sessions ORDER BY id")
       .toArray()
       .map((row) => String(row.id));
+  }
+
+  /** Whether this object's database holds the store's tables (asked without creating anything). */
+  private hasTables(): boolean {
+    if (this.created) return true;
+    const found = this.storage.sql
+      .exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'da_sessions'")
+      .toArray();
+    this.created = found.length > 0;
+    return this.created;
+  }
+
+  private createTables(): void {
+    if (this.created) return;
+    for (const statement of SCHEMA) this.storage.sql.exec(statement);
+    this.created = true;
+  }
+
+  /** Deletes every row of the store: a session created by a request that then failed leaves nothing. */
+  deleteAll(): void {
+    if (!this.hasTables()) return;
+    this.run(() =>
+      this.storage.transactionSync(() => {
+        this.storage.sql.exec("DELETE FROM da_rows");
+        this.storage.sql.exec("DELETE FROM da_sessions");
+      }),
+    );
   }
 
   private readMeta(sessionId: string): unknown {

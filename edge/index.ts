@@ -5,8 +5,23 @@
  */
 export type { DurableObjectNamespaceLike, EdgeAppOptions } from "./app.ts";
 export { createEdgeApp } from "./app.ts";
+export type { Authorize, AuthorizeInput, EdgeAction, JwtAuthorizerOptions, Principal } from "./auth.ts";
+export {
+  anyOf,
+  bearerToken,
+  EDGE_ACTIONS,
+  forbidden,
+  jwtAuthorizer,
+  matchesSession,
+  mintStreamToken,
+  rootToken,
+  unauthorized,
+  verifyStreamToken,
+} from "./auth.ts";
 export type { DurableObjectSqliteStorageOptions, DurableObjectStorageLike } from "./do-sqlite-storage.ts";
 export { DO_SQLITE_MAX_ROW_BYTES, DurableObjectSqliteStorage } from "./do-sqlite-storage.ts";
+export type { MemoryRateLimitOptions, RateDecision, RateLimit, SessionLimits } from "./limits.ts";
+export { DEFAULT_SESSION_LIMITS, memoryRateLimit } from "./limits.ts";
 export type { Problem } from "./problem.ts";
 export { problemResponse } from "./problem.ts";
 export type { InternalRoute } from "./protocol.ts";

@@ -15,16 +15,20 @@ export interface Problem {
   readonly code: string;
   /** For invalid input: each bad field (`body.requestId`, `query.wait`, …) and what is wrong with it. */
   readonly errors?: readonly { path: string; message: string }[];
+  /** The request's id (also the `x-request-id` header): what the server logged the details under. */
+  readonly requestId?: string;
 }
 
 const TITLES: Record<number, string> = {
   400: "Bad Request",
   401: "Unauthorized",
+  403: "Forbidden",
   404: "Not Found",
   409: "Conflict",
   410: "Gone",
   413: "Content Too Large",
   415: "Unsupported Media Type",
+  429: "Too Many Requests",
   500: "Internal Server Error",
   503: "Service Unavailable",
   507: "Insufficient Storage",
@@ -57,7 +61,10 @@ function statusOf(code: string): number {
   switch (code) {
     case "invalid-argument":
     case "invalid-record":
+    case "refused-write":
       return 400;
+    case "invalid-task-event":
+      return 409;
     case "session-not-found":
       return 404;
     case "record-too-large":
@@ -78,14 +85,50 @@ function statusOf(code: string): number {
   }
 }
 
-/** Any thrown value as a problem response; unexpected errors say "internal" and keep their message out. */
-export function problemFromError(error: unknown): Response {
+/**
+ * What a client is told for errors whose own message may carry internals (row names, storage or parser
+ * text): a fixed sentence per code. The full error goes to the log, under the request's id.
+ */
+const PUBLIC_DETAIL: Record<string, string> = {
+  "invalid-record": "the request holds data that cannot be stored",
+  "record-too-large": "the request's data is too large to store",
+  "stale-owner": "the session moved to another instance while the request ran; retry it",
+  "storage-failed": "the session's storage failed; retry later",
+  "storage-closed": "the session's storage is closed; retry later",
+  "quota-exceeded": "the session's storage is full",
+  "session-stopped": "the session stopped after a storage failure; retry later",
+  "session-closed": "the session is closing; retry",
+  "corrupt-record": "a stored record of the session failed to load",
+  "blocked-record": "the request touches a record that failed to load",
+  internal: "internal error",
+};
+
+/** Errors whose message is the kernel's own description of the caller's mistake: safe to return. */
+const CALLER_ERRORS: ReadonlySet<string> = new Set([
+  "invalid-argument",
+  "session-not-found",
+  "history-truncated",
+  "invalid-task-event",
+  "refused-write",
+  "read-only",
+]);
+
+/**
+ * Any thrown value as a problem response. Only messages that describe the caller's own mistake are
+ * returned; anything else gets a fixed sentence for its code and is logged in full (`log`).
+ */
+export function problemFromError(
+  error: unknown,
+  log: (error: Error) => void = (e) => console.error("durable-agent:", e),
+): Response {
   const err = ensureError(error);
-  if (err instanceof KernelError) {
+  const code = err instanceof KernelError ? err.code : "internal";
+  if (CALLER_ERRORS.has(code)) {
     const issues = err instanceof InvalidArgumentError ? err.issues : undefined;
-    return problemResponse(statusOf(err.code), err.code, err.message, issues);
+    return problemResponse(statusOf(code), code, err.message, issues);
   }
-  return problemResponse(500, "internal", "internal error");
+  log(err);
+  return problemResponse(statusOf(code), code, PUBLIC_DETAIL[code] ?? "internal error");
 }
 
 /** A zod failure on one part of the request (`body`, `query`, `params`), naming every bad field. */

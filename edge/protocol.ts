@@ -4,7 +4,7 @@
  * request can never reach a session even if the router changes.
  */
 import { z } from "zod";
-import { describeIssues, InvalidArgumentError, SubmitInputSchema } from "../src/index.ts";
+import { describeIssues, InvalidArgumentError, isWellFormedText, SubmitInputSchema } from "../src/index.ts";
 
 /** Session and submission ids in URLs. */
 export const IdSchema = z
@@ -12,6 +12,13 @@ export const IdSchema = z
   .min(1)
   .max(128)
   .regex(/^[A-Za-z0-9][A-Za-z0-9._:~-]*$/, "only letters, digits and . _ : ~ - (not first)");
+
+/** A client's requestId in a URL (`GET /sessions/:id/requests/:requestId`). */
+export const RequestIdSchema = z
+  .string()
+  .min(1)
+  .max(256)
+  .refine(isWellFormedText, { message: "not well-formed Unicode" });
 
 /** `POST /sessions/:id/submissions`; unknown fields are refused rather than silently dropped. */
 export const SubmitBodySchema = SubmitInputSchema.strict();
@@ -44,6 +51,7 @@ export type InternalRoute =
       readonly submissionId: string;
       readonly waitMs: number;
     }
+  | { readonly op: "request"; readonly sessionId: string; readonly requestId: string }
   | { readonly op: "cancel"; readonly sessionId: string; readonly submissionId: string }
   | {
       readonly op: "view";
@@ -71,23 +79,28 @@ export type InternalRoute =
 
 const ORIGIN = "https://session.internal";
 
+/** The header that carries the router's request id to the object (its logs use the same id). */
+export const REQUEST_ID_HEADER = "x-request-id";
+
 /** The request the router sends to a session object for `route`. */
-export function internalRequest(route: InternalRoute, body?: unknown): Request {
+export function internalRequest(route: InternalRoute, body?: unknown, requestId?: string): Request {
   const url = new URL(`${ORIGIN}/${route.op}`);
   for (const [key, value] of Object.entries(route))
     if (key !== "op" && value !== undefined) url.searchParams.set(key, String(value));
+  const headers: Record<string, string> = requestId === undefined ? {} : { [REQUEST_ID_HEADER]: requestId };
   return body === undefined
-    ? new Request(url)
+    ? new Request(url, { headers })
     : new Request(url, {
         method: "POST",
         body: JSON.stringify(body),
-        headers: { "content-type": "application/json" },
+        headers: { ...headers, "content-type": "application/json" },
       });
 }
 
 const InternalRouteSchema = z.discriminatedUnion("op", [
   z.object({ op: z.literal("submit"), sessionId: IdSchema, waitMs: CountSchema }),
   z.object({ op: z.literal("submission"), sessionId: IdSchema, submissionId: IdSchema, waitMs: CountSchema }),
+  z.object({ op: z.literal("request"), sessionId: IdSchema, requestId: RequestIdSchema }),
   z.object({ op: z.literal("cancel"), sessionId: IdSchema, submissionId: IdSchema }),
   z.object({
     op: z.literal("view"),

@@ -24,8 +24,9 @@ import {
   type WakeInfo,
 } from "../src/index.ts";
 import { DurableObjectSqliteStorage, type DurableObjectStorageLike } from "./do-sqlite-storage.ts";
+import { DEFAULT_SESSION_LIMITS, Gauge, type SessionLimits, tooManyRequests } from "./limits.ts";
 import { problemFromError, problemResponse } from "./problem.ts";
-import { type InternalRoute, parseCancelBody, parseInternalRoute } from "./protocol.ts";
+import { type InternalRoute, parseCancelBody, parseInternalRoute, REQUEST_ID_HEADER } from "./protocol.ts";
 import { commitEventStream } from "./sse.ts";
 
 /** The parts of `DurableObjectState` the host uses (structural: no Cloudflare types needed). */
@@ -54,6 +55,8 @@ export interface SessionObjectOptions<Env> {
    * eviction or crash is re-entered before the task gives up (a tool call then asks `confirm`).
    */
   readonly maxRestarts?: (env: Env) => number | undefined;
+  /** Caps on one session: open streams, waiting requests, unfinished Submissions (see `SessionLimits`). */
+  readonly limits?: SessionLimits;
 }
 
 /** A Durable Object class hosting one session (see {@link defineSessionObject}). */
@@ -107,12 +110,18 @@ async function waitForEnd(session: Session, submission: Submission, waitMs: numb
   return ended ?? session.submission(submission.id) ?? submission;
 }
 
+/** How long a client refused for a full session should wait before it asks again. */
+const BUSY_RETRY_MS = 5_000;
+
 class SessionHost<Env> {
   private readonly storage: DurableObjectSqliteStorage;
   private session: Session | undefined;
   /** The alarm time this instance last set (undefined: none set by this instance). */
   private alarmAt: number | undefined;
   private readonly watchdogMs: number;
+  private readonly limits: Required<SessionLimits>;
+  private readonly streams: Gauge;
+  private readonly waiters: Gauge;
 
   constructor(
     private readonly ctx: DurableObjectStateLike,
@@ -121,15 +130,32 @@ class SessionHost<Env> {
   ) {
     this.storage = new DurableObjectSqliteStorage(ctx.storage);
     this.watchdogMs = options.watchdogMs?.(env) ?? 30_000;
+    this.limits = { ...DEFAULT_SESSION_LIMITS, ...options.limits };
+    this.streams = new Gauge(this.limits.streams);
+    this.waiters = new Gauge(this.limits.waiters);
   }
 
   async fetch(request: Request): Promise<Response> {
     try {
       const route = parseInternalRoute(request);
       if (!route) return problemResponse(404, "not-found", "no such route");
+      if ("waitMs" in route && route.waitMs > 0)
+        return await this.whileWaiting(() => this.handle(route, request));
       return await this.handle(route, request);
     } catch (error) {
-      return problemFromError(error);
+      const requestId = request.headers.get(REQUEST_ID_HEADER) ?? "-";
+      return problemFromError(error, (e) => console.error(`durable-agent [${requestId}]:`, e));
+    }
+  }
+
+  /** A request that may wait (`?wait=`) holds one of the session's waiter slots while it runs. */
+  private async whileWaiting(handle: () => Promise<Response>): Promise<Response> {
+    const release = this.waiters.acquire();
+    if (!release) return tooManyRequests("too many requests are waiting on this session", BUSY_RETRY_MS);
+    try {
+      return await handle();
+    } finally {
+      release();
     }
   }
 
@@ -149,12 +175,40 @@ class SessionHost<Env> {
   private async handle(route: InternalRoute, request: Request): Promise<Response> {
     switch (route.op) {
       case "submit": {
+        // Validated in full before anything exists: a request that fails creates no session.
         const input = parseSubmitInput(await request.json());
+        const known =
+          this.session?.status === "open" ? this.session.submissionForRequest(input.requestId) : undefined;
+        if (
+          !known &&
+          this.session?.status === "open" &&
+          this.session.unfinishedSubmissions() >= this.limits.queuedSubmissions
+        )
+          return tooManyRequests("too many unfinished submissions in this session", BUSY_RETRY_MS);
+        const created = !this.storage.sessionIds().includes(route.sessionId);
         const session = await this.ensure(route.sessionId, true);
         if (!session) throw new SessionNotFoundError(route.sessionId);
-        const submission = await waitForEnd(session, await session.submit(input), route.waitMs);
+        let accepted: Submission;
+        try {
+          accepted = await session.submit(input);
+        } catch (error) {
+          if (created) await this.forget(session); // the session this request created is removed with it
+          throw error;
+        }
+        const submission = await waitForEnd(session, accepted, route.waitMs);
         // 200 when the client asked to wait and the work has ended; otherwise it is accepted and running.
         return Response.json(submission, { status: isSubmissionFinished(submission) ? 200 : 202 });
+      }
+      case "request": {
+        const session = await this.required(route.sessionId);
+        const submission = session.submissionForRequest(route.requestId);
+        if (!submission)
+          return problemResponse(
+            404,
+            "submission-not-found",
+            `no submission for requestId ${route.requestId}`,
+          );
+        return Response.json(submission);
       }
       case "submission": {
         const session = await this.required(route.sessionId);
@@ -204,7 +258,9 @@ class SessionHost<Env> {
             [{ path: "query.since", message: `must be at most ${session.version}` }],
           );
         }
-        return commitEventStream(session, route.since, route.maxStreamMs);
+        const release = this.streams.acquire();
+        if (!release) return tooManyRequests("too many open event streams on this session", BUSY_RETRY_MS);
+        return commitEventStream(session, route.since, route.maxStreamMs, release);
       }
     }
   }
@@ -239,6 +295,15 @@ class SessionHost<Env> {
     return limit === undefined ? {} : { maxRestarts: limit };
   }
 
+  /** Closes and deletes a session that a failed request created, so nothing of it remains. */
+  private async forget(session: Session): Promise<void> {
+    await session.close();
+    if (this.session === session) this.session = undefined;
+    this.storage.deleteAll();
+    this.alarmAt = undefined;
+    await this.ctx.storage.deleteAlarm().catch(reportAlarmError);
+  }
+
   private async required(sessionId: string): Promise<Session> {
     const session = await this.ensure(sessionId, false);
     if (!session) throw new SessionNotFoundError(sessionId);
@@ -266,7 +331,15 @@ class SessionHost<Env> {
         onWake: (wake) => this.schedule(wake),
         ...this.restartLimit(),
       });
-      if (isNew) await this.options.onCreate?.(session, this.env);
+      if (isNew) {
+        try {
+          await this.options.onCreate?.(session, this.env);
+        } catch (error) {
+          await session.close();
+          this.storage.deleteAll(); // a session whose creation failed leaves nothing behind
+          throw error;
+        }
+      }
       await session.resume();
       this.session = session;
       return session;

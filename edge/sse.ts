@@ -2,16 +2,24 @@
  * Committed changes as Server-Sent Events. Each commit is one `commit` event whose `id` is its version, so
  * a client that reconnects with `Last-Event-ID` (EventSource does it by itself) continues after the last
  * change it saw: the session's subscription replays the missing ones from the change log, then live ones,
- * with no gap and no duplicate. A stream lasts at most `maxStreamMs`; a client that falls too far behind is
- * cut off rather than buffered without bound. Either way it reconnects and resumes from its last id.
+ * with no gap and no duplicate. A stream lasts at most `maxStreamMs`; a client that falls more than
+ * {@link MAX_QUEUED_BYTES} behind is cut off rather than buffered without bound. Either way it reconnects and
+ * resumes from its last id.
  */
 import { type CommitRecord, type Session, serializeError } from "../src/index.ts";
 
-const HEARTBEAT_MS = 15_000;
-/** Events queued for one slow client before its stream is closed. */
-const MAX_QUEUED_EVENTS = 2_000;
+/** A comment line this often keeps proxies from closing an idle stream, and finds clients that left. */
+const HEARTBEAT_MS = 5_000;
+/** Bytes queued for one slow client before its stream is closed (the bound counts bytes, not events). */
+export const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 
-export function commitEventStream(session: Session, since: number, maxStreamMs: number): Response {
+/** The stream of `session`'s commits after `since`; `onClose` runs once when it ends, however it ends. */
+export function commitEventStream(
+  session: Session,
+  since: number,
+  maxStreamMs: number,
+  onClose: () => void = () => undefined,
+): Response {
   const encoder = new TextEncoder();
   let finish: () => void = () => undefined;
   const body = new ReadableStream<Uint8Array>(
@@ -20,8 +28,9 @@ export function commitEventStream(session: Session, since: number, maxStreamMs: 
         let open = true;
         const send = (text: string) => {
           if (!open) return;
-          if ((controller.desiredSize ?? 0) < -MAX_QUEUED_EVENTS) return finish();
-          controller.enqueue(encoder.encode(text));
+          const bytes = encoder.encode(text);
+          if ((controller.desiredSize ?? 0) - bytes.byteLength < -MAX_QUEUED_BYTES) return finish();
+          controller.enqueue(bytes);
         };
         const stop = session.subscribe(since, (change: CommitRecord) => send(commitEvent(change)), {
           onError: (error) => {
@@ -34,6 +43,7 @@ export function commitEventStream(session: Session, since: number, maxStreamMs: 
         finish = () => {
           if (!open) return;
           open = false;
+          onClose();
           stop();
           clearInterval(heartbeat);
           clearTimeout(deadline);
@@ -50,7 +60,7 @@ export function commitEventStream(session: Session, since: number, maxStreamMs: 
         finish();
       },
     },
-    new CountQueuingStrategy({ highWaterMark: 64 }),
+    new ByteLengthQueuingStrategy({ highWaterMark: 64 * 1024 }),
   );
   return new Response(body, {
     headers: {

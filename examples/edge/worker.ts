@@ -4,10 +4,22 @@
  * log outlives the session's instances, like a real provider; sends are idempotent by operation id and
  * can be looked up by it). `npm run dev:edge` runs it on local workerd; see the README to deploy it.
  *
- * Vars: `API_TOKEN` (secret, required), `WATCHDOG_MS`, `MAIL_DELAY_MS`, `CORS_ORIGINS`, and optionally `OPENAI_BASE_URL`,
- * `OPENAI_API_KEY`, `OPENAI_MODEL` to use a real model instead of the scripted one.
+ * Vars: `API_TOKEN` (secret, required: the root token), `JWT_SECRET` (secret, optional: accept HS256 user tokens
+ * scoped by their `sessions` and `actions` claims), `RATE_LIMIT_PER_MINUTE`, `WATCHDOG_MS`, `MAIL_DELAY_MS`,
+ * `CORS_ORIGINS`, and optionally `OPENAI_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_MODEL` to use a real model
+ * instead of the scripted one.
  */
-import { createEdgeApp, type DurableObjectNamespaceLike, defineSessionObject } from "../../edge/index.ts";
+import {
+  anyOf,
+  bearerToken,
+  createEdgeApp,
+  type DurableObjectNamespaceLike,
+  defineSessionObject,
+  jwtAuthorizer,
+  memoryRateLimit,
+  type RateLimit,
+  rootToken,
+} from "../../edge/index.ts";
 import type { Json } from "../../src/index.ts";
 import { openAiCompatibleModel } from "../../src/index.ts";
 import { approvedPlan, asyncCampaignRegistry, campaignModel } from "../five-emails/app.ts";
@@ -17,6 +29,8 @@ export interface Env {
   readonly SESSIONS: DurableObjectNamespaceLike;
   readonly MAIL: DurableObjectNamespaceLike;
   readonly API_TOKEN?: string;
+  readonly JWT_SECRET?: string;
+  readonly RATE_LIMIT_PER_MINUTE?: string;
   readonly WATCHDOG_MS?: string;
   readonly MAIL_DELAY_MS?: string;
   readonly OPENAI_BASE_URL?: string;
@@ -129,8 +143,37 @@ export class MailBox {
   }
 }
 
-const app = createEdgeApp<Env>({ corsOrigins: (env) => env.CORS_ORIGINS?.split(",").map((o) => o.trim()) });
-/** What the mail provider really delivered (authenticated like every route). */
-app.get("/mail/deliveries", (c) => mailbox(c.env).fetch(new Request("https://mail/deliveries")));
+const root = rootToken<Env>((env) => env.API_TOKEN);
+
+/** Each caller's rate, from `RATE_LIMIT_PER_MINUTE` (default 600), in this isolate. */
+const limiters = new Map<number, RateLimit<unknown>>();
+const rateLimit: RateLimit<Env> = (principal, env) => {
+  const perMinute = Number(env.RATE_LIMIT_PER_MINUTE ?? 600);
+  let limiter = limiters.get(perMinute);
+  if (!limiter) {
+    limiter = memoryRateLimit({ requests: perMinute, perMs: 60_000 });
+    limiters.set(perMinute, limiter);
+  }
+  return limiter(principal, env);
+};
+
+const app = createEdgeApp<Env>({
+  // The root token may do anything; user tokens (HS256 JWTs signed with JWT_SECRET) only what they say.
+  authorize: anyOf(root, jwtAuthorizer({ secret: (env) => env.JWT_SECRET })),
+  rateLimit,
+  corsOrigins: (env) => env.CORS_ORIGINS?.split(",").map((o) => o.trim()),
+});
+/** What the mail provider really delivered: for the root token only (an operator's view, not a user's). */
+app.get("/mail/deliveries", async (c) => {
+  const granted = await root({
+    sessionId: "",
+    action: "admin",
+    token: bearerToken(c.req.raw),
+    request: c.req.raw,
+    env: c.env,
+  });
+  if (granted instanceof Response) return granted;
+  return mailbox(c.env).fetch(new Request("https://mail/deliveries"));
+});
 
 export default app;

@@ -21,12 +21,15 @@ export function isWellFormedText(text: string): boolean {
 /** Explains a string that is not well-formed. */
 export const MALFORMED_TEXT = "not well-formed Unicode (it holds a lone surrogate)";
 
+/** How deep JSON values in records may nest (a record's own fields count from their field's level). */
+export const MAX_JSON_DEPTH = 256;
+
 /** Whether `value` is JSON all the way down (plain objects and arrays, finite numbers, no cycles). */
 function isJson(value: unknown, depth: number): boolean {
   if (typeof value === "string") return isWellFormedText(value);
   if (value === null || typeof value === "boolean") return true;
   if (typeof value === "number") return Number.isFinite(value);
-  if (typeof value !== "object" || depth > 256) return false;
+  if (typeof value !== "object" || depth > MAX_JSON_DEPTH) return false;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) if (!isJson(value[i], depth + 1)) return false;
     return true;
@@ -43,12 +46,14 @@ function isJson(value: unknown, depth: number): boolean {
  * Where and why `value` stops being JSON (`a.b[2]: not a JSON value`, `a.c: not well-formed Unicode …`), or
  * undefined when all of it is JSON.
  */
-export function findNonJson(value: unknown): string | undefined {
+export function findNonJson(value: unknown, startDepth = 0): string | undefined {
   // The fast check runs on every commit; paths are only built for the error message.
-  if (isJson(value, 0)) return undefined;
+  if (isJson(value, startDepth)) return undefined;
   const walk = (v: unknown, path: string, depth: number): string | undefined => {
     if (isJson(v, depth)) return undefined;
-    if (typeof v === "object" && v !== null && depth <= 256) {
+    if (typeof v === "object" && v !== null && depth > MAX_JSON_DEPTH)
+      return `${path || "(root)"}: nested deeper than ${MAX_JSON_DEPTH} levels`;
+    if (typeof v === "object" && v !== null) {
       const proto = Object.getPrototypeOf(v);
       if (Array.isArray(v) || proto === Object.prototype || proto === null) {
         for (const [key, inner] of Object.entries(v)) {
@@ -65,7 +70,7 @@ export function findNonJson(value: unknown): string | undefined {
     const where = path || "(root)";
     return typeof v === "string" ? `${where}: ${MALFORMED_TEXT}` : `${where}: not a JSON value`;
   };
-  return walk(value, "", 0);
+  return walk(value, "", startDepth);
 }
 
 /** The UTF-8 length of a string (what a store writes, or sends), counted without encoding it. */
@@ -88,13 +93,22 @@ export function utf8Length(text: string): number {
  * value through each branch, and JSON fields are validated on every commit. Valid values are copied (and
  * frozen), so a record never aliases an object its caller may still change.
  */
-export const JsonSchema: z.ZodType<Json> = z
-  .unknown()
-  .superRefine((value, ctx) => {
-    const bad = findNonJson(value);
-    if (bad !== undefined) ctx.addIssue({ code: "custom", message: bad });
-  })
-  .transform((value) => frozenCopy(value as Json));
+export const JsonSchema: z.ZodType<Json> = nestedJsonSchema(0);
+
+/**
+ * JSON that a record will hold `depth` levels below one of its JSON fields (an input's `data`, kept inside
+ * the Submission's `input`): validated against the depth it will have there, so what passes here is never
+ * refused later, after other writes.
+ */
+export function nestedJsonSchema(depth: number): z.ZodType<Json> {
+  return z
+    .unknown()
+    .superRefine((value, ctx) => {
+      const bad = findNonJson(value, depth);
+      if (bad !== undefined) ctx.addIssue({ code: "custom", message: bad });
+    })
+    .transform((value) => frozenCopy(value as Json));
+}
 
 /**
  * A deep copy of a JSON value, frozen as it is built: records never alias their caller's objects, and

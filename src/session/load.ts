@@ -74,8 +74,7 @@ export function loadSessionState(stored: StoredSession, registry: Registry, entr
       block("submission", idOf(row), row.key, summarizeIssues(parsed.error));
       continue;
     }
-    state.submissions.set(parsed.data.id, deepFreeze(parsed.data));
-    state.requestIndex.set(parsed.data.requestId, parsed.data.id);
+    state.putSubmission(deepFreeze(parsed.data));
   }
   return state;
 }

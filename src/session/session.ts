@@ -237,6 +237,11 @@ export class Session {
     return this.state.submission(submissionId);
   }
 
+  /** How many Submissions have not ended yet (accepted or running). O(1). */
+  unfinishedSubmissions(): number {
+    return this.state.unfinishedSubmissions;
+  }
+
   /** The Submission accepted for a client's `requestId`, if any. */
   submissionForRequest(requestId: string): Submission | undefined {
     return this.state.submissionByRequest(requestId);

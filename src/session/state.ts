@@ -16,7 +16,7 @@ import type {
   Submission,
   Task,
 } from "../records/schemas.ts";
-import { headAfter } from "../records/schemas.ts";
+import { headAfter, isSubmissionFinished } from "../records/schemas.ts";
 import { ChildIndex } from "./child-index.ts";
 
 /** A document's head and current value. */
@@ -69,6 +69,8 @@ export class SessionState implements StateReader {
   readonly blockedTasks = new Map<string, string>();
   /** How many tasks are `running` or `pending`: work that should be executing now. */
   runnableTasks = 0;
+  /** How many Submissions have not ended. Kept as they change, never counted. */
+  unfinishedSubmissions = 0;
   private readonly children = new ChildIndex();
 
   constructor(
@@ -104,6 +106,16 @@ export class SessionState implements StateReader {
   }
   ownedChildren(parentId: string): readonly string[] {
     return this.children.ownedChildren(parentId);
+  }
+
+  /** Stores a Submission record and keeps the requestId index and the unfinished count in step. */
+  putSubmission(submission: Submission): void {
+    const before = this.submissions.get(submission.id);
+    this.submissions.set(submission.id, submission);
+    this.requestIndex.set(submission.requestId, submission.id);
+    this.unfinishedSubmissions +=
+      (isSubmissionFinished(submission) ? 0 : 1) -
+      (before === undefined || isSubmissionFinished(before) ? 0 : 1);
   }
 
   /** Stores a task record and keeps the parent indexes in step. Only the reducer and loader call it. */
@@ -173,10 +185,7 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
     state.documents.set(change.id, { head: headAfter(change, commit.at), value });
   }
   for (const task of commit.tasks) state.putTask(task);
-  for (const submission of commit.submissions) {
-    state.submissions.set(submission.id, submission);
-    state.requestIndex.set(submission.requestId, submission.id);
-  }
+  for (const submission of commit.submissions) state.putSubmission(submission);
   state.version = commit.version;
 }
 

@@ -2,8 +2,9 @@
 import { z } from "zod";
 import type { IdSource } from "../clock.ts";
 import { InvalidArgumentError } from "../errors.ts";
+import { nestedJsonSchema } from "../records/json.ts";
 import type { Submission } from "../records/schemas.ts";
-import { compiled, JsonSchema, TextSchema } from "../records/schemas.ts";
+import { compiled, TextSchema } from "../records/schemas.ts";
 import { describeIssues, summarizeIssues } from "../records/validate.ts";
 import { dispatch } from "../tasks/machine.ts";
 import type { KernelDraft } from "./draft.ts";
@@ -14,7 +15,8 @@ export const SubmitInputSchema = compiled(
     requestId: TextSchema.min(1).max(256),
     conversationId: TextSchema.min(1).max(256),
     /** The user's message, or a structured input with a `text` to show in the conversation. */
-    input: z.union([TextSchema, z.object({ text: TextSchema, data: JsonSchema.optional() })]),
+    // `data` is stored one level down in the Submission's `input`: checked at that depth.
+    input: z.union([TextSchema, z.object({ text: TextSchema, data: nestedJsonSchema(1).optional() })]),
   }),
 );
 export type SubmitInput = z.input<typeof SubmitInputSchema>;

@@ -227,12 +227,13 @@ describe("devtools page in Chromium", () => {
       });
       await withChromiumProfile(async (context) => {
         const devtools = await context.newPage();
-        const query = new URLSearchParams({
-          edge: edge.url,
-          token: EdgeExample.token,
-          session: "edge-devtools",
-        });
+        // A link names the edge and the session; the token is typed in, never carried in the URL.
+        const query = new URLSearchParams({ edge: edge.url, session: "edge-devtools" });
         await devtools.goto(`${origin}/devtools/?${query}`);
+        await devtools.waitForSelector("form.attach input[name=token]", TIMEOUT);
+        expect(await devtools.$("[data-testid=task-graph]")).toBeNull();
+        await devtools.fill("form.attach input[name=token]", EdgeExample.token);
+        await devtools.click("form.attach button[type=submit]");
         await devtools.waitForSelector("[data-testid=task-graph]", TIMEOUT);
         const first = await versions(devtools);
         const firstNodes = await nodes(devtools);

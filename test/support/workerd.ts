@@ -47,13 +47,21 @@ export class EdgeExample {
 
   static async start(
     script: string,
-    options: { persist?: string; watchdogMs?: number; mailDelayMs?: number; corsOrigins?: string } = {},
+    options: {
+      persist?: string;
+      watchdogMs?: number;
+      mailDelayMs?: number;
+      corsOrigins?: string;
+      /** More vars for the Worker (JWT_SECRET, RATE_LIMIT_PER_MINUTE, …). */
+      vars?: Record<string, string>;
+    } = {},
   ): Promise<EdgeExample> {
     const workerd = startWorkerd(script, { SESSIONS: "AgentSession", MAIL: "MailBox" }, options.persist, {
       API_TOKEN: EdgeExample.token,
       WATCHDOG_MS: String(options.watchdogMs ?? 30_000),
       MAIL_DELAY_MS: String(options.mailDelayMs ?? 20),
       ...(options.corsOrigins !== undefined && { CORS_ORIGINS: options.corsOrigins }),
+      ...options.vars,
     });
     const url = await workerd.ready;
     return new EdgeExample(workerd, url.origin);

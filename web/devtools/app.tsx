@@ -36,7 +36,8 @@ function targetFromUrl(): Target | undefined {
   const session = params.get("session");
   if (!session) return undefined;
   const edge = params.get("edge");
-  if (edge) return { kind: "edge", url: edge, token: params.get("token") ?? "", session };
+  // A token never comes from the URL (it would land in history, logs and referrers): it is typed in.
+  if (edge) return { kind: "edge", url: edge, token: "", session };
   return { kind: "local", database: params.get("local") ?? "durable-agent-demo", session };
 }
 
@@ -102,7 +103,9 @@ function AttachForm(props: { onAttach: (target: Target) => void; initial: Target
 }
 
 function Devtools({ options }: { options: DevtoolsOptions }) {
-  const [target, setTarget] = useState<Target | undefined>(targetFromUrl);
+  // An edge target from the URL only fills the form: its token is typed in, never read from the URL.
+  const [linked] = useState<Target | undefined>(targetFromUrl);
+  const [target, setTarget] = useState<Target | undefined>(linked?.kind === "edge" ? undefined : linked);
   const [source, setSource] = useState<SessionSource | undefined>(undefined);
   const [history, setHistory] = useState<SessionHistory | undefined>(undefined);
   const [error, setError] = useState<string | undefined>(undefined);
@@ -172,7 +175,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
     <>
       <header>
         <h1>durable-agent devtools</h1>
-        <AttachForm initial={target} onAttach={setTarget} />
+        <AttachForm initial={target ?? linked} onAttach={setTarget} />
       </header>
       {error && (
         <p class="error" role="alert">
