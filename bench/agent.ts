@@ -104,7 +104,7 @@ async function runTurns(turns: number, rounds: number, perRound: number, concurr
 async function rawFloor(log: CommitRecord[]): Promise<number> {
   const database = `agent-raw-${databases++}`;
   const setup = indexedDbStorage(database);
-  await setup.open("raw", { mode: "write", at: 0, entryTail: 1 });
+  await setup.open("raw", { mode: "write", at: 0, entryTail: 1, settled: 0 });
   await setup.close();
   return rawCommits(database, log, "relaxed");
 }

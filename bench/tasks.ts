@@ -114,7 +114,7 @@ export async function chainBench(): Promise<{ ours: number; floor: number }> {
 async function rawChain(log: CommitRecord[]): Promise<number> {
   const database = `chain-raw-${databases++}`;
   const setup = indexedDbStorage(database);
-  await setup.open("raw", { mode: "write", at: 0, entryTail: 1 });
+  await setup.open("raw", { mode: "write", at: 0, entryTail: 1, settled: 0 });
   await setup.close();
   return rawCommits(database, log.slice(1, 1_001), "relaxed");
 }

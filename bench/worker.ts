@@ -35,7 +35,7 @@ export async function workerCommitBench(): Promise<{ ours: number; floor: number
   const template = await client.changes(0, 30);
   const rawDatabase = `${database}-raw`;
   const setup = indexedDbStorage(rawDatabase);
-  await setup.open("raw", { mode: "write", at: 0, entryTail: 1 });
+  await setup.open("raw", { mode: "write", at: 0, entryTail: 1, settled: 0 });
   await setup.close();
   const raw = await openRawWriter(rawDatabase, "strict");
   const hopWorker = new Worker(new URL("./browser/raw-writer.worker.ts", import.meta.url), {

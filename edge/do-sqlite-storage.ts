@@ -13,9 +13,11 @@ import {
   documentRowsObsoleteBelow,
   nextWriterMeta,
   pruneChangesThrough,
+  type RowWrite,
   rawNumber,
   recordName,
   rowsOfCommit,
+  upgradedMeta,
 } from "../src/storage/rows.ts";
 import type {
   CommitGuard,
@@ -28,6 +30,15 @@ import type {
   StoredSession,
 } from "../src/storage/storage.ts";
 import { DEFAULT_RETAIN_CHANGES } from "../src/storage/storage.ts";
+import {
+  migrationRows,
+  readItemPage,
+  readRequest,
+  readStoredSession,
+  readTrees,
+  type SessionRowReader,
+  type StoredItem,
+} from "../src/storage/working-set.ts";
 
 /** The parts of `DurableObjectStorage` this store uses (structural, so no Cloudflare types are needed). */
 export interface DurableObjectStorageLike {
@@ -67,8 +78,12 @@ function columns(table: Table, key: readonly KeyPart[]): [string, number] {
   switch (table) {
     case "changes":
       return ["", key[0] as number];
+    case "items":
+    case "live":
+      return [key[1] as string, key[0] as number];
     case "entries":
     case "documentRows":
+    case "children":
       return [key[0] as string, key[1] as number];
     default:
       return [key[0] as string, -1];
@@ -77,7 +92,8 @@ function columns(table: Table, key: readonly KeyPart[]): [string, number] {
 
 function keyOf(table: Table, id: string, n: number): KeyPart[] {
   if (table === "changes") return [n];
-  return n === -1 ? [id] : [id, n];
+  if (table === "items" || table === "live") return [n, id];
+  return n === -1 && table !== "children" ? [id] : [id, n];
 }
 
 /** The DO SQLite store. Create one per Durable Object with `new DurableObjectSqliteStorage(ctx.storage)`. */
@@ -97,17 +113,28 @@ export class DurableObjectSqliteStorage implements Storage {
 
   async open(sessionId: string, request: OpenRequest): Promise<StoredSession | undefined> {
     if (request.mode === "read" && !this.hasTables()) return undefined;
-    return this.run(() =>
+    const meta = this.run(() =>
       this.storage.transactionSync(() => {
         this.createTables();
         let meta = this.readMeta(sessionId);
         if (request.mode === "write") {
           meta = nextWriterMeta(meta, sessionId, request.at);
+          if (rawNumber(meta, "format") === 1) {
+            // Stored by format 1: its index rows are written in this same transaction, then it is format 2.
+            const all = this.reader(sessionId);
+            for (const row of migrationRows(all.all("tasks"), all.all("submissions")))
+              this.put(sessionId, row);
+            meta = upgradedMeta(meta);
+          }
           this.writeMeta(sessionId, meta);
         }
-        return meta === undefined ? undefined : this.readSession(sessionId, meta, request.entryTail);
+        return meta;
       }),
     );
+    if (meta === undefined) return undefined;
+    // SQLite calls are synchronous and a Durable Object runs nothing else between them (only microtasks
+    // pass between these awaits), so this reads one consistent snapshot.
+    return this.run(() => readStoredSession(sessionId, meta, request, this.reader(sessionId)));
   }
 
   /** A row too large for the store fails the whole group with `RecordTooLargeError`, inside the transaction. */
@@ -121,17 +148,7 @@ export class DurableObjectSqliteStorage implements Storage {
         for (const commit of commits) {
           for (const row of rowsOfCommit(commit)) {
             this.options.onWrite?.(row, index++);
-            const [id, n] = columns(row.table, row.key);
-            const json = JSON.stringify(row.value);
-            checkRowSize(row, json, this.maxRowBytes, commit.version);
-            this.storage.sql.exec(
-              "INSERT OR REPLACE INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?)",
-              guard.sessionId,
-              row.table,
-              id,
-              n,
-              json,
-            );
+            this.put(guard.sessionId, row, commit.version);
           }
           for (const change of commit.documents) {
             const below = documentRowsObsoleteBelow(change);
@@ -180,8 +197,93 @@ export class DurableObjectSqliteStorage implements Storage {
     return this.run(() => this.range(sessionId, "documentRows", documentId, fromVersion, toVersion));
   }
 
+  async readSubmission(sessionId: string, submissionId: string) {
+    return this.read(() => this.reader(sessionId).get("submissions", [submissionId]), undefined);
+  }
+
+  async readRequest(sessionId: string, requestId: string) {
+    return this.read(() => readRequest(this.reader(sessionId), requestId), undefined);
+  }
+
+  async readTask(sessionId: string, taskId: string) {
+    return this.read(() => this.reader(sessionId).get("tasks", [taskId]), undefined);
+  }
+
+  async readTaskTree(sessionId: string, rootId: string) {
+    return this.read(() => readTrees(this.reader(sessionId), [rootId]), []);
+  }
+
+  async readItems(sessionId: string, before: number, limit: number) {
+    const none = { items: [] as StoredItem[], submissions: [] as StoredRecord[] };
+    return this.read(() => readItemPage(this.reader(sessionId), before, limit), none);
+  }
+
   async close(): Promise<void> {
     // The platform owns the database; nothing to release.
+  }
+
+  /** A read, answered empty when this object's database holds no tables yet (it creates none). */
+  private async read<T>(body: () => T | Promise<T>, none: T): Promise<T> {
+    if (!this.hasTables()) return none;
+    return this.run(() => body());
+  }
+
+  /** Writes one row of the layout (a `create` row fails the transaction when its key exists). */
+  private put(sessionId: string, row: RowWrite, version = 0): void {
+    const [id, n] = columns(row.table, row.key);
+    if (row.op === "delete") {
+      this.storage.sql.exec(
+        "DELETE FROM da_rows WHERE session = ? AND tbl = ? AND id = ? AND n = ?",
+        sessionId,
+        row.table,
+        id,
+        n,
+      );
+      return;
+    }
+    const json = JSON.stringify(row.value);
+    checkRowSize(row, json, this.maxRowBytes, version);
+    this.storage.sql.exec(
+      `${row.op === "create" ? "INSERT" : "INSERT OR REPLACE"} INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?)`,
+      sessionId,
+      row.table,
+      id,
+      n,
+      json,
+    );
+  }
+
+  /** The rows of one session, for the shared working-set reads (SQLite calls are synchronous). */
+  private reader(sessionId: string) {
+    return {
+      all: (table: Table) => this.all(sessionId, table),
+      range: (table: Table, id: string, from: number, to: number) =>
+        this.range(sessionId, table, id, from, to),
+      get: (table: Table, key: readonly KeyPart[]) => {
+        const [id, n] = columns(table, key);
+        const row = this.storage.sql
+          .exec(
+            "SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = ? AND id = ? AND n = ?",
+            sessionId,
+            table,
+            id,
+            n,
+          )
+          .toArray()[0];
+        return row === undefined ? undefined : this.record(table, row);
+      },
+      latest: (table: "items" | "changes", before: number, limit: number) =>
+        this.storage.sql
+          .exec(
+            "SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = ? AND n < ? ORDER BY n DESC, id DESC LIMIT ?",
+            sessionId,
+            table,
+            before,
+            limit,
+          )
+          .toArray()
+          .map((row) => this.record(table, row)),
+    } satisfies SessionRowReader;
   }
 
   /** Writes a raw row, bypassing every check. Only for tests that need a corrupt or hand-made record. */
@@ -205,48 +307,6 @@ export class DurableObjectSqliteStorage implements Storage {
       n,
       JSON.stringify(value),
     );
-  }
-
-  private readSession(sessionId: string, meta: unknown, entryTail: number): StoredSession {
-    const conversations = this.all(sessionId, "conversations");
-    const entries: StoredRecord[] = [];
-    for (const conversation of conversations) {
-      const id = conversation.key.slice("conversations/".length);
-      const count = rawNumber(conversation.value, "entryCount") ?? 0;
-      if (count > 0)
-        entries.push(...this.range(sessionId, "entries", id, Math.max(0, count - entryTail), count - 1));
-    }
-    // Every document's rows in one query, kept from its head's baseline on. A baseline deletes its document's
-    // older rows, so nearly all are live; filtering here rather than joining each row to its head in SQL
-    // (json_extract per row) reads 4,000 rows in 10–12 instead of 40–55 ms in workerd.
-    const rows = new Map<string, Record<string, unknown>[]>();
-    const allRows = this.storage.sql
-      .exec(
-        "SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = 'documentRows' ORDER BY id, n",
-        sessionId,
-      )
-      .toArray();
-    for (const row of allRows) {
-      const id = String(row.id);
-      const list = rows.get(id);
-      if (list) list.push(row);
-      else rows.set(id, [row]);
-    }
-    const documents: StoredDocument[] = this.all(sessionId, "documents").map((head) => {
-      // A head without a usable baseline version gets no rows (its document is reported as blocked).
-      const from = rawNumber(head.value, "baselineVersion");
-      const own = rows.get(head.key.slice("documents/".length)) ?? [];
-      const live = from === undefined ? [] : own.filter((row) => Number(row.n) >= from);
-      return { head, rows: live.map((row) => this.record("documentRows", row)) };
-    });
-    return {
-      meta: { key: recordName("sessions", [sessionId]), value: meta },
-      conversations,
-      entries,
-      documents,
-      tasks: this.all(sessionId, "tasks"),
-      submissions: this.all(sessionId, "submissions"),
-    };
   }
 
   private all(sessionId: string, table: Table): StoredRecord[] {

@@ -48,6 +48,7 @@ export type {
   EntryLinks,
   ProgressDraft,
 } from "./session/draft-types.ts";
+export { DEFAULT_ENTRY_TAIL, DEFAULT_SETTLED } from "./session/limits.ts";
 export { openSession } from "./session/open-session.ts";
 export type { OpenSessionOptions, SessionStatus, WaitOptions } from "./session/options.ts";
 export { Session } from "./session/session.ts";
@@ -55,8 +56,8 @@ export type { BlockedRecord, DocumentState } from "./session/state.ts";
 export type { SubmitInput } from "./session/submit.ts";
 export { parseSubmitInput, SubmitInputSchema } from "./session/submit.ts";
 export type { ChangeListener, SubscribeOptions, Unsubscribe } from "./session/subscriptions.ts";
-export type { ConversationView, DocumentView, SessionView, ViewOptions } from "./session/view.ts";
-export { applyChangeToView, emptyView } from "./session/view.ts";
+export type { ConversationView, DocumentView, SessionView, ViewLimits, ViewOptions } from "./session/view.ts";
+export { applyChangeToView, DEFAULT_VIEW_LIMITS, emptyView } from "./session/view.ts";
 export type { IndexedDbStorageOptions } from "./storage/indexeddb-storage.ts";
 export { IndexedDbStorage, indexedDbStorage } from "./storage/indexeddb-storage.ts";
 export type { MemoryStorageOptions, WriteHook } from "./storage/memory-storage.ts";

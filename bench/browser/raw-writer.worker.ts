@@ -11,7 +11,7 @@ let writer: Awaited<ReturnType<typeof openRawWriter>> | undefined;
 self.onmessage = async (event: MessageEvent<{ database: string } | { commit: CommitRecord }>) => {
   if ("database" in event.data) {
     const setup = indexedDbStorage(event.data.database);
-    await setup.open("raw", { mode: "write", at: 0, entryTail: 1 });
+    await setup.open("raw", { mode: "write", at: 0, entryTail: 1, settled: 0 });
     await setup.close();
     writer = await openRawWriter(event.data.database, "strict");
   } else {

@@ -62,7 +62,7 @@ export class CommitBench {
       }
       case "/setup-raw": {
         this.template = (await request.json()) as CommitRecord[];
-        await this.storage.open("bench", { mode: "write", at: Date.now(), entryTail: 1 });
+        await this.storage.open("bench", { mode: "write", at: Date.now(), entryTail: 1, settled: 0 });
         for (const commit of renumber(this.template, 0, 50)) this.raw(commit);
         return new Response("ready");
       }

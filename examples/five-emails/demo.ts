@@ -36,6 +36,11 @@ function processHandle(disk: MemoryStorage): Storage & { kill(): void } {
     readEntries: async (...args) => alive().readEntries(...args),
     readChanges: async (...args) => alive().readChanges(...args),
     readDocumentRows: async (...args) => alive().readDocumentRows(...args),
+    readSubmission: async (...args) => alive().readSubmission(...args),
+    readRequest: async (...args) => alive().readRequest(...args),
+    readTask: async (...args) => alive().readTask(...args),
+    readTaskTree: async (...args) => alive().readTaskTree(...args),
+    readItems: async (...args) => alive().readItems(...args),
     close: async () => undefined,
   };
 }

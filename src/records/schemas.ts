@@ -23,13 +23,19 @@ const Version = z.number().int().nonnegative();
 const Time = z.number().finite();
 
 /** Format version of the stored layout; bumped when records change incompatibly. */
-export const STORAGE_FORMAT = 1;
+export const STORAGE_FORMAT = 2;
+
+/**
+ * Formats this kernel reads: 1 had no index rows (opening it for writing adds them and moves it to 2; a
+ * read-only open reads it whole).
+ */
+export const READABLE_FORMATS = [1, 2] as const;
 
 /** The session row: the commit counter and the current owner's fencing token. */
 export const SessionMetaSchema = compiled(
   z.object({
     id: Id,
-    format: z.literal(STORAGE_FORMAT),
+    format: z.union([z.literal(1), z.literal(2)]),
     version: Version,
     epoch: Version,
     createdAt: Time,
@@ -210,6 +216,10 @@ export const TaskSchema = compiled(
     /** Re-entries of an interrupted phase after a restart. */
     restarts: Version,
     cancelRequested: Text.optional(),
+    /** The version of the commit that created it (absent on tasks stored by format 1). */
+    createdVersion: Version.optional(),
+    /** Its position among its parent's children, 0 for the first (children only). */
+    childIndex: Version.optional(),
     createdAt: Time,
     updatedAt: Time,
   }),
@@ -234,6 +244,8 @@ export const SubmissionSchema = compiled(
     resultSeq: Version.optional(),
     result: JsonSchema.optional(),
     error: ErrorInfoSchema.optional(),
+    /** The version of the commit that accepted it: its place in the session's order of inputs. */
+    acceptedVersion: Version.optional(),
     acceptedAt: Time,
     updatedAt: Time,
   }),
@@ -247,8 +259,11 @@ export const DocumentChangeSchema = z.object({
   version: Version,
   baselineVersion: Version,
   deltaBytes: Version,
+  /** The delta from the previous version; empty when `baseline` holds the whole value (it is kept once). */
   patch: z.array(PatchOperationSchema),
   baseline: JsonSchema.optional(),
+  /** The document was deleted by this commit (a per-run document whose run ended). */
+  deleted: z.literal(true).optional(),
 });
 export type DocumentChange = z.infer<typeof DocumentChangeSchema>;
 

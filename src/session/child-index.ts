@@ -33,6 +33,12 @@ export class ChildIndex {
     if (delta !== 0) this.openDelta.set(parentId, (this.openDelta.get(parentId) ?? 0) + delta);
   }
 
+  /** Drops what is known about `parentId`'s children (its tree left memory). */
+  forget(parentId: string): void {
+    this.added.delete(parentId);
+    this.openDelta.delete(parentId);
+  }
+
   /** How many tasks owned by `parentId` are not terminal. O(1). */
   openChildCount(parentId: string): number {
     return this.base.openChildCount(parentId) + (this.openDelta.get(parentId) ?? 0);

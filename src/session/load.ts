@@ -18,11 +18,18 @@ import {
 import { deepFreeze, summarizeIssues } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
 import type { StoredDocument, StoredRecord, StoredSession } from "../storage/storage.ts";
+import { migrationRows } from "../storage/working-set.ts";
+import type { WorkItem } from "./items.ts";
 import type { BlockedKind, DocumentState } from "./state.ts";
 import { reduceSession, SessionState } from "./state.ts";
 
 /** Builds the state of a stored session. Throws only when the session row itself is unreadable. */
-export function loadSessionState(stored: StoredSession, registry: Registry, entryTail: number): SessionState {
+export function loadSessionState(
+  stored: StoredSession,
+  registry: Registry,
+  entryTail: number,
+  settledLimit: number,
+): SessionState {
   const metaResult = SessionMetaSchema.safeParse(stored.meta.value);
   if (!metaResult.success) {
     throw new CorruptRecordError(stored.meta.key, summarizeIssues(metaResult.error), {
@@ -30,7 +37,7 @@ export function loadSessionState(stored: StoredSession, registry: Registry, entr
     });
   }
   const meta = metaResult.data;
-  const state = new SessionState(meta.id, meta.createdAt, entryTail);
+  const state = new SessionState(meta.id, meta.createdAt, entryTail, settledLimit);
   state.version = meta.version;
   state.epoch = meta.epoch;
   const block = (kind: BlockedKind, id: string, record: string, reason: string) =>
@@ -76,7 +83,32 @@ export function loadSessionState(stored: StoredSession, registry: Registry, entr
     }
     state.putSubmission(deepFreeze(parsed.data));
   }
+  for (const item of state.items.load(itemsOf(stored), state)) state.evict(item);
   return state;
+}
+
+/**
+ * The items of what was loaded: as the store's index gave them, or — for a session still in format 1,
+ * loaded whole — derived the way its upgrade will key them.
+ */
+function itemsOf(stored: StoredSession): WorkItem[] {
+  const rows =
+    stored.items ??
+    migrationRows(stored.tasks, stored.submissions)
+      .filter((row) => row.table === "items")
+      .map((row) => ({ version: row.key[0] as number, id: row.key[1] as string, value: row.value }));
+  return rows.flatMap(({ version, id, value }) => {
+    const item = value as { submission?: unknown; root?: unknown } | null;
+    if (typeof item !== "object" || item === null) return [];
+    return [
+      {
+        version,
+        id,
+        ...(typeof item.submission === "string" && { submission: item.submission }),
+        ...(typeof item.root === "string" && { root: item.root }),
+      },
+    ];
+  });
 }
 
 type LoadedDocument = DocumentState | { record: string; reason: string };

@@ -2,6 +2,7 @@
 import { systemClock } from "../clock.ts";
 import { InvalidArgumentError, SessionNotFoundError } from "../errors.ts";
 import { createRegistry } from "../registry.ts";
+import { DEFAULT_ENTRY_TAIL, DEFAULT_SETTLED } from "./limits.ts";
 import { loadSessionState } from "./load.ts";
 import type { OpenSessionOptions } from "./options.ts";
 import { Session } from "./session.ts";
@@ -21,10 +22,11 @@ export async function openSession(options: OpenSessionOptions): Promise<Session>
   }
   const mode = options.mode ?? "write";
   const clock = options.clock ?? systemClock;
-  const entryTail = options.entryTail ?? 200;
+  const entryTail = options.entryTail ?? DEFAULT_ENTRY_TAIL;
   const registry = options.registry ?? createRegistry();
-  const stored = await options.storage.open(options.id, { mode, at: clock.now(), entryTail });
+  const settled = options.retainSettled ?? DEFAULT_SETTLED;
+  const stored = await options.storage.open(options.id, { mode, at: clock.now(), entryTail, settled });
   if (!stored) throw new SessionNotFoundError(options.id);
-  const state = loadSessionState(stored, registry, entryTail);
+  const state = loadSessionState(stored, registry, entryTail, settled);
   return new Session(state, mode, options.storage, registry, options);
 }

@@ -21,6 +21,12 @@ export interface OpenSessionOptions {
    * touching storage; older ones are read from storage on demand.
    */
   readonly entryTail?: number;
+  /**
+   * How many finished Submissions (and task trees started without one) stay in memory and in views besides
+   * every unfinished one (default 20). Older ones stay in storage: `readSubmission`, `readSubmissions`,
+   * `readTask` and the requestId index find them. Memory and open time do not grow with history.
+   */
+  readonly retainSettled?: number;
   /** Called after every commit with `{ runnableNow, nextWakeAt }`: hosts turn it into timers or alarms. */
   readonly onWake?: (wake: WakeInfo) => void;
   /** Restart limit for task kinds that do not set their own `maxRestarts`. Default 3. */

@@ -18,6 +18,8 @@ import type {
 } from "../records/schemas.ts";
 import { headAfter, isSubmissionFinished } from "../records/schemas.ts";
 import { ChildIndex } from "./child-index.ts";
+import { ItemTracker, treeOf, type WorkItem } from "./items.ts";
+import { DEFAULT_SETTLED } from "./limits.ts";
 
 /** A document's head and current value. */
 export interface DocumentState {
@@ -72,13 +74,19 @@ export class SessionState implements StateReader {
   /** How many Submissions have not ended. Kept as they change, never counted. */
   unfinishedSubmissions = 0;
   private readonly children = new ChildIndex();
+  /** Which Submissions and task trees stay in memory (DESIGN §9). */
+  readonly items: ItemTracker;
 
   constructor(
     readonly id: string,
     readonly createdAt: number,
     /** How many latest entries per conversation stay in memory. */
     readonly entryTail: number,
-  ) {}
+    /** How many finished Submissions (and root task trees) stay in memory besides unfinished ones. */
+    readonly settledLimit: number = DEFAULT_SETTLED,
+  ) {
+    this.items = new ItemTracker(settledLimit);
+  }
 
   conversation(id: string): Conversation | undefined {
     return this.conversations.get(id)?.record;
@@ -116,6 +124,24 @@ export class SessionState implements StateReader {
     this.unfinishedSubmissions +=
       (isSubmissionFinished(submission) ? 0 : 1) -
       (before === undefined || isSubmissionFinished(before) ? 0 : 1);
+  }
+
+  /** Removes a finished item's Submission and task tree from memory (they stay in storage). */
+  evict(item: WorkItem): void {
+    if (item.submission !== undefined) {
+      const submission = this.submissions.get(item.submission);
+      this.submissions.delete(item.submission);
+      if (submission && this.requestIndex.get(submission.requestId) === submission.id)
+        this.requestIndex.delete(submission.requestId);
+    }
+    if (item.root === undefined || !this.tasks.has(item.root)) return;
+    for (const id of treeOf(item.root, (parent) => this.children.ownedChildren(parent))) {
+      const task = this.tasks.get(id);
+      if (task && isRunnable(task)) this.runnableTasks--;
+      this.tasks.delete(id);
+      this.blockedTasks.delete(id);
+      this.children.forget(id);
+    }
   }
 
   /** Stores a task record and keeps the parent indexes in step. Only the reducer and loader call it. */
@@ -186,6 +212,8 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
   }
   for (const task of commit.tasks) state.putTask(task);
   for (const submission of commit.submissions) state.putSubmission(submission);
+  for (const item of state.items.observe(commit.submissions, commit.tasks, state, commit.version))
+    state.evict(item);
   state.version = commit.version;
 }
 

@@ -3,6 +3,8 @@ import { applyJsonPatch } from "../documents/json-patch.ts";
 import { InvalidArgumentError } from "../errors.ts";
 import type { CommitRecord, Conversation, Entry, Json, Submission, Task } from "../records/schemas.ts";
 import { isTerminal } from "../records/schemas.ts";
+import { isFinished, itemOrder, treeOf, type WorkItem } from "./items.ts";
+import { DEFAULT_ENTRY_TAIL, DEFAULT_SETTLED } from "./limits.ts";
 import type { BlockedRecord, SessionState } from "./state.ts";
 
 export interface ConversationView extends Conversation {
@@ -18,11 +20,27 @@ export interface DocumentView {
   readonly value: Json;
 }
 
-/** A session as of one committed version. Collections are sorted by id. */
+/**
+ * What a view (and a session's memory) keeps of its history: every unfinished Submission and task tree,
+ * plus the latest `settled` finished ones, and each conversation's latest `entries`.
+ */
+export interface ViewLimits {
+  readonly settled: number;
+  readonly entries: number;
+}
+
+/** The limits a session uses unless opened with others (`retainSettled`, `entryTail`). */
+export const DEFAULT_VIEW_LIMITS: ViewLimits = { settled: DEFAULT_SETTLED, entries: DEFAULT_ENTRY_TAIL };
+
+/**
+ * A session as of one committed version: its working set (DESIGN §9). Collections are sorted by id.
+ * Settled work beyond `limits` is in storage: `readSubmission(s)`, `readTask`, `readEntries`.
+ */
 export interface SessionView {
   readonly id: string;
   readonly version: number;
   readonly epoch: number;
+  readonly limits: ViewLimits;
   readonly conversations: readonly ConversationView[];
   readonly documents: readonly DocumentView[];
   readonly tasks: readonly Task[];
@@ -65,16 +83,15 @@ function checkCount(name: string, value: number | undefined): void {
 export function buildView(state: SessionState, options: ViewOptions = {}): SessionView {
   checkCount("entries", options.entries);
   checkCount("submissions", options.submissions);
-  const keep = options.entries;
+  // Memory may hold more of a conversation than a view shows (it trims in chunks): a view shows the tail.
+  const keep = Math.min(options.entries ?? state.entryTail, state.entryTail);
   return {
     id: state.id,
     version: state.version,
     epoch: state.epoch,
+    limits: { settled: state.settledLimit, entries: state.entryTail },
     conversations: [...state.conversations.values()]
-      .map(({ record, entries }) => ({
-        ...record,
-        entries: keep === undefined ? entries.slice() : keep === 0 ? [] : entries.slice(-keep),
-      }))
+      .map(({ record, entries }) => ({ ...record, entries: keep === 0 ? [] : entries.slice(-keep) }))
       .sort(byId),
     documents: [...state.documents.values()]
       .map(({ head, value }) => ({
@@ -102,11 +119,12 @@ export function buildView(state: SessionState, options: ViewOptions = {}): Sessi
 }
 
 /** The view of a session that has no commits yet (version 0): the start of {@link applyChangeToView}. */
-export function emptyView(sessionId: string): SessionView {
+export function emptyView(sessionId: string, limits: ViewLimits = DEFAULT_VIEW_LIMITS): SessionView {
   return {
     id: sessionId,
     version: 0,
     epoch: 0,
+    limits,
     conversations: [],
     documents: [],
     tasks: [],
@@ -127,16 +145,24 @@ export function applyChangeToView(view: SessionView, change: CommitRecord): Sess
   if (change.version !== view.version + 1) {
     throw new InvalidArgumentError(`change ${change.version} does not follow view version ${view.version}`);
   }
+  const keep = view.limits.entries;
   const conversations = new Map(view.conversations.map((c) => [c.id, c]));
   for (const record of change.conversations)
     conversations.set(record.id, { ...record, entries: conversations.get(record.id)?.entries ?? [] });
   for (const entry of change.entries) {
     const conversation = conversations.get(entry.conversationId);
     if (conversation)
-      conversations.set(conversation.id, { ...conversation, entries: [...conversation.entries, entry] });
+      conversations.set(conversation.id, {
+        ...conversation,
+        entries: [...conversation.entries, entry].slice(-keep),
+      });
   }
   const documents = new Map(view.documents.map((d) => [d.id, d]));
   for (const doc of change.documents) {
+    if (doc.deleted) {
+      documents.delete(doc.id);
+      continue;
+    }
     const before = documents.get(doc.id)?.value ?? null;
     const value = doc.baseline !== undefined ? doc.baseline : applyJsonPatch(before, doc.patch);
     documents.set(doc.id, { id: doc.id, type: doc.type, version: doc.version, updatedAt: change.at, value });
@@ -145,6 +171,7 @@ export function applyChangeToView(view: SessionView, change: CommitRecord): Sess
   for (const task of change.tasks) tasks.set(task.id, task);
   const submissions = new Map(view.submissions.map((s) => [s.id, s]));
   for (const submission of change.submissions) submissions.set(submission.id, submission);
+  evictSettled(tasks, submissions, view.limits.settled, change.version);
   return {
     ...view,
     version: change.version,
@@ -154,4 +181,48 @@ export function applyChangeToView(view: SessionView, change: CommitRecord): Sess
     tasks: [...tasks.values()].sort(byId),
     submissions: [...submissions.values()].sort(byId),
   };
+}
+
+/**
+ * The session's own rule (`items.ts`) applied to a view: of the finished items (a Submission with its task
+ * tree, a root task without one), only the `limit` newest stay.
+ */
+function evictSettled(
+  tasks: Map<string, Task>,
+  submissions: Map<string, Submission>,
+  limit: number,
+  version: number,
+): void {
+  const records = { submission: (id: string) => submissions.get(id), task: (id: string) => tasks.get(id) };
+  const claimed = new Set<string>();
+  const settled: WorkItem[] = [];
+  for (const s of submissions.values()) {
+    if (s.taskId !== undefined) claimed.add(s.taskId);
+    const item = {
+      version: s.acceptedVersion ?? version,
+      id: s.id,
+      submission: s.id,
+      ...(s.taskId && { root: s.taskId }),
+    };
+    if (isFinished(item, records)) settled.push(item);
+  }
+  for (const t of tasks.values()) {
+    if (t.parentId !== undefined || claimed.has(t.id)) continue;
+    const item = { version: t.createdVersion ?? version, id: t.id, root: t.id };
+    if (isFinished(item, records)) settled.push(item);
+  }
+  if (settled.length <= limit) return;
+  settled.sort(itemOrder);
+  const children = new Map<string, string[]>();
+  for (const t of tasks.values()) {
+    if (t.parentId === undefined) continue;
+    const list = children.get(t.parentId) ?? [];
+    list.push(t.id);
+    children.set(t.parentId, list);
+  }
+  for (const item of settled.slice(0, settled.length - limit)) {
+    if (item.submission !== undefined) submissions.delete(item.submission);
+    if (item.root !== undefined)
+      for (const id of treeOf(item.root, (parent) => children.get(parent) ?? [])) tasks.delete(id);
+  }
 }

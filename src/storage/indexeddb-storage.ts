@@ -14,10 +14,10 @@ import {
   nextWriterMeta,
   pruneChangesThrough,
   rawNumber,
-  readStoredSession,
   recordName,
   rowsOfCommit,
   TABLES,
+  upgradedMeta,
 } from "./rows.ts";
 import type {
   CommitGuard,
@@ -29,6 +29,15 @@ import type {
   StoredSession,
 } from "./storage.ts";
 import { DEFAULT_RETAIN_CHANGES } from "./storage.ts";
+import {
+  migrationRows,
+  readItemPage,
+  readRequest,
+  readStoredSession,
+  readTrees,
+  type SessionRowReader,
+  type StoredItem,
+} from "./working-set.ts";
 
 export interface IndexedDbStorageOptions extends StorageOptions {
   /**
@@ -43,7 +52,8 @@ export interface IndexedDbStorageOptions extends StorageOptions {
   readonly onWrite?: WriteHook;
 }
 
-const DB_VERSION = 1;
+/** 2 added the index stores (`items`, `live`, `requests`, `children`); an upgrade only creates stores. */
+const DB_VERSION = 2;
 const SESSIONS = "sessions";
 const ALL_STORES = [SESSIONS, ...TABLES];
 type Db = IDBPDatabase<unknown>;
@@ -77,10 +87,19 @@ export class IndexedDbStorage implements Storage {
       let meta: unknown = await sessions.get(sessionId);
       if (request.mode === "write") {
         meta = nextWriterMeta(meta, sessionId, request.at);
+        if (rawNumber(meta, "format") === 1) {
+          // Stored by format 1: its index rows are written in this same transaction, then it is format 2.
+          const all = reader(tx, sessionId);
+          const rows = migrationRows(await all.all("tasks"), await all.all("submissions"));
+          await Promise.all(
+            rows.map((row) => tx.objectStore(row.table).put(row.value, [sessionId, ...row.key])),
+          );
+          meta = upgradedMeta(meta);
+        }
         await sessions.put(meta, sessionId);
       }
       if (meta === undefined) return undefined;
-      return readSession(tx, sessionId, meta, request.entryTail);
+      return readStoredSession(sessionId, meta, request, reader(tx, sessionId));
     });
   }
 
@@ -96,7 +115,16 @@ export class IndexedDbStorage implements Storage {
         for (const commit of commits) {
           for (const row of rowsOfCommit(commit)) {
             this.options.onWrite?.(row, index++);
-            writes.push(tx.objectStore(row.table).put(row.value, [guard.sessionId, ...row.key]));
+            const store = tx.objectStore(row.table);
+            const key = [guard.sessionId, ...row.key];
+            // `add` fails (and aborts the transaction) if the key exists: a requestId never changes owner.
+            writes.push(
+              row.op === "delete"
+                ? store.delete(key)
+                : row.op === "create"
+                  ? store.add(row.value, key)
+                  : store.put(row.value, key),
+            );
           }
           for (const change of commit.documents) {
             const below = documentRowsObsoleteBelow(change);
@@ -146,6 +174,34 @@ export class IndexedDbStorage implements Storage {
     return this.transaction("readonly", (tx) =>
       readRows(tx, "documentRows", numberRange(sessionId, [documentId], fromVersion, toVersion)),
     );
+  }
+
+  async readSubmission(sessionId: string, submissionId: string) {
+    return this.read(sessionId, async (r) => r.get("submissions", [submissionId]));
+  }
+
+  async readRequest(sessionId: string, requestId: string) {
+    return this.read(sessionId, (r) => readRequest(r, requestId));
+  }
+
+  async readTask(sessionId: string, taskId: string) {
+    return this.read(sessionId, async (r) => r.get("tasks", [taskId]));
+  }
+
+  async readTaskTree(sessionId: string, rootId: string) {
+    return this.read(sessionId, (r) => readTrees(r, [rootId]));
+  }
+
+  async readItems(
+    sessionId: string,
+    before: number,
+    limit: number,
+  ): Promise<{ items: StoredItem[]; submissions: StoredRecord[] }> {
+    return this.read(sessionId, (r) => readItemPage(r, before, limit));
+  }
+
+  private read<T>(sessionId: string, body: (reader: SessionRowReader) => Promise<T>): Promise<T> {
+    return this.transaction("readonly", (tx) => body(reader(tx, sessionId)));
   }
 
   async close(): Promise<void> {
@@ -215,11 +271,31 @@ export class IndexedDbStorage implements Storage {
   }
 }
 
-function readSession(tx: Tx, sessionId: string, meta: unknown, entryTail: number): Promise<StoredSession> {
-  return readStoredSession(sessionId, meta, entryTail, {
+/** The rows of one session inside one transaction. */
+function reader(tx: Tx, sessionId: string): SessionRowReader {
+  return {
     all: (table) => readRows(tx, table, sessionRange(sessionId)),
     range: (table, id, from, to) => readRows(tx, table, numberRange(sessionId, [id], from, to)),
-  });
+    get: async (table, key) => {
+      const value: unknown = await tx.objectStore(table).get([sessionId, ...key]);
+      return value === undefined ? undefined : { key: recordName(table, key), value };
+    },
+    latest: async (table, before, limit) => {
+      const rows: StoredRecord[] = [];
+      const range = IDBKeyRange.bound(
+        [sessionId, Number.NEGATIVE_INFINITY],
+        [sessionId, before],
+        false,
+        true,
+      );
+      let cursor = await tx.objectStore(table).openCursor(range, "prev");
+      while (cursor && rows.length < limit) {
+        rows.push({ key: recordName(table, (cursor.key as KeyPart[]).slice(1)), value: cursor.value });
+        cursor = await cursor.continue();
+      }
+      return rows;
+    },
+  };
 }
 
 async function readRows(tx: Tx, table: Table, range: IDBKeyRange, limit?: number): Promise<StoredRecord[]> {

@@ -3,7 +3,7 @@
  * simulations keep while they throw kernels away. Values are structured-cloned in and out, so nothing a
  * caller holds aliases what is stored.
  */
-import { SessionNotFoundError, StorageError } from "../errors.ts";
+import { InvalidArgumentError, SessionNotFoundError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import {
@@ -13,9 +13,10 @@ import {
   nextWriterMeta,
   pruneChangesThrough,
   rawNumber,
-  readStoredSession,
   recordName,
   rowsOfCommit,
+  TABLES,
+  upgradedMeta,
 } from "./rows.ts";
 import type {
   CommitGuard,
@@ -27,6 +28,15 @@ import type {
   StoredSession,
 } from "./storage.ts";
 import { DEFAULT_RETAIN_CHANGES } from "./storage.ts";
+import {
+  migrationRows,
+  readItemPage,
+  readRequest,
+  readStoredSession,
+  readTrees,
+  type SessionRowReader,
+  type StoredItem,
+} from "./working-set.ts";
 
 interface Row {
   readonly key: readonly KeyPart[];
@@ -40,6 +50,19 @@ interface Row {
 class Rows {
   private readonly rows = new Map<string, Row>();
   private readonly groups = new Map<KeyPart, Map<string, Row>>();
+
+  get(key: readonly KeyPart[]): Row | undefined {
+    return this.rows.get(encode(key));
+  }
+
+  delete(key: readonly KeyPart[]): void {
+    const encoded = encode(key);
+    if (!this.rows.delete(encoded)) return;
+    const first = key[0] as KeyPart;
+    const group = this.groups.get(first);
+    group?.delete(encoded);
+    if (group?.size === 0) this.groups.delete(first);
+  }
 
   set(key: readonly KeyPart[], value: unknown): void {
     const encoded = encode(key);
@@ -88,9 +111,10 @@ export interface MemoryStorageOptions extends StorageOptions {
   readonly maxRowBytes?: number;
 }
 
+/** A key as a string that sorts like the key: numbers offset to be non-negative (item keys may be below 0). */
 const encode = (key: readonly KeyPart[]): string =>
   key
-    .map((part) => (typeof part === "number" ? part.toString(36).padStart(12, "0") : `s${part}`))
+    .map((part) => (typeof part === "number" ? (part + 2 ** 52).toString(36).padStart(11, "0") : `s${part}`))
     .join("\u0000");
 
 /** The in-memory store. Create one with {@link memoryStorage}. */
@@ -110,10 +134,13 @@ export class MemoryStorage implements Storage {
       if (!rows) {
         rows = { meta: nextWriterMeta(undefined, sessionId, request.at), tables: emptyTables() };
         this.sessions.set(sessionId, rows);
-      } else rows.meta = nextWriterMeta(rows.meta, sessionId, request.at);
+      } else {
+        rows.meta = nextWriterMeta(rows.meta, sessionId, request.at);
+        this.upgrade(rows);
+      }
     }
     if (!rows) return undefined;
-    return structuredClone(await this.snapshot(sessionId, rows, request.entryTail));
+    return structuredClone(await readStoredSession(sessionId, rows.meta, request, this.reader(rows)));
   }
 
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
@@ -131,6 +158,11 @@ export class MemoryStorage implements Storage {
         this.options.onWrite?.(row, staged.length);
         const limit = this.options.maxRowBytes;
         if (limit !== undefined) checkRowSize(row, JSON.stringify(row.value), limit, commit.version);
+        if (
+          row.op === "create" &&
+          (rows.tables[row.table].get(row.key) || staged.some((w) => sameRow(w, row)))
+        )
+          throw new InvalidArgumentError(`${recordName(row.table, row.key)} already exists`);
         staged.push({ ...row, value: structuredClone(row.value) });
       }
       const through = pruneChangesThrough(commit.version, this.retain);
@@ -142,7 +174,10 @@ export class MemoryStorage implements Storage {
     }
     const last = commits.at(-1);
     if (!last) return;
-    for (const row of staged) rows.tables[row.table].set(row.key, row.value);
+    for (const row of staged) {
+      if (row.op === "delete") rows.tables[row.table].delete(row.key);
+      else rows.tables[row.table].set(row.key, row.value);
+    }
     for (const through of prunes)
       rows.tables.changes.deleteWhere(undefined, (key) => (key[0] as number) <= through);
     // Later baselines of a document in the group have higher versions, so deleting after all the writes
@@ -178,8 +213,44 @@ export class MemoryStorage implements Storage {
     );
   }
 
+  async readSubmission(sessionId: string, submissionId: string) {
+    return this.read(sessionId, (reader) => reader.get("submissions", [submissionId]), undefined);
+  }
+
+  async readRequest(sessionId: string, requestId: string) {
+    return this.read(sessionId, (reader) => readRequest(reader, requestId), undefined);
+  }
+
+  async readTask(sessionId: string, taskId: string) {
+    return this.read(sessionId, (reader) => reader.get("tasks", [taskId]), undefined);
+  }
+
+  async readTaskTree(sessionId: string, rootId: string) {
+    return this.read(sessionId, (reader) => readTrees(reader, [rootId]), []);
+  }
+
+  async readItems(sessionId: string, before: number, limit: number) {
+    const none = { items: [] as StoredItem[], submissions: [] };
+    return this.read(sessionId, (reader) => readItemPage(reader, before, limit), none);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
+  }
+
+  private async read<T>(sessionId: string, body: (reader: SessionRowReader) => Promise<T> | T, none: T) {
+    this.assertOpen();
+    const rows = this.sessions.get(sessionId);
+    return rows ? structuredClone(await body(this.reader(rows))) : none;
+  }
+
+  /** A session stored in format 1 gets its index rows and moves to format 2 (a writer's open does it). */
+  private upgrade(rows: SessionRows): void {
+    if (rawNumber(rows.meta, "format") !== 1) return;
+    const all = this.reader(rows);
+    for (const row of migrationRows(all.all("tasks"), all.all("submissions")))
+      rows.tables[row.table].set(row.key, row.value);
+    rows.meta = upgradedMeta(rows.meta);
   }
 
   /**
@@ -205,11 +276,21 @@ export class MemoryStorage implements Storage {
     return next;
   }
 
-  private snapshot(sessionId: string, rows: SessionRows, entryTail: number): Promise<StoredSession> {
-    return readStoredSession(sessionId, rows.meta, entryTail, {
-      all: (table) => sortedRange(rows.tables[table], table, undefined, -Infinity, Number.POSITIVE_INFINITY),
-      range: (table, id, from, to) => sortedRange(rows.tables[table], table, id, from, to),
-    });
+  private reader(rows: SessionRows) {
+    return {
+      all: (table: Table) =>
+        sortedRange(rows.tables[table], table, undefined, -Infinity, Number.POSITIVE_INFINITY),
+      range: (table: Table, id: string, from: number, to: number) =>
+        sortedRange(rows.tables[table], table, id, from, to),
+      get: (table: Table, key: readonly KeyPart[]) => {
+        const row = rows.tables[table].get(key);
+        return row && { key: recordName(table, row.key), value: row.value };
+      },
+      latest: (table: "items" | "changes", before: number, limit: number) =>
+        sortedRange(rows.tables[table], table, undefined, -Infinity, before - 1)
+          .reverse()
+          .slice(0, limit),
+    } satisfies SessionRowReader;
   }
 
   private assertOpen(): void {
@@ -218,15 +299,11 @@ export class MemoryStorage implements Storage {
 }
 
 function emptyTables(): Record<Table, Rows> {
-  return {
-    conversations: new Rows(),
-    entries: new Rows(),
-    documents: new Rows(),
-    documentRows: new Rows(),
-    tasks: new Rows(),
-    submissions: new Rows(),
-    changes: new Rows(),
-  };
+  return Object.fromEntries(TABLES.map((table) => [table, new Rows()])) as Record<Table, Rows>;
+}
+
+function sameRow(a: RowWrite, b: RowWrite): boolean {
+  return a.table === b.table && a.key.length === b.key.length && a.key.every((part, i) => part === b.key[i]);
 }
 
 /**

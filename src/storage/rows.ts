@@ -11,7 +11,13 @@ import type {
   DocumentRow,
   SessionMeta,
 } from "../records/schemas.ts";
-import { headAfter, STORAGE_FORMAT, utf8Length } from "../records/schemas.ts";
+import {
+  headAfter,
+  isSubmissionFinished,
+  isTerminal,
+  STORAGE_FORMAT,
+  utf8Length,
+} from "../records/schemas.ts";
 import type { CommitGuard, StoredDocument, StoredRecord, StoredSession } from "./storage.ts";
 
 /** Tables of the layout, keyed by the parts after the session id. */
@@ -22,7 +28,12 @@ export type Table =
   | "documentRows" // [documentId, version] → DocumentRow
   | "tasks" // [taskId]
   | "submissions" // [submissionId]
-  | "changes"; // [version] → CommitRecord
+  | "changes" // [version] → CommitRecord
+  // Indexes, so a session opens with its working set only (DESIGN §9):
+  | "items" // [version, itemId] → Item: every Submission and root task, in the order they came (permanent)
+  | "live" // [version, itemId] → Item: those not finished yet (deleted when they finish)
+  | "requests" // [requestId] → submissionId (written once: a requestId never changes owner)
+  | "children"; // [parentId, childIndex] → childId (a task tree is read from its root down)
 
 export const TABLES: readonly Table[] = [
   "conversations",
@@ -32,15 +43,34 @@ export const TABLES: readonly Table[] = [
   "tasks",
   "submissions",
   "changes",
+  "items",
+  "live",
+  "requests",
+  "children",
 ];
+
+/**
+ * A unit of work in the session's order of inputs: a Submission (with its root task, when it has one) or
+ * a root task started without a Submission. Keyed by the version of the commit that created it and its
+ * id (the Submission's, or the root task's).
+ */
+export interface Item {
+  readonly submission?: string;
+  readonly root?: string;
+}
 
 export type KeyPart = string | number;
 
-/** One row to put. */
+/** One row to write. */
 export interface RowWrite {
   readonly table: Table;
   readonly key: readonly KeyPart[];
   readonly value: unknown;
+  /**
+   * `put` (default) writes or replaces; `create` writes a row that must not exist yet (the store fails the
+   * whole commit if it does); `delete` removes the row (`value` is ignored).
+   */
+  readonly op?: "put" | "create" | "delete";
 }
 
 /** Log pruning happens only at these boundaries, so most commits pay nothing for it. */
@@ -56,6 +86,11 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     rows.push({ table: "entries", key: [entry.conversationId, entry.seq], value: entry });
   }
   for (const change of commit.documents) {
+    if (change.deleted) {
+      // Its rows below the version are deleted with it (see documentRowsObsoleteBelow).
+      rows.push({ table: "documents", key: [change.id], value: null, op: "delete" });
+      continue;
+    }
     const head: DocumentHead = headAfter(change, commit.at);
     const row: DocumentRow =
       change.baseline !== undefined
@@ -64,12 +99,52 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     rows.push({ table: "documents", key: [change.id], value: head });
     rows.push({ table: "documentRows", key: [change.id, change.version], value: row });
   }
-  for (const task of commit.tasks) rows.push({ table: "tasks", key: [task.id], value: task });
+  const created = new Map<string, Item>();
+  // A Submission's root task is created in the commit that accepts it and belongs to its item; any other
+  // root task is an item of its own.
+  const submissionRoots = new Set(commit.submissions.map((s) => s.taskId));
+  for (const task of commit.tasks) {
+    rows.push({ table: "tasks", key: [task.id], value: task });
+    const standalone = task.parentId === undefined && !submissionRoots.has(task.id);
+    if (task.createdVersion !== commit.version) {
+      if (standalone && isTerminal(task) && task.createdVersion !== undefined)
+        rows.push({ table: "live", key: [task.createdVersion, task.id], value: null, op: "delete" });
+      continue;
+    }
+    if (task.parentId !== undefined) {
+      const childIndex = task.childIndex ?? 0;
+      rows.push({ table: "children", key: [task.parentId, childIndex], value: task.id });
+    } else if (standalone) created.set(task.id, { root: task.id });
+  }
   for (const submission of commit.submissions) {
     rows.push({ table: "submissions", key: [submission.id], value: submission });
+    const version = submission.acceptedVersion;
+    if (version === undefined) continue;
+    if (version === commit.version) {
+      created.set(submission.id, {
+        submission: submission.id,
+        ...(submission.taskId && { root: submission.taskId }),
+      });
+      rows.push({ table: "requests", key: [submission.requestId], value: submission.id, op: "create" });
+    } else if (isSubmissionFinished(submission))
+      rows.push({ table: "live", key: [version, submission.id], value: null, op: "delete" });
+  }
+  for (const [id, item] of created) {
+    rows.push({ table: "items", key: [commit.version, id], value: item });
+    if (!isItemFinished(item, commit)) rows.push({ table: "live", key: [commit.version, id], value: item });
   }
   rows.push({ table: "changes", key: [commit.version], value: commit });
   return rows;
+}
+
+/** Whether an item created in `commit` already finished in it (a Submission refused at once, say). */
+function isItemFinished(item: Item, commit: CommitRecord): boolean {
+  if (item.submission !== undefined) {
+    const submission = commit.submissions.find((s) => s.id === item.submission);
+    return submission !== undefined && isSubmissionFinished(submission);
+  }
+  const root = commit.tasks.find((t) => t.id === item.root);
+  return root !== undefined && isTerminal(root);
 }
 
 /**
@@ -97,6 +172,7 @@ export function checkRowSize(row: RowWrite, json: string, limit: number, version
  * lives in the change log), so stores delete them in the same transaction. Undefined for a delta.
  */
 export function documentRowsObsoleteBelow(change: DocumentChange): number | undefined {
+  if (change.deleted) return Number.MAX_SAFE_INTEGER; // every row of a deleted document
   return change.baseline !== undefined && change.version > 1 ? change.version : undefined;
 }
 
@@ -121,6 +197,11 @@ export function nextWriterMeta(stored: unknown, sessionId: string, at: number): 
   const epoch = rawNumber(stored, "epoch");
   if (epoch === undefined) throw new SessionNotFoundError(sessionId);
   return { ...(stored as object), epoch: epoch + 1 };
+}
+
+/** A format-1 session row once its index rows are written: format 2. */
+export function upgradedMeta(stored: unknown): unknown {
+  return { ...(stored as object), format: STORAGE_FORMAT };
 }
 
 /** The readable name of a row, used in errors and in the `blocked` list of views. */
@@ -155,47 +236,4 @@ export function checkGuard(storedMeta: unknown, guard: CommitGuard): SessionMeta
     });
   }
   return storedMeta as SessionMeta;
-}
-
-/** How a store reads its rows of one session: a whole table, or one id's numbered rows in [from, to]. */
-export interface SessionRowReader {
-  all(table: Table): Promise<StoredRecord[]> | StoredRecord[];
-  range(table: Table, id: string, from: number, to: number): Promise<StoredRecord[]> | StoredRecord[];
-}
-
-/**
- * What a session's live state is made of, read the same way by every store: each conversation's latest
- * `entryTail` entries, each document's rows from its last baseline on, all tasks and submissions.
- * History beyond that is never read on open.
- */
-export async function readStoredSession(
-  sessionId: string,
-  meta: unknown,
-  entryTail: number,
-  reader: SessionRowReader,
-): Promise<StoredSession> {
-  const conversations = await reader.all("conversations");
-  const entries: StoredRecord[] = [];
-  for (const conversation of conversations) {
-    const count = rawNumber(conversation.value, "entryCount") ?? 0;
-    if (count === 0) continue;
-    const id = conversation.key.slice("conversations/".length);
-    entries.push(...(await reader.range("entries", id, Math.max(0, count - entryTail), count - 1)));
-  }
-  const documents: StoredDocument[] = [];
-  for (const head of await reader.all("documents")) {
-    const from = rawNumber(head.value, "baselineVersion");
-    const id = head.key.slice("documents/".length);
-    const rows =
-      from === undefined ? [] : await reader.range("documentRows", id, from, Number.MAX_SAFE_INTEGER);
-    documents.push({ head, rows });
-  }
-  return {
-    meta: { key: recordName("sessions", [sessionId]), value: meta },
-    conversations,
-    entries,
-    documents,
-    tasks: await reader.all("tasks"),
-    submissions: await reader.all("submissions"),
-  };
 }

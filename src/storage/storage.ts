@@ -11,21 +11,31 @@ export interface StoredRecord {
   readonly value: unknown;
 }
 
+/** A working-set item as read from the `items` index: the version that created it, its id and value. */
+export interface StoredItem {
+  readonly version: number;
+  readonly id: string;
+  readonly value: unknown;
+}
+
 /** A document head with the rows needed to rebuild its current value (its baseline and later deltas). */
 export interface StoredDocument {
   readonly head: StoredRecord;
   readonly rows: readonly StoredRecord[];
 }
 
-/** Everything needed to rebuild a session's live state, read in one consistent snapshot. */
+/** A session's working set, read in one consistent snapshot (DESIGN §9). */
 export interface StoredSession {
   readonly meta: StoredRecord;
   readonly conversations: readonly StoredRecord[];
   /** The last `entryTail` entries of each conversation. */
   readonly entries: readonly StoredRecord[];
   readonly documents: readonly StoredDocument[];
+  /** The tasks of the working set's items: every task of each unfinished or retained tree. */
   readonly tasks: readonly StoredRecord[];
   readonly submissions: readonly StoredRecord[];
+  /** The working set's items (unfinished ones and the latest settled); absent for a format-1 session. */
+  readonly items?: readonly StoredItem[];
 }
 
 /** How to open a session in a store. */
@@ -36,6 +46,8 @@ export interface OpenRequest {
   readonly at: number;
   /** How many of each conversation's latest entries to load. */
   readonly entryTail: number;
+  /** How many of the latest finished items (Submissions, root task trees) to load besides unfinished ones. */
+  readonly settled: number;
 }
 
 /** The condition every commit batch is checked against, inside the same transaction that writes it. */
@@ -89,6 +101,20 @@ export interface Storage {
     fromVersion: number,
     toVersion: number,
   ): Promise<StoredRecord[]>;
+  /** One Submission by id, whether or not it is in the working set. */
+  readSubmission(sessionId: string, submissionId: string): Promise<StoredRecord | undefined>;
+  /** The Submission accepted for a client's `requestId`, if any. */
+  readRequest(sessionId: string, requestId: string): Promise<StoredRecord | undefined>;
+  /** One task by id. */
+  readTask(sessionId: string, taskId: string): Promise<StoredRecord | undefined>;
+  /** Every task of the tree under `rootId` (the root first, then level by level). */
+  readTaskTree(sessionId: string, rootId: string): Promise<StoredRecord[]>;
+  /** Up to `limit` items created before version `before`, newest first, with their Submissions. */
+  readItems(
+    sessionId: string,
+    before: number,
+    limit: number,
+  ): Promise<{ items: StoredItem[]; submissions: StoredRecord[] }>;
   /** Releases connections. The store may be opened again by creating a new instance. */
   close(): Promise<void>;
 }

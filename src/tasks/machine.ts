@@ -111,13 +111,17 @@ function createTask(draft: KernelDraft, spec: TaskSpec): void {
     kind: spec.kind,
     kindVersion: definition.version,
     input: spec.input,
-    ...(spec.parentId !== undefined && { parentId: spec.parentId }),
+    ...(spec.parentId !== undefined && {
+      parentId: spec.parentId,
+      childIndex: draft.ownedChildren(spec.parentId).length,
+    }),
     ...(spec.submissionId !== undefined && { submissionId: spec.submissionId }),
     ...(spec.conversationId !== undefined && { conversationId: spec.conversationId }),
     state: { status: "running" },
     checkpoint: { phase: spec.phase ?? startPhase(definition), data: spec.data ?? null },
     attempts: 1,
     restarts: 0,
+    createdVersion: draft.version,
     createdAt: draft.at,
     updatedAt: draft.at,
   });
@@ -132,6 +136,7 @@ function acceptSubmission(draft: KernelDraft, input: NewSubmission): void {
     input: input.input,
     entrySeq: input.entrySeq,
     ...(input.root && { taskId: input.root.taskId }),
+    acceptedVersion: draft.version,
     acceptedAt: draft.at,
     updatedAt: draft.at,
   };

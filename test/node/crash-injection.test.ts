@@ -96,6 +96,7 @@ function build(a: Exclude<Action, { t: "tick" } | { t: "submit" }>) {
           checkpoint: { phase: a.phase, data: d.version },
           attempts: (d.task(a.id)?.attempts ?? 0) + 1,
           restarts: 0,
+          createdVersion: d.task(a.id)?.createdVersion ?? d.version,
           createdAt: d.at,
           updatedAt: d.at,
         });

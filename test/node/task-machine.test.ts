@@ -428,11 +428,12 @@ describe("recovery as events", () => {
     const disk = memoryStorage();
     const first = await openSession({ id: "r", storage: disk, registry, clock, ids: sequentialIds() });
     await commitAsKernel(first, (d) => {
-      d.writeTask(record("run", { status: "running" }));
-      d.writeTask(record("due", { status: "sleeping", until: 500 }));
-      d.writeTask(record("later", { status: "sleeping", until: 5_000 }));
-      d.writeTask(record("loop", { status: "running" }, { restarts: 3 }));
-      d.writeTask(record("unknown", { status: "running" }, { kind: "gone" }));
+      const at = { createdVersion: d.version };
+      d.writeTask(record("run", { status: "running" }, at));
+      d.writeTask(record("due", { status: "sleeping", until: 500 }, at));
+      d.writeTask(record("later", { status: "sleeping", until: 5_000 }, at));
+      d.writeTask(record("loop", { status: "running" }, { restarts: 3, ...at }));
+      d.writeTask(record("unknown", { status: "running" }, { kind: "gone", ...at }));
     });
     await first.close();
     const spy = new SpyStorage(disk);

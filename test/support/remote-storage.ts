@@ -68,6 +68,15 @@ export class RemoteStorage implements Storage {
     this.call("readChanges", args) as ReturnType<Storage["readChanges"]>;
   readDocumentRows: Storage["readDocumentRows"] = (...args) =>
     this.call("readDocumentRows", args) as ReturnType<Storage["readDocumentRows"]>;
+  readSubmission: Storage["readSubmission"] = (...args) =>
+    this.call("readSubmission", args) as ReturnType<Storage["readSubmission"]>;
+  readRequest: Storage["readRequest"] = (...args) =>
+    this.call("readRequest", args) as ReturnType<Storage["readRequest"]>;
+  readTask: Storage["readTask"] = (...args) => this.call("readTask", args) as ReturnType<Storage["readTask"]>;
+  readTaskTree: Storage["readTaskTree"] = (...args) =>
+    this.call("readTaskTree", args) as ReturnType<Storage["readTaskTree"]>;
+  readItems: Storage["readItems"] = (...args) =>
+    this.call("readItems", args) as ReturnType<Storage["readItems"]>;
   close: Storage["close"] = async () => undefined;
 
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {

@@ -26,6 +26,7 @@ import {
   type WriteHook,
 } from "../../src/index.ts";
 import { isWellFormedText } from "../../src/records/schemas.ts";
+import type { KernelDraft } from "../../src/session/draft.ts";
 import { commitAsKernel } from "../../src/session/session.ts";
 import { rng } from "./task-simulation.ts";
 
@@ -108,6 +109,11 @@ export function durable(view: SessionView) {
   return rest;
 }
 
+/** A task record as the kernel creates it: its `createdVersion` is the commit that first wrote it. */
+function created<T extends { id: string }>(d: KernelDraft, record: T): T & { createdVersion: number } {
+  return { ...record, createdVersion: d.task(record.id)?.createdVersion ?? d.version };
+}
+
 function task(id: string, phase = "start") {
   return {
     id,
@@ -147,7 +153,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "send the notice" });
       await commitAsKernel(session, (d) => {
         d.setDocument("plan", "plan", { steps: ["a", "b"], approved: false });
-        d.writeTask({ ...task("t1"), submissionId: sub.id });
+        d.writeTask(created(d, { ...task("t1"), submissionId: sub.id }));
         d.appendEntry("main", { kind: "note", text: "planned" }, { taskId: "t1" });
       });
       await session.commit((d) =>
@@ -273,7 +279,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const writer = await open(faulty, id);
       const expected = durable(writer.view());
       const a = writer.submit({ requestId: "r2", conversationId: "main", input: "second" });
-      const b = commitAsKernel(writer, (d) => d.writeTask(task("t9")));
+      const b = commitAsKernel(writer, (d) => d.writeTask(created(d, task("t9"))));
       await expect(a).rejects.toMatchObject({ name: "StorageError" });
       await expect(b).rejects.toMatchObject({ name: "StorageError" });
       armed = false;
@@ -336,8 +342,8 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       await session.submit({ requestId: "r1", conversationId: "main", input: "keep me" });
       await session.submit({ requestId: "r2", conversationId: "side", input: "and me" });
       await commitAsKernel(session, (d) => {
-        d.writeTask(task("good"));
-        d.writeTask(task("bad"));
+        d.writeTask(created(d, task("good")));
+        d.writeTask(created(d, task("bad")));
         d.setDocument("plan", "plan", { steps: [], approved: false });
       });
       await harness.corrupt(id, "tasks", ["bad"], { id: "bad", kind: 42 });
@@ -354,11 +360,11 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(view.tasks.map((t) => t.id)).toEqual(["good"]);
       expect(view.submissions.map((s) => s.requestId)).toEqual(["r1", "r2"]);
       expect(view.conversations.find((c) => c.id === "main")?.entries).toHaveLength(1);
-      await expect(commitAsKernel(reopened, (d) => d.writeTask(task("bad")))).rejects.toBeInstanceOf(
-        BlockedRecordError,
-      );
+      await expect(
+        commitAsKernel(reopened, (d) => d.writeTask(created(d, task("bad")))),
+      ).rejects.toBeInstanceOf(BlockedRecordError);
       expect(reopened.status).toBe("open");
-      await commitAsKernel(reopened, (d) => d.writeTask(task("new")));
+      await commitAsKernel(reopened, (d) => d.writeTask(created(d, task("new"))));
       expect(reopened.view().tasks.map((t) => t.id)).toEqual(["good", "new"]);
     });
 

@@ -26,6 +26,11 @@ export class ForwardingStorage implements Storage {
   readEntries: Storage["readEntries"] = async (...args) => this.target().readEntries(...args);
   readChanges: Storage["readChanges"] = async (...args) => this.target().readChanges(...args);
   readDocumentRows: Storage["readDocumentRows"] = async (...args) => this.target().readDocumentRows(...args);
+  readSubmission: Storage["readSubmission"] = async (...args) => this.target().readSubmission(...args);
+  readRequest: Storage["readRequest"] = async (...args) => this.target().readRequest(...args);
+  readTask: Storage["readTask"] = async (...args) => this.target().readTask(...args);
+  readTaskTree: Storage["readTaskTree"] = async (...args) => this.target().readTaskTree(...args);
+  readItems: Storage["readItems"] = async (...args) => this.target().readItems(...args);
   close: Storage["close"] = async () => undefined;
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     await this.target().commit(guard, commits);

@@ -1,0 +1,233 @@
+/**
+ * What a session reads when it opens, and how settled work is read back later — the same way in every
+ * store (DESIGN §9). Open reads the working set only: each conversation's tail, the documents, every
+ * unfinished Submission and task tree (the `live` index), and the latest `settled` finished ones (the
+ * `items` index, newest first). Everything else stays in storage, reachable by id, by requestId and by
+ * page. Stores supply a {@link SessionRowReader} over one transaction; the logic here is shared.
+ */
+import type { KeyPart, RowWrite, Table } from "./rows.ts";
+import { rawNumber, recordName } from "./rows.ts";
+import type { StoredDocument, StoredItem, StoredRecord, StoredSession } from "./storage.ts";
+
+export type { StoredItem } from "./storage.ts";
+
+/** How a store reads its rows of one session, inside one transaction. */
+export interface SessionRowReader {
+  /** Every row of a table. */
+  all(table: Table): Promise<StoredRecord[]> | StoredRecord[];
+  /** The rows of `[id, n]` keys with `from` ≤ n ≤ `to`, in order. */
+  range(table: Table, id: string, from: number, to: number): Promise<StoredRecord[]> | StoredRecord[];
+  /** One row by its key. */
+  get(table: Table, key: readonly KeyPart[]): Promise<StoredRecord | undefined> | StoredRecord | undefined;
+  /**
+   * Up to `limit` rows of a table keyed by a number first (`[version]` or `[version, id]`), whose number is
+   * below `before`, highest first.
+   */
+  latest(table: "items" | "changes", before: number, limit: number): Promise<StoredRecord[]> | StoredRecord[];
+}
+
+/** An `items` or `live` row as an item: `items/12/sub_3` is version 12, id `sub_3` (ids may hold `/`). */
+export function itemOfRow(record: StoredRecord): StoredItem {
+  const rest = record.key.slice(record.key.indexOf("/") + 1);
+  const slash = rest.indexOf("/");
+  return { version: Number(rest.slice(0, slash)), id: rest.slice(slash + 1), value: record.value };
+}
+
+/**
+ * Reads what a session's state is made of on open: everything for a session stored in format 1 (it has no
+ * indexes yet), else the working set.
+ */
+export async function readStoredSession(
+  sessionId: string,
+  meta: unknown,
+  request: { readonly entryTail: number; readonly settled: number },
+  reader: SessionRowReader,
+): Promise<StoredSession> {
+  const conversations = await reader.all("conversations");
+  const entries: StoredRecord[] = [];
+  for (const conversation of conversations) {
+    const count = rawNumber(conversation.value, "entryCount") ?? 0;
+    if (count === 0) continue;
+    const id = conversation.key.slice("conversations/".length);
+    entries.push(...(await reader.range("entries", id, Math.max(0, count - request.entryTail), count - 1)));
+  }
+  const documents: StoredDocument[] = [];
+  for (const head of await reader.all("documents")) {
+    const from = rawNumber(head.value, "baselineVersion");
+    const id = head.key.slice("documents/".length);
+    const rows =
+      from === undefined ? [] : await reader.range("documentRows", id, from, Number.MAX_SAFE_INTEGER);
+    documents.push({ head, rows });
+  }
+  const base = {
+    meta: { key: recordName("sessions", [sessionId]), value: meta },
+    conversations,
+    entries,
+    documents,
+  };
+  if (rawNumber(meta, "format") === 1) {
+    return { ...base, tasks: await reader.all("tasks"), submissions: await reader.all("submissions") };
+  }
+  const live = (await reader.all("live")).map(itemOfRow);
+  const liveIds = new Set(live.map((item) => item.id));
+  const settled = await latestSettled(reader, liveIds, request.settled);
+  const items = [...live, ...settled];
+  const { tasks, submissions } = await readItems(reader, items);
+  return { ...base, tasks, submissions, items };
+}
+
+/** Up to `count` finished items, newest first (skipping unfinished ones). */
+async function latestSettled(
+  reader: SessionRowReader,
+  liveIds: ReadonlySet<string>,
+  count: number,
+): Promise<StoredItem[]> {
+  const settled: StoredItem[] = [];
+  const limit = count + liveIds.size + 16;
+  let before = Number.MAX_SAFE_INTEGER;
+  while (settled.length < count) {
+    let page = (await reader.latest("items", before, limit)).map(itemOfRow);
+    if (page.length === 0) break;
+    const lowest = (page[page.length - 1] as StoredItem).version;
+    // A full page may have cut the items of its lowest version: those are read whole with the next page.
+    const cut = page.length === limit && page.some((item) => item.version > lowest);
+    if (cut) page = page.filter((item) => item.version > lowest);
+    for (const item of page) {
+      if (!liveIds.has(item.id)) settled.push(item);
+      if (settled.length === count) break;
+    }
+    if (page.length < limit && !cut) break;
+    before = cut ? lowest + 1 : lowest;
+  }
+  return settled;
+}
+
+/** The Submissions and task trees of `items`, read by key. */
+export async function readItems(
+  reader: SessionRowReader,
+  items: readonly StoredItem[],
+): Promise<{ tasks: StoredRecord[]; submissions: StoredRecord[] }> {
+  const submissions: StoredRecord[] = [];
+  const roots: string[] = [];
+  for (const { value } of items) {
+    const submission = field(value, "submission");
+    const root = field(value, "root");
+    if (submission !== undefined) {
+      const row = await reader.get("submissions", [submission]);
+      if (row) submissions.push(row);
+    }
+    if (root !== undefined) roots.push(root);
+  }
+  return { tasks: await readTrees(reader, roots), submissions };
+}
+
+/** Every task of the trees under `roots`, level by level (a parent's children by their index rows). */
+export async function readTrees(reader: SessionRowReader, roots: readonly string[]): Promise<StoredRecord[]> {
+  const tasks: StoredRecord[] = [];
+  let level = [...roots];
+  while (level.length > 0) {
+    const found = await Promise.all(level.map((id) => reader.get("tasks", [id])));
+    for (const row of found) if (row) tasks.push(row);
+    const next: string[] = [];
+    for (const id of level) {
+      for (const child of await reader.range("children", id, 0, Number.MAX_SAFE_INTEGER)) {
+        if (typeof child.value === "string") next.push(child.value);
+      }
+    }
+    level = next;
+  }
+  return tasks;
+}
+
+/** A page of items below `before` (newest first): for paging through settled Submissions. */
+export async function readItemPage(
+  reader: SessionRowReader,
+  before: number,
+  limit: number,
+): Promise<{ items: StoredItem[]; submissions: StoredRecord[] }> {
+  const items = (await reader.latest("items", before, limit)).map(itemOfRow);
+  const submissions: StoredRecord[] = [];
+  for (const { value } of items) {
+    const id = field(value, "submission");
+    const row = id === undefined ? undefined : await reader.get("submissions", [id]);
+    if (row) submissions.push(row);
+  }
+  return { items, submissions };
+}
+
+/** The Submission a requestId was accepted as, if any. */
+export async function readRequest(
+  reader: SessionRowReader,
+  requestId: string,
+): Promise<StoredRecord | undefined> {
+  const index = await reader.get("requests", [requestId]);
+  return typeof index?.value === "string" ? reader.get("submissions", [index.value]) : undefined;
+}
+
+/**
+ * The index rows a session stored in format 1 needs to move to format 2: every Submission and root task
+ * becomes an item (keyed below 1, in the order they were accepted or created, since format 1 recorded no
+ * version for them), unfinished ones are live, each requestId is indexed, each child under its parent.
+ */
+export function migrationRows(
+  tasks: readonly StoredRecord[],
+  submissions: readonly StoredRecord[],
+): RowWrite[] {
+  const rows: RowWrite[] = [];
+  const taskValues = tasks.map((row) => row.value as Record<string, unknown>).filter(isObject);
+  const byParent = new Map<string, Record<string, unknown>[]>();
+  for (const task of taskValues) {
+    const parent = typeof task.parentId === "string" ? task.parentId : undefined;
+    if (parent === undefined) continue;
+    const list = byParent.get(parent) ?? [];
+    list.push(task);
+    byParent.set(parent, list);
+  }
+  for (const [parent, children] of byParent) {
+    children.sort(byCreation);
+    children.forEach((child, i) => rows.push({ table: "children", key: [parent, i], value: child.id }));
+  }
+  const items: { at: number; id: string; item: { submission?: string; root?: string }; open: boolean }[] = [];
+  const rootsOfSubmissions = new Set<string>();
+  for (const row of submissions) {
+    const s = row.value as Record<string, unknown>;
+    if (!isObject(s) || typeof s.id !== "string") continue;
+    const root = typeof s.taskId === "string" ? s.taskId : undefined;
+    if (root) rootsOfSubmissions.add(root);
+    if (typeof s.requestId === "string") rows.push({ table: "requests", key: [s.requestId], value: s.id });
+    const open = s.status === "accepted" || s.status === "running";
+    items.push({
+      at: Number(s.acceptedAt) || 0,
+      id: s.id,
+      item: { submission: s.id, ...(root && { root }) },
+      open,
+    });
+  }
+  for (const task of taskValues) {
+    if (task.parentId !== undefined || typeof task.id !== "string" || rootsOfSubmissions.has(task.id))
+      continue;
+    const status = (task.state as { status?: unknown } | undefined)?.status;
+    const open = status !== "succeeded" && status !== "failed" && status !== "cancelled";
+    items.push({ at: Number(task.createdAt) || 0, id: task.id, item: { root: task.id }, open });
+  }
+  items.sort((a, b) => a.at - b.at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  items.forEach(({ id, item, open }, i) => {
+    const version = i - items.length; // -n … -1: before every version a format-2 commit will use
+    rows.push({ table: "items", key: [version, id], value: item });
+    if (open) rows.push({ table: "live", key: [version, id], value: item });
+  });
+  return rows;
+}
+
+function byCreation(a: Record<string, unknown>, b: Record<string, unknown>): number {
+  return Number(a.createdAt) - Number(b.createdAt) || (String(a.id) < String(b.id) ? -1 : 1);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null;
+}
+
+function field(value: unknown, name: string): string | undefined {
+  const v = isObject(value) ? value[name] : undefined;
+  return typeof v === "string" ? v : undefined;
+}
