@@ -25,7 +25,6 @@ import type {
   Storage,
   StorageOptions,
   StoredChanges,
-  StoredDocument,
   StoredRecord,
   StoredSession,
 } from "../src/storage/storage.ts";

@@ -18,7 +18,7 @@ import {
   STORAGE_FORMAT,
   utf8Length,
 } from "../records/schemas.ts";
-import type { CommitGuard, StoredDocument, StoredRecord, StoredSession } from "./storage.ts";
+import type { CommitGuard } from "./storage.ts";
 
 /** Tables of the layout, keyed by the parts after the session id. */
 export type Table =

@@ -185,7 +185,9 @@ export function migrationRows(
   }
   for (const [parent, children] of byParent) {
     children.sort(byCreation);
-    children.forEach((child, i) => rows.push({ table: "children", key: [parent, i], value: child.id }));
+    children.forEach((child, i) => {
+      rows.push({ table: "children", key: [parent, i], value: child.id });
+    });
   }
   const items: { at: number; id: string; item: { submission?: string; root?: string }; open: boolean }[] = [];
   const rootsOfSubmissions = new Set<string>();
