@@ -8,6 +8,7 @@ import type { CommitRecord } from "../src/records/schemas.ts";
 import type { WriteHook } from "../src/storage/memory-storage.ts";
 import type { KeyPart, Table } from "../src/storage/rows.ts";
 import {
+  checkCreate,
   checkGuard,
   checkRowSize,
   documentRowsObsoleteBelow,
@@ -242,8 +243,20 @@ export class DurableObjectSqliteStorage implements Storage {
     }
     const json = JSON.stringify(row.value);
     checkRowSize(row, json, this.maxRowBytes, version);
+    if (row.op === "create") {
+      const found = this.storage.sql
+        .exec(
+          "SELECT 1 FROM da_rows WHERE session = ? AND tbl = ? AND id = ? AND n = ?",
+          sessionId,
+          row.table,
+          id,
+          n,
+        )
+        .toArray();
+      checkCreate(row, found.length > 0, version);
+    }
     this.storage.sql.exec(
-      `${row.op === "create" ? "INSERT" : "INSERT OR REPLACE"} INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?)`,
+      "INSERT OR REPLACE INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?)",
       sessionId,
       row.table,
       id,

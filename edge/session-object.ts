@@ -178,7 +178,9 @@ class SessionHost<Env> {
         // Validated in full before anything exists: a request that fails creates no session.
         const input = parseSubmitInput(await request.json());
         const known =
-          this.session?.status === "open" ? this.session.submissionForRequest(input.requestId) : undefined;
+          this.session?.status === "open"
+            ? await this.session.readSubmissionForRequest(input.requestId)
+            : undefined;
         if (
           !known &&
           this.session?.status === "open" &&
@@ -201,7 +203,7 @@ class SessionHost<Env> {
       }
       case "request": {
         const session = await this.required(route.sessionId);
-        const submission = session.submissionForRequest(route.requestId);
+        const submission = await session.readSubmissionForRequest(route.requestId);
         if (!submission)
           return problemResponse(
             404,
@@ -212,14 +214,14 @@ class SessionHost<Env> {
       }
       case "submission": {
         const session = await this.required(route.sessionId);
-        const submission = session.submission(route.submissionId);
+        const submission = await session.readSubmission(route.submissionId);
         if (!submission) return unknownSubmission(route.submissionId);
         return Response.json(await waitForEnd(session, submission, route.waitMs));
       }
       case "cancel": {
         const { reason } = parseCancelBody(await request.json());
         const session = await this.required(route.sessionId);
-        if (!session.submission(route.submissionId)) return unknownSubmission(route.submissionId);
+        if (!(await session.readSubmission(route.submissionId))) return unknownSubmission(route.submissionId);
         return Response.json(await session.cancelSubmission(route.submissionId, reason));
       }
       case "view": {

@@ -11,6 +11,7 @@ export const KERNEL_ERROR_CODES = [
   "storage-closed",
   "invalid-record",
   "record-too-large",
+  "duplicate-request",
   "corrupt-record",
   "blocked-record",
   "session-stopped",
@@ -88,6 +89,22 @@ export class RecordTooLargeError extends KernelError {
     readonly version: number,
   ) {
     super("record-too-large", message);
+  }
+}
+
+/**
+ * A commit would accept a second Submission for a requestId that already has one (it left memory long
+ * ago, so only the store's index knew). The store refused the commit before writing anything; the caller
+ * gets the original Submission instead.
+ */
+export class DuplicateRequestError extends KernelError {
+  override readonly name = "DuplicateRequestError";
+  constructor(
+    readonly requestId: string,
+    /** The version of the refused commit. */
+    readonly version: number,
+  ) {
+    super("duplicate-request", `requestId ${requestId} already has a Submission; nothing was written`);
   }
 }
 

@@ -6,6 +6,7 @@
 import type { Clock, TimerHandle, Timers } from "../clock.ts";
 import { afterThisTick } from "../clock.ts";
 import {
+  DuplicateRequestError,
   ensureError,
   KernelError,
   RecordTooLargeError,
@@ -164,7 +165,7 @@ export class CommitPipeline {
         for (const commit of group.sealed) freezeSealed(commit);
         await saving;
       } catch (cause) {
-        if (cause instanceof RecordTooLargeError && this.refuse(group, cause)) return;
+        if (isRefusal(cause) && this.refuse(group, cause)) return;
         const error = asStorageFailure(cause);
         for (const { request } of group.settled) request.reject(error);
         this.fail(new SessionStoppedError(this.host.sessionId, { cause: error }));
@@ -182,7 +183,7 @@ export class CommitPipeline {
    * order, and rebuilt on the next turn (builds are plain functions of their draft). The session goes on.
    * False when the error names no commit of the group: then it is treated as a storage failure.
    */
-  private refuse(group: PreparedGroup, error: RecordTooLargeError): boolean {
+  private refuse(group: PreparedGroup, error: RecordTooLargeError | DuplicateRequestError): boolean {
     const refused = group.sealed.find((sealed) => sealed.commit.version === error.version);
     if (!refused) return false;
     const critical: PendingRequest[] = [];
@@ -292,6 +293,11 @@ export class CommitPipeline {
       }
     }
   }
+}
+
+/** A store's refusal of one commit of a group, before writing anything: the rest of the group goes on. */
+function isRefusal(cause: unknown): cause is RecordTooLargeError | DuplicateRequestError {
+  return cause instanceof RecordTooLargeError || cause instanceof DuplicateRequestError;
 }
 
 function asStorageFailure(cause: unknown): KernelError {

@@ -1,9 +1,18 @@
-/** Reads of what a session holds in storage beyond memory: older entries and the change log. */
-import type { CommitRecord, Entry } from "../records/schemas.ts";
-import { CommitRecordSchema, EntrySchema } from "../records/schemas.ts";
+/**
+ * Reads of what a session holds in storage beyond memory: older entries, the change log, and settled work
+ * that left the working set (DESIGN §9) — by id, by requestId, and by page. Memory answers first.
+ */
+import type { CommitRecord, Entry, Submission, Task } from "../records/schemas.ts";
+import { CommitRecordSchema, EntrySchema, SubmissionSchema, TaskSchema } from "../records/schemas.ts";
 import { validateRecord } from "../records/validate.ts";
-import type { Storage } from "../storage/storage.ts";
+import type { Storage, StoredRecord } from "../storage/storage.ts";
 import type { SessionState } from "./state.ts";
+
+/** A page of Submissions, newest first; `next` is the `before` of the page after it, `null` at the end. */
+export interface SubmissionPage {
+  readonly submissions: readonly Submission[];
+  readonly next: number | null;
+}
 
 /** How many change-log records one read returns by default. */
 export const CHANGE_PAGE = 500;
@@ -31,6 +40,56 @@ export class SessionHistory {
     return [...older, ...held.entries];
   }
 
+  /** A Submission by id: from memory, else from storage (it may have left the working set). */
+  async readSubmission(submissionId: string): Promise<Submission | undefined> {
+    const held = this.state.submission(submissionId);
+    if (held) return held;
+    return submission(await this.storage.readSubmission(this.state.id, submissionId));
+  }
+
+  /** The Submission accepted for `requestId`: from memory, else from the store's requestId index. */
+  async readSubmissionForRequest(requestId: string): Promise<Submission | undefined> {
+    const held = this.state.submissionByRequest(requestId);
+    if (held) return held;
+    return submission(await this.storage.readRequest(this.state.id, requestId));
+  }
+
+  /** Submissions accepted before version `before` (default: all), newest first, `limit` at a time. */
+  async readSubmissions(options: { before?: number; limit?: number } = {}): Promise<SubmissionPage> {
+    const limit = Math.max(1, Math.min(options.limit ?? 50, 500));
+    const page = await this.storage.readItems(
+      this.state.id,
+      options.before ?? Number.MAX_SAFE_INTEGER,
+      limit,
+    );
+    const byId = new Map(page.submissions.map((row) => [row.key.slice("submissions/".length), row]));
+    const submissions: Submission[] = [];
+    for (const item of page.items) {
+      const held = this.state.submission(item.id);
+      const found = held ?? submission(byId.get(item.id));
+      if (found) submissions.push(found);
+    }
+    const last = page.items.at(-1);
+    return { submissions, next: page.items.length === limit && last ? last.version : null };
+  }
+
+  /** A task by id: from memory, else from storage. */
+  async readTask(taskId: string): Promise<Task | undefined> {
+    const held = this.state.task(taskId);
+    if (held) return held;
+    const row = await this.storage.readTask(this.state.id, taskId);
+    return row && validateRecord(TaskSchema, row.value, row.key);
+  }
+
+  /** Every task of the tree under `rootId`, read from storage (the root first, then level by level). */
+  async readTaskTree(rootId: string): Promise<Task[]> {
+    const rows = await this.storage.readTaskTree(this.state.id, rootId);
+    return rows.map(
+      (row) =>
+        this.state.task(row.key.slice("tasks/".length)) ?? validateRecord(TaskSchema, row.value, row.key),
+    );
+  }
+
   /** Committed changes after `afterVersion` from the change log, validated, oldest first. */
   async readChanges(
     afterVersion: number,
@@ -42,4 +101,8 @@ export class SessionHistory {
       oldestRetained,
     };
   }
+}
+
+function submission(row: StoredRecord | undefined): Submission | undefined {
+  return row && validateRecord(SubmissionSchema, row.value, row.key);
 }

@@ -1,4 +1,6 @@
 /** Observe-only waits: resolve once a condition on committed state holds, re-checked after every change. */
+import { InvalidArgumentError } from "../errors.ts";
+import { isSubmissionFinished, type Submission } from "../records/schemas.ts";
 import type { ChangeListener, SubscribeOptions, Unsubscribe } from "./subscriptions.ts";
 
 /** What observing needs: the current version and a subscription to what is committed after it. */
@@ -46,4 +48,54 @@ export function observeUntil<T>(
     );
     signal?.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/** Resolves with a record once `ended` holds for it; rejects at once if `what` does not exist. */
+export function untilEnded<T>(
+  session: Observable,
+  what: string,
+  find: () => T | undefined,
+  ended: (record: T) => boolean,
+  signal?: AbortSignal,
+): Promise<T> {
+  const check = () => {
+    const record = find();
+    if (!record) throw new InvalidArgumentError(`${what} does not exist`);
+    return ended(record) ? record : undefined;
+  };
+  return observeUntil(session, check, signal);
+}
+
+/** What the wait sees of a Submission that ended and left memory in the same commit. */
+const LEFT_MEMORY = Symbol("left memory");
+
+/**
+ * Resolves with a Submission once it has ended. One that left the working set has ended (unfinished ones
+ * never leave) and is read back from storage, also when it ends and leaves in the same commit.
+ */
+export async function untilSubmissionEnded(
+  session: Observable,
+  submissionId: string,
+  find: () => Submission | undefined,
+  read: () => Promise<Submission | undefined>,
+  signal?: AbortSignal,
+): Promise<Submission> {
+  if (!find()) {
+    const stored = await read();
+    if (stored) return stored;
+  }
+  let seen = false;
+  const held = () => {
+    const record = find();
+    seen ||= record !== undefined;
+    return record ?? (seen ? LEFT_MEMORY : undefined);
+  };
+  const ended = await untilEnded(
+    session,
+    `submission ${submissionId}`,
+    held,
+    (record) => record === LEFT_MEMORY || isSubmissionFinished(record),
+    signal,
+  );
+  return ended === LEFT_MEMORY ? ((await read()) as Submission) : ended;
 }

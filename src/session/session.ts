@@ -5,6 +5,7 @@
 import type { IdSource } from "../clock.ts";
 import { afterThisTick, randomIds, systemClock, systemTimers } from "../clock.ts";
 import {
+  DuplicateRequestError,
   InvalidArgumentError,
   type KernelError,
   ReadOnlyError,
@@ -23,8 +24,9 @@ import type { CommitResult, KernelCommit, KernelCommitOptions } from "./commit-p
 import { CommitPipeline } from "./commit-pipeline.ts";
 import type { SealedCommit } from "./draft.ts";
 import type { BuildCommit, BuildProgress, CommitOptions } from "./draft-types.ts";
-import { CHANGE_PAGE, SessionHistory } from "./history.ts";
-import { observeUntil } from "./observe.ts";
+import { CHANGE_PAGE, SessionHistory, type SubmissionPage } from "./history.ts";
+import { registerKernelCommit } from "./kernel-access.ts";
+import { observeUntil, untilEnded, untilSubmissionEnded } from "./observe.ts";
 import type { OpenSessionOptions, SessionStatus, WaitOptions } from "./options.ts";
 import { AppDraft, ProgressOnlyDraft } from "./role-drafts.ts";
 import type { SessionState } from "./state.ts";
@@ -59,7 +61,7 @@ export class Session {
     const timers = options.timers ?? systemTimers;
     this.ids = options.ids ?? randomIds;
     this.history = new SessionHistory(state, storage);
-    kernelCommits.set(this, (build, commitOptions) => this.kernelCommit(build, commitOptions));
+    registerKernelCommit(this, (build, commitOptions) => this.kernelCommit(build, commitOptions));
     this.pipeline = new CommitPipeline({
       sessionId: state.id,
       state,
@@ -148,8 +150,40 @@ export class Session {
     const parsed = parseSubmitInput(input);
     const existing = this.state.submissionByRequest(parsed.requestId);
     if (existing) return existing;
-    const { value } = await this.pipeline.commit((draft) => acceptSubmission(draft, parsed, this.ids));
-    return this.state.submission(value.id) ?? value;
+    try {
+      const { value } = await this.pipeline.commit((draft) => acceptSubmission(draft, parsed, this.ids));
+      return this.state.submission(value.id) ?? value;
+    } catch (error) {
+      // A retry of a requestId accepted long ago (it left memory): the store's index refused the commit.
+      if (!(error instanceof DuplicateRequestError)) throw error;
+      const original = await this.history.readSubmissionForRequest(parsed.requestId);
+      if (!original) throw error;
+      return original;
+    }
+  }
+
+  /** A Submission by id, also one that left the working set (read from storage). */
+  readSubmission(submissionId: string): Promise<Submission | undefined> {
+    return this.history.readSubmission(submissionId);
+  }
+
+  /** The Submission accepted for a client's `requestId`, also one that left the working set. */
+  readSubmissionForRequest(requestId: string): Promise<Submission | undefined> {
+    return this.history.readSubmissionForRequest(requestId);
+  }
+
+  /** Submissions newest first, a page at a time (`before`: the `next` of the previous page). */
+  readSubmissions(options?: { before?: number; limit?: number }): Promise<SubmissionPage> {
+    return this.history.readSubmissions(options);
+  }
+
+  /** A task by id, also one that left the working set; `readTaskTree` reads a whole tree by its root. */
+  readTask(taskId: string): Promise<Task | undefined> {
+    return this.history.readTask(taskId);
+  }
+
+  readTaskTree(rootId: string): Promise<Task[]> {
+    return this.history.readTaskTree(rootId);
   }
 
   /** Creates a top-level task; it runs once the session is resumed. */
@@ -175,6 +209,9 @@ export class Session {
 
   /** Cancels a Submission's task tree (or the Submission itself when it has no task). */
   async cancelSubmission(submissionId: string, reason = "cancelled by request"): Promise<Submission> {
+    // One that left the working set has ended: cancelling it changes nothing.
+    const evicted = this.state.submission(submissionId) ? undefined : await this.readSubmission(submissionId);
+    if (evicted) return evicted;
     await this.dispatchEvent({ type: "submission-cancel-requested", submissionId, reason }, "cancel");
     return this.state.submission(submissionId) as Submission;
   }
@@ -192,12 +229,13 @@ export class Session {
    */
   wait(submissionId: string, options?: WaitOptions): Promise<Submission> {
     const find = () => this.state.submission(submissionId);
-    return this.untilEnded(`submission ${submissionId}`, find, isSubmissionFinished, options);
+    const read = () => this.readSubmission(submissionId);
+    return untilSubmissionEnded(this, submissionId, find, read, options?.signal);
   }
 
   /** Resolves with the task's record once it is terminal. Only observes. */
   waitForTask(taskId: string, options?: WaitOptions): Promise<Task> {
-    return this.untilEnded(`task ${taskId}`, () => this.state.task(taskId), isTerminal, options);
+    return untilEnded(this, `task ${taskId}`, () => this.state.task(taskId), isTerminal, options?.signal);
   }
 
   /** Resolves once the session has adopted `version` (a read-your-writes wait for remote clients). */
@@ -335,21 +373,6 @@ export class Session {
     await this.pipeline.commit((draft) => dispatch(draft, event));
   }
 
-  /** Resolves with a record once `ended` holds for it; rejects at once if `what` does not exist. */
-  private untilEnded<T>(
-    what: string,
-    find: () => T | undefined,
-    ended: (record: T) => boolean,
-    options?: WaitOptions,
-  ): Promise<T> {
-    const check = () => {
-      const record = find();
-      if (!record) throw new InvalidArgumentError(`${what} does not exist`);
-      return ended(record) ? record : undefined;
-    };
-    return observeUntil(this, check, options?.signal);
-  }
-
   private adopt(sealed: SealedCommit): void {
     reduceSession(this.state, {
       type: "committed",
@@ -373,24 +396,4 @@ export class Session {
     if (this.mode === "read") return new ReadOnlyError(this.id, what);
     return undefined;
   }
-}
-
-/** The kernel's own commit of each open session (see {@link commitAsKernel}). */
-const kernelCommits = new WeakMap<
-  Session,
-  <T>(build: KernelCommit<T>, options?: KernelCommitOptions) => Promise<CommitResult<T>>
->();
-
-/**
- * Commits on the kernel's own draft of `session`, which writes any record: for the kernel's own tests of
- * storage and recovery. Not exported from the package; apps use `session.commit`.
- */
-export function commitAsKernel<T>(
-  session: Session,
-  build: KernelCommit<T>,
-  options?: KernelCommitOptions,
-): Promise<CommitResult<T>> {
-  const commit = kernelCommits.get(session);
-  if (!commit) return Promise.reject(new InvalidArgumentError("not a session"));
-  return commit(build, options);
 }

@@ -9,6 +9,7 @@ import type { CommitRecord } from "../records/schemas.ts";
 import type { WriteHook } from "./memory-storage.ts";
 import type { KeyPart, Table } from "./rows.ts";
 import {
+  checkCreate,
   checkGuard,
   documentRowsObsoleteBelow,
   nextWriterMeta,
@@ -109,6 +110,13 @@ export class IndexedDbStorage implements Storage {
     await this.transaction("readwrite", async (tx) => {
       const sessions = tx.objectStore(SESSIONS);
       const meta = checkGuard(await sessions.get(guard.sessionId), guard);
+      // Create-only rows are checked first, inside this transaction: a duplicate refuses the whole commit.
+      for (const commit of commits)
+        for (const row of rowsOfCommit(commit))
+          if (row.op === "create") {
+            const found = await tx.objectStore(row.table).getKey([guard.sessionId, ...row.key]);
+            checkCreate(row, found !== undefined, commit.version);
+          }
       const writes: Promise<unknown>[] = [];
       try {
         let index = 0;

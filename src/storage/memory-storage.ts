@@ -3,10 +3,11 @@
  * simulations keep while they throw kernels away. Values are structured-cloned in and out, so nothing a
  * caller holds aliases what is stored.
  */
-import { InvalidArgumentError, SessionNotFoundError, StorageError } from "../errors.ts";
+import { SessionNotFoundError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import {
+  checkCreate,
   checkGuard,
   checkRowSize,
   documentRowsObsoleteBelow,
@@ -158,11 +159,11 @@ export class MemoryStorage implements Storage {
         this.options.onWrite?.(row, staged.length);
         const limit = this.options.maxRowBytes;
         if (limit !== undefined) checkRowSize(row, JSON.stringify(row.value), limit, commit.version);
-        if (
-          row.op === "create" &&
-          (rows.tables[row.table].get(row.key) || staged.some((w) => sameRow(w, row)))
-        )
-          throw new InvalidArgumentError(`${recordName(row.table, row.key)} already exists`);
+        if (row.op === "create") {
+          const exists =
+            rows.tables[row.table].get(row.key) !== undefined || staged.some((w) => sameRow(w, row));
+          checkCreate(row, exists, commit.version);
+        }
         staged.push({ ...row, value: structuredClone(row.value) });
       }
       const through = pruneChangesThrough(commit.version, this.retain);

@@ -3,7 +3,12 @@
  * stores differ only in how they run a transaction, never in what they write.
  */
 
-import { RecordTooLargeError, SessionNotFoundError, StaleOwnerError } from "../errors.ts";
+import {
+  DuplicateRequestError,
+  RecordTooLargeError,
+  SessionNotFoundError,
+  StaleOwnerError,
+} from "../errors.ts";
 import type {
   CommitRecord,
   DocumentChange,
@@ -197,6 +202,14 @@ export function nextWriterMeta(stored: unknown, sessionId: string, at: number): 
   const epoch = rawNumber(stored, "epoch");
   if (epoch === undefined) throw new SessionNotFoundError(sessionId);
   return { ...(stored as object), epoch: epoch + 1 };
+}
+
+/**
+ * Refuses a `create` row whose key the store already holds (`exists`): a requestId that already has a
+ * Submission. Stores call it inside the commit's transaction, before writing the row.
+ */
+export function checkCreate(row: RowWrite, exists: boolean, version: number): void {
+  if (row.op === "create" && exists) throw new DuplicateRequestError(String(row.key[0]), version);
 }
 
 /** A format-1 session row once its index rows are written: format 2. */

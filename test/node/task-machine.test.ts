@@ -23,7 +23,7 @@ import {
   type TaskStatus,
 } from "../../src/index.ts";
 import { KernelDraft } from "../../src/session/draft.ts";
-import { commitAsKernel } from "../../src/session/session.ts";
+import { commitAsKernel } from "../../src/session/kernel-access.ts";
 import { SessionState } from "../../src/session/state.ts";
 import { dispatch } from "../../src/tasks/machine.ts";
 import { SpyStorage } from "../support/storage-wrappers.ts";

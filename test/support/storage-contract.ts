@@ -27,7 +27,7 @@ import {
 } from "../../src/index.ts";
 import { isWellFormedText } from "../../src/records/schemas.ts";
 import type { KernelDraft } from "../../src/session/draft.ts";
-import { commitAsKernel } from "../../src/session/session.ts";
+import { commitAsKernel } from "../../src/session/kernel-access.ts";
 import { rng } from "./task-simulation.ts";
 
 let opens = 0;
