@@ -9,8 +9,8 @@ export type { Agent, AgentOptions } from "./agent/create-agent.ts";
 export { createAgent } from "./agent/create-agent.ts";
 export type { ToolContext, ToolDefinition } from "./agent/define-tool.ts";
 export { defineTool, toolSpec } from "./agent/define-tool.ts";
-export type { UsageDocument } from "./agent/generation-task.ts";
-export { GENERATE_TASK, streamDocumentId, usageDocumentId } from "./agent/generation-task.ts";
+export type { StreamDocument, TurnResult, TurnUsage } from "./agent/generation-task.ts";
+export { GENERATE_TASK, streamDocumentId } from "./agent/generation-task.ts";
 export type {
   GenerateOptions,
   Model,
@@ -26,7 +26,7 @@ export { openAiCompatibleModel } from "./agent/openai-compatible.ts";
 export type { ScriptedModelOptions, ScriptedTurn } from "./agent/scripted-model.ts";
 export { scriptedModel } from "./agent/scripted-model.ts";
 export type { ToolOutcome, ToolResult } from "./agent/tool-task.ts";
-export { RUN_DOCUMENT_MAX_OUTPUT, runDocumentId, TOOL_TASK } from "./agent/tool-task.ts";
+export { progressDocumentId, RESULT_INLINE_MAX_OUTPUT, TOOL_TASK } from "./agent/tool-task.ts";
 export type { Clock, IdSource, TimerHandle, Timers } from "./clock.ts";
 export { ManualClock, ManualTimers, randomIds, sequentialIds, systemClock, systemTimers } from "./clock.ts";
 export type { DocumentDefinition } from "./documents/define-document.ts";

@@ -16,7 +16,8 @@ type AnyTaskDefinition = TaskDefinition<any, any>;
 export type SubmissionTask = (submission: Submission) => { kind: string; input: Json } | undefined;
 
 export interface RegistryInput {
-  readonly documents?: readonly DocumentDefinition<Json>[];
+  // biome-ignore lint/suspicious/noExplicitAny: definitions of any value type; each validates its own values
+  readonly documents?: readonly DocumentDefinition<any>[];
   readonly tasks?: readonly AnyTaskDefinition[];
   /** Starts a root task for every accepted Submission, in the same commit that accepts it. */
   readonly submissionTask?: SubmissionTask;
@@ -33,13 +34,13 @@ export type TaskResolution =
 
 /** Resolved definitions, looked up by name. Task kinds may be registered later (blocked tasks then run). */
 export class Registry {
-  readonly documents: ReadonlyMap<string, DocumentDefinition<Json>>;
+  readonly documents: ReadonlyMap<string, DocumentDefinition<unknown>>;
   readonly submissionTask: SubmissionTask | undefined;
   private readonly tasks = new Map<string, Map<number, AnyTaskDefinition>>();
   private readonly listeners = new Set<() => void>();
 
   constructor(input: RegistryInput = {}) {
-    const documents = new Map<string, DocumentDefinition<Json>>();
+    const documents = new Map<string, DocumentDefinition<unknown>>();
     for (const definition of input.documents ?? []) {
       if (documents.has(definition.type))
         throw new DefinitionError(`document type "${definition.type}" is registered twice`);

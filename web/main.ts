@@ -16,8 +16,8 @@ const client = connectSessionWorker(
 const log = document.querySelector<HTMLOListElement>("#log") as HTMLOListElement;
 const status = document.querySelector<HTMLDivElement>("#status") as HTMLDivElement;
 const start = document.querySelector<HTMLButtonElement>("#start") as HTMLButtonElement;
+/** Tool calls whose result was confirmed by operation id after a crash (not run again). */
 const recoveredRuns = new Set<string>();
-const runCalls = new Map<string, string>(); // tool-run document id → its tool call id
 
 function render(entry: Entry): void {
   const item = document.createElement("li");
@@ -61,16 +61,11 @@ function render(entry: Entry): void {
 }
 
 function onChange(change: CommitRecord): void {
-  for (const doc of change.documents) {
-    if (doc.type !== "tool-run") continue;
-    // A tool-run document's first version (a baseline) names its call; later versions may be patches.
-    const run = (doc.baseline ?? null) as { via?: string; toolCallId?: string } | null;
-    if (run?.toolCallId) runCalls.set(doc.id, run.toolCallId);
-    const confirmed =
-      run?.via === "confirm" ||
-      doc.patch.some((op) => op.path === "/via" && "value" in op && op.value === "confirm");
-    const callId = runCalls.get(doc.id);
-    if (confirmed && callId) recoveredRuns.add(callId);
+  // A tool call's task ends with how its result was obtained, in the commit that holds its result entry.
+  for (const task of change.tasks) {
+    const result = task.state.status === "succeeded" ? (task.state.result as { via?: unknown }) : undefined;
+    const callId = (task.input as { toolCallId?: unknown } | null)?.toolCallId;
+    if (result?.via === "confirm" && typeof callId === "string") recoveredRuns.add(callId);
   }
   for (const entry of change.entries) render(entry);
   for (const submission of change.submissions) {

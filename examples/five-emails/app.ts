@@ -29,7 +29,13 @@ export const RECIPIENTS = [
 
 export const emailPlan = defineDocument({
   type: "email-plan",
-  schema: z.object({ recipients: z.array(z.string().email()), body: z.string(), approved: z.boolean() }),
+  schema: z.object({
+    recipients: z.array(z.string().email()),
+    body: z.string(),
+    approved: z.boolean(),
+    /** Recorded on the plan by the campaign once it has run: how many of its mails were delivered. */
+    result: z.object({ delivered: z.number().int(), total: z.number().int() }).optional(),
+  }),
 });
 type Plan = z.infer<typeof emailPlan.schema>;
 
@@ -129,6 +135,9 @@ export const emailCampaign = defineTask({
         .map((r) => `${r.to} ${r.outcome}${r.via === "confirm" ? " (confirmed by operation id)" : ""}`)
         .join(", ")}).`;
       ctx.appendEntry(ctx.task.conversationId ?? "main", { kind: "note", text });
+      ctx.patchDocument(ctx.input.planId, [
+        { op: "add", path: "/result", value: { delivered, total: results.length } },
+      ]);
       return ctx.complete({ delivered, total: results.length, results });
     },
   },

@@ -24,14 +24,7 @@ import { buildMessages, contentMessage } from "./context.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 import type { ToolSpec } from "./model.ts";
 import { type Model, ModelError, type ModelResponse } from "./model.ts";
-import {
-  intentDocument,
-  resolveToolCall,
-  runDocumentId,
-  TOOL_RUN_DOCUMENT,
-  TOOL_TASK,
-  type ToolOutcome,
-} from "./tool-task.ts";
+import { resolveToolCall, TOOL_TASK, type ToolOutcome } from "./tool-task.ts";
 
 export const GENERATE_TASK = "agent.generate";
 export const STREAM_DOCUMENT = "model-stream";
@@ -56,6 +49,22 @@ interface Round {
   handle?: Json;
   retryAfterMs?: number;
   lastError?: string;
+  /** Token usage of the turn's model calls so far (each call's own is on its model entry). */
+  usage?: TurnUsage;
+}
+
+/** Token usage of a turn: how many model calls and rounds, and the totals. Part of the turn's result. */
+export interface TurnUsage {
+  calls: number;
+  rounds: number;
+  total: { inputTokens: number; outputTokens: number };
+}
+
+/** What a generation task ends with (and its Submission's `result`). */
+export interface TurnResult {
+  text: string;
+  round: number;
+  usage: TurnUsage;
 }
 
 export interface GenerationOptions {
@@ -111,18 +120,9 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
             const handle = await options.model.start(request, { signal: ctx.signal });
             return ctx.next("poll", { ...round, handle });
           }
-          const streamId = streamDocumentId(ctx.task.id);
-          let streamed = "";
           const response = await options.model.generate(request, {
             signal: ctx.signal,
-            onText: (delta) => {
-              streamed += delta;
-              const text = streamed;
-              const roundNumber = round.round;
-              ctx.progress((draft) =>
-                draft.setDocument(streamId, STREAM_DOCUMENT, { round: roundNumber, text }),
-              );
-            },
+            onText: streamer(ctx, round.round),
           });
           return await respond(ctx, round, response);
         } catch (error) {
@@ -188,8 +188,15 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       model: round.model,
       ...(response.usage && { usage: { ...response.usage } }),
     });
-    recordUsage(ctx, round, response);
-    if (response.toolCalls.length === 0) return ctx.complete({ text: response.text, round: round.round });
+    const usage = addUsage(round, response);
+    // The streamed text is in the model entry now: the stream record of this round goes.
+    ctx.deleteDocument(streamDocumentId(ctx.task.id));
+    if (response.toolCalls.length === 0)
+      return ctx.complete({
+        text: response.text,
+        round: round.round,
+        usage,
+      } satisfies TurnResult as unknown as Json);
     if (round.round >= maxRounds)
       return ctx.fail(`stopped after ${maxRounds} model rounds without a final answer`);
     const children: string[] = [];
@@ -205,7 +212,6 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
         children.push(ctx.spawn(TOOL_TASK, input, { id })); // task-backed: its call phase spawns the work
         continue;
       }
-      ctx.setDocument(runDocumentId(id), TOOL_RUN_DOCUMENT, intentDocument(input, resolved.intent));
       children.push(
         ctx.spawn(TOOL_TASK, input, { id, phase: "execute", data: resolved.intent as unknown as Json }),
       );
@@ -215,27 +221,57 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       throughSeq: round.throughSeq,
       model: options.model.id,
       attempt: 1,
+      usage,
     };
     return ctx.wait(children, { policy: "allSettled", next: "request" }, next);
   }
+}
 
-  /**
-   * Usage per call lives on the model entry (which is append-only); the Submission's usage document keeps
-   * running totals, so it stays the same size however long the loop runs.
-   */
-  function recordUsage(ctx: GenerateContext, round: Round, response: ModelResponse): void {
-    const usage = response.usage ?? { inputTokens: 0, outputTokens: 0 };
-    const id = usageDocumentId(ctx.task.submissionId ?? ctx.task.id);
-    const current = ctx.document(id)?.value as UsageDocument | undefined;
-    ctx.setDocument(id, USAGE_DOCUMENT, {
-      calls: (current?.calls ?? 0) + 1,
-      rounds: round.round,
-      total: {
-        inputTokens: (current?.total.inputTokens ?? 0) + usage.inputTokens,
-        outputTokens: (current?.total.outputTokens ?? 0) + usage.outputTokens,
-      },
-    } satisfies UsageDocument as unknown as Json);
-  }
+/**
+ * Usage per call lives on the model entry (which is append-only); the turn's running totals travel in its
+ * checkpoint and end in its result, so no per-turn record outlives the turn.
+ */
+function addUsage(round: Round, response: ModelResponse): TurnUsage {
+  const call = response.usage ?? { inputTokens: 0, outputTokens: 0 };
+  const before = round.usage ?? { calls: 0, rounds: 0, total: { inputTokens: 0, outputTokens: 0 } };
+  return {
+    calls: before.calls + 1,
+    rounds: round.round,
+    total: {
+      inputTokens: before.total.inputTokens + call.inputTokens,
+      outputTokens: before.total.outputTokens + call.outputTokens,
+    },
+  };
+}
+
+/**
+ * The model's streamed text as loss-tolerant progress, appended as chunks: every delta that arrives before
+ * a deferred flush becomes one chunk, so a flush stores only the text that is new since the last one.
+ */
+function streamer(ctx: GenerateContext, round: number): (delta: string) => void {
+  const id = streamDocumentId(ctx.task.id);
+  let pending = "";
+  let queued = false;
+  return (delta) => {
+    pending += delta;
+    if (queued) return;
+    queued = true;
+    // The build runs when the deferred commit is made: it takes whatever text arrived by then.
+    ctx.progress((draft) => {
+      queued = false;
+      const chunk = pending;
+      pending = "";
+      const current = draft.document(id)?.value as StreamDocument | undefined;
+      if (current?.round === round) draft.patchDocument(id, [{ op: "add", path: "/chunks/-", value: chunk }]);
+      else draft.setDocument(id, STREAM_DOCUMENT, { round, chunks: [chunk] } satisfies StreamDocument);
+    });
+  };
+}
+
+/** A round's streamed text so far: its chunks, in order. */
+export interface StreamDocument {
+  round: number;
+  chunks: string[];
 }
 
 /**
@@ -254,9 +290,8 @@ async function turnEntries(ctx: GenerateContext, round: Round): Promise<Entry[]>
 
 /**
  * Tool calls of the previous round whose task ended without writing a result (it failed: its result was
- * too large to store, it hit the restart limit; or it was cancelled) get an error result now, committed
- * with this phase's transition, and their tool-run document says so: every call the model made is
- * answered in the context it sees next.
+ * too large to store, it hit the restart limit; or it was cancelled) get a result now, committed with this
+ * phase's transition: every call the model made is answered in the context it sees next.
  */
 function answerEndedCalls(ctx: GenerateContext, round: Round, entries: Entry[]): EntryContent[] {
   const own = ctx.task.id;
@@ -277,13 +312,6 @@ function answerEndedCalls(ctx: GenerateContext, round: Round, entries: Entry[]):
       outcome: ended.outcome,
     };
     ctx.appendEntry(ctx.input.conversationId, content, { taskId: id });
-    const run = ctx.document(runDocumentId(id));
-    if (run && (run.value as { status?: string }).status === "intent")
-      ctx.setDocument(run.head.id, TOOL_RUN_DOCUMENT, {
-        ...(run.value as object),
-        status: content.outcome,
-        output: content.output,
-      });
     added.push(content);
   }
   return added;
@@ -343,14 +371,6 @@ function rejected(call: ToolCall, error: string) {
   };
 }
 
-/** Token usage of a Submission's turn: how many model calls and rounds, and the totals. */
-export interface UsageDocument {
-  calls: number;
-  rounds: number;
-  total: { inputTokens: number; outputTokens: number };
-}
-
-export const usageDocumentId = (submissionOrTaskId: string) => `usage:${submissionOrTaskId}`;
 export const streamDocumentId = (taskId: string) => `stream:${taskId}`;
 
 /**
@@ -359,15 +379,14 @@ export const streamDocumentId = (taskId: string) => `stream:${taskId}`;
  */
 function noteInterruptedStream(ctx: GenerateContext, round: Round): void {
   if (ctx.restarts === 0) return;
-  const stream = ctx.document(streamDocumentId(ctx.task.id))?.value as
-    | { round: number; text: string }
-    | undefined;
-  if (!stream || stream.round !== round.round || stream.text === "") return;
+  const stream = ctx.document(streamDocumentId(ctx.task.id))?.value as StreamDocument | undefined;
+  const text = stream?.chunks.join("") ?? "";
+  ctx.deleteDocument(streamDocumentId(ctx.task.id)); // this attempt streams afresh
+  if (!stream || stream.round !== round.round || text === "") return;
   ctx.appendEntry(ctx.input.conversationId, {
     kind: "interrupted",
     of: "model",
-    partialText: stream.text,
+    partialText: text,
     reason: "the process stopped while the model was streaming",
   });
-  ctx.setDocument(streamDocumentId(ctx.task.id), STREAM_DOCUMENT, { round: round.round, text: "" });
 }

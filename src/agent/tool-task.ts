@@ -10,16 +10,18 @@ import { defineTask, type GiveUpData, type PhaseContext, type TaskDefinition } f
 import type { ToolDefinition } from "./define-tool.ts";
 
 export const TOOL_TASK = "agent.tool";
-export const TOOL_RUN_DOCUMENT = "tool-run";
-/** Live output a running tool reported: loss-tolerant progress, kept apart from the run's critical record. */
+/**
+ * Live output a running tool reported: loss-tolerant progress, deleted by the commit that ends the call.
+ * (The call's intent is its task's checkpoint and its outcome its result entry: no other per-call record.)
+ */
 export const TOOL_PROGRESS_DOCUMENT = "tool-progress";
 
 /**
- * A tool output whose JSON is longer than this is kept once, in its result entry (and the task's result);
- * the tool-run document records its size instead of a third copy. A commit row has a size limit (about
- * 2 MB on a Durable Object), and every copy counts against it.
+ * A tool output whose JSON is longer than this is kept once, in its result entry; the tool task's result
+ * records its size instead of a second copy. A commit row has a size limit (about 2 MB on a Durable Object),
+ * and every copy counts against it.
  */
-export const RUN_DOCUMENT_MAX_OUTPUT = 4096;
+export const RESULT_INLINE_MAX_OUTPUT = 4096;
 
 /**
  * How a tool call ended, as the model and the views see it: `ok`; `error` (the tool said so, or the call
@@ -118,7 +120,6 @@ export function toolTask(
           const child = ctx.spawn(tool.task, args as Json, { id: `${ctx.task.id}/run` });
           return ctx.wait([child], { policy: "allSettled", next: "collect" });
         }
-        ctx.setDocument(runDocumentId(ctx.task.id), TOOL_RUN_DOCUMENT, intentDocument(ctx.input, intent));
         return ctx.next("execute", intent);
       },
       collect: (ctx) => {
@@ -234,7 +235,6 @@ async function settle(
   });
 }
 
-export const runDocumentId = (taskId: string) => `tool-run:${taskId}`;
 export const progressDocumentId = (taskId: string) => `tool-progress:${taskId}`;
 
 /** A model's tool call, resolved: the tool, its validated arguments and the intent to commit. */
@@ -280,25 +280,16 @@ export async function resolveToolCall(
   };
 }
 
-/** The tool-run document as the intent is committed. */
-export function intentDocument(input: ToolTaskInput, intent: Intent): Json {
-  return {
-    tool: input.name,
-    toolCallId: input.toolCallId,
-    operationId: intent.operationId,
-    args: intent.args,
-    replay: intent.replay,
-    status: "intent",
-  };
-}
-
 type ToolContext = PhaseContext<ToolTaskInput, ToolPhases>;
 
 function reject(ctx: ToolContext, message: string) {
   return finish(ctx, { outcome: "error", output: { error: message }, via: "rejected" });
 }
 
-/** Commits the result entry, the tool-run document and the task's end together. */
+/**
+ * Commits the result entry and the task's end together, and deletes the call's progress document. A large
+ * output is kept once, in the entry; the task's result then records its size instead.
+ */
 function finish(ctx: ToolContext, result: ToolResult) {
   ctx.appendEntry(ctx.input.conversationId, {
     kind: "tool-result",
@@ -307,20 +298,9 @@ function finish(ctx: ToolContext, result: ToolResult) {
     outcome: result.outcome,
     output: result.output,
   });
-  const id = runDocumentId(ctx.task.id);
-  const { output: _earlier, ...run } = (ctx.document(id)?.value as Record<string, Json> | undefined) ?? {
-    tool: ctx.input.name,
-    toolCallId: ctx.input.toolCallId,
-    operationId: ctx.task.id,
-  };
+  ctx.deleteDocument(progressDocumentId(ctx.task.id));
   const json = JSON.stringify(result.output);
-  ctx.setDocument(id, TOOL_RUN_DOCUMENT, {
-    ...run,
-    status: result.outcome,
-    via: result.via,
-    ...(json.length <= RUN_DOCUMENT_MAX_OUTPUT
-      ? { output: result.output }
-      : { outputBytes: utf8Length(json) }),
-  });
-  return ctx.complete(result as unknown as Json);
+  const { output, ...rest } = result;
+  const kept = json.length <= RESULT_INLINE_MAX_OUTPUT ? { output } : { outputBytes: utf8Length(json) };
+  return ctx.complete({ ...rest, ...kept, toolCallId: ctx.input.toolCallId } as unknown as Json);
 }

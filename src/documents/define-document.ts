@@ -3,8 +3,11 @@ import type { z } from "zod";
 import { DefinitionError } from "../errors.ts";
 import { compiled, type Json } from "../records/schemas.ts";
 
-/** A document type: its name, the schema of its value, and how often a full baseline is stored. */
-export interface DocumentDefinition<T extends Json = Json> {
+/**
+ * A document type: its name, the schema of its value, and how often a full baseline is stored. The value
+ * must be JSON when stored (checked on every write, whatever the schema's own type says).
+ */
+export interface DocumentDefinition<T = Json> {
   readonly type: string;
   readonly schema: z.ZodType<T>;
   /** Store the full value every this many versions (deltas in between). Default 32. */
@@ -25,7 +28,7 @@ export interface DocumentDefinition<T extends Json = Json> {
  *   schema: z.object({ recipients: z.array(z.string().email()), approved: z.boolean() }),
  * });
  */
-export function defineDocument<T extends Json>(definition: DocumentDefinition<T>): DocumentDefinition<T> {
+export function defineDocument<T>(definition: DocumentDefinition<T>): DocumentDefinition<T> {
   if (typeof definition.type !== "string" || definition.type.length === 0)
     throw new DefinitionError("a document type needs a non-empty name");
   if (KERNEL_DOCUMENT_TYPES.has(definition.type))
@@ -41,8 +44,6 @@ export const DEFAULT_BASELINE_EVERY = 32;
  * devtools) but cannot write them, and cannot define types of these names.
  */
 export const KERNEL_DOCUMENT_TYPES: ReadonlyMap<string, { readonly progress: boolean }> = new Map([
-  ["tool-run", { progress: false }],
-  ["usage", { progress: false }],
   ["model-stream", { progress: true }],
   ["tool-progress", { progress: true }],
 ]);

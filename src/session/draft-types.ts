@@ -70,6 +70,8 @@ export interface Draft extends DraftReader {
   setDocument(id: string, type: string, value: Json): void;
   /** Applies JSON Patch operations to an existing document. */
   patchDocument(id: string, patch: readonly PatchOperation[]): void;
+  /** Deletes one of the app's documents (its rows too; its history stays in the change log). */
+  deleteDocument(id: string): void;
   /** Creates a top-level task (it runs once the session is resumed). Returns its id. */
   spawn(kind: string, input: Json, options?: AppSpawnOptions): string;
 }

@@ -65,6 +65,9 @@ function assertStorable(value: unknown, record: string): void {
     ]);
 }
 
+/** How often a progress document without a definition of its own (a model stream) is stored in full. */
+const PROGRESS_BASELINE_EVERY = 1024;
+
 /** Shared by every draft until it writes: most commits touch one or two kinds of record. */
 const NONE: ReadonlyMap<never, never> = new Map<never, never>();
 
@@ -91,7 +94,8 @@ export class KernelDraft implements StateReader {
   // Allocated on first write (see NONE): drafts are made per commit, on the hot path.
   private conversations: ReadonlyMap<string, Conversation> = NONE;
   private entries: Entry[] | undefined;
-  private documents: ReadonlyMap<string, { type: string; value: Json }> = NONE;
+  /** Values set in this draft; `undefined` marks a document this draft deletes. */
+  private documents: ReadonlyMap<string, { type: string; value: Json | undefined }> = NONE;
   private tasks: ReadonlyMap<string, Task> = NONE;
   private submissions: ReadonlyMap<string, Submission> = NONE;
   private requestIndex: ReadonlyMap<string, string> = NONE;
@@ -112,6 +116,7 @@ export class KernelDraft implements StateReader {
   document(id: string): DocumentState | undefined {
     const changed = this.documents.get(id);
     if (!changed) return this.base.document(id);
+    if (changed.value === undefined) return undefined; // deleted in this draft
     const before = this.base.document(id);
     const head = before?.head ?? {
       id,
@@ -181,6 +186,14 @@ export class KernelDraft implements StateReader {
     this.documents = put(this.documents, id, { type, value });
   }
 
+  /** Deletes a document (and its stored rows), if it exists: a per-run document whose run ended. */
+  deleteDocument(id: string): void {
+    this.assertWritable("document", id);
+    const existing = this.document(id);
+    if (!existing) return;
+    this.documents = put(this.documents, id, { type: existing.head.type, value: undefined });
+  }
+
   /** Applies JSON Patch operations to an existing document. */
   patchDocument(id: string, patch: readonly PatchOperation[]): void {
     const existing = this.document(id);
@@ -237,23 +250,41 @@ export class KernelDraft implements StateReader {
     const documentValues = new Map<string, Json>();
     const documents: DocumentChange[] = [];
     for (const [id, { type, value }] of this.documents) {
+      const before = this.base.document(id);
+      if (value === undefined) {
+        if (!before) continue; // created and deleted in the same draft: nothing to store
+        const { version, baselineVersion } = before.head;
+        documents.push({
+          id,
+          type,
+          version: version + 1,
+          baselineVersion,
+          deltaBytes: 0,
+          patch: [],
+          deleted: true,
+        });
+        continue;
+      }
       const definition = this.registry.documents.get(type);
       const checked = validateRecord(definition?.schema ?? JsonSchema, value, `documents/${id}`) as Json;
       // An app's schema says what the value means; that it is storable JSON is the kernel's rule either way.
       if (definition) assertStorable(checked, `documents/${id}`);
       validateRecord(DocumentKeySchema, { id, type }, `documents/${id}`);
-      const before = this.base.document(id);
       const patch = diffJson(before?.value ?? null, checked);
       if (before && patch.length === 0) continue;
       const version = (before?.head.version ?? 0) + 1;
-      const every = definition?.baselineEvery ?? DEFAULT_BASELINE_EVERY;
+      const progress = this.registry.isProgressDocument(type);
+      const every =
+        definition?.baselineEvery ?? (progress ? PROGRESS_BASELINE_EVERY : DEFAULT_BASELINE_EVERY);
       // A full baseline every `every` versions, or sooner once the deltas since the last one outweigh the
       // value itself: a reload then never reads more than about twice the document, however long its history.
       const deltaBytes = (before?.head.deltaBytes ?? 0) + JSON.stringify(patch).length;
+      // A progress document (a stream of chunks) only grows and is deleted when its run ends: it is not
+      // stored again in full as it grows, only every `every` versions.
       const isBaseline =
         !before ||
         version - before.head.baselineVersion >= every ||
-        deltaBytes > JSON.stringify(checked).length;
+        (!progress && deltaBytes > JSON.stringify(checked).length);
       documentValues.set(id, checked);
       documents.push({
         id,
@@ -261,7 +292,8 @@ export class KernelDraft implements StateReader {
         version,
         baselineVersion: isBaseline ? version : (before?.head.baselineVersion ?? version),
         deltaBytes: isBaseline ? 0 : deltaBytes,
-        patch,
+        // A baseline holds the whole value: the change stores it once, not again as a patch.
+        patch: isBaseline ? [] : patch,
         ...(isBaseline && { baseline: checked }),
       });
     }

@@ -11,7 +11,8 @@ import type { BlockedKind, BlockedRecord, DocumentState, SessionState, StateRead
 
 export class GroupOverlay implements StateReader {
   private readonly conversations = new Map<string, Conversation>();
-  private readonly documents = new Map<string, DocumentState>();
+  /** Documents changed by the group so far; `null` marks one it deleted. */
+  private readonly documents = new Map<string, DocumentState | null>();
   private readonly tasks = new Map<string, Task>();
   private readonly submissions = new Map<string, Submission>();
   private readonly requestIndex = new Map<string, string>();
@@ -25,7 +26,8 @@ export class GroupOverlay implements StateReader {
     return this.conversations.get(id) ?? this.state.conversation(id);
   }
   document(id: string): DocumentState | undefined {
-    return this.documents.get(id) ?? this.state.document(id);
+    const changed = this.documents.get(id);
+    return changed === null ? undefined : (changed ?? this.state.document(id));
   }
   task(id: string): Task | undefined {
     return this.tasks.get(id) ?? this.state.task(id);
@@ -51,10 +53,12 @@ export class GroupOverlay implements StateReader {
   absorb({ commit, documentValues }: SealedCommit): void {
     for (const conversation of commit.conversations) this.conversations.set(conversation.id, conversation);
     for (const change of commit.documents) {
-      this.documents.set(change.id, {
-        head: headAfter(change, commit.at),
-        value: documentValues.get(change.id) as Json,
-      });
+      this.documents.set(
+        change.id,
+        change.deleted
+          ? null
+          : { head: headAfter(change, commit.at), value: documentValues.get(change.id) as Json },
+      );
     }
     for (const task of commit.tasks) {
       const before = this.task(task.id);

@@ -52,6 +52,11 @@ export class AppDraft implements Draft {
     if (type !== undefined) refuseKernelDocument(this.#draft, id, type);
     this.#draft.patchDocument(id, patch);
   }
+  deleteDocument(id: string): void {
+    const type = this.#draft.document(id)?.head.type;
+    if (type !== undefined) refuseKernelDocument(this.#draft, id, type);
+    this.#draft.deleteDocument(id);
+  }
   spawn(kind: string, input: Json, options: AppSpawnOptions = {}): string {
     const id = options.id ?? this.#ids.next("task");
     const conversation =

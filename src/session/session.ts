@@ -6,14 +6,13 @@ import type { IdSource } from "../clock.ts";
 import { afterThisTick, randomIds, systemClock, systemTimers } from "../clock.ts";
 import {
   DuplicateRequestError,
-  InvalidArgumentError,
   type KernelError,
   ReadOnlyError,
   SessionClosedError,
   SessionStoppedError,
 } from "../errors.ts";
 import type { Conversation, Entry, Json, Submission, Task } from "../records/schemas.ts";
-import { isSubmissionFinished, isTerminal } from "../records/schemas.ts";
+import { isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import type { Storage } from "../storage/storage.ts";
 import { dispatch, type TaskEvent } from "../tasks/machine.ts";

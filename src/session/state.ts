@@ -204,6 +204,10 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
     }
   }
   for (const change of commit.documents) {
+    if (change.deleted) {
+      state.documents.delete(change.id);
+      continue;
+    }
     const before = state.documents.get(change.id);
     const value =
       values?.get(change.id) ??

@@ -110,6 +110,8 @@ export interface PhaseContext<
   setDocument(id: string, type: string, value: Json): void;
   /** Stages JSON Patch operations on a document, committed with the transition. */
   patchDocument(id: string, patch: readonly PatchOperation[]): void;
+  /** Stages the deletion of a document (a per-run document whose run ends), committed with the transition. */
+  deleteDocument(id: string): void;
   /** Stages a child task, created (and started) with the transition. Returns its id. */
   spawn(kind: string, input: Json, options?: SpawnOptions): string;
 

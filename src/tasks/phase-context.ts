@@ -99,6 +99,9 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
   patchDocument(id: string, patch: readonly PatchOperation[]): void {
     this.staged.push((draft) => draft.patchDocument(id, patch));
   }
+  deleteDocument(id: string): void {
+    this.staged.push((draft) => draft.deleteDocument(id));
+  }
   spawn(kind: string, input: Json, options: SpawnOptions = {}): string {
     const id = options.id ?? this.ids.next("task");
     const parent = this.task;

@@ -183,12 +183,12 @@ describe("devtools page in Chromium", () => {
       await devtools.keyboard.press("End");
       expect((await versions(devtools)).shown).toBe(after.latest);
 
-      // A document diff between versions: the mail-0 tool-run record gained its output.
+      // A document diff between versions: the campaign recorded its result on the approved plan.
       await tab(devtools, "documents");
-      await devtools.click('[aria-label=documents] button:has-text("tool-run:"):has-text("/mail-0")');
-      expect(await devtools.textContent("[data-testid=document-title]")).toContain("/mail-0 — v2");
+      await devtools.click('[aria-label=documents] button:has-text("plan")');
+      expect(await devtools.textContent("[data-testid=document-title]")).toContain("plan — v2");
       const diff = (await devtools.textContent("[data-testid=document-diff]")) ?? "";
-      expect(diff).toContain("add /output");
+      expect(diff).toContain("add /result");
       expect(diff).not.toContain("no difference");
 
       // Keyboard: arrow keys move between the views.

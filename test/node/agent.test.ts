@@ -14,11 +14,12 @@ import {
   ModelError,
   memoryStorage,
   openSession,
-  runDocumentId,
   type ScriptedTurn,
+  type Session,
   scriptedModel,
   sequentialIds,
-  usageDocumentId,
+  TOOL_TASK,
+  type TurnResult,
 } from "../../src/index.ts";
 import { deferred, KillableStorage } from "../support/storage-wrappers.ts";
 
@@ -92,6 +93,16 @@ async function open(
 
 const kinds = (entries: readonly Entry[]) => entries.map((e) => e.content.kind);
 
+/** Each tool's call result, as its tool task ended (outcome, how it was obtained, output). */
+function toolRuns(session: Session): Map<string, unknown> {
+  const runs = new Map<string, unknown>();
+  for (const task of session.view().tasks) {
+    if (task.kind !== TOOL_TASK || task.state.status !== "succeeded") continue;
+    runs.set((task.input as { name: string }).name, task.state.result);
+  }
+  return runs;
+}
+
 describe("agent loop", () => {
   it("runs a turn with parallel tool calls to a final answer, recording usage per call and in total", async () => {
     const service = new Service();
@@ -109,13 +120,11 @@ describe("agent loop", () => {
     expect(results).toContainEqual(
       expect.objectContaining({ toolName: "charge_card", outcome: "ok", output: { charged: 42 } }),
     );
-    const usage = session.view().documents.find((d) => d.id === usageDocumentId(sub.id))?.value as {
-      calls: number;
-      rounds: number;
-      total: { inputTokens: number; outputTokens: number };
-    };
+    // The turn's totals are in its result (no per-turn document outlives the turn).
+    const usage = (done.result as unknown as TurnResult).usage;
     expect(usage).toMatchObject({ calls: 2, rounds: 2 });
-    // Per call on each model entry; the document's totals are their sums.
+    expect(session.view().documents).toEqual([]);
+    // Per call on each model entry; the turn's totals are their sums.
     const perCall = entries.flatMap((e) =>
       e.content.kind === "model" && e.content.usage ? [e.content.usage] : [],
     );
@@ -156,7 +165,7 @@ describe("agent loop", () => {
     expect(service.calls).toBe(0);
   });
 
-  it("keeps a large tool output once, in its result entry: the tool-run document records its size", async () => {
+  it("keeps a large tool output once, in its result entry: the tool task's result records its size", async () => {
     const readFile = defineTool({
       name: "read_file",
       description: "Read a file",
@@ -182,9 +191,10 @@ describe("agent loop", () => {
       output: { path: "notes.txt", text: "line\n".repeat(2_000) },
     });
     expect(done.result).toMatchObject({ text: expect.stringMatching(/^read 1\d{4} chars$/) });
-    const run = session.view().documents.find((d) => d.type === "tool-run")?.value as Record<string, unknown>;
+    const tool = session.view().tasks.find((t) => t.kind === TOOL_TASK);
+    const run = tool?.state.status === "succeeded" ? (tool.state.result as Record<string, unknown>) : {};
     expect(run).toMatchObject({
-      status: "ok",
+      outcome: "ok",
       via: "run",
       outputBytes: JSON.stringify(result?.content.kind === "tool-result" ? result.content.output : null)
         .length,
@@ -240,13 +250,6 @@ describe("agent loop", () => {
         },
       }),
     );
-    const run = session
-      .view()
-      .documents.find((d) => d.type === "tool-run" && (d.value as { tool: string }).tool === "fetch_page");
-    expect(run?.value).toMatchObject({
-      status: "error",
-      output: { error: expect.stringContaining("too large") },
-    });
     const failed = session.view().tasks.find((t) => t.state.status === "failed");
     expect(failed?.state).toMatchObject({ error: { code: "record-too-large" } });
     expect(session.status).toBe("open");
@@ -296,10 +299,11 @@ describe("agent loop", () => {
     const b = await open(disk.reopen(), scriptedModel(script), tools(service, { confirm: true }));
     await b.session.resume();
     await b.session.wait(sub.id);
-    const run = b.session
-      .view()
-      .documents.find((d) => d.type === "tool-run" && (d.value as { tool: string }).tool === "charge_card");
-    expect(run?.value).toMatchObject({ status: "ok", via: "confirm", output: { charged: 42 } });
+    expect(toolRuns(b.session).get("charge_card")).toMatchObject({
+      outcome: "ok",
+      via: "confirm",
+      output: { charged: 42 },
+    });
     expect(service.calls).toBe(1);
   });
 
@@ -321,13 +325,12 @@ describe("agent loop", () => {
     const b = await open(disk.reopen(), scriptedModel(script), tools(service, { replay: "safe" }));
     await b.session.resume();
     await b.session.wait(sub.id);
-    const runs = b.session
+    const vias = b.session
       .view()
-      .documents.filter((d) => d.type === "tool-run")
-      .map((d) => d.value as { via: string });
-    expect(runs.map((r) => r.via).sort()).toEqual(["replay", "run"]);
+      .tasks.filter((t) => t.kind === TOOL_TASK && t.state.status === "succeeded")
+      .map((t) => (t.state.status === "succeeded" ? (t.state.result as { via: string }).via : ""));
+    expect(vias.sort()).toEqual(["replay", "run"]);
     expect(service.calls).toBe(2);
-    void runDocumentId;
   });
 
   it("keeps text streamed before a crash as an interrupted entry that drives no tool call", async () => {

@@ -225,7 +225,13 @@ async function checkCrash(
   }
   // The reopened session is a healthy writer.
   await reopened.commit((d) => d.appendEntry("a", { kind: "note", text: "after recovery" }));
-  const again = await openSession({ id: "s", storage: store.reopen(), registry, mode: "read", retainSettled });
+  const again = await openSession({
+    id: "s",
+    storage: store.reopen(),
+    registry,
+    mode: "read",
+    retainSettled,
+  });
   expect(durable(again.view())).toEqual(durable(reopened.view()));
 }
 
@@ -247,7 +253,9 @@ function fakeIndexedDbStore(): Store {
 describe("crash injection", () => {
   it(`reopens to exactly the last confirmed commit, in-memory store (${runs} cases)`, async () => {
     await fc.assert(
-      fc.asyncProperty(steps, crash, retain, (plan, crashPlan, k) => checkCrash(memoryStore, plan, crashPlan, k)),
+      fc.asyncProperty(steps, crash, retain, (plan, crashPlan, k) =>
+        checkCrash(memoryStore, plan, crashPlan, k),
+      ),
       { numRuns: runs, ...(seed !== undefined && { seed }), ...(path !== undefined && { path }) },
     );
   }, 120_000);

@@ -168,7 +168,10 @@ describe("five-email reference scenario", () => {
       for (let commit = 1; commit <= clean.commits; commit++) {
         for (const mode of ["before", "after"] as const) {
           const label = `crash ${mode} commit ${commit}, retainSettled ${retain ?? "default"}`;
-          const outcome = await withTimeout(run({ commit, mode }, campaignRegistry, retain), `${label} did not finish`);
+          const outcome = await withTimeout(
+            run({ commit, mode }, campaignRegistry, retain),
+            `${label} did not finish`,
+          );
           expect(outcome.crashes, label).toBe(1);
           await expectExactlyFive(outcome, label);
         }
@@ -180,13 +183,15 @@ describe("five-email reference scenario", () => {
     const outcome = await run({ acceptedMail: 4 });
     expect(outcome.crashes).toBe(1);
     await expectExactlyFive(outcome, "crash after mail 4 was accepted");
+    // Each send's tool task ends with how its result was obtained.
     const confirmed = outcome.final
       .view()
-      .documents.filter((d) => d.type === "tool-run" && (d.value as { via?: string }).via === "confirm");
+      .tasks.flatMap((t) => (t.state.status === "succeeded" ? [t.state.result as { via?: string }] : []))
+      .filter((result) => result.via === "confirm");
     // The five sends run concurrently, so mails 1-4 were all accepted in the window: each is confirmed by
     // its operation id, none is sent again, and mail 5 (refused while the process died) is sent once.
-    expect(confirmed.map((d) => (d.value as { output: { to: string } }).output.to)).toContain(RECIPIENTS[3]);
-    for (const run of confirmed) expect(run.value).toMatchObject({ status: "ok" });
+    expect(confirmed.map((r) => (r as { output: { to: string } }).output.to)).toContain(RECIPIENTS[3]);
+    for (const run of confirmed) expect(run).toMatchObject({ outcome: "ok" });
   });
 
   it("the black-box batch tool, crashed mid-batch, ends interrupted and never resends", async () => {

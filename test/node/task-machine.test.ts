@@ -383,10 +383,10 @@ describe("drafts by role", () => {
     const before = session.view();
     const refused = session.commit((d) => {
       d.appendEntry("main", { kind: "note", text: "lost" });
-      d.setDocument("tool-run:x", "tool-run", { status: "ok" });
+      d.setDocument("stream:x", "model-stream", { round: 1, chunks: [] });
     });
     await expect(refused).rejects.toBeInstanceOf(RefusedWriteError);
-    await expect(refused).rejects.toMatchObject({ record: "documents/tool-run:x" });
+    await expect(refused).rejects.toMatchObject({ record: "documents/stream:x" });
     expect(session.view()).toEqual(before);
   });
 
