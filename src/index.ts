@@ -4,7 +4,10 @@
  */
 
 export { aiSdkModel } from "./agent/ai-sdk.ts";
-export { buildMessages, contextStart } from "./agent/context.ts";
+export type { CompactionOptions } from "./agent/compaction.ts";
+export { estimateTokens } from "./agent/compaction.ts";
+export type { ContextPolicy } from "./agent/context.ts";
+export { buildMessages, contextStart, DEFAULT_MAX_TOOL_RESULT_CHARS } from "./agent/context.ts";
 export type { Agent, AgentOptions } from "./agent/create-agent.ts";
 export { createAgent } from "./agent/create-agent.ts";
 export type { ToolContext, ToolDefinition } from "./agent/define-tool.ts";

@@ -1,30 +1,51 @@
 /**
  * The model's context, rebuilt from committed entries only — never from a live array — so a process that
- * reopens the session sends the model exactly what the crashed one would have.
+ * reopens the session sends the model exactly what the crashed one would have. A conversation's latest
+ * `summary` entry stands for everything it covers (compaction): the context is that summary, then the
+ * entries after what it covers. Huge tool outputs stay whole in their entry and reach the model cut to a
+ * size (see {@link ContextPolicy}).
  */
 import type { Entry, EntryContent } from "../records/schemas.ts";
 import type { ModelMessage } from "./model.ts";
 
-/** The seq from which the context starts: the latest summary (compaction marker) covers what came before. */
+/** How entries become messages. */
+export interface ContextPolicy {
+  /** A tool result whose JSON is longer than this many characters is cut (default 20,000). */
+  readonly maxToolResultChars?: number;
+}
+
+export const DEFAULT_MAX_TOOL_RESULT_CHARS = 20_000;
+
+/** The first seq the context reads: after what the latest summary covers (0 without one). */
 export function contextStart(entries: readonly Entry[]): number {
-  for (let i = entries.length - 1; i >= 0; i--) {
-    const content = entries[i]?.content;
-    if (content?.kind === "summary") return entries[i]?.seq ?? 0;
-  }
-  return 0;
+  const summary = latestSummary(entries);
+  return summary?.content.kind === "summary" ? summary.content.coversThroughSeq + 1 : 0;
+}
+
+function latestSummary(entries: readonly Entry[]): Entry | undefined {
+  let found: Entry | undefined;
+  for (const entry of entries)
+    if (entry.content.kind === "summary" && (!found || entry.seq > found.seq)) found = entry;
+  return found;
 }
 
 /**
- * Messages for the model from entries (seq order). Interrupted records are kept visible as notes, so the
- * model knows an earlier answer was cut off, but their partial text never becomes an assistant turn and
- * never drives tool calls.
+ * Messages for the model from entries (seq order): the latest summary first, then every entry after what it
+ * covers. Interrupted records are kept visible as notes, so the model knows an earlier answer was cut off,
+ * but their partial text never becomes an assistant turn and never drives tool calls.
  */
-export function buildMessages(entries: readonly Entry[], system?: string): ModelMessage[] {
+export function buildMessages(
+  entries: readonly Entry[],
+  system?: string,
+  policy: ContextPolicy = {},
+): ModelMessage[] {
   const messages: ModelMessage[] = system ? [{ role: "system", content: system }] : [];
+  const summary = latestSummary(entries);
+  if (summary) messages.push(messageOf(summary, policy) as ModelMessage);
   const start = contextStart(entries);
   for (const entry of entries) {
-    if (entry.seq < start) continue;
-    const message = messageOf(entry);
+    if (entry.seq < start || entry.content.kind === "summary") continue;
+    const message = messageOf(entry, policy);
     if (message) messages.push(message);
   }
   return messages;
@@ -34,30 +55,37 @@ export function buildMessages(entries: readonly Entry[], system?: string): Model
  * Committed entries are immutable, so each one's message is built once: a long turn rebuilds its whole
  * context every round, and re-serialising every earlier tool result each time would make it quadratic.
  */
-const messageCache = new WeakMap<Entry, ModelMessage | null>();
+const messageCache = new WeakMap<Entry, { limit: number; message: ModelMessage | null }>();
 
-function messageOf(entry: Entry): ModelMessage | undefined {
+function messageOf(entry: Entry, policy: ContextPolicy): ModelMessage | undefined {
+  const limit = policy.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS;
   const cached = messageCache.get(entry);
-  if (cached !== undefined) return cached ?? undefined;
-  const message = contentMessage(entry.content);
-  if (Object.isFrozen(entry)) messageCache.set(entry, message ?? null);
+  if (cached && cached.limit === limit) return cached.message ?? undefined;
+  const message = contentMessage(entry.content, policy, entry.seq);
+  if (Object.isFrozen(entry)) messageCache.set(entry, { limit, message: message ?? null });
   return message;
 }
 
 /** The message an entry's content stands for in the model's context (none for notes). */
-export function contentMessage(content: EntryContent): ModelMessage | undefined {
+export function contentMessage(
+  content: EntryContent,
+  policy: ContextPolicy = {},
+  seq?: number,
+): ModelMessage | undefined {
   switch (content.kind) {
     case "user":
       return { role: "user", content: content.text };
     case "model":
       return { role: "assistant", content: content.text, toolCalls: content.toolCalls };
-    case "tool-result":
-      return {
-        role: "tool",
-        toolCallId: content.toolCallId,
-        toolName: content.toolName,
-        content: JSON.stringify({ outcome: content.outcome, output: content.output }),
-      };
+    case "tool-result": {
+      const limit = policy.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS;
+      let text = JSON.stringify({ outcome: content.outcome, output: content.output });
+      if (text.length > limit) {
+        const where = seq === undefined ? "" : ` (entry ${seq})`;
+        text = `${text.slice(0, limit)}… [cut: the whole result is ${text.length} characters, kept in the conversation${where}]`;
+      }
+      return { role: "tool", toolCallId: content.toolCallId, toolName: content.toolName, content: text };
+    }
     case "interrupted":
       return {
         role: "system",

@@ -11,24 +11,18 @@
  * plus everything this turn itself produced.
  */
 import { z } from "zod";
-import {
-  compiled,
-  type Entry,
-  type EntryContent,
-  type Json,
-  type Task,
-  type ToolCall,
-} from "../records/schemas.ts";
+import { compiled, type Entry, type Json } from "../records/schemas.ts";
 import { defineTask, type PhaseContext, type TaskDefinition, type Transition } from "../tasks/define-task.ts";
-import { buildMessages, contentMessage } from "./context.ts";
+import { type CompactionOptions, cutPoint, needsCompaction, summarizerOf } from "./compaction.ts";
+import { buildMessages, contentMessage, DEFAULT_MAX_TOOL_RESULT_CHARS } from "./context.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 import type { ToolSpec } from "./model.ts";
 import { type Model, ModelError, type ModelResponse } from "./model.ts";
-import { resolveToolCall, TOOL_TASK, type ToolOutcome } from "./tool-task.ts";
+import { answerEndedCalls, rejected, toolCallTaskId } from "./tool-answers.ts";
+import { resolveToolCall, TOOL_TASK } from "./tool-task.ts";
 
 export const GENERATE_TASK = "agent.generate";
 export const STREAM_DOCUMENT = "model-stream";
-export const USAGE_DOCUMENT = "usage";
 
 // Compiled here, at module level: createAgent may run inside a request, where workerd refuses code generation.
 export const GenerateInputSchema = compiled(
@@ -51,6 +45,8 @@ interface Round {
   lastError?: string;
   /** Token usage of the turn's model calls so far (each call's own is on its model entry). */
   usage?: TurnUsage;
+  /** This turn already compacted its conversation (or tried to). */
+  compacted?: boolean;
 }
 
 /** Token usage of a turn: how many model calls and rounds, and the totals. Part of the turn's result. */
@@ -76,14 +72,19 @@ export interface GenerationOptions {
   readonly maxAttempts?: number;
   readonly backoffMs?: number;
   readonly pollIntervalMs?: number;
+  /** Keep each conversation's model context bounded by summarizing its oldest part (see `compaction.ts`). */
+  readonly compaction?: CompactionOptions;
+  /** A tool result whose JSON is longer than this reaches the model cut (default 20,000 characters). */
+  readonly maxToolResultChars?: number;
 }
 
 /** The checkpoint data of each phase of a generation task. */
-type RoundPhases = { prepare: null; request: Round | null; retry: Round; poll: Round };
+type RoundPhases = { prepare: null; request: Round | null; compact: Round; retry: Round; poll: Round };
 type GenerateContext = PhaseContext<GenerateInput, RoundPhases>;
 
 export function generationTask(options: GenerationOptions): TaskDefinition<GenerateInput, RoundPhases> {
   const maxRounds = options.maxRounds ?? 16;
+  const policy = { maxToolResultChars: options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS };
   const maxAttempts = options.maxAttempts ?? 4;
   const backoffMs = options.backoffMs ?? 1_000;
   const pollIntervalMs = options.pollIntervalMs ?? 2_000;
@@ -107,12 +108,18 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
         }
         noteInterruptedStream(ctx, round);
         const entries = await turnEntries(ctx, round);
-        const answered = answerEndedCalls(ctx, round, entries);
+        const messages = buildMessages(entries, options.system, policy);
+        // A turn's first request compacts the conversation first if its context is past the budget.
+        if (
+          options.compaction &&
+          round.round === 1 &&
+          !round.compacted &&
+          needsCompaction(options.compaction, messages)
+        )
+          return ctx.next("compact", round);
+        const answered = answerEndedCalls(ctx, ctx.input.conversationId, round.round - 1, entries);
         const request = {
-          messages: [
-            ...buildMessages(entries, options.system),
-            ...answered.flatMap((content) => contentMessage(content) ?? []),
-          ],
+          messages: [...messages, ...answered.flatMap((content) => contentMessage(content, policy) ?? [])],
           tools: options.toolSpecs,
         };
         try {
@@ -128,6 +135,31 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
         } catch (error) {
           return failedAttempt(ctx, round, error);
         }
+      },
+      compact: async (ctx) => {
+        const round: Round = { ...ctx.data, compacted: true };
+        const compaction = options.compaction;
+        if (!compaction) return ctx.next("request", round);
+        const entries = await turnEntries(ctx, round);
+        const cut = cutPoint(compaction, entries, round.throughSeq, policy);
+        if (cut === undefined) return ctx.next("request", round);
+        const covered = buildMessages(
+          entries.filter((e) => e.seq < cut),
+          undefined,
+          policy,
+        );
+        try {
+          const summary = await summarizerOf(compaction, options.model)(covered, ctx.signal);
+          ctx.appendSummary(ctx.input.conversationId, summary, cut - 1);
+        } catch (error) {
+          if (ctx.signal.aborted) throw error;
+          // The context stays as it was; the turn goes on, and the failure is on record (not sent to the model).
+          ctx.appendEntry(ctx.input.conversationId, {
+            kind: "note",
+            text: `compaction failed, the context was kept whole: ${error instanceof Error ? error.message : String(error)}`,
+          });
+        }
+        return ctx.next("request", round);
       },
       retry: (ctx) => {
         const round = ctx.data;
@@ -282,93 +314,12 @@ export interface StreamDocument {
 async function turnEntries(ctx: GenerateContext, round: Round): Promise<Entry[]> {
   const own = ctx.task.id;
   const below = ctx.descendants();
-  const entries = await ctx.conversationEntries(ctx.input.conversationId);
+  // Read from where the context starts: a compacted conversation's older entries are never read again.
+  const start = ctx.conversation(ctx.input.conversationId)?.contextStart ?? 0;
+  const entries = await ctx.conversationEntries(ctx.input.conversationId, start);
   return entries.filter(
     (e) => e.seq < round.throughSeq || e.taskId === own || (e.taskId !== undefined && below.has(e.taskId)),
   );
-}
-
-/**
- * Tool calls of the previous round whose task ended without writing a result (it failed: its result was
- * too large to store, it hit the restart limit; or it was cancelled) get a result now, committed with this
- * phase's transition: every call the model made is answered in the context it sees next.
- */
-function answerEndedCalls(ctx: GenerateContext, round: Round, entries: Entry[]): EntryContent[] {
-  const own = ctx.task.id;
-  const asked = entries.findLast((e) => e.taskId === own && e.content.kind === "model");
-  if (asked?.content.kind !== "model" || asked.content.toolCalls.length === 0) return [];
-  const answered = new Set<string>();
-  for (const entry of entries)
-    if (entry.seq > asked.seq && entry.content.kind === "tool-result") answered.add(entry.content.toolCallId);
-  const children = new Map(ctx.children().map((task) => [task.id, task]));
-  const added: EntryContent[] = [];
-  for (const [index, call] of asked.content.toolCalls.entries()) {
-    if (answered.has(call.id)) continue;
-    const id = toolCallTaskId(own, round.round - 1, index);
-    const ended = endedWithout(children.get(id));
-    if (ended === undefined) continue;
-    const content = {
-      ...rejected(call, `the tool call ended without a result: ${ended.why}`),
-      outcome: ended.outcome,
-    };
-    ctx.appendEntry(ctx.input.conversationId, content, { taskId: id });
-    added.push(content);
-  }
-  return added;
-}
-
-/** The id of the tool task for call `index` of a round's model response. */
-function toolCallTaskId(generationTaskId: string, round: number, index: number): string {
-  return `${generationTaskId}/r${round}/${index}`;
-}
-
-/**
- * How a tool task that ended without writing a result is answered, or undefined when it has not ended. A
- * call that may have taken effect is never called an error: the model, told "error", would call it again.
- */
-function endedWithout(task: Task | undefined): { outcome: ToolOutcome; why: string } | undefined {
-  const started = task?.checkpoint.phase === "execute" || task?.checkpoint.phase === "settle";
-  // A replay-safe call may simply be made again; an unsafe one whose fate is open is `unknown`, not `error`.
-  const intent =
-    task?.checkpoint.phase === "execute"
-      ? task.checkpoint.data
-      : (task?.checkpoint.data as { data?: Json } | null)?.data;
-  const safe = (intent as { replay?: string } | null | undefined)?.replay === "safe";
-  const open: ToolOutcome = safe ? "error" : "unknown";
-  const unsure = safe
-    ? "it is safe to call again"
-    : "it may have taken effect: do not call it again without checking";
-  switch (task?.state.status) {
-    case "failed": {
-      const { code, message } = task.state.error;
-      // The tool ran, and only storing what it returned failed: say so, the call may have taken effect.
-      if (code === "record-too-large")
-        return {
-          outcome: open,
-          why: `it ran, but what it returned is too large to store (${message}); ${unsure}`,
-        };
-      if (code === "restart-limit" && started) return { outcome: open, why: `${message}; ${unsure}` };
-      return { outcome: started ? "error" : "not-run", why: message };
-    }
-    case "cancelled":
-      return started
-        ? { outcome: open, why: `cancelled while it ran (${task.state.reason}); ${unsure}` }
-        : { outcome: "not-run", why: `cancelled before it ran (${task.state.reason})` };
-    case "succeeded":
-      return { outcome: open, why: `it succeeded, but its result entry is missing; ${unsure}` };
-    default:
-      return undefined;
-  }
-}
-
-function rejected(call: ToolCall, error: string) {
-  return {
-    kind: "tool-result" as const,
-    toolCallId: call.id,
-    toolName: call.name,
-    outcome: "error" as const,
-    output: { error },
-  };
 }
 
 export const streamDocumentId = (taskId: string) => `stream:${taskId}`;

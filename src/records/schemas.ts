@@ -51,6 +51,11 @@ export const ConversationSchema = compiled(
     createdAt: Time,
     /** Entries have `seq` 0 … entryCount - 1. */
     entryCount: Version,
+    /**
+     * The first entry the model's context still reads (DESIGN §9): the latest `summary` entry covers the
+     * ones before it (they stay stored). Absent: 0.
+     */
+    contextStart: Version.optional(),
   }),
 );
 export type Conversation = z.infer<typeof ConversationSchema>;

@@ -172,6 +172,23 @@ export class KernelDraft implements StateReader {
     return entry;
   }
 
+  /**
+   * Appends a `summary` entry covering entries up to `coversThroughSeq` and moves the conversation's context
+   * start past them, in this commit: later model rounds read from there (the covered entries stay stored).
+   */
+  appendSummary(
+    conversationId: string,
+    text: string,
+    coversThroughSeq: number,
+    links: EntryLinks = {},
+  ): Entry {
+    const entry = this.appendEntry(conversationId, { kind: "summary", text, coversThroughSeq }, links);
+    const conversation = this.conversation(conversationId) as Conversation;
+    const start = Math.max(conversation.contextStart ?? 0, coversThroughSeq + 1);
+    this.conversations = put(this.conversations, conversationId, { ...conversation, contextStart: start });
+    return entry;
+  }
+
   /** Replaces a document's value. The stored change is the JSON Patch between the old and new value. */
   setDocument(id: string, type: string, value: Json): void {
     this.assertWritable("document", id);

@@ -106,6 +106,11 @@ export interface PhaseContext<
 
   /** Stages an entry, committed with the transition. It names this task unless `links` name another. */
   appendEntry(conversationId: string, content: EntryContent, links?: EntryLinks): void;
+  /**
+   * Stages a `summary` entry covering a conversation's entries up to `coversThroughSeq`, moving its context
+   * start past them (compaction: later rounds send the summary and what follows it).
+   */
+  appendSummary(conversationId: string, text: string, coversThroughSeq: number): void;
   /** Stages a document value, committed with the transition. */
   setDocument(id: string, type: string, value: Json): void;
   /** Stages JSON Patch operations on a document, committed with the transition. */

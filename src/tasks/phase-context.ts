@@ -93,6 +93,11 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
       draft.appendEntry(conversationId, content, { taskId: this.task.id, ...links }),
     );
   }
+  appendSummary(conversationId: string, text: string, coversThroughSeq: number): void {
+    this.staged.push((draft) =>
+      draft.appendSummary(conversationId, text, coversThroughSeq, { taskId: this.task.id }),
+    );
+  }
   setDocument(id: string, type: string, value: Json): void {
     this.staged.push((draft) => draft.setDocument(id, type, value));
   }

@@ -1,0 +1,98 @@
+/**
+ * Answers for tool calls that ended without a result of their own, so every call the model made is answered
+ * in the context it sees next — never as an error when the call may have taken effect.
+ */
+import type { Entry, EntryContent, Json, Task, ToolCall } from "../records/schemas.ts";
+import type { PhaseContext } from "../tasks/define-task.ts";
+import type { ToolOutcome } from "./tool-task.ts";
+
+/** What answering needs of the generation task's phase. */
+export type AnsweringContext = Pick<PhaseContext, "task" | "children" | "appendEntry">;
+
+/**
+ * Tool calls of the previous round whose task ended without writing a result (it failed: its result was
+ * too large to store, it hit the restart limit; or it was cancelled) get a result now, committed with this
+ * phase's transition: every call the model made is answered in the context it sees next.
+ */
+export function answerEndedCalls(
+  ctx: AnsweringContext,
+  conversationId: string,
+  previousRound: number,
+  entries: readonly Entry[],
+): EntryContent[] {
+  const own = ctx.task.id;
+  const asked = entries.findLast((e) => e.taskId === own && e.content.kind === "model");
+  if (asked?.content.kind !== "model" || asked.content.toolCalls.length === 0) return [];
+  const answered = new Set<string>();
+  for (const entry of entries)
+    if (entry.seq > asked.seq && entry.content.kind === "tool-result") answered.add(entry.content.toolCallId);
+  const children = new Map(ctx.children().map((task) => [task.id, task]));
+  const added: EntryContent[] = [];
+  for (const [index, call] of asked.content.toolCalls.entries()) {
+    if (answered.has(call.id)) continue;
+    const id = toolCallTaskId(own, previousRound, index);
+    const ended = endedWithout(children.get(id));
+    if (ended === undefined) continue;
+    const content = {
+      ...rejected(call, `the tool call ended without a result: ${ended.why}`),
+      outcome: ended.outcome,
+    };
+    ctx.appendEntry(conversationId, content, { taskId: id });
+    added.push(content);
+  }
+  return added;
+}
+
+/** The id of the tool task for call `index` of a round's model response. */
+export function toolCallTaskId(generationTaskId: string, round: number, index: number): string {
+  return `${generationTaskId}/r${round}/${index}`;
+}
+
+/**
+ * How a tool task that ended without writing a result is answered, or undefined when it has not ended. A
+ * call that may have taken effect is never called an error: the model, told "error", would call it again.
+ */
+function endedWithout(task: Task | undefined): { outcome: ToolOutcome; why: string } | undefined {
+  const started = task?.checkpoint.phase === "execute" || task?.checkpoint.phase === "settle";
+  // A replay-safe call may simply be made again; an unsafe one whose fate is open is `unknown`, not `error`.
+  const intent =
+    task?.checkpoint.phase === "execute"
+      ? task.checkpoint.data
+      : (task?.checkpoint.data as { data?: Json } | null)?.data;
+  const safe = (intent as { replay?: string } | null | undefined)?.replay === "safe";
+  const open: ToolOutcome = safe ? "error" : "unknown";
+  const unsure = safe
+    ? "it is safe to call again"
+    : "it may have taken effect: do not call it again without checking";
+  switch (task?.state.status) {
+    case "failed": {
+      const { code, message } = task.state.error;
+      // The tool ran, and only storing what it returned failed: say so, the call may have taken effect.
+      if (code === "record-too-large")
+        return {
+          outcome: open,
+          why: `it ran, but what it returned is too large to store (${message}); ${unsure}`,
+        };
+      if (code === "restart-limit" && started) return { outcome: open, why: `${message}; ${unsure}` };
+      return { outcome: started ? "error" : "not-run", why: message };
+    }
+    case "cancelled":
+      return started
+        ? { outcome: open, why: `cancelled while it ran (${task.state.reason}); ${unsure}` }
+        : { outcome: "not-run", why: `cancelled before it ran (${task.state.reason})` };
+    case "succeeded":
+      return { outcome: open, why: `it succeeded, but its result entry is missing; ${unsure}` };
+    default:
+      return undefined;
+  }
+}
+
+export function rejected(call: ToolCall, error: string) {
+  return {
+    kind: "tool-result" as const,
+    toolCallId: call.id,
+    toolName: call.name,
+    outcome: "error" as const,
+    output: { error },
+  };
+}
