@@ -8,6 +8,7 @@ import { existsSync } from "node:fs";
 import { commitsPerToolCallBench, parallelToolsBench, stepOverheadBench } from "./agent.ts";
 import type { ChromiumEntry } from "./chromium.ts";
 import { edgeCommitBench, edgeSubmissionBench, WARM_COMMITS } from "./edge.ts";
+import { openBench, streamBench, turnBench } from "./long-life.ts";
 import { reopenBench } from "./reopen.ts";
 import { chainBench, fanoutBench } from "./tasks.ts";
 import { compareCommitCost } from "./workload.ts";
@@ -64,7 +65,30 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     unit: "txn/tool-call",
   }),
   "agent/parallel-tools": async () => ({ ...(await parallelToolsBench()), unit: "txn" }),
+  "session/open-50000-vs-100/memory": async () => ({ ...(await longLife("memory")).open, unit: "ms/open" }),
+  "session/heap-50000-vs-100/memory": async () => ({ ...(await longLife("memory")).heap, unit: "KiB" }),
+  "session/open-50000-vs-100/fake-indexeddb": async () => ({
+    ...(await longLife("fake-indexeddb")).open,
+    unit: "ms/open",
+  }),
+  "session/heap-50000-vs-100/fake-indexeddb": async () => ({
+    ...(await longLife("fake-indexeddb")).heap,
+    unit: "KiB",
+  }),
+  "agent/turn-20000-vs-20": async () => ({ ...(await turnBench()), unit: "ms/turn" }),
+  "stream/bytes-2000-chars": async () => ({ ...(await streamBench()), unit: "bytes" }),
 };
+
+const longLifeRuns = new Map<string, ReturnType<typeof openBench>>();
+/** The open and heap lines of one store share one run. */
+function longLife(store: "memory" | "fake-indexeddb") {
+  let run = longLifeRuns.get(store);
+  if (!run) {
+    run = openBench(store);
+    longLifeRuns.set(store, run);
+  }
+  return run;
+}
 
 let workerCommitRun: Promise<(Result & { hop?: number }) | undefined> | undefined;
 /** worker/commit and its diagnostics share one Chromium run. */

@@ -51,6 +51,9 @@ interface Row {
 class Rows {
   private readonly rows = new Map<string, Row>();
   private readonly groups = new Map<KeyPart, Map<string, Row>>();
+  /** The range of numeric first key parts ever written (item and change versions), for `latest`. */
+  private lowest = Number.POSITIVE_INFINITY;
+  private highest = Number.NEGATIVE_INFINITY;
 
   get(key: readonly KeyPart[]): Row | undefined {
     return this.rows.get(encode(key));
@@ -70,6 +73,10 @@ class Rows {
     const row = { key, value };
     this.rows.set(encoded, row);
     const first = key[0] as KeyPart;
+    if (typeof first === "number") {
+      this.lowest = Math.min(this.lowest, first);
+      this.highest = Math.max(this.highest, first);
+    }
     const group = this.groups.get(first) ?? new Map<string, Row>();
     if (group.size === 0) this.groups.set(first, group);
     group.set(encoded, row);
@@ -92,6 +99,26 @@ class Rows {
   /** Every row, or those of one id, as [encoded key, row]. */
   scan(id?: KeyPart): Iterable<[string, Row]> {
     return id === undefined ? this.rows : (this.groups.get(id) ?? []);
+  }
+
+  /** How many rows `id` has. */
+  size(id: KeyPart): number {
+    return this.groups.get(id)?.size ?? 0;
+  }
+
+  /**
+   * Up to `limit` rows whose numeric first part is below `before`, highest first (then by the rest of the
+   * key, highest first): found by stepping down through the versions, never by sorting the whole table.
+   */
+  latest(before: number, limit: number): Row[] {
+    const found: Row[] = [];
+    for (let n = Math.min(before - 1, this.highest); n >= this.lowest && found.length < limit; n--) {
+      const group = this.groups.get(n);
+      if (!group) continue;
+      const rows = [...group.entries()].sort((a, b) => (a[0] < b[0] ? 1 : a[0] > b[0] ? -1 : 0));
+      for (const [, row] of rows) if (found.length < limit) found.push(row);
+    }
+    return found;
   }
 }
 
@@ -288,9 +315,9 @@ export class MemoryStorage implements Storage {
         return row && { key: recordName(table, row.key), value: row.value };
       },
       latest: (table: "items" | "changes", before: number, limit: number) =>
-        sortedRange(rows.tables[table], table, undefined, -Infinity, before - 1)
-          .reverse()
-          .slice(0, limit),
+        rows.tables[table]
+          .latest(before, limit)
+          .map((row) => ({ key: recordName(table, row.key), value: row.value })),
     } satisfies SessionRowReader;
   }
 
@@ -318,6 +345,15 @@ function sortedRange(
   from: number,
   to: number,
 ): StoredRecord[] {
+  // A short range of one id's numbered rows (a conversation's tail) is read key by key, not by a scan.
+  if (id !== undefined && Number.isFinite(from) && to - from < rows.size(id) / 4 && to - from < 10_000) {
+    const found: StoredRecord[] = [];
+    for (let n = Math.max(0, from); n <= to; n++) {
+      const row = rows.get([id, n]);
+      if (row) found.push({ key: recordName(table, row.key), value: row.value });
+    }
+    return found;
+  }
   const at = id === undefined ? 0 : 1;
   const out: { sort: string; record: StoredRecord }[] = [];
   for (const [sort, row] of rows.scan(id)) {
