@@ -11,7 +11,7 @@ import { edgeCommitBench, edgeSubmissionBench, WARM_COMMITS } from "./edge.ts";
 import { openBench, streamBench, turnBench } from "./long-life.ts";
 import { reopenBench } from "./reopen.ts";
 import { chainBench, fanoutBench } from "./tasks.ts";
-import { compareCommitCost } from "./workload.ts";
+import { compareCommitCost, median } from "./workload.ts";
 
 interface Result {
   ours: number;
@@ -76,6 +76,23 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     unit: "KiB",
   }),
   "agent/turn-20000-vs-20": async () => ({ ...(await turnBench()), unit: "ms/turn" }),
+  "session/open-50000-vs-100/do-sqlite": async () => {
+    const { historyHeap } = await import("../test/support/history-heap.ts");
+    const big: number[] = [];
+    const small: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      big.push((await historyHeap(50_000, { heap: false })).openMs);
+      small.push((await historyHeap(100, { heap: false })).openMs);
+    }
+    return { ours: median(big), floor: median(small), unit: "ms/open" };
+  },
+  // Heap of the workerd isolate with the session open, in MB: 100,000 settled Submissions vs 100 (target ≤ 32).
+  "edge/heap-100000": async () => {
+    const { historyHeap } = await import("../test/support/history-heap.ts");
+    const big = await historyHeap(100_000);
+    const small = await historyHeap(100);
+    return { ours: big.heap / 2 ** 20, floor: small.heap / 2 ** 20, unit: "MB" };
+  },
   "stream/bytes-2000-chars": async () => ({ ...(await streamBench()), unit: "bytes" }),
 };
 

@@ -65,12 +65,21 @@ export interface DurableObjectSqliteStorageOptions extends StorageOptions {
 export const DO_SQLITE_MAX_ROW_BYTES = 2_000_000;
 
 /**
+ * Items are keyed (version, id) but read newest first by version alone: a partial index over them only, so
+ * finding the latest settled ones never scans the session's history, and no other row pays for it.
+ */
+const INDEXES = [
+  "CREATE INDEX IF NOT EXISTS da_items_by_version ON da_rows (session, n DESC, id DESC) WHERE tbl = 'items'",
+];
+
+/**
  * Rows are stored as JSON text keyed by (session, table, id, n): `id` is the string part of the key and `n`
  * its numeric part (entry seq, document version, change version), so every read is one indexed range.
  */
 const SCHEMA = [
   "CREATE TABLE IF NOT EXISTS da_sessions (id TEXT PRIMARY KEY, v TEXT NOT NULL)",
   "CREATE TABLE IF NOT EXISTS da_rows (session TEXT NOT NULL, tbl TEXT NOT NULL, id TEXT NOT NULL, n INTEGER NOT NULL, v TEXT NOT NULL, PRIMARY KEY (session, tbl, id, n)) WITHOUT ROWID",
+  ...INDEXES,
 ];
 
 /** Splits a layout key into its (id, n) columns. */
@@ -371,6 +380,8 @@ export class DurableObjectSqliteStorage implements Storage {
       .exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'da_sessions'")
       .toArray();
     this.created = found.length > 0;
+    // A database made by an earlier version of this store gets the indexes it lacks (it exists already).
+    if (this.created) for (const statement of INDEXES) this.storage.sql.exec(statement);
     return this.created;
   }
 

@@ -22,8 +22,10 @@ export function startWorkerd(
   durableObjects: Record<string, string>,
   persist?: string,
   bindings: Record<string, string> = {},
+  inspectorPort?: number,
 ): Miniflare {
   return new Miniflare({
+    ...(inspectorPort !== undefined && { inspectorPort }),
     modules: true,
     script,
     compatibilityDate: "2026-04-01",
@@ -118,4 +120,46 @@ export async function readEvents(
   if (!body) throw new Error("no event stream body");
   for await (const event of readServerEvents(body)) if (stop(event)) break;
   await body.cancel().catch(() => undefined);
+}
+
+/**
+ * The JS heap the user worker's isolate holds, in bytes, after a full garbage collection — through V8's
+ * inspector (start the runtime with `inspectorPort`). workerd reports no heap figures itself
+ * (`process.memoryUsage()` answers zeros), and its inspector does not answer `collectGarbage`; taking a heap
+ * snapshot collects garbage first, so one is taken (its chunks are discarded) before the heap is read.
+ */
+export async function isolateHeapBytes(inspectorPort: number): Promise<number> {
+  const { default: WebSocket } = await import("ws");
+  const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as {
+    title: string;
+    webSocketDebuggerUrl: string;
+  }[];
+  const target = targets.find((t) => t.title.includes("core:user:"));
+  if (!target) throw new Error("no user worker target on the inspector");
+  const socket = new WebSocket(target.webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => {
+    socket.once("open", resolve);
+    socket.once("error", reject);
+  });
+  let next = 0;
+  const call = (method: string, params: object = {}) =>
+    new Promise<Record<string, unknown>>((resolve) => {
+      const id = ++next;
+      const onMessage = (data: unknown) => {
+        const message = JSON.parse(String(data)) as { id?: number; result?: Record<string, unknown> };
+        if (message.id !== id) return;
+        socket.off("message", onMessage);
+        resolve(message.result ?? {});
+      };
+      socket.on("message", onMessage);
+      socket.send(JSON.stringify({ id, method, params }));
+    });
+  try {
+    await call("HeapProfiler.enable");
+    await call("HeapProfiler.takeHeapSnapshot", { reportProgress: false });
+    const usage = await call("Runtime.getHeapUsage");
+    return Number(usage.usedSize);
+  } finally {
+    socket.close();
+  }
 }
