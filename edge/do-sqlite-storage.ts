@@ -218,6 +218,10 @@ export class DurableObjectSqliteStorage implements Storage {
     return this.read(() => this.reader(sessionId).get("tasks", [taskId]), undefined);
   }
 
+  async readSignal(sessionId: string, key: string) {
+    return this.read(() => this.reader(sessionId).get("signals", [key]), undefined);
+  }
+
   async readTaskTree(sessionId: string, rootId: string) {
     return this.read(() => readTrees(this.reader(sessionId), [rootId]), []);
   }

@@ -37,6 +37,8 @@ export function commitEventStream(
             send(`event: error\ndata: ${JSON.stringify(serializeError(error))}\n\n`);
             finish();
           },
+          // The object closed this session (it reopens one from storage): end here so the client reconnects.
+          onEnd: () => finish(),
         });
         const heartbeat = setInterval(() => send(": keep-alive\n\n"), HEARTBEAT_MS);
         const deadline = setTimeout(() => finish(), maxStreamMs);

@@ -12,6 +12,7 @@ export const KERNEL_ERROR_CODES = [
   "invalid-record",
   "record-too-large",
   "duplicate-request",
+  "duplicate-key",
   "corrupt-record",
   "blocked-record",
   "session-stopped",
@@ -23,6 +24,9 @@ export const KERNEL_ERROR_CODES = [
   "invalid-definition",
   "invalid-task-event",
   "refused-write",
+  "unknown-signal",
+  "signal-conflict",
+  "signal-not-awaited",
   "internal",
 ] as const;
 export type KernelErrorCode = (typeof KERNEL_ERROR_CODES)[number];
@@ -93,18 +97,31 @@ export class RecordTooLargeError extends KernelError {
 }
 
 /**
- * A commit would accept a second Submission for a requestId that already has one (it left memory long
- * ago, so only the store's index knew). The store refused the commit before writing anything; the caller
- * gets the original Submission instead.
+ * A commit would create a record whose key is taken in storage (a requestId that already has a Submission,
+ * a signal key that already has a signal), which memory no longer knew. The store refused that commit before
+ * writing anything; the caller answers with the stored record instead.
  */
-export class DuplicateRequestError extends KernelError {
+export class DuplicateKeyError extends KernelError {
+  override readonly name: string = "DuplicateKeyError";
+  constructor(
+    /** The row whose key is taken, e.g. `requests/r1` or `signals/approval:task_3`. */
+    readonly record: string,
+    /** The version of the refused commit. */
+    readonly version: number,
+    code: "duplicate-key" | "duplicate-request" = "duplicate-key",
+  ) {
+    super(code, `${record} already exists; nothing was written`);
+  }
+}
+
+/** A second Submission for a requestId that already has one (see {@link DuplicateKeyError}). */
+export class DuplicateRequestError extends DuplicateKeyError {
   override readonly name = "DuplicateRequestError";
   constructor(
     readonly requestId: string,
-    /** The version of the refused commit. */
-    readonly version: number,
+    version: number,
   ) {
-    super("duplicate-request", `requestId ${requestId} already has a Submission; nothing was written`);
+    super(`requests/${requestId}`, version, "duplicate-request");
   }
 }
 
@@ -187,6 +204,23 @@ export class HistoryTruncatedError extends KernelError {
       "history-truncated",
       `changes after version ${requestedAfter} are no longer retained (oldest kept: ${oldestRetained}); load a fresh view`,
     );
+  }
+}
+
+/**
+ * A signal was refused (nothing stored): no definition covers its key (`unknown-signal`), its key already
+ * has a different signal (`signal-conflict`), or its key takes signals only while a task awaits it and none
+ * does (`signal-not-awaited`: a tool approval for a call that is not waiting for one).
+ */
+export class SignalRefusedError extends KernelError {
+  override readonly name = "SignalRefusedError";
+  constructor(
+    code: "unknown-signal" | "signal-conflict" | "signal-not-awaited",
+    /** The signal's key. */
+    readonly key: string,
+    message: string,
+  ) {
+    super(code, message);
   }
 }
 

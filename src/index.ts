@@ -54,6 +54,8 @@ export type {
 export { DEFAULT_ENTRY_TAIL, DEFAULT_SETTLED } from "./session/limits.ts";
 export { openSession } from "./session/open-session.ts";
 export type { OpenSessionOptions, SessionStatus, WaitOptions } from "./session/options.ts";
+export type { PendingWait } from "./session/pending.ts";
+export { pendingWaits } from "./session/pending.ts";
 export { Session } from "./session/session.ts";
 export type { BlockedRecord, DocumentState } from "./session/state.ts";
 export type { SubmitInput } from "./session/submit.ts";
@@ -61,6 +63,10 @@ export { parseSubmitInput, SubmitInputSchema } from "./session/submit.ts";
 export type { ChangeListener, SubscribeOptions, Unsubscribe } from "./session/subscriptions.ts";
 export type { ConversationView, DocumentView, SessionView, ViewLimits, ViewOptions } from "./session/view.ts";
 export { applyChangeToView, DEFAULT_VIEW_LIMITS, emptyView } from "./session/view.ts";
+export type { ApprovalDecision, SignalDefinition } from "./signals/define-signal.ts";
+export { ApprovalSchema, defineSignal } from "./signals/define-signal.ts";
+export type { SignalHost, SignalOptions, SignalReceipt } from "./signals/deliver.ts";
+export { MAX_SIGNAL_PAYLOAD_BYTES } from "./signals/deliver.ts";
 export type { IndexedDbStorageOptions } from "./storage/indexeddb-storage.ts";
 export { IndexedDbStorage, indexedDbStorage } from "./storage/indexeddb-storage.ts";
 export type { MemoryStorageOptions, WriteHook } from "./storage/memory-storage.ts";
@@ -83,14 +89,16 @@ export type {
   PhaseContext,
   PhaseDataMap,
   PhaseName,
+  Received,
   SpawnOptions,
   TaskDefinition,
   TaskSnapshot,
   Transition,
+  WaitForOptions,
 } from "./tasks/define-task.ts";
 export { defineTask } from "./tasks/define-task.ts";
 export type { NewSubmission, RecoveryEvent, TaskEvent, TaskSpec } from "./tasks/machine.ts";
 export { APPLIES_TO } from "./tasks/machine.ts";
-export type { BlockedTask, RecoveryPlan } from "./tasks/recovery.ts";
+export type { AwaitingTask, BlockedTask, RecoveryPlan } from "./tasks/recovery.ts";
 export type { WakeDetails, WakeInfo } from "./tasks/wake-info.ts";
 export { isRunnableStatus, wakeInfoOf } from "./tasks/wake-info.ts";

@@ -6,6 +6,7 @@ import type { DocumentDefinition } from "./documents/define-document.ts";
 import { KERNEL_DOCUMENT_TYPES } from "./documents/define-document.ts";
 import { DefinitionError } from "./errors.ts";
 import type { Json, Submission } from "./records/schemas.ts";
+import { findSignal, KERNEL_SIGNALS, type SignalDefinition } from "./signals/define-signal.ts";
 import type { TaskDefinition, TaskSnapshot } from "./tasks/define-task.ts";
 
 // Definitions are stored type-erased: their phases are only ever called with inputs their own schema parsed.
@@ -21,6 +22,9 @@ export interface RegistryInput {
   readonly tasks?: readonly AnyTaskDefinition[];
   /** Starts a root task for every accepted Submission, in the same commit that accepts it. */
   readonly submissionTask?: SubmissionTask;
+  /** The signal keys the session accepts outside input for (besides the kernel's `approval:*`). */
+  // biome-ignore lint/suspicious/noExplicitAny: definitions of any payload type; each validates its own
+  readonly signals?: readonly SignalDefinition<any>[];
 }
 
 /** How a stored task resolves against the registered definitions. */
@@ -36,6 +40,7 @@ export type TaskResolution =
 export class Registry {
   readonly documents: ReadonlyMap<string, DocumentDefinition<unknown>>;
   readonly submissionTask: SubmissionTask | undefined;
+  private readonly signals: readonly SignalDefinition<unknown>[];
   private readonly tasks = new Map<string, Map<number, AnyTaskDefinition>>();
   private readonly listeners = new Set<() => void>();
 
@@ -50,7 +55,17 @@ export class Registry {
     }
     this.documents = documents;
     this.submissionTask = input.submissionTask;
+    for (const definition of input.signals ?? []) {
+      if (definition.key.startsWith("approval:"))
+        throw new DefinitionError(`signal key "${definition.key}" is the kernel's own (tool approvals)`);
+    }
+    this.signals = [...KERNEL_SIGNALS, ...(input.signals ?? [])];
     for (const definition of input.tasks ?? []) this.addTask(definition);
+  }
+
+  /** The definition of the signals of `key`, if the session accepts any. */
+  signalFor(key: string): SignalDefinition<unknown> | undefined {
+    return findSignal(this.signals, key);
   }
 
   /** Whether documents of `type` are loss-tolerant progress, which a deferred commit may write. */

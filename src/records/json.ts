@@ -124,3 +124,16 @@ function frozenCopy(value: Json): Json {
 
 /** Any string a record holds: well-formed Unicode, so every store reads back exactly what was written. */
 export const TextSchema = z.string().refine(isWellFormedText, { message: MALFORMED_TEXT });
+
+/** Whether two JSON values are equal (object keys in any order). */
+export function jsonEqual(a: Json, b: Json): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
+    return a.every((item, i) => jsonEqual(item, b[i] as Json));
+  }
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  return keys.every((key) => Object.hasOwn(b, key) && jsonEqual(a[key] as Json, b[key] as Json));
+}

@@ -20,6 +20,8 @@ export {
 const Text = TextSchema;
 const Id = Text.min(1).max(256);
 const Version = z.number().int().nonnegative();
+/** A signal key: what outside input a wait names (`approval:task_7`, `payment:order-12`). */
+const SignalKey = Text.min(1).max(256);
 const Time = z.number().finite();
 
 /** Format version of the stored layout; bumped when records change incompatibly. */
@@ -154,6 +156,7 @@ export const TaskStatusSchema = z.enum([
   "running",
   "sleeping",
   "waiting",
+  "awaiting",
   "completing",
   "succeeded",
   "failed",
@@ -174,6 +177,22 @@ export const TaskStateSchema = z.discriminatedUnion("status", [
     children: z.array(Id),
     policy: z.enum(["allSettled", "failFast"]),
     thenPhase: Text.min(1),
+  }),
+  /**
+   * Waits on the outside world: named signal keys (a person's approval, a webhook), continuing in
+   * `thenPhase` once `mode` is met (`any` key, or `all`), or in `deadline.phase` at `deadline.at`.
+   * The checkpoint data is `{ data, signals }`: what the phase passed, and each key's payload so far.
+   */
+  z.object({
+    status: z.literal("awaiting"),
+    keys: z.array(SignalKey).min(1).max(64),
+    mode: z.enum(["any", "all"]),
+    thenPhase: Text.min(1),
+    /** When the wait began. */
+    since: Time,
+    deadline: z.object({ at: Time, phase: Text.min(1) }).optional(),
+    /** What the wait is for, as the app describes it (shown in pending views): a tool call, a question. */
+    about: JsonSchema.optional(),
   }),
   /** Ended its own work; waits for owned children to wind down before the stored outcome becomes final. */
   z.object({
@@ -257,6 +276,26 @@ export const SubmissionSchema = compiled(
 );
 export type Submission = z.infer<typeof SubmissionSchema>;
 
+/**
+ * One outside input for a key (DESIGN §4, "waits on the outside world"), kept once it is accepted. A key
+ * takes one signal: a repeat with the same requestId or payload gets the same outcome, a different payload
+ * is refused. It is consumed by the wait that names its key — at once, or when such a wait begins.
+ */
+export const SignalSchema = compiled(
+  z.object({
+    key: SignalKey,
+    requestId: Text.min(1).max(256),
+    payload: JsonSchema,
+    receivedAt: Time,
+    /** The version of the commit that accepted it. */
+    version: Version,
+    /** The task whose wait took it, once one did. */
+    consumedBy: Id.optional(),
+    consumedAt: Time.optional(),
+  }),
+);
+export type Signal = z.infer<typeof SignalSchema>;
+
 /** How a document changed in one commit. `baseline` is present when this version was stored in full. */
 export const DocumentChangeSchema = z.object({
   id: Id,
@@ -301,5 +340,7 @@ export const CommitRecordSchema = z.object({
   documents: z.array(DocumentChangeSchema),
   tasks: z.array(TaskSchema),
   submissions: z.array(SubmissionSchema),
+  /** Signals accepted or consumed by this commit (absent in commits stored before signals existed). */
+  signals: z.array(SignalSchema).optional(),
 });
 export type CommitRecord = z.infer<typeof CommitRecordSchema>;

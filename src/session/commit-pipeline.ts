@@ -6,7 +6,7 @@
 import type { Clock, TimerHandle, Timers } from "../clock.ts";
 import { afterThisTick } from "../clock.ts";
 import {
-  DuplicateRequestError,
+  DuplicateKeyError,
   ensureError,
   KernelError,
   RecordTooLargeError,
@@ -183,7 +183,7 @@ export class CommitPipeline {
    * order, and rebuilt on the next turn (builds are plain functions of their draft). The session goes on.
    * False when the error names no commit of the group: then it is treated as a storage failure.
    */
-  private refuse(group: PreparedGroup, error: RecordTooLargeError | DuplicateRequestError): boolean {
+  private refuse(group: PreparedGroup, error: RecordTooLargeError | DuplicateKeyError): boolean {
     const refused = group.sealed.find((sealed) => sealed.commit.version === error.version);
     if (!refused) return false;
     const critical: PendingRequest[] = [];
@@ -296,8 +296,8 @@ export class CommitPipeline {
 }
 
 /** A store's refusal of one commit of a group, before writing anything: the rest of the group goes on. */
-function isRefusal(cause: unknown): cause is RecordTooLargeError | DuplicateRequestError {
-  return cause instanceof RecordTooLargeError || cause instanceof DuplicateRequestError;
+function isRefusal(cause: unknown): cause is RecordTooLargeError | DuplicateKeyError {
+  return cause instanceof RecordTooLargeError || cause instanceof DuplicateKeyError;
 }
 
 function asStorageFailure(cause: unknown): KernelError {

@@ -16,6 +16,7 @@ import type {
   EntryContent,
   Json,
   PatchOperation,
+  Signal,
   Submission,
   Task,
 } from "../records/schemas.ts";
@@ -24,6 +25,7 @@ import {
   EntrySchema,
   findNonJson,
   JsonSchema,
+  SignalSchema,
   SubmissionSchema,
   TaskSchema,
   TextSchema,
@@ -99,6 +101,7 @@ export class KernelDraft implements StateReader {
   private tasks: ReadonlyMap<string, Task> = NONE;
   private submissions: ReadonlyMap<string, Submission> = NONE;
   private requestIndex: ReadonlyMap<string, string> = NONE;
+  private signals: ReadonlyMap<string, Signal> = NONE;
   private children: ChildIndex | undefined;
 
   constructor(
@@ -140,6 +143,27 @@ export class KernelDraft implements StateReader {
   }
   blocked(kind: BlockedKind, id: string): BlockedRecord | undefined {
     return this.base.blocked(kind, id);
+  }
+  signal(key: string): Signal | undefined {
+    const changed = this.signals.get(key);
+    if (changed) return changed.consumedBy === undefined ? changed : undefined;
+    return this.base.signal(key);
+  }
+  awaiter(key: string): Task | undefined {
+    for (const task of this.tasks.values())
+      if (task.state.status === "awaiting" && task.state.keys.includes(key)) return task;
+    const below = this.base.awaiter(key);
+    if (!below) return undefined;
+    const now = this.task(below.id);
+    return now?.state.status === "awaiting" && now.state.keys.includes(key) ? now : undefined;
+  }
+  /** The first of `keys` that a task other than `except` awaits, with that task. */
+  awaiterOfAny(keys: readonly string[], except: string): { key: string; task: string } | undefined {
+    for (const key of keys) {
+      const task = this.awaiter(key);
+      if (task && task.id !== except) return { key, task: task.id };
+    }
+    return undefined;
   }
   openChildCount(parentId: string): number {
     return this.children ? this.children.openChildCount(parentId) : this.base.openChildCount(parentId);
@@ -232,6 +256,16 @@ export class KernelDraft implements StateReader {
     this.children.track(before, task);
   }
 
+  /** Stores a signal (new, or taken by a wait). Only the task machine calls it (`tasks/awaiting.ts`). */
+  /** The signal this draft wrote for `key` (consumed or not), if it wrote one. */
+  writtenSignal(key: string): Signal | undefined {
+    return this.signals.get(key);
+  }
+
+  writeSignal(signal: Signal): void {
+    this.signals = put(this.signals, signal.key, signal);
+  }
+
   /** Creates or replaces a Submission record. Only the task machine calls it (`tasks/machine.ts`). */
   writeSubmission(submission: Submission): void {
     this.assertWritable("submission", submission.id);
@@ -254,6 +288,7 @@ export class KernelDraft implements StateReader {
       this.documents.size === 0 &&
       this.tasks.size === 0 &&
       this.submissions.size === 0 &&
+      this.signals.size === 0 &&
       this.conversations.size === 0
     );
   }
@@ -328,6 +363,9 @@ export class KernelDraft implements StateReader {
       documents,
       tasks: validateAll(this.tasks.values(), TaskSchema, (t) => `tasks/${t.id}`),
       submissions: validateAll(this.submissions.values(), SubmissionSchema, (s) => `submissions/${s.id}`),
+      ...(this.signals.size > 0 && {
+        signals: validateAll(this.signals.values(), SignalSchema, (s) => `signals/${s.key}`),
+      }),
     };
     return { commit, documentValues };
   }
@@ -345,6 +383,7 @@ export class KernelDraft implements StateReader {
     for (const id of this.conversations.keys()) refuse(`conversations/${id}`, "a conversation");
     for (const id of this.tasks.keys()) refuse(`tasks/${id}`, "a task");
     for (const id of this.submissions.keys()) refuse(`submissions/${id}`, "a Submission");
+    for (const key of this.signals.keys()) refuse(`signals/${key}`, "a signal");
     for (const [id, { type }] of this.documents)
       if (!this.registry.isProgressDocument(type))
         refuse(`documents/${id}`, `a document of type "${type}", which is not declared as progress`);

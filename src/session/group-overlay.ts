@@ -3,7 +3,7 @@
  * Each new draft of the group reads through one overlay (not a chain of drafts), so a group of thousands
  * of commits — a wide fan-out finishing in one tick — stays O(1) per lookup.
  */
-import type { Conversation, Json, Submission, Task } from "../records/schemas.ts";
+import type { Conversation, Json, Signal, Submission, Task } from "../records/schemas.ts";
 import { headAfter } from "../records/schemas.ts";
 import { ChildIndex } from "./child-index.ts";
 import type { SealedCommit } from "./draft.ts";
@@ -17,6 +17,7 @@ export class GroupOverlay implements StateReader {
   private readonly submissions = new Map<string, Submission>();
   private readonly requestIndex = new Map<string, string>();
   private readonly children: ChildIndex;
+  private readonly signals = new Map<string, Signal>();
 
   constructor(private readonly state: SessionState) {
     this.children = new ChildIndex(state);
@@ -48,6 +49,19 @@ export class GroupOverlay implements StateReader {
   ownedChildren(parentId: string): readonly string[] {
     return this.children.ownedChildren(parentId);
   }
+  signal(key: string): Signal | undefined {
+    const changed = this.signals.get(key);
+    if (changed) return changed.consumedBy === undefined ? changed : undefined;
+    return this.state.signal(key);
+  }
+  awaiter(key: string): Task | undefined {
+    for (const task of this.tasks.values())
+      if (task.state.status === "awaiting" && task.state.keys.includes(key)) return task;
+    const below = this.state.awaiter(key);
+    if (!below) return undefined;
+    const now = this.task(below.id);
+    return now?.state.status === "awaiting" && now.state.keys.includes(key) ? now : undefined;
+  }
 
   /** Takes in a frozen draft of the group, so the next draft sees its changes. */
   absorb({ commit, documentValues }: SealedCommit): void {
@@ -65,6 +79,7 @@ export class GroupOverlay implements StateReader {
       this.tasks.set(task.id, task);
       this.children.track(before, task);
     }
+    for (const signal of commit.signals ?? []) this.signals.set(signal.key, signal);
     for (const submission of commit.submissions) {
       this.submissions.set(submission.id, submission);
       this.requestIndex.set(submission.requestId, submission.id);

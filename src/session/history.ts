@@ -40,6 +40,21 @@ export class SessionHistory {
     return [...older, ...held.entries];
   }
 
+  /** Adopts, in order, the changes other writers committed after the state's version; returns how many. */
+  async adoptNewChanges(adopt: (change: CommitRecord) => void): Promise<number> {
+    let adopted = 0;
+    for (;;) {
+      const { changes } = await this.readChanges(this.state.version, CHANGE_PAGE);
+      const next = changes.filter((c) => c.version > this.state.version);
+      if (next.length === 0) return adopted;
+      for (const change of next) {
+        if (change.version !== this.state.version + 1) return adopted;
+        adopt(change);
+        adopted++;
+      }
+    }
+  }
+
   /** A Submission by id: from memory, else from storage (it may have left the working set). */
   async readSubmission(submissionId: string): Promise<Submission | undefined> {
     const held = this.state.submission(submissionId);

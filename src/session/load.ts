@@ -12,6 +12,7 @@ import {
   EntrySchema,
   JsonSchema,
   SessionMetaSchema,
+  SignalSchema,
   SubmissionSchema,
   TaskSchema,
 } from "../records/schemas.ts";
@@ -82,6 +83,11 @@ export function loadSessionState(
       continue;
     }
     state.putSubmission(deepFreeze(parsed.data));
+  }
+  for (const row of stored.signals ?? []) {
+    const parsed = SignalSchema.safeParse(row.value);
+    if (parsed.success) state.putSignal(deepFreeze(parsed.data));
+    else block("signal", idOf(row), row.key, summarizeIssues(parsed.error));
   }
   for (const item of state.items.load(itemsOf(stored), state)) state.evict(item);
   return state;

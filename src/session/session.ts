@@ -4,16 +4,16 @@
  */
 import type { IdSource } from "../clock.ts";
 import { afterThisTick, randomIds, systemClock, systemTimers } from "../clock.ts";
-import {
-  DuplicateRequestError,
-  type KernelError,
-  ReadOnlyError,
-  SessionClosedError,
-  SessionStoppedError,
-} from "../errors.ts";
+import { type KernelError, ReadOnlyError, SessionClosedError, SessionStoppedError } from "../errors.ts";
 import type { Conversation, Entry, Json, Submission, Task } from "../records/schemas.ts";
 import { isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
+import {
+  deliverSignal,
+  type SignalHost,
+  type SignalOptions,
+  type SignalReceipt,
+} from "../signals/deliver.ts";
 import type { Storage } from "../storage/storage.ts";
 import { dispatch, type TaskEvent } from "../tasks/machine.ts";
 import { planRecovery, type RecoveryPlan } from "../tasks/recovery.ts";
@@ -31,7 +31,7 @@ import { AppDraft, ProgressOnlyDraft } from "./role-drafts.ts";
 import type { SessionState } from "./state.ts";
 import { reduceSession } from "./state.ts";
 import type { SubmitInput } from "./submit.ts";
-import { acceptSubmission, parseSubmitInput } from "./submit.ts";
+import { submitOnce } from "./submit.ts";
 import type { ChangeListener, SubscribeOptions, Unsubscribe } from "./subscriptions.ts";
 import { Subscriptions } from "./subscriptions.ts";
 import type { SessionView, ViewOptions } from "./view.ts";
@@ -42,6 +42,7 @@ export class Session {
   private readonly subscriptions: Subscriptions;
   private readonly scheduler: Scheduler | undefined;
   private readonly history: SessionHistory;
+  private readonly signalHost: SignalHost;
   private currentStatus: SessionStatus = "open";
   private stopError: KernelError | undefined;
   /** The id source this session uses for new records. */
@@ -60,6 +61,12 @@ export class Session {
     const timers = options.timers ?? systemTimers;
     this.ids = options.ids ?? randomIds;
     this.history = new SessionHistory(state, storage);
+    this.signalHost = {
+      state,
+      registry,
+      commit: (build) => this.pipeline.commit(build),
+      readSignal: (key) => storage.readSignal(state.id, key),
+    };
     registerKernelCommit(this, (build, commitOptions) => this.kernelCommit(build, commitOptions));
     this.pipeline = new CommitPipeline({
       sessionId: state.id,
@@ -146,19 +153,18 @@ export class Session {
   async submit(input: SubmitInput): Promise<Submission> {
     const unusable = this.unusable("submit");
     if (unusable) throw unusable;
-    const parsed = parseSubmitInput(input);
-    const existing = this.state.submissionByRequest(parsed.requestId);
-    if (existing) return existing;
-    try {
-      const { value } = await this.pipeline.commit((draft) => acceptSubmission(draft, parsed, this.ids));
-      return this.state.submission(value.id) ?? value;
-    } catch (error) {
-      // A retry of a requestId accepted long ago (it left memory): the store's index refused the commit.
-      if (!(error instanceof DuplicateRequestError)) throw error;
-      const original = await this.history.readSubmissionForRequest(parsed.requestId);
-      if (!original) throw error;
-      return original;
-    }
+    return submitOnce(this.pipeline, this.state, this.history, input, this.ids);
+  }
+
+  /**
+   * Outside input for a key a task awaits (or will): the payload is validated against the key's
+   * definition, then stored and handed to the waiting task in one commit. A repeat with the same payload
+   * returns the first outcome; a different payload for a key that already has one is refused.
+   */
+  async signal(key: string, payload: unknown, options: SignalOptions): Promise<SignalReceipt> {
+    const unusable = this.unusable("signal");
+    if (unusable) throw unusable;
+    return deliverSignal(this.signalHost, key, payload, options);
   }
 
   /** A Submission by id, also one that left the working set (read from storage). */
@@ -274,6 +280,11 @@ export class Session {
     return this.state.submission(submissionId);
   }
 
+  /** One task as of the current version, if the working set holds it (`readTask` reads evicted ones). */
+  task(taskId: string): Task | undefined {
+    return this.state.task(taskId);
+  }
+
   /** How many Submissions have not ended yet (accepted or running). O(1). */
   unfinishedSubmissions(): number {
     return this.state.unfinishedSubmissions;
@@ -329,17 +340,7 @@ export class Session {
     const unusable = this.currentStatus === "open" ? undefined : this.unusable("refresh");
     if (unusable) throw unusable;
     if (this.mode !== "read") return 0;
-    let adopted = 0;
-    for (;;) {
-      const { changes } = await this.readChanges(this.state.version);
-      const next = changes.filter((c) => c.version > this.state.version);
-      if (next.length === 0) return adopted;
-      for (const change of next) {
-        if (change.version !== this.state.version + 1) return adopted;
-        this.adopt({ commit: change, documentValues: new Map<string, Json>() });
-        adopted++;
-      }
-    }
+    return this.history.adoptNewChanges((commit) => this.adopt({ commit, documentValues: new Map() }));
   }
 
   /** Commits pending deferred changes now. */

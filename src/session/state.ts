@@ -13,6 +13,7 @@ import type {
   DocumentHead,
   Entry,
   Json,
+  Signal,
   Submission,
   Task,
 } from "../records/schemas.ts";
@@ -33,7 +34,7 @@ export interface ConversationState {
   readonly entries: Entry[];
 }
 
-export type BlockedKind = "conversation" | "document" | "task" | "submission";
+export type BlockedKind = "conversation" | "document" | "task" | "submission" | "signal";
 
 /** A record that failed to load: what it belongs to, and why. The stored row is kept as it is. */
 export interface BlockedRecord {
@@ -56,6 +57,10 @@ export interface StateReader {
   openChildCount(parentId: string): number;
   /** Ids of the tasks owned by `parentId`, in creation order. */
   ownedChildren(parentId: string): readonly string[];
+  /** The signal stored for `key` that no wait has taken yet (memory keeps only those). */
+  signal(key: string): Signal | undefined;
+  /** The task awaiting `key`, if one is. O(1): an index kept as tasks change. */
+  awaiter(key: string): Task | undefined;
 }
 
 export class SessionState implements StateReader {
@@ -74,6 +79,10 @@ export class SessionState implements StateReader {
   /** How many Submissions have not ended. Kept as they change, never counted. */
   unfinishedSubmissions = 0;
   private readonly children = new ChildIndex();
+  /** Signals no wait has taken yet, by key. */
+  readonly signals = new Map<string, Signal>();
+  /** The awaiting task of each key. */
+  private readonly awaiters = new Map<string, string>();
   /** Which Submissions and task trees stay in memory (DESIGN §9). */
   readonly items: ItemTracker;
 
@@ -115,6 +124,19 @@ export class SessionState implements StateReader {
   ownedChildren(parentId: string): readonly string[] {
     return this.children.ownedChildren(parentId);
   }
+  signal(key: string): Signal | undefined {
+    return this.signals.get(key);
+  }
+  awaiter(key: string): Task | undefined {
+    const id = this.awaiters.get(key);
+    return id === undefined ? undefined : this.tasks.get(id);
+  }
+
+  /** Keeps a signal while no wait has taken it (taken ones live in storage only). */
+  putSignal(signal: Signal): void {
+    if (signal.consumedBy === undefined) this.signals.set(signal.key, signal);
+    else this.signals.delete(signal.key);
+  }
 
   /** Stores a Submission record and keeps the requestId index and the unfinished count in step. */
   putSubmission(submission: Submission): void {
@@ -150,6 +172,8 @@ export class SessionState implements StateReader {
     this.tasks.set(task.id, task);
     this.runnableTasks += (isRunnable(task) ? 1 : 0) - (before && isRunnable(before) ? 1 : 0);
     this.children.track(before, task);
+    if (before?.state.status === "awaiting") for (const key of before.state.keys) this.awaiters.delete(key);
+    if (task.state.status === "awaiting") for (const key of task.state.keys) this.awaiters.set(key, task.id);
   }
 }
 
@@ -216,6 +240,7 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
   }
   for (const task of commit.tasks) state.putTask(task);
   for (const submission of commit.submissions) state.putSubmission(submission);
+  for (const signal of commit.signals ?? []) state.putSignal(signal);
   for (const item of state.items.observe(commit.submissions, commit.tasks, state, commit.version))
     state.evict(item);
   state.version = commit.version;

@@ -1,13 +1,16 @@
 /** Accepting inputs: the Submission and the user entry that carries the input, in one commit. */
 import { z } from "zod";
 import type { IdSource } from "../clock.ts";
-import { InvalidArgumentError } from "../errors.ts";
+import { DuplicateRequestError, InvalidArgumentError } from "../errors.ts";
 import { nestedJsonSchema } from "../records/json.ts";
 import type { Submission } from "../records/schemas.ts";
 import { compiled, TextSchema } from "../records/schemas.ts";
 import { describeIssues, summarizeIssues } from "../records/validate.ts";
 import { dispatch } from "../tasks/machine.ts";
+import type { CommitPipeline } from "./commit-pipeline.ts";
 import type { KernelDraft } from "./draft.ts";
+import type { SessionHistory } from "./history.ts";
+import type { StateReader } from "./state.ts";
 
 export const SubmitInputSchema = compiled(
   z.object({
@@ -64,4 +67,29 @@ export function acceptSubmission(draft: KernelDraft, input: ParsedSubmitInput, i
     submission: { ...accepted, ...(root && { root: { taskId: ids.next("task"), ...root } }) },
   });
   return draft.submission(id) as Submission;
+}
+
+/**
+ * `session.submit()`: accepts an input once per requestId. A retry returns the original Submission, also
+ * one accepted long ago that left memory (the store's requestId index refuses the commit; it is read back).
+ */
+export async function submitOnce(
+  pipeline: CommitPipeline,
+  state: StateReader,
+  history: SessionHistory,
+  input: SubmitInput,
+  ids: IdSource,
+): Promise<Submission> {
+  const parsed = parseSubmitInput(input);
+  const existing = state.submissionByRequest(parsed.requestId);
+  if (existing) return existing;
+  try {
+    const { value } = await pipeline.commit((draft) => acceptSubmission(draft, parsed, ids));
+    return state.submission(value.id) ?? value;
+  } catch (error) {
+    if (!(error instanceof DuplicateRequestError)) throw error;
+    const original = await history.readSubmissionForRequest(parsed.requestId);
+    if (!original) throw error;
+    return original;
+  }
 }

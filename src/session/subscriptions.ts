@@ -12,6 +12,8 @@ export type ChangeListener = (change: CommitRecord) => void;
 export interface SubscribeOptions {
   /** Called when the subscription cannot continue (history pruned) or a listener threw. */
   readonly onError?: (error: Error) => void;
+  /** Called once when the session closes normally: no more changes will come from this session object. */
+  readonly onEnd?: () => void;
 }
 
 /** Stops a subscription. Safe to call more than once. */
@@ -29,6 +31,7 @@ interface Subscriber {
   readonly buffer: CommitRecord[];
   readonly listener: ChangeListener;
   readonly onError: ((error: Error) => void) | undefined;
+  readonly onEnd: (() => void) | undefined;
 }
 
 export class Subscriptions {
@@ -54,6 +57,7 @@ export class Subscriptions {
       buffer: [],
       listener,
       onError: options.onError,
+      onEnd: options.onEnd,
     };
     this.subscribers.add(subscriber);
     if (!subscriber.live) void this.catchUp(subscriber);
@@ -76,6 +80,7 @@ export class Subscriptions {
     for (const subscriber of this.subscribers) {
       subscriber.active = false;
       if (error) subscriber.onError?.(error);
+      else subscriber.onEnd?.();
     }
     this.subscribers.clear();
   }

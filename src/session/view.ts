@@ -5,6 +5,7 @@ import type { CommitRecord, Conversation, Entry, Json, Submission, Task } from "
 import { isTerminal } from "../records/schemas.ts";
 import { isFinished, itemOrder, treeOf, type WorkItem } from "./items.ts";
 import { DEFAULT_ENTRY_TAIL, DEFAULT_SETTLED } from "./limits.ts";
+import { type PendingWait, pendingWaits } from "./pending.ts";
 import type { BlockedRecord, SessionState } from "./state.ts";
 
 export interface ConversationView extends Conversation {
@@ -45,6 +46,8 @@ export interface SessionView {
   readonly documents: readonly DocumentView[];
   readonly tasks: readonly Task[];
   readonly submissions: readonly Submission[];
+  /** What the session waits for from outside: one line per signal key an awaiting task still needs. */
+  readonly pending: readonly PendingWait[];
   /** Records that failed to load, with the reason. They are kept in storage untouched. */
   readonly blocked: readonly BlockedRecord[];
 }
@@ -106,6 +109,7 @@ export function buildView(state: SessionState, options: ViewOptions = {}): Sessi
       .filter((task) => options.tasks !== "active" || !isTerminal(task))
       .sort(byId),
     submissions: latestSubmissions(state.submissions.values(), options.submissions).sort(byId),
+    pending: pendingWaits(state.tasks.values()),
     blocked: [
       ...state.blockedRecords.values(),
       ...[...state.blockedTasks].map(([id, reason]) => ({
@@ -129,6 +133,7 @@ export function emptyView(sessionId: string, limits: ViewLimits = DEFAULT_VIEW_L
     documents: [],
     tasks: [],
     submissions: [],
+    pending: [],
     blocked: [],
   };
 }
@@ -180,6 +185,12 @@ export function applyChangeToView(view: SessionView, change: CommitRecord): Sess
     documents: [...documents.values()].sort(byId),
     tasks: [...tasks.values()].sort(byId),
     submissions: [...submissions.values()].sort(byId),
+    // Only a change to an awaiting task (or one that was) changes the list.
+    pending:
+      change.tasks.some((t) => t.state.status === "awaiting") ||
+      view.pending.some((p) => change.tasks.some((t) => t.id === p.taskId))
+        ? pendingWaits(tasks.values())
+        : view.pending,
   };
 }
 

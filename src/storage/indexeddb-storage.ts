@@ -53,8 +53,8 @@ export interface IndexedDbStorageOptions extends StorageOptions {
   readonly onWrite?: WriteHook;
 }
 
-/** 2 added the index stores (`items`, `live`, `requests`, `children`); an upgrade only creates stores. */
-const DB_VERSION = 2;
+/** 2 added the index stores (`items`, `live`, `requests`, `children`), 3 `signals` and `earlySignals`; an upgrade only creates stores. */
+const DB_VERSION = 3;
 const SESSIONS = "sessions";
 const ALL_STORES = [SESSIONS, ...TABLES];
 type Db = IDBPDatabase<unknown>;
@@ -194,6 +194,10 @@ export class IndexedDbStorage implements Storage {
 
   async readTask(sessionId: string, taskId: string) {
     return this.read(sessionId, async (r) => r.get("tasks", [taskId]));
+  }
+
+  async readSignal(sessionId: string, key: string) {
+    return this.read(sessionId, async (r) => r.get("signals", [key]));
   }
 
   async readTaskTree(sessionId: string, rootId: string) {

@@ -253,6 +253,10 @@ export class MemoryStorage implements Storage {
     return this.read(sessionId, (reader) => reader.get("tasks", [taskId]), undefined);
   }
 
+  async readSignal(sessionId: string, key: string) {
+    return this.read(sessionId, (reader) => reader.get("signals", [key]), undefined);
+  }
+
   async readTaskTree(sessionId: string, rootId: string) {
     return this.read(sessionId, (reader) => readTrees(reader, [rootId]), []);
   }

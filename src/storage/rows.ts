@@ -4,6 +4,7 @@
  */
 
 import {
+  DuplicateKeyError,
   DuplicateRequestError,
   RecordTooLargeError,
   SessionNotFoundError,
@@ -38,7 +39,9 @@ export type Table =
   | "items" // [version, itemId] → Item: every Submission and root task, in the order they came (permanent)
   | "live" // [version, itemId] → Item: those not finished yet (deleted when they finish)
   | "requests" // [requestId] → submissionId (written once: a requestId never changes owner)
-  | "children"; // [parentId, childIndex] → childId (a task tree is read from its root down)
+  | "children" // [parentId, childIndex] → childId (a task tree is read from its root down)
+  | "signals" // [key] → Signal (written once; consumed by the wait that names its key)
+  | "earlySignals"; // [key] → null: signals no wait has taken yet (deleted when one does)
 
 export const TABLES: readonly Table[] = [
   "conversations",
@@ -52,6 +55,8 @@ export const TABLES: readonly Table[] = [
   "live",
   "requests",
   "children",
+  "signals",
+  "earlySignals",
 ];
 
 /**
@@ -138,6 +143,17 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     rows.push({ table: "items", key: [commit.version, id], value: item });
     if (!isItemFinished(item, commit)) rows.push({ table: "live", key: [commit.version, id], value: item });
   }
+  for (const signal of commit.signals ?? []) {
+    const isNew = signal.version === commit.version;
+    rows.push({
+      table: "signals",
+      key: [signal.key],
+      value: signal,
+      ...(isNew && { op: "create" as const }),
+    });
+    if (signal.consumedBy === undefined) rows.push({ table: "earlySignals", key: [signal.key], value: null });
+    else if (!isNew) rows.push({ table: "earlySignals", key: [signal.key], value: null, op: "delete" });
+  }
   rows.push({ table: "changes", key: [commit.version], value: commit });
   return rows;
 }
@@ -209,7 +225,9 @@ export function nextWriterMeta(stored: unknown, sessionId: string, at: number): 
  * Submission. Stores call it inside the commit's transaction, before writing the row.
  */
 export function checkCreate(row: RowWrite, exists: boolean, version: number): void {
-  if (row.op === "create" && exists) throw new DuplicateRequestError(String(row.key[0]), version);
+  if (row.op !== "create" || !exists) return;
+  if (row.table === "requests") throw new DuplicateRequestError(String(row.key[0]), version);
+  throw new DuplicateKeyError(recordName(row.table, row.key), version);
 }
 
 /** A format-1 session row once its index rows are written: format 2. */

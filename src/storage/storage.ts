@@ -36,6 +36,8 @@ export interface StoredSession {
   readonly submissions: readonly StoredRecord[];
   /** The working set's items (unfinished ones and the latest settled); absent for a format-1 session. */
   readonly items?: readonly StoredItem[];
+  /** Signals that arrived before any wait took them (the `earlySignals` index); absent for format 1. */
+  readonly signals?: readonly StoredRecord[];
 }
 
 /** How to open a session in a store. */
@@ -107,6 +109,8 @@ export interface Storage {
   readRequest(sessionId: string, requestId: string): Promise<StoredRecord | undefined>;
   /** One task by id. */
   readTask(sessionId: string, taskId: string): Promise<StoredRecord | undefined>;
+  /** One signal by its key (a signal is stored once per key and kept). */
+  readSignal(sessionId: string, key: string): Promise<StoredRecord | undefined>;
   /** Every task of the tree under `rootId` (the root first, then level by level). */
   readTaskTree(sessionId: string, rootId: string): Promise<StoredRecord[]>;
   /** Up to `limit` items created before version `before`, newest first, with their Submissions. */

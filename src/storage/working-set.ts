@@ -73,7 +73,12 @@ export async function readStoredSession(
   const settled = await latestSettled(reader, liveIds, request.settled);
   const items = [...live, ...settled];
   const { tasks, submissions } = await readItems(reader, items);
-  return { ...base, tasks, submissions, items };
+  const signals: StoredRecord[] = [];
+  for (const early of await reader.all("earlySignals")) {
+    const row = await reader.get("signals", [early.key.slice("earlySignals/".length)]);
+    if (row) signals.push(row);
+  }
+  return { ...base, tasks, submissions, items, signals };
 }
 
 /** Up to `count` finished items, newest first (skipping unfinished ones). */

@@ -31,8 +31,38 @@ export type Transition =
       readonly thenPhase: string;
       readonly data: Json;
     }
+  | {
+      readonly type: "await";
+      readonly keys: readonly string[];
+      readonly mode: "any" | "all";
+      readonly thenPhase: string;
+      readonly deadline?: { readonly at: number; readonly phase: string };
+      readonly about?: Json;
+      readonly data: Json;
+    }
   | { readonly type: "complete"; readonly result: Json }
   | { readonly type: "fail"; readonly error: ErrorInfo };
+
+/**
+ * What a phase continued after a wait on signals receives as its data: what the waiting phase passed, and
+ * the payload of each key that arrived (for a deadline phase, those that arrived in time).
+ */
+export interface Received<D = Json> {
+  readonly data: D;
+  readonly signals: Readonly<Record<string, Json>>;
+}
+
+/** Options of a wait on signal keys (see `PhaseContext.waitFor`). */
+export interface WaitForOptions<Q extends string> {
+  /** The phase to continue in once the wait is met. */
+  readonly next: Q;
+  /** `any` (default): the first key that arrives; `all`: every key. */
+  readonly mode?: "any" | "all";
+  /** Continue in `deadline.next` at `deadline.at` if the wait is not met by then. */
+  readonly deadline?: { readonly at: number; readonly next: Q };
+  /** What the wait is for, shown to whoever answers it (pending views, devtools): JSON. */
+  readonly about?: Json;
+}
 
 /** How a waiting parent joins its children. */
 export type JoinPolicy = "allSettled" | "failFast";
@@ -132,6 +162,16 @@ export interface PhaseContext<
     children: readonly string[],
     options: { policy: JoinPolicy; next: Q },
     ...data: DataArgument<Data[Q]>
+  ): Transition;
+  /**
+   * Waits on the outside world: one or more signal keys (registered with `defineSignal`), answered by
+   * `session.signal(key, payload)` — durably, across reloads and evictions. A signal that came before the
+   * wait is taken at once. The next phase gets {@link Received} data.
+   */
+  waitFor<Q extends PhaseName<Data>>(
+    keys: string | readonly string[],
+    options: WaitForOptions<Q>,
+    data?: Json,
   ): Transition;
   complete(result?: Json): Transition;
   fail(error: string | Error | ErrorInfo): Transition;

@@ -8,6 +8,7 @@ import { assertNever } from "../assert-never.ts";
 import type { ErrorInfo, Json, Submission, Task, TaskState } from "../records/schemas.ts";
 import { isSubmissionFinished, isTerminal } from "../records/schemas.ts";
 import type { KernelDraft } from "../session/draft.ts";
+import { type AwaitMoves, passDeadline, receiveSignal, startAwaiting } from "./awaiting.ts";
 import { checkpointProblem, hasPhase, startPhase, type Transition } from "./define-task.ts";
 import { taskError } from "./error-info.ts";
 import { refusal } from "./refusals.ts";
@@ -39,6 +40,9 @@ export function dispatch(draft: KernelDraft, event: TaskEvent): void {
       return;
     case "submission-cancel-requested":
       cancelSubmission(draft, event.submissionId, event.reason);
+      return;
+    case "signal-received":
+      receiveSignal(draft, event.signal, MOVES);
       return;
     default:
       applyToTask(draft, draft.task(event.taskId) as Task, event);
@@ -87,6 +91,9 @@ function applyToTask(draft: KernelDraft, task: Task, event: TaskTargetEvent): vo
       return;
     case "join-rechecked":
       recheckJoin(draft, task);
+      return;
+    case "deadline-passed":
+      passDeadline(draft, task, MOVES);
       return;
     case "migrated":
       draft.writeTask({
@@ -210,6 +217,17 @@ function endPhase(draft: KernelDraft, task: Task, transition: Transition, aborte
       if (badCheckpoint(transition.thenPhase, transition.data)) return;
       startWaiting(draft, task, transition);
       return;
+    case "await":
+      if (!known(transition.thenPhase)) {
+        unknownPhase(transition.thenPhase);
+        return;
+      }
+      if (transition.deadline && !known(transition.deadline.phase)) {
+        unknownPhase(transition.deadline.phase);
+        return;
+      }
+      startAwaiting(draft, task, transition, MOVES);
+      return;
     case "complete":
       endTask(draft, task, { status: "succeeded", result: transition.result });
       return;
@@ -220,6 +238,12 @@ function endPhase(draft: KernelDraft, task: Task, transition: Transition, aborte
       assertNever(transition);
   }
 }
+
+/** The moves of the machine the wait logic (`awaiting.ts`) makes. */
+const MOVES: AwaitMoves = {
+  reenter: (draft, task, phase, data) => reenter(draft, task, phase, data, false),
+  fail: (draft, task, error) => endTask(draft, task, { status: "failed", error }),
+};
 
 /** Puts a task into `phase` as a new attempt; `restart` counts it as a re-entry after an interruption. */
 function reenter(draft: KernelDraft, task: Task, phase: string, data: Json, restart: boolean): void {

@@ -19,6 +19,7 @@ import type {
   PhaseName,
   SpawnOptions,
   Transition,
+  WaitForOptions,
 } from "./define-task.ts";
 import { errorInfo } from "./error-info.ts";
 import { dispatch } from "./machine.ts";
@@ -139,6 +140,21 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
     data: Json = null,
   ): Transition {
     return { type: "wait", children, policy: options.policy, thenPhase: options.next, data };
+  }
+  waitFor<Q extends PhaseName<AnyPhaseData>>(
+    keys: string | readonly string[],
+    options: WaitForOptions<Q>,
+    data: Json = null,
+  ): Transition {
+    return {
+      type: "await",
+      keys: typeof keys === "string" ? [keys] : [...keys],
+      mode: options.mode ?? "any",
+      thenPhase: options.next,
+      ...(options.deadline && { deadline: { at: options.deadline.at, phase: options.deadline.next } }),
+      ...(options.about !== undefined && { about: options.about }),
+      data,
+    };
   }
   complete(result: Json = null): Transition {
     return { type: "complete", result };

@@ -26,6 +26,21 @@ export interface RecoveryPlan {
   readonly blocked: readonly BlockedTask[];
   /** Sleepers whose time has not come: they wake on their timer (or alarm). */
   readonly sleeping: readonly { readonly taskId: string; readonly until: number }[];
+  /**
+   * Tasks waiting for outside input (signals): left as they are. `until` is a deadline not yet due (it is
+   * armed like a sleeper); a deadline already due is a `deadline-passed` event instead.
+   */
+  readonly awaiting: readonly AwaitingTask[];
+}
+
+/** A task recovery leaves waiting for its signals. */
+export interface AwaitingTask {
+  readonly taskId: string;
+  readonly keys: readonly string[];
+  readonly mode: "any" | "all";
+  /** Keys whose signal already came (an `all` wait that is still short of some). */
+  readonly received: readonly string[];
+  readonly until?: number;
 }
 
 export interface PlanOptions {
@@ -50,6 +65,7 @@ export function planRecovery(
   const events: RecoveryEvent[] = [];
   const blocked: BlockedTask[] = [];
   const sleeping: { taskId: string; until: number }[] = [];
+  const awaiting: AwaitingTask[] = [];
   const interrupted = options.interrupted ?? (() => true);
   for (const task of tasks) {
     if (isTerminal(task)) continue;
@@ -105,13 +121,25 @@ export function planRecovery(
         else if (current.state.status === "sleeping")
           sleeping.push({ taskId: task.id, until: current.state.until });
         break;
+      case "awaiting": {
+        if (current.state.status !== "awaiting") break;
+        const { keys, mode, deadline } = current.state;
+        if (deadline && deadline.at <= options.now) {
+          events.push({ type: "deadline-passed", taskId: task.id, phase: deadline.phase });
+          break;
+        }
+        const data = current.checkpoint.data as { signals?: Record<string, unknown> } | null;
+        const received = Object.keys(data?.signals ?? {});
+        awaiting.push({ taskId: task.id, keys, mode, received, ...(deadline && { until: deadline.at }) });
+        break;
+      }
       case "succeeded":
       case "failed":
       case "cancelled":
         break;
     }
   }
-  return { events, blocked, sleeping };
+  return { events, blocked, sleeping, awaiting };
 }
 
 /** Runs a stored task's migrations; the migrated record is validated before it is planned. */

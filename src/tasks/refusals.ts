@@ -25,6 +25,12 @@ export function refusal(draft: KernelDraft, event: TaskEvent): KernelError | und
         input: submission.root.input,
       });
     }
+    case "signal-received": {
+      const { key } = event.signal;
+      if (!draft.registry.signalFor(key)) return invalid(`no signal is defined for key "${key}"`, "key");
+      if (draft.signal(key)) return invalid(`key "${key}" already has a signal`, "key");
+      return undefined;
+    }
     case "submission-cancel-requested":
       return draft.submission(event.submissionId)
         ? undefined

@@ -17,7 +17,7 @@ import { errorInfo } from "./error-info.ts";
 import { dispatch, isApplicable, type TaskEvent } from "./machine.ts";
 import { PhaseAbort, PhaseRunner } from "./phase-runner.ts";
 import { applyRecovery, planRecovery } from "./recovery.ts";
-import { isRunnableStatus, type WakeInfo } from "./wake-info.ts";
+import { isRunnableStatus, type WakeInfo, wakeTimeOf } from "./wake-info.ts";
 import { WakeQueue } from "./wake-queue.ts";
 
 export type { WakeInfo } from "./wake-info.ts";
@@ -75,7 +75,8 @@ export class Scheduler {
       progress: (build) => host.progress(build),
     });
     for (const task of host.state.tasks.values()) {
-      if (task.state.status === "sleeping") this.sleepers.push(task.state.until, task.id);
+      const at = wakeTimeOf(task);
+      if (at !== undefined) this.sleepers.push(at, task.id);
       if (task.state.status === "running") this.runningAtLoad.add(task.id);
     }
     // Unsubscribed on close: the registry usually outlives the session (one per app or isolate), and a
@@ -121,7 +122,8 @@ export class Scheduler {
       const status = task.state.status;
       if (isTerminal(task)) this.runner.forget(task.id);
       if (status === "running") this.ready.add(task.id);
-      else if (status === "sleeping") this.sleepers.push(task.state.until, task.id);
+      const at = wakeTimeOf(task);
+      if (at !== undefined) this.sleepers.push(at, task.id);
       if (task.cancelRequested !== undefined) {
         this.active
           .get(task.id)
@@ -164,6 +166,7 @@ export class Scheduler {
     });
     for (const { taskId, reason } of plan.blocked) this.host.block(taskId, reason);
     for (const { taskId, until } of plan.sleeping) this.sleepers.push(until, taskId);
+    for (const { taskId, until } of plan.awaiting) if (until !== undefined) this.sleepers.push(until, taskId);
     if (plan.events.length > 0) await this.host.commit((draft) => applyRecovery(draft, plan));
   }
 
@@ -281,8 +284,10 @@ export class Scheduler {
       const next = this.sleepers.peek(this.isCurrentSleeper);
       if (!next || next.at > now) break;
       this.sleepers.pop();
-      const phase = this.host.state.task(next.id)?.checkpoint.phase ?? "";
-      due.push({ type: "woke", taskId: next.id, phase });
+      const task = this.host.state.task(next.id);
+      if (task?.state.status === "awaiting" && task.state.deadline)
+        due.push({ type: "deadline-passed", taskId: next.id, phase: task.state.deadline.phase });
+      else due.push({ type: "woke", taskId: next.id, phase: task?.checkpoint.phase ?? "" });
     }
     if (due.length > 0) {
       await this.host
@@ -294,11 +299,11 @@ export class Scheduler {
     this.armTimer();
   }
 
-  /** A heap entry is current while its task still sleeps until that time and is not blocked. */
+  /** A heap entry is current while its task still wakes at that time (sleep or deadline) and is not blocked. */
   private isSleeping(id: string, at: number): boolean {
     const state = this.host.state;
-    const task = state.task(id)?.state;
-    return task?.status === "sleeping" && task.until === at && !state.blockedTasks.has(id);
+    const task = state.task(id);
+    return task !== undefined && wakeTimeOf(task) === at && !state.blockedTasks.has(id);
   }
 
   private async track(work: Promise<void>): Promise<void> {

@@ -7,6 +7,8 @@
  * - `pending`    — stored by older versions: starts its phase on resume, not counted as a restart;
  * - `sleeping`   — until `state.until`, then runs `checkpoint.phase`;
  * - `waiting`    — for owned children under a join policy, then runs `state.thenPhase`;
+ * - `awaiting`   — for signals from outside (`state.keys`), then runs `state.thenPhase`, or at
+ *                  `state.deadline.at` runs `state.deadline.phase`;
  * - `completing` — its own work ended with an outcome; owned children are winding down;
  * - `succeeded` | `failed` | `cancelled` — terminal: never changes again.
  *
@@ -18,7 +20,7 @@
  * events; hosts and apps reach the machine only through the session's methods. An event that does not
  * apply to the current state is refused with a typed error and changes nothing: see {@link APPLIES_TO}.
  */
-import type { ErrorInfo, Json, TaskStatus } from "../records/schemas.ts";
+import type { ErrorInfo, Json, Signal, TaskStatus } from "../records/schemas.ts";
 import { TERMINAL_STATUSES } from "../records/schemas.ts";
 import type { Transition } from "./define-task.ts";
 
@@ -53,6 +55,8 @@ export interface NewSubmission {
 export type RecoveryEvent =
   /** sleeping → running: a sleeper whose time has come runs its phase (also the scheduler's timer). */
   | { readonly type: "woke"; readonly taskId: string; readonly phase: string }
+  /** awaiting → running in its deadline phase, with the signals that arrived in time (also the timer's). */
+  | { readonly type: "deadline-passed"; readonly taskId: string; readonly phase: string }
   /** pending → running: starts its phase (not a restart). */
   | { readonly type: "started"; readonly taskId: string; readonly phase: string; readonly detail?: string }
   /** running → running: a phase a dead process was running is re-entered from its start, `restarts` + 1. */
@@ -105,6 +109,12 @@ export type TaskEvent =
   /** Cancels the Submission's task tree, or ends it `cancelled` when it has no task; ended: unchanged. */
   | { readonly type: "submission-cancel-requested"; readonly submissionId: string; readonly reason: string }
   /**
+   * A signal from outside, its payload already validated: stored, and taken by the task awaiting its key
+   * (awaiting → running in `thenPhase` once its wait is met). Nobody awaits it yet: it is kept, and taken by
+   * the wait that names its key when that begins. Refused: the key already has a signal.
+   */
+  | { readonly type: "signal-received"; readonly signal: Signal }
+  /**
    * running → what the phase returned: `next` running, `sleep` sleeping, `wait` waiting (or on at once if
    * the join is already due), `complete` succeeded, `fail` failed. A cancel requested meanwhile wins over
    * anything but `complete` (and over a `fail` its abort caused). `aborted`: the phase's signal had fired.
@@ -130,7 +140,10 @@ export type TaskEvent =
 /** The events about one existing task. */
 export type TaskTargetEvent = Exclude<
   TaskEvent,
-  { type: "spawn" } | { type: "submission-accepted" } | { type: "submission-cancel-requested" }
+  | { type: "spawn" }
+  | { type: "submission-accepted" }
+  | { type: "submission-cancel-requested" }
+  | { type: "signal-received" }
 >;
 
 const ALL_STATUSES: readonly TaskStatus[] = [
@@ -138,6 +151,7 @@ const ALL_STATUSES: readonly TaskStatus[] = [
   "running",
   "sleeping",
   "waiting",
+  "awaiting",
   "completing",
   "succeeded",
   "failed",
@@ -155,6 +169,7 @@ export const APPLIES_TO: { readonly [T in TaskTargetEvent["type"]]: readonly Tas
   "cancel-requested": ALL_STATUSES,
   "child-ended": ALL_STATUSES,
   woke: ["sleeping"],
+  "deadline-passed": ["awaiting"],
   started: ["pending"],
   restarted: ["running"],
   "restart-limit": ["running"],

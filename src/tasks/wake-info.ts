@@ -15,16 +15,18 @@ export function isRunnableStatus(status: TaskStatus): boolean {
   return status === "running" || status === "pending";
 }
 
-/** When a task wakes by itself, if it does. */
+/** When a task wakes by itself, if it does: a sleeper's time, or the deadline of a wait. */
 export function wakeTimeOf(task: Task): number | undefined {
-  return task.state.status === "sleeping" ? task.state.until : undefined;
+  if (task.state.status === "sleeping") return task.state.until;
+  if (task.state.status === "awaiting") return task.state.deadline?.at;
+  return undefined;
 }
 
 /** Wake info with the tasks behind it, derived from task records (devtools, tests). */
 export interface WakeDetails extends WakeInfo {
   /** Runnable tasks that are not blocked. */
   readonly runnable: readonly string[];
-  /** Sleeping tasks, earliest first. */
+  /** Tasks that wake by themselves (sleepers, waits with a deadline), earliest first. */
   readonly sleeping: readonly Task[];
 }
 

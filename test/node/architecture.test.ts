@@ -56,9 +56,12 @@ describe("the kernel's layout", () => {
     expect(circles).toEqual([]);
   });
 
-  it("writes task and Submission records only in the task machine", () => {
-    const writers = files.filter((file) => /\.write(Task|Submission)\(/.test(text.get(file) ?? "")).map(name);
-    expect(writers).toEqual(["tasks/machine.ts"]);
+  it("writes task, Submission and Signal records only in the task machine and its await moves", () => {
+    const writers = files
+      .filter((file) => /\.write(Task|Submission|Signal)\(/.test(text.get(file) ?? ""))
+      .map(name)
+      .sort();
+    expect(writers).toEqual(["tasks/awaiting.ts", "tasks/machine.ts"]);
   });
 
   it("reads no clock or timer from a global (they are injected)", () => {

@@ -264,6 +264,7 @@ describe("durable tasks", () => {
       events: [{ type: "restarted", taskId: task.id, phase: "work" }],
       blocked: [],
       sleeping: [],
+      awaiting: [],
     });
     await b.resume();
     const done = await b.waitForTask(task.id);

@@ -111,6 +111,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   const [error, setError] = useState<string | undefined>(undefined);
   const [, setTick] = useState(0);
   const [live, setLive] = useState(true);
+  const [connection, setConnection] = useState<"live" | "reconnecting">("live");
   const [version, setVersion] = useState(0);
   const [tab, setTab] = useState<Tab>("tasks");
   const [selectedTask, setSelectedTask] = useState<string | undefined>(undefined);
@@ -144,6 +145,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
           setTick((t) => t + 1);
         },
         (e) => setError(e.message),
+        setConnection,
       );
     };
     open().catch((e: unknown) => setError((e as Error).message));
@@ -213,6 +215,11 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
               />{" "}
               live
             </label>
+            {connection === "reconnecting" && (
+              <span class="warning" role="status" data-testid="reconnecting">
+                connection lost: reconnecting, newer changes may be missing
+              </span>
+            )}
             <span class="meta">{source?.label}</span>
           </div>
           <div role="tablist" aria-label="views" class="tabs">

@@ -25,7 +25,11 @@ export interface SessionSource {
   /** The history base (empty session, or the view at attach time when older changes were pruned). */
   readonly base: SessionView;
   /** Delivers retained changes after the base, then live ones, in order. Returns a stop function. */
-  follow(onChanges: (changes: CommitRecord[]) => void, onError: (error: Error) => void): () => void;
+  follow(
+    onChanges: (changes: CommitRecord[]) => void,
+    onError: (error: Error) => void,
+    onStatus?: (status: "live" | "reconnecting") => void,
+  ): () => void;
   /**
    * What resume() would do to each unfinished task now. Local sessions need the app's registry for it;
    * edge sessions answer from their Durable Object (read-only when it is not running).
@@ -113,24 +117,40 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
   return {
     label: `edge ${baseUrl} / ${sessionId}`,
     base,
-    follow(onChanges, onError) {
+    follow(onChanges, onError, onStatus) {
       let last = base.version;
       const run = async () => {
-        // The server ends each stream after a while; continue from the last change seen.
+        let failures = 0;
+        // The server ends each stream after a while; continue from the last change seen. A dropped
+        // connection or a busy answer (429, 5xx) is retried with backoff and shown as "reconnecting", so a
+        // stale page never looks live; a refusal (401, 403, 404) or a session error ends following.
         while (!controller.signal.aborted) {
-          const stream = await fetch(`${root}/events`, {
-            headers: { ...headers, "last-event-id": String(last) },
-            signal: controller.signal,
-          });
-          if (!stream.ok || !stream.body)
-            throw new Error(`events: ${stream.status} ${await problemDetail(stream)}`);
-          for await (const event of readServerEvents(stream.body)) {
-            if (event.event === "error")
-              throw new Error((JSON.parse(event.data) as { message: string }).message);
-            if (event.event !== "commit") continue;
-            const change = JSON.parse(event.data) as CommitRecord;
-            last = change.version;
-            onChanges([change]);
+          try {
+            const stream = await fetch(`${root}/events`, {
+              headers: { ...headers, "last-event-id": String(last) },
+              signal: controller.signal,
+            });
+            if (!stream.ok || !stream.body) {
+              const problem = new Error(`events: ${stream.status} ${await problemDetail(stream)}`);
+              if (stream.status < 500 && stream.status !== 429) throw new FollowEnded(problem);
+              throw problem;
+            }
+            onStatus?.("live");
+            failures = 0;
+            for await (const event of readServerEvents(stream.body)) {
+              if (event.event === "error")
+                throw new FollowEnded(new Error((JSON.parse(event.data) as { message: string }).message));
+              if (event.event !== "commit") continue;
+              const change = JSON.parse(event.data) as CommitRecord;
+              last = change.version;
+              onChanges([change]);
+            }
+          } catch (error) {
+            if (controller.signal.aborted) return;
+            if (error instanceof FollowEnded) throw error.reason;
+            onStatus?.("reconnecting");
+            failures += 1;
+            await pause(Math.min(10_000, 250 * 2 ** failures), controller.signal);
           }
         }
       };
@@ -157,6 +177,23 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
       controller.abort();
     },
   };
+}
+
+/** Ends following for good (not retried): the server refused the stream or reported a session error. */
+class FollowEnded extends Error {
+  constructor(readonly reason: Error) {
+    super(reason.message);
+  }
+}
+
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }
 
 /** Whether the session's change log still holds version 1 (then history can start from nothing). */

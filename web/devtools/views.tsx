@@ -245,6 +245,8 @@ function describeEvent(event: RecoveryEvent): string {
       return `wake now into phase “${event.phase}” (its sleep is over)`;
     case "migrated":
       return `migrate from version ${event.from} to ${event.to}`;
+    case "deadline-passed":
+      return `deadline passed: move to phase “${event.phase}” without the awaited input`;
   }
 }
 
@@ -257,6 +259,14 @@ function planLines(plan: RecoveryPlan): { taskId: string; kind: string; text: st
       taskId: s.taskId,
       kind: "sleeping",
       text: `keep sleeping until ${formatTime(s.until)}`,
+    })),
+    ...(plan.awaiting ?? []).map((a) => ({
+      taskId: a.taskId,
+      kind: "awaiting",
+      text:
+        `keep waiting for ${a.mode === "all" ? "all of" : "any of"} ${a.keys.join(", ")}` +
+        (a.received.length > 0 ? ` (received ${a.received.join(", ")})` : "") +
+        (a.until !== undefined ? ` until ${formatTime(a.until)}` : " (no deadline)"),
     })),
   ];
 }

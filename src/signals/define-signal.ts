@@ -1,0 +1,67 @@
+/**
+ * Signal definitions: which keys a session accepts outside input for, and the schema of each payload. A
+ * definition covers one key or every key with a prefix (`payment:*`); the longest match wins. The kernel
+ * defines `approval:*` itself (tool approvals).
+ */
+import { z } from "zod";
+import { DefinitionError } from "../errors.ts";
+import { compiled, type Json, JsonSchema, TextSchema } from "../records/schemas.ts";
+
+export interface SignalDefinition<T = Json> {
+  /** The key it covers, or a prefix ending in `*` for every key that starts with it. */
+  readonly key: string;
+  /** The payload's schema: a signal that does not match is refused, naming the field; nothing is stored. */
+  readonly schema: z.ZodType<T>;
+  /**
+   * Whether a signal may come before any task awaits its key (it is kept, and taken when a wait for the key
+   * begins). Default true; false refuses it with `signal-not-awaited` instead.
+   */
+  readonly early?: boolean;
+}
+
+/**
+ * Declares the signals a session accepts for some keys.
+ *
+ * @example
+ * const paid = defineSignal({ key: "payment:*", schema: z.object({ amount: z.number(), ref: z.string() }) });
+ * const registry = createRegistry({ ...agent, signals: [paid] });
+ */
+export function defineSignal<T>(definition: SignalDefinition<T>): SignalDefinition<T> {
+  const key = definition.key;
+  if (typeof key !== "string" || key.length === 0 || key === "*" || key.indexOf("*") !== key.lastIndexOf("*"))
+    throw new DefinitionError(`signal key "${key}" must be a key, or a prefix ending in *`);
+  if (key.includes("*") && !key.endsWith("*"))
+    throw new DefinitionError(`signal key "${key}": * may only end a prefix`);
+  return { ...definition, schema: compiled(definition.schema) };
+}
+
+/** A person's decision on a tool call that asks for approval (key `approval:<tool task id>`). */
+export const ApprovalSchema = compiled(
+  z.object({
+    approved: z.boolean(),
+    /** Why: shown to the model when the call is rejected. */
+    reason: TextSchema.max(2_000).optional(),
+    /** Arguments to run the tool with instead of the model's (validated against the tool's schema). */
+    arguments: z.record(z.string(), JsonSchema).optional(),
+  }),
+);
+export type ApprovalDecision = z.infer<typeof ApprovalSchema>;
+
+/** Signals the kernel defines: tool approvals. */
+export const KERNEL_SIGNALS: readonly SignalDefinition<unknown>[] = [
+  { key: "approval:*", schema: ApprovalSchema, early: false },
+];
+
+/** The definition covering `key`: an exact one, else the longest prefix. */
+export function findSignal(
+  definitions: readonly SignalDefinition<unknown>[],
+  key: string,
+): SignalDefinition<unknown> | undefined {
+  let found: SignalDefinition<unknown> | undefined;
+  for (const definition of definitions) {
+    if (definition.key === key) return definition;
+    if (!definition.key.endsWith("*") || !key.startsWith(definition.key.slice(0, -1))) continue;
+    if (!found || definition.key.length > found.key.length) found = definition;
+  }
+  return found;
+}

@@ -1,0 +1,136 @@
+/**
+ * `session.signal()`: outside input for a key, accepted exactly once (DESIGN §4). The payload is checked
+ * against the key's definition before anything is committed; then one commit stores the signal and — when a
+ * task awaits its key — puts the payload in that task's checkpoint and makes it runnable. A repeat with the
+ * same payload gets the first outcome; a different payload for a key that already has a signal is refused.
+ */
+import { z } from "zod";
+import { DuplicateKeyError, InvalidArgumentError, SignalRefusedError } from "../errors.ts";
+import { jsonEqual, utf8Length } from "../records/json.ts";
+import type { Json, Signal } from "../records/schemas.ts";
+import { JsonSchema, SignalSchema, TextSchema } from "../records/schemas.ts";
+import { describeIssues, summarizeIssues, validateRecord } from "../records/validate.ts";
+import type { Registry } from "../registry.ts";
+import type { KernelCommit } from "../session/commit-pipeline.ts";
+import type { StateReader } from "../session/state.ts";
+import type { StoredRecord } from "../storage/storage.ts";
+import { dispatch } from "../tasks/machine.ts";
+
+/** The largest payload one signal carries, in UTF-8 bytes of its JSON (it is stored in the task's checkpoint). */
+export const MAX_SIGNAL_PAYLOAD_BYTES = 64 * 1024;
+
+export interface SignalOptions {
+  /** The caller's idempotency key, stored with the signal. */
+  readonly requestId: string;
+}
+
+/** What `signal()` did: the signal as stored now, and whether this call was a repeat of an earlier one. */
+export interface SignalReceipt {
+  readonly signal: Signal;
+  /** True when the key already had this same signal: nothing new was committed. */
+  readonly duplicate: boolean;
+  /** The task whose wait took it (now or earlier), if one has. */
+  readonly takenBy?: string;
+}
+
+/** What delivering needs from its session. */
+export interface SignalHost {
+  readonly state: StateReader;
+  readonly registry: Registry;
+  commit<T>(build: KernelCommit<T>): Promise<{ value: T; version: number }>;
+  /** The stored signal of a key (consumed ones leave memory). */
+  readSignal(key: string): Promise<StoredRecord | undefined>;
+}
+
+const SignalCallSchema = z.object({
+  key: TextSchema.min(1).max(256),
+  payload: JsonSchema,
+  requestId: TextSchema.min(1).max(256),
+});
+
+/** Delivers one signal: validated, committed once, and taken by the wait on its key if there is one. */
+export async function deliverSignal(
+  host: SignalHost,
+  key: string,
+  payload: unknown,
+  options: SignalOptions,
+): Promise<SignalReceipt> {
+  const call = checkCall(host.registry, key, payload, options?.requestId);
+  const held = host.state.signal(call.key);
+  if (held) return repeatOf(held, call.payload);
+  const definition = host.registry.signalFor(call.key);
+  if (definition?.early === false && !host.state.awaiter(call.key)) {
+    throw new SignalRefusedError(
+      "signal-not-awaited",
+      call.key,
+      `no task awaits "${call.key}", and it takes a signal only while one does`,
+    );
+  }
+  try {
+    const { value } = await host.commit((draft) => {
+      const signal: Signal = {
+        key: call.key,
+        requestId: call.requestId,
+        payload: call.payload,
+        receivedAt: draft.at,
+        version: draft.version,
+      };
+      dispatch(draft, { type: "signal-received", signal });
+      return draft.writtenSignal(call.key) ?? signal;
+    });
+    return receipt(value, false);
+  } catch (error) {
+    // Consumed signals leave memory: the store's key index refused the commit, so answer from storage.
+    if (!(error instanceof DuplicateKeyError)) throw error;
+    const row = await host.readSignal(call.key);
+    if (!row) throw error;
+    return repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload);
+  }
+}
+
+function checkCall(registry: Registry, key: unknown, payload: unknown, requestId: unknown) {
+  const parsed = SignalCallSchema.safeParse({ key, payload, requestId });
+  if (!parsed.success) {
+    throw new InvalidArgumentError(
+      `invalid signal: ${summarizeIssues(parsed.error)}`,
+      describeIssues(parsed.error),
+    );
+  }
+  const call = parsed.data;
+  const definition = registry.signalFor(call.key);
+  if (!definition) {
+    throw new SignalRefusedError("unknown-signal", call.key, `no signal is defined for key "${call.key}"`);
+  }
+  const bytes = utf8Length(JSON.stringify(call.payload));
+  if (bytes > MAX_SIGNAL_PAYLOAD_BYTES) {
+    throw new InvalidArgumentError(`signal payload is ${bytes} bytes; at most ${MAX_SIGNAL_PAYLOAD_BYTES}`, [
+      { path: "payload", message: `at most ${MAX_SIGNAL_PAYLOAD_BYTES} bytes` },
+    ]);
+  }
+  const checked = definition.schema.safeParse(call.payload);
+  if (!checked.success) {
+    const issues = describeIssues(checked.error).map((issue) => ({
+      path: issue.path === "(root)" ? "payload" : `payload.${issue.path}`,
+      message: issue.message,
+    }));
+    throw new InvalidArgumentError(
+      `invalid payload for "${call.key}": ${summarizeIssues(checked.error)}`,
+      issues,
+    );
+  }
+  return { ...call, payload: checked.data as Json };
+}
+
+/** A key that already has a signal: the same payload is a repeat (first outcome), another one a conflict. */
+function repeatOf(stored: Signal, payload: Json): SignalReceipt {
+  if (jsonEqual(stored.payload, payload)) return receipt(stored, true);
+  throw new SignalRefusedError(
+    "signal-conflict",
+    stored.key,
+    `"${stored.key}" already received a different signal (request ${stored.requestId})`,
+  );
+}
+
+function receipt(signal: Signal, duplicate: boolean): SignalReceipt {
+  return { signal, duplicate, ...(signal.consumedBy !== undefined && { takenBy: signal.consumedBy }) };
+}

@@ -1,0 +1,99 @@
+/**
+ * Waits on the outside world (DESIGN §4): how the task machine starts a wait on signal keys, hands it a
+ * signal, and ends it at its deadline. A wait ends exactly once — by its signals, its deadline or a
+ * cancellation — because each of those is a task-machine event that applies only to an `awaiting` task. A
+ * signal that came first is stored and taken, in the commit that starts the wait.
+ */
+import type { ErrorInfo, Json, Signal, Task } from "../records/schemas.ts";
+import type { KernelDraft } from "../session/draft.ts";
+import type { Received, Transition } from "./define-task.ts";
+import { taskError } from "./error-info.ts";
+
+/** The machine's own moves the wait logic uses (passed in: the machine owns them). */
+export interface AwaitMoves {
+  reenter(draft: KernelDraft, task: Task, phase: string, data: Json): void;
+  fail(draft: KernelDraft, task: Task, error: ErrorInfo): void;
+}
+
+/** The data of an awaiting task: what its phase passed, and the payloads received so far. */
+function awaited(task: Task): Received {
+  const data = task.checkpoint.data as Partial<Received> | null;
+  return { data: data?.data ?? null, signals: data?.signals ?? {} };
+}
+
+/** A phase ended with `waitFor`: the task awaits its keys, taking at once any signal already stored for them. */
+export function startAwaiting(
+  draft: KernelDraft,
+  task: Task,
+  wait: Extract<Transition, { type: "await" }>,
+  moves: AwaitMoves,
+): void {
+  const unknown = wait.keys.find((key) => !draft.registry.signalFor(key));
+  if (unknown !== undefined) {
+    moves.fail(
+      draft,
+      task,
+      taskError("unknown-signal", `no signal is defined for key "${unknown}" (defineSignal)`),
+    );
+    return;
+  }
+  const taken = draft.awaiterOfAny(wait.keys, task.id);
+  if (taken) {
+    const message = `key "${taken.key}" is already awaited by task ${taken.task}`;
+    moves.fail(draft, task, taskError("key-taken", message));
+    return;
+  }
+  const waiting: Task = {
+    ...task,
+    state: {
+      status: "awaiting",
+      keys: [...wait.keys],
+      mode: wait.mode,
+      thenPhase: wait.thenPhase,
+      since: draft.at,
+      ...(wait.deadline && { deadline: wait.deadline }),
+      ...(wait.about !== undefined && { about: wait.about }),
+    },
+    checkpoint: { phase: wait.thenPhase, data: { data: wait.data, signals: {} } as unknown as Json },
+    restarts: 0,
+    updatedAt: draft.at,
+  };
+  draft.writeTask(waiting);
+  // Early signals: stored before anyone waited for their key, taken now, in this same commit.
+  let current = waiting;
+  for (const key of wait.keys) {
+    const early = draft.signal(key);
+    if (early && early.consumedBy === undefined) current = take(draft, current, early, moves) ?? current;
+    if (current.state.status !== "awaiting") return;
+  }
+}
+
+/** A new signal, accepted: stored, and taken by the wait that names its key, if one does. */
+export function receiveSignal(draft: KernelDraft, signal: Signal, moves: AwaitMoves): void {
+  draft.writeSignal(signal);
+  const waiting = draft.awaiter(signal.key);
+  if (waiting) take(draft, waiting, signal, moves);
+}
+
+/** The deadline of an awaiting task passed: it continues in its deadline phase with what arrived in time. */
+export function passDeadline(draft: KernelDraft, task: Task, moves: AwaitMoves): void {
+  if (task.state.status !== "awaiting" || !task.state.deadline) return;
+  moves.reenter(draft, task, task.state.deadline.phase, awaited(task) as unknown as Json);
+}
+
+/** Gives `signal` to the awaiting `task`; it goes on if its wait is met. Returns the task as written. */
+function take(draft: KernelDraft, task: Task, signal: Signal, moves: AwaitMoves): Task | undefined {
+  if (task.state.status !== "awaiting") return undefined;
+  draft.writeSignal({ ...signal, consumedBy: task.id, consumedAt: draft.at });
+  const received = awaited(task);
+  const signals = { ...received.signals, [signal.key]: signal.payload };
+  const data = { data: received.data, signals } as unknown as Json;
+  const met = task.state.mode === "any" || task.state.keys.every((key) => key in signals);
+  if (met) {
+    moves.reenter(draft, task, task.state.thenPhase, data);
+    return draft.task(task.id);
+  }
+  const updated: Task = { ...task, checkpoint: { ...task.checkpoint, data }, updatedAt: draft.at };
+  draft.writeTask(updated);
+  return updated;
+}

@@ -1,0 +1,288 @@
+/**
+ * Durable waits on the outside world (DESIGN §4): a phase waits for signal keys; `session.signal()` hands
+ * the payload to the waiting task in the same commit that stores it; early signals are kept; a key takes
+ * one signal; deadlines are timed wake-ups; cancellation ends a wait. Run on memory and fake-indexeddb.
+ */
+import "fake-indexeddb/auto";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  type CommitRecord,
+  createRegistry,
+  defineSignal,
+  defineTask,
+  InvalidArgumentError,
+  indexedDbStorage,
+  type Json,
+  ManualClock,
+  ManualTimers,
+  memoryStorage,
+  openSession,
+  type Received,
+  SignalRefusedError,
+  type Storage,
+  sequentialIds,
+} from "../../src/index.ts";
+
+const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
+const strict = defineSignal({ key: "strict:*", schema: z.object({ ok: z.boolean() }), early: false });
+
+/** Asks a question (key from input), then reports what arrived, or that the deadline passed. */
+const asker = defineTask({
+  kind: "asker",
+  version: 1,
+  input: z.object({
+    keys: z.array(z.string()).min(1),
+    mode: z.enum(["any", "all"]).default("any"),
+    deadlineMs: z.number().optional(),
+  }),
+  phases: {
+    ask: (ctx) =>
+      ctx.waitFor(
+        ctx.input.keys,
+        {
+          next: "answered",
+          mode: ctx.input.mode,
+          about: { question: "which one?" },
+          ...(ctx.input.deadlineMs !== undefined && {
+            deadline: { at: ctx.clock.now() + ctx.input.deadlineMs, next: "late" },
+          }),
+        },
+        { asked: ctx.clock.now() },
+      ),
+    answered: (ctx) => {
+      const got = ctx.data as unknown as Received;
+      return ctx.complete({ via: "signal", signals: got.signals, data: got.data } as unknown as Json);
+    },
+    late: (ctx) => {
+      const got = ctx.data as unknown as Received;
+      return ctx.complete({ via: "deadline", signals: got.signals } as unknown as Json);
+    },
+  },
+});
+
+const registry = () => createRegistry({ tasks: [asker], signals: [answer, strict] });
+
+let databases = 0;
+function stores(): [string, () => Storage][] {
+  return [
+    ["memory", () => memoryStorage()],
+    [
+      "fake-indexeddb",
+      () => {
+        databases += 1;
+        return indexedDbStorage(`signals-${databases}`);
+      },
+    ],
+  ];
+}
+
+async function open(storage: Storage, clock = new ManualClock(1_000)) {
+  const timers = new ManualTimers(clock);
+  const commits: CommitRecord[] = [];
+  const session = await openSession({
+    id: "waits",
+    storage,
+    registry: registry(),
+    clock,
+    timers,
+    ids: sequentialIds(),
+  });
+  session.subscribe(session.version, (c) => commits.push(c));
+  return { session, clock, timers, commits };
+}
+
+describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
+  it("waits, lists the wait as pending, and continues in one commit when the signal comes", async () => {
+    const { session, commits } = await open(makeStorage());
+    await session.resume();
+    const task = await session.spawn("asker", { keys: ["answer:1"] });
+    await session.whenIdle();
+    expect(session.view().tasks.find((t) => t.id === task.id)?.state.status).toBe("awaiting");
+    expect(session.view().pending).toEqual([
+      {
+        key: "answer:1",
+        taskId: task.id,
+        kind: "asker",
+        about: { question: "which one?" },
+        keys: ["answer:1"],
+        mode: "any",
+        since: 1_000,
+      },
+    ]);
+    const before = commits.length;
+    const receipt = await session.signal("answer:1", { text: "the blue one" }, { requestId: "r1" });
+    expect(receipt).toMatchObject({ duplicate: false, takenBy: task.id });
+    // The signal and the task made runnable with its payload: one commit.
+    const resolved = commits[before] as CommitRecord;
+    expect(resolved.signals?.map((s) => [s.key, s.consumedBy])).toEqual([["answer:1", task.id]]);
+    expect(resolved.tasks.find((t) => t.id === task.id)?.state.status).toBe("running");
+    expect(session.view().pending).toEqual([]);
+    const done = await session.waitForTask(task.id);
+    expect(done.state).toEqual({
+      status: "succeeded",
+      result: { via: "signal", signals: { "answer:1": { text: "the blue one" } }, data: { asked: 1_000 } },
+    });
+  });
+
+  it("keeps a signal that comes before the wait, durably, and the wait takes it in the commit that starts it", async () => {
+    const storage = makeStorage();
+    const first = await open(storage);
+    await first.session.resume();
+    const early = await first.session.signal(
+      "answer:early",
+      { text: "already decided" },
+      { requestId: "e1" },
+    );
+    expect(early).toMatchObject({ duplicate: false });
+    expect(early.takenBy).toBeUndefined();
+    await first.session.close();
+    // A new process: the early signal came back from storage.
+    const second = await open(storage);
+    await second.session.resume();
+    const task = await second.session.spawn("asker", { keys: ["answer:early"] });
+    const done = await second.session.waitForTask(task.id);
+    expect(done.state).toMatchObject({
+      result: { signals: { "answer:early": { text: "already decided" } } },
+    });
+    // It never looked pending: the commit that started the wait also took the signal.
+    const awaitCommit = second.commits.find((c) => c.signals?.some((s) => s.key === "answer:early"));
+    expect(awaitCommit?.tasks.find((t) => t.id === task.id)?.state.status).toBe("running");
+  });
+
+  it("gives a repeat the first outcome, refuses a different payload, also after the signal left memory", async () => {
+    const storage = makeStorage();
+    const { session } = await open(storage);
+    await session.resume();
+    const task = await session.spawn("asker", { keys: ["answer:2"] });
+    await session.whenIdle();
+    const first = await session.signal("answer:2", { text: "yes" }, { requestId: "r1" });
+    await session.waitForTask(task.id);
+    const version = session.version;
+    const again = await session.signal("answer:2", { text: "yes" }, { requestId: "r1" });
+    expect(again).toMatchObject({ duplicate: true, takenBy: task.id, signal: first.signal });
+    expect(session.version).toBe(version);
+    await expect(session.signal("answer:2", { text: "no" }, { requestId: "r2" })).rejects.toMatchObject({
+      name: "SignalRefusedError",
+      code: "signal-conflict",
+      key: "answer:2",
+    });
+    await session.close();
+    // Reopened: the consumed signal is only in storage; the store's key index answers.
+    const reopened = await open(storage);
+    const reopenedAt = reopened.session.version;
+    const stored = await reopened.session.signal("answer:2", { text: "yes" }, { requestId: "r1" });
+    expect(stored).toMatchObject({ duplicate: true, takenBy: task.id });
+    expect(stored.signal.version).toBe(first.signal.version);
+    const conflict = reopened.session.signal("answer:2", { text: "other" }, { requestId: "r3" });
+    await expect(conflict).rejects.toBeInstanceOf(SignalRefusedError);
+    expect(reopened.session.version).toBe(reopenedAt); // neither the repeat nor the refusal committed anything
+  });
+
+  it("refuses bad input with a typed error naming the field, and stores nothing", async () => {
+    const { session } = await open(makeStorage());
+    await session.resume();
+    const version = session.version;
+    const wrongShape = session.signal("answer:3", { text: 42 }, { requestId: "r1" });
+    await expect(wrongShape).rejects.toBeInstanceOf(InvalidArgumentError);
+    await expect(wrongShape).rejects.toMatchObject({ issues: [{ path: "payload.text" }] });
+    await expect(session.signal("nobody:1", {}, { requestId: "r1" })).rejects.toMatchObject({
+      code: "unknown-signal",
+    });
+    const huge = { text: "x".repeat(70_000) };
+    await expect(session.signal("answer:3", huge, { requestId: "r1" })).rejects.toMatchObject({
+      code: "invalid-argument",
+      issues: [{ path: "payload" }],
+    });
+    await expect(session.signal("answer:\uD800", { text: "a" }, { requestId: "r1" })).rejects.toMatchObject({
+      code: "invalid-argument",
+      issues: [{ path: "key" }],
+    });
+    await expect(session.signal("answer:3", { text: "a" }, { requestId: "" })).rejects.toMatchObject({
+      issues: [{ path: "requestId" }],
+    });
+    // A key that takes signals only while awaited, with nobody awaiting it.
+    await expect(session.signal("strict:1", { ok: true }, { requestId: "r1" })).rejects.toMatchObject({
+      code: "signal-not-awaited",
+    });
+    expect(session.version).toBe(version);
+    expect(session.view().pending).toEqual([]);
+  });
+
+  it("needs every key of an `all` wait, and at the deadline continues with what arrived in time", async () => {
+    const { session, timers } = await open(makeStorage());
+    await session.resume();
+    const task = await session.spawn("asker", {
+      keys: ["answer:a", "answer:b"],
+      mode: "all",
+      deadlineMs: 60_000,
+    });
+    await session.whenIdle();
+    expect(session.wakeInfo()).toEqual({ runnableNow: false, nextWakeAt: 61_000 });
+    await session.signal("answer:a", { text: "A" }, { requestId: "ra" });
+    await session.whenIdle();
+    expect(session.view().pending.map((p) => [p.key, p.until])).toEqual([["answer:b", 61_000]]);
+    timers.advance(59_999);
+    await session.whenIdle();
+    expect(session.task(task.id)?.state.status).toBe("awaiting");
+    timers.advance(1);
+    const done = await session.waitForTask(task.id);
+    expect(done.state).toEqual({
+      status: "succeeded",
+      result: { via: "deadline", signals: { "answer:a": { text: "A" } } },
+    });
+    // The wait ended once: a signal for its other key now is kept for a later wait, not given to this task.
+    const late = await session.signal("answer:b", { text: "B" }, { requestId: "rb" });
+    expect(late.takenBy).toBeUndefined();
+    expect((await session.waitForTask(task.id)).state).toEqual(done.state);
+  });
+
+  it("fires a deadline that passed while no process ran, on resume, as planned by the recovery preview", async () => {
+    const storage = makeStorage();
+    const clock = new ManualClock(1_000);
+    const first = await open(storage, clock);
+    await first.session.resume();
+    const task = await first.session.spawn("asker", { keys: ["answer:x"], deadlineMs: 5_000 });
+    await first.session.whenIdle();
+    await first.session.close();
+    clock.set(3_000);
+    const early = await open(storage, clock);
+    expect(early.session.previewRecovery().awaiting).toEqual([
+      { taskId: task.id, keys: ["answer:x"], mode: "any", received: [], until: 6_000 },
+    ]);
+    await early.session.close();
+    clock.set(10_000);
+    const late = await open(storage, clock);
+    expect(late.session.previewRecovery().events).toEqual([
+      { type: "deadline-passed", taskId: task.id, phase: "late" },
+    ]);
+    await late.session.resume();
+    expect((await late.session.waitForTask(task.id)).state).toMatchObject({ result: { via: "deadline" } });
+  });
+
+  it("ends a wait when its task is cancelled: nothing pending, and a later signal does not revive it", async () => {
+    const { session } = await open(makeStorage());
+    await session.resume();
+    const task = await session.spawn("asker", { keys: ["strict:9"] });
+    await session.whenIdle();
+    expect(session.view().pending.map((p) => p.key)).toEqual(["strict:9"]);
+    await session.cancel(task.id, "no longer needed");
+    expect(session.task(task.id)?.state).toEqual({ status: "cancelled", reason: "no longer needed" });
+    expect(session.view().pending).toEqual([]);
+    await expect(session.signal("strict:9", { ok: true }, { requestId: "r1" })).rejects.toMatchObject({
+      code: "signal-not-awaited",
+    });
+    expect(session.wakeInfo()).toEqual({ runnableNow: false, nextWakeAt: undefined });
+  });
+
+  it("refuses a second wait on a key another task awaits, failing the second task with the reason", async () => {
+    const { session } = await open(makeStorage());
+    await session.resume();
+    const one = await session.spawn("asker", { keys: ["answer:shared"] });
+    await session.whenIdle();
+    const two = await session.spawn("asker", { keys: ["answer:shared"] });
+    const failed = await session.waitForTask(two.id);
+    expect(failed.state).toMatchObject({ status: "failed", error: { code: "key-taken" } });
+    expect(session.task(one.id)?.state.status).toBe("awaiting");
+  });
+});
