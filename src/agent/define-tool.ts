@@ -34,6 +34,14 @@ export interface ToolDefinition<Args = unknown> {
   readonly maxRestarts?: number;
   /** Checks before the intent is committed; a returned string rejects the call with that message. */
   readonly precheck?: (args: Args) => string | undefined | Promise<string | undefined>;
+  /**
+   * Ask a person before the call runs: `true`, or a function of the validated arguments. The tool task
+   * commits its intent, then waits for a decision on key `approval:<tool task id>` (listed in
+   * `view().pending` with the tool and its arguments). `{ approved: false, reason }` ends the call as
+   * `rejected` without running it; `{ approved: true, arguments }` runs it with edited arguments, validated
+   * again (invalid ones are refused when the decision is sent). A pending approval survives reloads.
+   */
+  readonly approval?: boolean | ((args: Args) => boolean | Promise<boolean>);
   /** Runs the tool. Give either `execute` or `task`. */
   readonly execute?: (args: Args, context: ToolContext) => Promise<Json> | Json;
   /**

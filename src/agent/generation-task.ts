@@ -240,8 +240,9 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
         continue;
       }
       const input = { toolCallId: call.id, name: call.name, args: call.args, conversationId };
-      if (resolved.tool.task !== undefined) {
-        children.push(ctx.spawn(TOOL_TASK, input, { id })); // task-backed: its call phase spawns the work
+      if (resolved.tool.task !== undefined || resolved.tool.approval) {
+        // Task-backed, or asking a person first: its call phase spawns the work or starts the wait.
+        children.push(ctx.spawn(TOOL_TASK, input, { id }));
         continue;
       }
       children.push(

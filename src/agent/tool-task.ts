@@ -6,7 +6,14 @@
 import { z } from "zod";
 import type { Json } from "../records/schemas.ts";
 import { compiled, utf8Length } from "../records/schemas.ts";
-import { defineTask, type GiveUpData, type PhaseContext, type TaskDefinition } from "../tasks/define-task.ts";
+import { ApprovalSchema } from "../signals/define-signal.ts";
+import {
+  defineTask,
+  type GiveUpData,
+  type PhaseContext,
+  type Received,
+  type TaskDefinition,
+} from "../tasks/define-task.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 
 export const TOOL_TASK = "agent.tool";
@@ -27,9 +34,10 @@ export const RESULT_INLINE_MAX_OUTPUT = 4096;
  * How a tool call ended, as the model and the views see it: `ok`; `error` (the tool said so, or the call
  * was refused before it ran); `interrupted` (cut off by a crash, unsafe to re-run, no way to confirm);
  * `not-run` (it never took effect: it never started, or `confirm` said it did not happen); `unknown` (it was
- * cut off again and again and nothing could confirm whether it took effect).
+ * cut off again and again and nothing could confirm whether it took effect); `rejected` (a person declined
+ * the call it asked approval for: it never ran).
  */
-export type ToolOutcome = "ok" | "error" | "interrupted" | "not-run" | "unknown";
+export type ToolOutcome = "ok" | "error" | "interrupted" | "not-run" | "unknown" | "rejected";
 
 // Compiled at module level, like GenerateInputSchema (createAgent may run inside a workerd request).
 export const ToolTaskInputSchema = compiled(
@@ -57,9 +65,10 @@ export interface ToolResult {
    * How the result was obtained: `run`; `replay` (re-run after a crash: the call and the tool are both
    * replay-safe); `confirm` (found by its operation id, or confirmed not to have happened);
    * `run-after-confirm` (an unsafe tool whose `confirm` found nothing, so it ran, under the same operation
-   * id); `rejected` (refused before it ran); `unknown` (no way to find out).
+   * id); `rejected` (refused before it ran); `approval` (a person declined it); `unknown` (no way to find
+   * out).
    */
-  readonly via: "run" | "replay" | "confirm" | "run-after-confirm" | "rejected" | "unknown";
+  readonly via: "run" | "replay" | "confirm" | "run-after-confirm" | "rejected" | "approval" | "unknown";
 }
 
 /**
@@ -73,7 +82,16 @@ function recoveryOf(intent: Intent, tool: ToolDefinition<unknown>): "replay" | "
 }
 
 /** The checkpoint data of each phase of a tool task. */
-type ToolPhases = { call: null; collect: null; execute: Intent; settle: GiveUpData };
+type ToolPhases = {
+  call: null;
+  decided: Received<Intent>;
+  collect: null;
+  execute: Intent;
+  settle: GiveUpData;
+};
+
+/** The signal key a tool call that asks for approval waits on. */
+export const approvalKey = (toolTaskId: string) => `approval:${toolTaskId}`;
 
 /** The tool task kind, resolving tools by name from `tools`. */
 export function toolTask(
@@ -110,17 +128,55 @@ export function toolTask(
           return `${name}: mark interrupted (unsafe to re-run and no confirmation hook)`;
       }
     },
+    // An approval's edited arguments are checked against the tool's schema when the decision is sent.
+    checkSignal: (task, _key, payload) => {
+      const edited = (payload as { arguments?: Json } | null)?.arguments;
+      const tool = tools.get((task.input as { name?: string }).name ?? "");
+      if (edited === undefined || !tool) return undefined;
+      const parsed = tool.input.safeParse(edited);
+      if (parsed.success) return undefined;
+      return parsed.error.issues.map((i) => ({
+        path: ["arguments", ...i.path.map(String)].join("."),
+        message: i.message,
+      }));
+    },
     phases: {
       call: async (ctx) => {
         const resolved = await resolveToolCall(tools, ctx.input.name, ctx.input.args, ctx.task.id);
         if (!resolved.ok) return reject(ctx, resolved.error);
         const { tool, intent, args } = resolved;
-        if (tool.task !== undefined) {
-          // The work is a task of its own: spawn it with the validated arguments and wait for it durably.
-          const child = ctx.spawn(tool.task, args as Json, { id: `${ctx.task.id}/run` });
-          return ctx.wait([child], { policy: "allSettled", next: "collect" });
+        const ask = typeof tool.approval === "function" ? await tool.approval(args) : tool.approval === true;
+        if (ask) {
+          // The intent is fixed; the call waits, durably, for a person's decision before it runs.
+          const about = { tool: tool.name, toolCallId: ctx.input.toolCallId, arguments: intent.args };
+          return ctx.waitFor(approvalKey(ctx.task.id), { next: "decided", about }, intent as unknown as Json);
         }
-        return ctx.next("execute", intent);
+        return proceed(ctx, tool, args, intent);
+      },
+      decided: async (ctx) => {
+        const intent = ctx.data.data;
+        const decision = ApprovalSchema.parse(ctx.data.signals[approvalKey(ctx.task.id)]);
+        const tool = tools.get(ctx.input.name);
+        if (!decision.approved) {
+          const why = decision.reason ? `: ${decision.reason}` : "";
+          return finish(ctx, {
+            outcome: "rejected",
+            output: { error: `rejected by a person${why}. The tool did not run.` },
+            via: "approval",
+          });
+        }
+        if (!tool) return reject(ctx, `tool "${ctx.input.name}" is no longer available`);
+        if (decision.arguments === undefined) {
+          const args = tool.input.safeParse(intent.args);
+          if (!args.success) return reject(ctx, `tool "${tool.name}" no longer accepts these arguments`);
+          return proceed(ctx, tool, args.data, intent);
+        }
+        // Edited arguments: validated again (also checked when the decision was sent), and pre-checked.
+        const edited = tool.input.safeParse(decision.arguments);
+        if (!edited.success) return reject(ctx, `the approved arguments are invalid for ${tool.name}`);
+        const problem = await tool.precheck?.(edited.data);
+        if (problem) return reject(ctx, problem);
+        return proceed(ctx, tool, edited.data, { ...intent, args: decision.arguments as Json });
       },
       collect: (ctx) => {
         const child = ctx.children()[0];
@@ -281,6 +337,16 @@ export async function resolveToolCall(
 }
 
 type ToolContext = PhaseContext<ToolTaskInput, ToolPhases>;
+
+/** Runs an approved (or unguarded) call: its own task's work, or `execute` with the committed intent. */
+function proceed(ctx: ToolContext, tool: ToolDefinition<unknown>, args: unknown, intent: Intent) {
+  if (tool.task !== undefined) {
+    // The work is a task of its own: spawn it with the validated arguments and wait for it durably.
+    const child = ctx.spawn(tool.task, args as Json, { id: `${ctx.task.id}/run` });
+    return ctx.wait([child], { policy: "allSettled", next: "collect" });
+  }
+  return ctx.next("execute", intent);
+}
 
 function reject(ctx: ToolContext, message: string) {
   return finish(ctx, { outcome: "error", output: { error: message }, via: "rejected" });

@@ -87,7 +87,7 @@ export const EntryContentSchema = z.discriminatedUnion("kind", [
     kind: z.literal("tool-result"),
     toolCallId: Id,
     toolName: Text,
-    outcome: z.enum(["ok", "error", "interrupted", "not-run", "unknown"]),
+    outcome: z.enum(["ok", "error", "interrupted", "not-run", "unknown", "rejected"]),
     output: JsonSchema,
   }),
   z.object({

@@ -7,7 +7,7 @@
 import { z } from "zod";
 import { DuplicateKeyError, InvalidArgumentError, SignalRefusedError } from "../errors.ts";
 import { jsonEqual, utf8Length } from "../records/json.ts";
-import type { Json, Signal } from "../records/schemas.ts";
+import type { Json, Signal, Task } from "../records/schemas.ts";
 import { JsonSchema, SignalSchema, TextSchema } from "../records/schemas.ts";
 import { describeIssues, summarizeIssues, validateRecord } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
@@ -58,16 +58,25 @@ export async function deliverSignal(
   const call = checkCall(host.registry, key, payload, options?.requestId);
   const held = host.state.signal(call.key);
   if (held) return repeatOf(held, call.payload);
-  const definition = host.registry.signalFor(call.key);
-  if (definition?.early === false && !host.state.awaiter(call.key)) {
-    throw new SignalRefusedError(
+  const early = host.registry.signalFor(call.key)?.early !== false;
+  const notAwaited = () =>
+    new SignalRefusedError(
       "signal-not-awaited",
       call.key,
       `no task awaits "${call.key}", and it takes a signal only while one does`,
     );
+  const awaiter = host.state.awaiter(call.key);
+  if (!early && !awaiter) {
+    // A repeat of a signal that was taken long ago (it left memory) still gets its first outcome.
+    const row = await host.readSignal(call.key);
+    if (row) return repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload);
+    throw notAwaited();
   }
+  if (awaiter) checkForAwaiter(host.registry, awaiter, call.key, call.payload);
   try {
     const { value } = await host.commit((draft) => {
+      // The wait may have ended since (deadline, cancel): checked again where it counts, in the commit.
+      if (!early && !draft.awaiter(call.key)) throw notAwaited();
       const signal: Signal = {
         key: call.key,
         requestId: call.requestId,
@@ -119,6 +128,17 @@ function checkCall(registry: Registry, key: unknown, payload: unknown, requestId
     );
   }
   return { ...call, payload: checked.data as Json };
+}
+
+/** The awaiting task's own check of the signal (an approval's edited arguments), as payload field issues. */
+function checkForAwaiter(registry: Registry, awaiter: Task, key: string, payload: Json): void {
+  const resolution = registry.resolveTask(awaiter.kind, awaiter.kindVersion);
+  const issues = resolution.ok ? resolution.definition.checkSignal?.(awaiter, key, payload) : undefined;
+  if (!issues || issues.length === 0) return;
+  throw new InvalidArgumentError(
+    `invalid signal for "${key}": ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`,
+    issues.map((i) => ({ path: `payload.${i.path}`, message: i.message })),
+  );
 }
 
 /** A key that already has a signal: the same payload is a repeat (first outcome), another one a conflict. */

@@ -229,6 +229,15 @@ export interface TaskDefinition<Input = Json, Data extends PhaseDataMap = AnyPha
    * devtools show it): e.g. "confirm by operation id op-7" for a tool call whose outcome is unknown.
    */
   readonly describeRecovery?: (task: Task, situation: "restart" | "restart-limit") => string | undefined;
+  /**
+   * Checks a signal for a key this task awaits beyond its payload schema (the tool task checks an
+   * approval's edited arguments against the tool's schema). Issues refuse the signal: nothing is stored.
+   */
+  readonly checkSignal?: (
+    task: Task,
+    key: string,
+    payload: Json,
+  ) => readonly { readonly path: string; readonly message: string }[] | undefined;
 }
 
 /**

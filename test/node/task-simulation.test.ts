@@ -4,12 +4,21 @@
  * - every task ends terminal (none lost, none stuck);
  * - no committed transition is applied twice, and every execution of a phase is a counted attempt;
  * - a parent is never terminal before its owned children; failFast stops siblings; allSettled reports all;
- * - a crash loop ends failed with the restart reason.
+ * - a crash loop ends failed with the restart reason;
+ * - a wait ends exactly once (its signal or its deadline, never both), a signal is consumed at most once,
+ *   no accepted signal is lost (one sent early is taken when the wait begins), and repeats get the first
+ *   outcome while conflicting signals are refused (checked as the harness sends them).
  * SIM_SEEDS=<n> runs more seeds; SIM_SEED=<seed> reruns one exactly.
  */
 import { describe, expect, it } from "vitest";
 import type { Task } from "../../src/index.ts";
-import { MAX_RESTARTS, type SimSpec, type SimulationResult, simulate } from "../support/task-simulation.ts";
+import {
+  MAX_RESTARTS,
+  type SimSpec,
+  type SimulationResult,
+  simKey,
+  simulate,
+} from "../support/task-simulation.ts";
 
 const single = process.env.SIM_SEED;
 const seeds =
@@ -133,6 +142,52 @@ function check(run: SimulationResult): void {
   }
 }
 
+function checkSignals(run: SimulationResult, where: string): void {
+  const signalVersion = new Map<string, number>();
+  const consumers = new Map<string, Set<string>>();
+  for (const commit of run.log) {
+    for (const signal of commit.signals ?? []) {
+      if (!signalVersion.has(signal.key)) signalVersion.set(signal.key, signal.version);
+      if (signal.consumedBy !== undefined) {
+        const set = consumers.get(signal.key) ?? new Set<string>();
+        set.add(`${signal.consumedBy}@${signal.consumedAt}`);
+        consumers.set(signal.key, set);
+      }
+    }
+    for (const task of commit.tasks) {
+      if (task.state.status !== "awaiting") continue;
+      const key = simKey(task.id);
+      const early = signalVersion.get(key);
+      // A signal stored before the wait began must have been taken in the commit that began it.
+      expect(early === undefined || early > commit.version, `${where}: early signal ${key} lost`).toBe(true);
+    }
+  }
+  for (const [key, set] of consumers) expect(set.size, `${where}: ${key} consumed twice`).toBe(1);
+  for (const key of run.world.confirmed) {
+    const stored = run.signals.get(key);
+    expect(stored?.payload, `${where}: confirmed signal ${key} lost`).toEqual({ n: run.world.sent.get(key) });
+  }
+  const phases = new Map<string, Set<string>>();
+  for (const commit of run.log)
+    for (const task of commit.tasks) {
+      const set = phases.get(task.id) ?? new Set<string>();
+      set.add(task.checkpoint.phase);
+      phases.set(task.id, set);
+    }
+  for (const task of run.tasks) {
+    const key = simKey(task.id);
+    const took = [...(consumers.get(key) ?? [])].some((c) => c.startsWith(`${task.id}@`));
+    const seen = phases.get(task.id) ?? new Set<string>();
+    // Ended by its signal or by its deadline, never both.
+    expect(took && seen.has("late"), `${where}: ${task.id}'s wait ended twice`).toBe(false);
+    if (took)
+      expect(seen.has("answered"), `${where}: ${task.id} took its signal but never used it`).toBe(true);
+    const answers = run.world.answers.get(task.id) ?? [];
+    expect(answers.length, `${where}: ${task.id} answered differently`).toBeLessThanOrEqual(1);
+    if (answers[0]) expect(answers[0], where).toEqual({ [key]: run.signals.get(key)?.payload });
+  }
+}
+
 function specOf(run: SimulationResult, id: string): SimSpec {
   const [root, ...path] = id.split(".");
   let spec = run.roots.get(root ?? "") as SimSpec;
@@ -144,15 +199,24 @@ describe("deterministic crash simulation of durable tasks", () => {
   it(`keeps every invariant across ${seeds.length} seeds of random task trees and process deaths`, async () => {
     let kills = 0;
     let tasks = 0;
+    let waits = 0;
+    let signals = 0;
     for (const seed of seeds) {
       const run = await simulate(seed);
       check(run);
+      checkSignals(run, `seed ${run.seed} (rerun: SIM_SEED=${run.seed})`);
       kills += run.world.kills;
+      waits += run.tasks.filter((t) => specOf(run, t.id).wait).length;
+      signals += run.world.confirmed.size;
       tasks += run.tasks.length;
     }
     // The simulation must actually kill processes and build trees, or it proves nothing.
     expect(kills).toBeGreaterThan(seeds.length / 2);
     expect(tasks).toBeGreaterThan(seeds.length * 2);
+    if (seeds.length > 100) {
+      expect(waits).toBeGreaterThan(seeds.length / 2);
+      expect(signals).toBeGreaterThan(seeds.length / 4);
+    }
   }, 300_000);
 
   it("reproduces a seed exactly", async () => {

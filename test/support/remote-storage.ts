@@ -73,6 +73,8 @@ export class RemoteStorage implements Storage {
   readRequest: Storage["readRequest"] = (...args) =>
     this.call("readRequest", args) as ReturnType<Storage["readRequest"]>;
   readTask: Storage["readTask"] = (...args) => this.call("readTask", args) as ReturnType<Storage["readTask"]>;
+  readSignal: Storage["readSignal"] = (...args) =>
+    this.call("readSignal", args) as ReturnType<Storage["readSignal"]>;
   readTaskTree: Storage["readTaskTree"] = (...args) =>
     this.call("readTaskTree", args) as ReturnType<Storage["readTaskTree"]>;
   readItems: Storage["readItems"] = (...args) =>

@@ -29,6 +29,7 @@ export class ForwardingStorage implements Storage {
   readSubmission: Storage["readSubmission"] = async (...args) => this.target().readSubmission(...args);
   readRequest: Storage["readRequest"] = async (...args) => this.target().readRequest(...args);
   readTask: Storage["readTask"] = async (...args) => this.target().readTask(...args);
+  readSignal: Storage["readSignal"] = async (...args) => this.target().readSignal(...args);
   readTaskTree: Storage["readTaskTree"] = async (...args) => this.target().readTaskTree(...args);
   readItems: Storage["readItems"] = async (...args) => this.target().readItems(...args);
   close: Storage["close"] = async () => undefined;

@@ -1,6 +1,7 @@
 /**
  * A deterministic crash simulation of the task kernel. A seed determines a random forest of task trees
  * (sequential phases, sleeps, fan-out with both join policies, failing phases, crash-looping phases),
+ * waits on signals (answered by the harness, early, twice, or not at all until a deadline passes),
  * random cancellations, and where each incarnation of the "process" dies: between commits (before,
  * during or after a storage write) or inside a phase right after its external effect. The harness
  * reopens and resumes after every death until all work is terminal, then checks the invariants.
@@ -11,6 +12,7 @@ import {
   type CommitGuard,
   type CommitRecord,
   createRegistry,
+  defineSignal,
   defineTask,
   emptyView,
   type Json,
@@ -20,6 +22,7 @@ import {
   memoryStorage,
   openSession,
   type Session,
+  type Signal,
   type Storage,
   sequentialIds,
   type Task,
@@ -51,6 +54,8 @@ export interface SimSpec {
   policy: "allSettled" | "failFast";
   fail: boolean;
   crashLoop: boolean;
+  /** Waits for signal `sim:<task id>` before spawning; a deadline (ms) continues in `late` without it. */
+  wait?: { deadlineMs: number };
 }
 
 const SpecSchema: z.ZodType<SimSpec> = z.lazy(() =>
@@ -61,6 +66,7 @@ const SpecSchema: z.ZodType<SimSpec> = z.lazy(() =>
     policy: z.enum(["allSettled", "failFast"]),
     fail: z.boolean(),
     crashLoop: z.boolean(),
+    wait: z.object({ deadlineMs: z.number().int() }).optional(),
   }),
 );
 
@@ -73,12 +79,23 @@ function randomSpec(r: Rng, depth: number): SimSpec {
     policy: r.chance(0.5) ? "allSettled" : "failFast",
     fail: r.chance(0.15),
     crashLoop: r.chance(0.04),
+    ...(r.chance(0.3) && { wait: { deadlineMs: r.chance(0.4) ? 5 + r.int(100) : 0 } }),
   };
 }
+
+/** The signal key a simulated task with a `wait` awaits. */
+export const simKey = (taskId: string) => `sim:${taskId}`;
+const SimSignal = defineSignal({ key: "sim:*", schema: z.object({ n: z.number().int() }) });
 
 /** The outside world: effects that survive the kernel's crashes, and the kill switch of the process. */
 export class World {
   readonly effects = new Map<string, number>();
+  /** Signals the harness sent (key → payload), and those whose `signal()` call returned. */
+  readonly sent = new Map<string, number>();
+  readonly confirmed = new Set<string>();
+  /** What the `answered` phase saw, per task (a second entry would mean a wait ended twice). */
+  readonly answers = new Map<string, Json[]>();
+  readonly late = new Map<string, number>();
   dead = false;
   /** Events left before this incarnation dies (undefined: it does not die on its own). */
   countdown: number | undefined;
@@ -117,7 +134,26 @@ function simTask(world: World) {
         return ctx.next("step", done + 1);
       },
       nap: (ctx) =>
-        ctx.input.sleepMs > 0 ? ctx.sleep(ctx.clock.now() + ctx.input.sleepMs, "spawn") : ctx.next("spawn"),
+        ctx.input.sleepMs > 0 ? ctx.sleep(ctx.clock.now() + ctx.input.sleepMs, "ask") : ctx.next("ask"),
+      ask: (ctx) => {
+        const wait = ctx.input.wait;
+        if (!wait) return ctx.next("spawn");
+        const deadline =
+          wait.deadlineMs > 0 ? { at: ctx.clock.now() + wait.deadlineMs, next: "late" } : undefined;
+        return ctx.waitFor(simKey(ctx.task.id), { next: "answered", ...(deadline && { deadline }) });
+      },
+      answered: (ctx) => {
+        const got = (ctx.data as { signals?: Record<string, Json> } | null)?.signals ?? {};
+        const seen = world.answers.get(ctx.task.id) ?? [];
+        // Recorded once per committed continuation: a re-entered phase sees the same checkpoint.
+        if (!seen.some((s) => JSON.stringify(s) === JSON.stringify(got))) seen.push(got);
+        world.answers.set(ctx.task.id, seen);
+        return ctx.next("spawn");
+      },
+      late: (ctx) => {
+        world.late.set(ctx.task.id, (world.late.get(ctx.task.id) ?? 0) + 1);
+        return ctx.next("spawn");
+      },
       spawn: (ctx) => {
         if (ctx.input.children.length === 0) return ctx.next("finish");
         const ids = ctx.input.children.map((child, i) =>
@@ -168,10 +204,67 @@ class DyingStorage extends ForwardingStorage {
   }
 }
 
+/** Sends signal `key` with payload `{ n }`; a repeat must get the first outcome. */
+async function sendSignal(session: Session, world: World, key: string, n: number): Promise<void> {
+  const receipt = await session.signal(key, { n }, { requestId: `req-${key}` });
+  if (world.dead) return;
+  if (world.confirmed.has(key) && !receipt.duplicate) throw new Error(`${key}: a repeat was accepted again`);
+  if (JSON.stringify(receipt.signal.payload) !== JSON.stringify({ n }))
+    throw new Error(`${key}: the receipt holds another payload`);
+  world.confirmed.add(key);
+}
+
+/**
+ * One outside action on signals: answer a pending wait, send one early (for a task that has not asked
+ * yet), repeat a sent one, or send a conflicting one (which must be refused). False when none applies.
+ */
+async function signalSomething(session: Session, world: World, r: Rng, roots: Map<string, SimSpec>) {
+  const action = r.int(4);
+  if (action === 0) {
+    const pending = session.view().pending.filter((p) => !world.sent.has(p.key));
+    const target = pending[r.int(pending.length)];
+    if (!target) return false;
+    world.sent.set(target.key, r.int(100));
+    await sendSignal(session, world, target.key, world.sent.get(target.key) as number);
+    return true;
+  }
+  if (action === 1) {
+    const waiting: string[] = [];
+    const walk = (id: string, spec: SimSpec) => {
+      if (spec.wait && !world.sent.has(simKey(id))) waiting.push(simKey(id));
+      for (const [i, child] of spec.children.entries()) walk(`${id}.${i}`, child);
+    };
+    for (const [id, spec] of roots) walk(id, spec);
+    const key = waiting[r.int(waiting.length)];
+    if (key === undefined) return false;
+    world.sent.set(key, r.int(100));
+    await sendSignal(session, world, key, world.sent.get(key) as number);
+    return true;
+  }
+  const confirmed = [...world.confirmed];
+  const key = confirmed[r.int(confirmed.length)];
+  if (key === undefined) return false;
+  const n = world.sent.get(key) as number;
+  if (action === 2) {
+    await sendSignal(session, world, key, n);
+    return true;
+  }
+  const refused = await session.signal(key, { n: n + 1 }, { requestId: `other-${key}` }).then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  if (world.dead) return true;
+  if ((refused as { code?: string } | undefined)?.code !== "signal-conflict")
+    throw new Error(`${key}: a conflicting signal was not refused (${String(refused)})`);
+  return true;
+}
+
 export interface SimulationResult {
   readonly seed: number;
   readonly tasks: Task[];
   readonly log: CommitRecord[];
+  /** Every signal in storage at the end, by key. */
+  readonly signals: Map<string, Signal>;
   readonly roots: Map<string, SimSpec>;
   readonly cancelled: Set<string>;
   readonly world: World;
@@ -188,7 +281,7 @@ export async function simulate(seed: number): Promise<SimulationResult> {
   const roots = new Map<string, SimSpec>();
   const cancelled = new Set<string>();
   const rootCount = 1 + r.int(3);
-  const registry = createRegistry({ tasks: [simTask(world)] });
+  const registry = createRegistry({ tasks: [simTask(world)], signals: [SimSignal] });
   const crashBudget = r.int(6);
 
   let session: Session | undefined;
@@ -230,9 +323,13 @@ export async function simulate(seed: number): Promise<SimulationResult> {
       // The process may die from here on (the roots above are the accepted input).
       world.countdown = incarnation < crashBudget ? r.int(25) : undefined;
       await session.resume();
+      // A signal whose call died with the process is sent again, with the same requestId.
+      for (const [key, n] of world.sent)
+        if (!world.confirmed.has(key)) await sendSignal(session, world, key, n);
       for (let rounds = 0; rounds < 200 && !world.dead; rounds++) {
         await session.whenIdle();
         if (world.dead || session.status !== "open") break;
+        if (r.chance(0.2) && (await signalSomething(session, world, r, roots))) continue;
         if (r.chance(0.04)) {
           const open = session
             .view()
@@ -246,7 +343,13 @@ export async function simulate(seed: number): Promise<SimulationResult> {
         }
         const wake = session.wakeInfo();
         if (wake.nextWakeAt !== undefined) timers.advance(Math.max(0, wake.nextWakeAt - clock.now()));
-        else break;
+        else if (session.view().pending.length > 0) {
+          // Nothing wakes by itself: someone answers a wait.
+          const pending = session.view().pending;
+          const key = (pending[r.int(pending.length)] ?? pending[0])?.key as string;
+          if (!world.sent.has(key)) world.sent.set(key, r.int(100));
+          await sendSignal(session, world, key, world.sent.get(key) as number);
+        } else break;
       }
     } catch (error) {
       if (!world.dead) throw error;
@@ -264,10 +367,16 @@ export async function simulate(seed: number): Promise<SimulationResult> {
   for (const task of final.view().tasks)
     if (JSON.stringify(all.tasks.find((t) => t.id === task.id)) !== JSON.stringify(task))
       throw new Error(`seed ${seed}: ${task.id} in the reopened session differs from the change log`);
+  const signals = new Map<string, Signal>();
+  for (const key of world.sent.keys()) {
+    const row = await disk.readSignal("sim", key);
+    if (row) signals.set(key, row.value as Signal);
+  }
   return {
     seed,
     tasks: [...all.tasks],
     log: changes,
+    signals,
     roots,
     cancelled,
     world,
