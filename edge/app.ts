@@ -15,6 +15,10 @@
  * | `GET /sessions/:id/recovery` | admin | what resume() would do to each unfinished task (no side effects) |
  * | `GET /sessions/:id/events?since=v` (or `Last-Event-ID`) | read | committed changes as Server-Sent Events |
  * | `POST /sessions/:id/stream-token` | read | a short-lived read-only token for `…/events?access_token=` |
+ * | `GET /sessions/:id/pending` | read | what the session waits for from outside (`{ version, pending }`) |
+ * | `POST /sessions/:id/signals/:key` `{ requestId, payload }` | signal | 201 + the receipt (200 for a repeat); 400 bad payload, 404 unknown key, 409 resolved differently or not awaited |
+ * | `POST /sessions/:id/signals/:key/callback-url` | signal | the key's callback URL for a third party |
+ * | `POST /hooks/:id/:key/:mac` payload | (the URL is the credential) | resolves that one key, like `…/signals/:key` |
  *
  * Errors are `application/problem+json` with a stable `code` and the request's `requestId` (also the
  * `x-request-id` header); only descriptions of the caller's own mistake are returned, anything else is
@@ -36,8 +40,10 @@ import {
   unauthorized,
   verifyStreamToken,
 } from "./auth.ts";
+import { callbackRequestId, signalCallbackPath, verifySignalCallback } from "./hooks.ts";
+import { parse, readJson, readJsonText, withRequestId } from "./http.ts";
 import { memoryRateLimit, type RateLimit, tooManyRequests } from "./limits.ts";
-import { invalidInput, problemFromError, problemResponse } from "./problem.ts";
+import { problemFromError, problemResponse } from "./problem.ts";
 import {
   CancelBodySchema,
   CountSchema,
@@ -45,6 +51,8 @@ import {
   type InternalRoute,
   internalRequest,
   RequestIdSchema,
+  SignalBodySchema,
+  SignalKeySchema,
   SubmitBodySchema,
   TasksFilterSchema,
 } from "./protocol.ts";
@@ -77,6 +85,8 @@ export interface EdgeAppOptions<Env> {
   readonly maxWaitMs?: number;
   /** How long one event stream stays open before the client must reconnect (default 5 min). */
   readonly maxStreamMs?: number;
+  /** Signs signal callback URLs (default `env.SIGNAL_CALLBACK_SECRET`); without one, callbacks are off. */
+  readonly callbackSecret?: (env: Env) => string | undefined;
   /** Browser origins allowed to call the API (the devtools page, a web app); default none. */
   readonly corsOrigins?: (env: Env) => readonly string[] | undefined;
   /** Where errors that are not the caller's are logged (default `console.error`), with the request id. */
@@ -113,6 +123,9 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
       return vars.STREAM_TOKEN_SECRET ?? vars.API_TOKEN;
     });
   const streamTtlMs = options.streamTokenTtlMs ?? 300_000;
+  const callbackSecret =
+    options.callbackSecret ??
+    ((env: Env) => (env as { SIGNAL_CALLBACK_SECRET?: string }).SIGNAL_CALLBACK_SECRET);
   const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024;
   const maxWaitMs = options.maxWaitMs ?? 25_000;
   const maxStreamMs = options.maxStreamMs ?? 300_000;
@@ -297,46 +310,60 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     return c.json({ ...minted, url });
   });
 
+  app.get("/sessions/:id/pending", async (c) => {
+    const g = await guard(c, "read");
+    if (g instanceof Response) return g;
+    return forward(c, { op: "pending", sessionId: g.sessionId });
+  });
+
+  app.post("/sessions/:id/signals/:key", async (c) => {
+    const g = await guard(c, "signal");
+    if (g instanceof Response) return g;
+    const key = parse("params.key", SignalKeySchema, c.req.param("key"));
+    if (key instanceof Response) return key;
+    const body = await readJson(c.req.raw, false);
+    if (body instanceof Response) return body;
+    const input = parse("body", SignalBodySchema, body);
+    if (input instanceof Response) return input;
+    return forward(c, { op: "signal", sessionId: g.sessionId, key }, input);
+  });
+
+  app.post("/sessions/:id/signals/:key/callback-url", async (c) => {
+    const g = await guard(c, "signal");
+    if (g instanceof Response) return g;
+    const key = parse("params.key", SignalKeySchema, c.req.param("key"));
+    if (key instanceof Response) return key;
+    const secret = callbackSecret(c.env);
+    if (!secret) return problemResponse(503, "unconfigured", "the server has no signal callback secret");
+    return c.json({ key, path: await signalCallbackPath(secret, g.sessionId, key) });
+  });
+
+  // The URL is the credential: its mac must match this session and key, or nothing is revealed.
+  app.post("/hooks/:id/:key/:mac", async (c) => {
+    const secret = callbackSecret(c.env);
+    const sessionId = parse("params.id", IdSchema, c.req.param("id"));
+    const key = parse("params.key", SignalKeySchema, c.req.param("key"));
+    if (!secret || sessionId instanceof Response || key instanceof Response) return noSuchHook();
+    if (!(await verifySignalCallback(secret, sessionId, key, c.req.param("mac")))) return noSuchHook();
+    const rate = await rateLimit?.({ id: `hook:${sessionId}` }, c.env);
+    if (rate && !rate.ok) return tooManyRequests("too many callbacks for this session", rate.retryAfterMs);
+    const body = await readJsonText(c.req.raw, false);
+    if (body instanceof Response) return body;
+    const header = c.req.header("idempotency-key");
+    const requestId =
+      header === undefined
+        ? await callbackRequestId(body.text)
+        : parse("headers.idempotency-key", RequestIdSchema, header);
+    if (requestId instanceof Response) return requestId;
+    return forward(c, { op: "signal", sessionId, key }, { requestId, payload: body.value });
+  });
+
   app.notFound(() => problemResponse(404, "not-found", "no such route"));
   app.onError((error, c) => problemFromError(error, (e) => log(c.get("requestId") ?? "-", e)));
   return app;
 }
 
-/** The parsed value, or a 400 problem naming `part` and each bad field. */
-function parse<T extends z.ZodType>(part: string, schema: T, value: unknown): z.output<T> | Response {
-  const result = schema.safeParse(value);
-  return result.success ? result.data : invalidInput(part, result.error);
-}
-
-/** The response with `x-request-id`, and a problem's body with its `requestId`. */
-async function withRequestId(response: Response, requestId: string): Promise<Response> {
-  const headers = new Headers(response.headers);
-  headers.set("x-request-id", requestId);
-  if (!headers.get("content-type")?.startsWith("application/problem+json"))
-    return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
-  const problem = (await response.json()) as Record<string, unknown>;
-  return new Response(JSON.stringify({ ...problem, requestId }), { status: response.status, headers });
-}
-
-/** The JSON body; `optional` allows an empty one (undefined). Bad JSON or a non-JSON type → a problem. */
-async function readJson(request: Request, optional: boolean): Promise<unknown> {
-  const type = request.headers.get("content-type");
-  if (type !== null && !/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(type))
-    return problemResponse(415, "unsupported-media-type", "expected an application/json body");
-  const text = await request.text();
-  if (text.trim() === "") {
-    return optional
-      ? undefined
-      : problemResponse(400, "invalid-argument", "the body is empty; expected a JSON object", [
-          { path: "body", message: "required" },
-        ]);
-  }
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    // The parser's own message quotes the input back: not echoed.
-    return problemResponse(400, "invalid-argument", "the body is not valid JSON", [
-      { path: "body", message: "malformed JSON" },
-    ]);
-  }
+/** A callback URL that is not one: the same answer whatever was wrong with it. */
+function noSuchHook(): Response {
+  return problemResponse(404, "not-found", "no such callback");
 }

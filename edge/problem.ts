@@ -66,7 +66,11 @@ function statusOf(code: string): number {
     case "invalid-task-event":
       return 409;
     case "session-not-found":
+    case "unknown-signal":
       return 404;
+    case "signal-conflict":
+    case "signal-not-awaited":
+      return 409;
     case "record-too-large":
       return 413;
     case "stale-owner":
@@ -111,6 +115,9 @@ const CALLER_ERRORS: ReadonlySet<string> = new Set([
   "invalid-task-event",
   "refused-write",
   "read-only",
+  "unknown-signal",
+  "signal-conflict",
+  "signal-not-awaited",
 ]);
 
 /**

@@ -23,6 +23,18 @@ export const RequestIdSchema = z
 /** `POST /sessions/:id/submissions`; unknown fields are refused rather than silently dropped. */
 export const SubmitBodySchema = SubmitInputSchema.strict();
 
+/** A signal key in a URL (percent-encoded: keys may hold `:` and `/`). */
+export const SignalKeySchema = z
+  .string()
+  .min(1)
+  .max(256)
+  .refine(isWellFormedText, { message: "not well-formed Unicode" });
+
+/** `POST /sessions/:id/signals/:key`: the payload is checked against the key's definition by the session. */
+export const SignalBodySchema = z
+  .object({ requestId: RequestIdSchema, payload: z.unknown().refine((p) => p !== undefined, "required") })
+  .strict();
+
 /** `POST /sessions/:id/submissions/:sid/cancel` (the body is optional). */
 export const CancelBodySchema = z.object({ reason: z.string().min(1).max(500).optional() }).strict();
 
@@ -34,6 +46,13 @@ export const CountSchema = z
 
 /** `?tasks=` of the view: only the tasks that have not ended, or all. */
 export const TasksFilterSchema = z.enum(["active", "all"]);
+
+/** The signal body, or an InvalidArgumentError naming the bad field. */
+export function parseSignalBody(value: unknown): { requestId: string; payload: unknown } {
+  const result = SignalBodySchema.safeParse(value);
+  if (result.success) return result.data;
+  throw new InvalidArgumentError("invalid signal request", describeIssues(result.error));
+}
 
 /** The cancel body (an empty one is `{}`), or an InvalidArgumentError naming the bad field. */
 export function parseCancelBody(value: unknown): z.output<typeof CancelBodySchema> {
@@ -70,6 +89,8 @@ export type InternalRoute =
       readonly limit: number;
     }
   | { readonly op: "recovery"; readonly sessionId: string }
+  | { readonly op: "pending"; readonly sessionId: string }
+  | { readonly op: "signal"; readonly sessionId: string; readonly key: string }
   | {
       readonly op: "events";
       readonly sessionId: string;
@@ -119,6 +140,8 @@ const InternalRouteSchema = z.discriminatedUnion("op", [
     limit: CountSchema,
   }),
   z.object({ op: z.literal("recovery"), sessionId: IdSchema }),
+  z.object({ op: z.literal("pending"), sessionId: IdSchema }),
+  z.object({ op: z.literal("signal"), sessionId: IdSchema, key: SignalKeySchema }),
   z.object({ op: z.literal("events"), sessionId: IdSchema, since: CountSchema, maxStreamMs: CountSchema }),
 ]);
 

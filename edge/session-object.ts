@@ -26,7 +26,13 @@ import {
 import { DurableObjectSqliteStorage, type DurableObjectStorageLike } from "./do-sqlite-storage.ts";
 import { DEFAULT_SESSION_LIMITS, Gauge, type SessionLimits, tooManyRequests } from "./limits.ts";
 import { problemFromError, problemResponse } from "./problem.ts";
-import { type InternalRoute, parseCancelBody, parseInternalRoute, REQUEST_ID_HEADER } from "./protocol.ts";
+import {
+  type InternalRoute,
+  parseCancelBody,
+  parseInternalRoute,
+  parseSignalBody,
+  REQUEST_ID_HEADER,
+} from "./protocol.ts";
 import { commitEventStream } from "./sse.ts";
 
 /** The parts of `DurableObjectState` the host uses (structural: no Cloudflare types needed). */
@@ -252,6 +258,16 @@ class SessionHost<Env> {
       }
       case "recovery":
         return Response.json(await this.previewRecovery(route.sessionId));
+      case "pending": {
+        const session = await this.required(route.sessionId);
+        return Response.json({ version: session.version, pending: session.pending() });
+      }
+      case "signal": {
+        const { requestId, payload } = parseSignalBody(await request.json());
+        const session = await this.required(route.sessionId);
+        const receipt = await session.signal(route.key, payload, { requestId });
+        return Response.json(receipt, { status: receipt.duplicate ? 200 : 201 });
+      }
       case "events": {
         const session = await this.required(route.sessionId);
         if (route.since > session.version) {

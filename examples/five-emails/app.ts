@@ -10,10 +10,12 @@ import {
   createAgent,
   createRegistry,
   defineDocument,
+  defineSignal,
   defineTask,
   defineTool,
   type Json,
   type Model,
+  type Received,
   scriptedModel,
   TOOL_TASK,
 } from "../../src/index.ts";
@@ -91,7 +93,20 @@ export function sendBatchTool(mail: MailService) {
   });
 }
 
-/** Sends one child `send_email` tool task per recipient, joins them allSettled, and writes the summary. */
+/** The key a person approves (or rejects) a plan on: `plan-approval:<plan id>`. */
+export const planApprovalKey = (planId: string) => `plan-approval:${planId}`;
+
+/** A decision on a plan. It may come before the campaign asks for it: it is kept until it does. */
+export const planApproval = defineSignal({
+  key: "plan-approval:*",
+  schema: z.object({ approved: z.boolean(), reason: z.string().max(500).optional() }),
+});
+type PlanDecision = z.infer<typeof planApproval.schema>;
+
+/**
+ * Sends one child `send_email` tool task per recipient, joins them allSettled, and writes the summary. A
+ * plan that is not approved yet is waited on, durably: nothing is sent until a person decides.
+ */
 export const emailCampaign = defineTask({
   kind: "email-campaign",
   version: 1,
@@ -100,7 +115,10 @@ export const emailCampaign = defineTask({
     send: (ctx) => {
       const plan = ctx.document(ctx.input.planId)?.value as Plan | undefined;
       if (!plan) return ctx.fail(`no plan "${ctx.input.planId}"`);
-      if (!plan.approved) return ctx.fail(`plan "${ctx.input.planId}" is not approved`);
+      if (!plan.approved) {
+        const about = { plan: ctx.input.planId, recipients: plan.recipients, body: plan.body };
+        return ctx.waitFor(planApprovalKey(ctx.input.planId), { next: "decided", about });
+      }
       const conversationId = ctx.task.conversationId ?? "main";
       const ids = plan.recipients.map((to, i) =>
         // Each child is a tool call with its own stored operation id (its task id).
@@ -116,6 +134,19 @@ export const emailCampaign = defineTask({
         ),
       );
       return ctx.wait(ids, { policy: "allSettled", next: "summarise" });
+    },
+    decided: (ctx) => {
+      const got = ctx.data as unknown as Received;
+      const decision = got.signals[planApprovalKey(ctx.input.planId)] as PlanDecision;
+      const conversationId = ctx.task.conversationId ?? "main";
+      if (!decision.approved) {
+        const text = `Campaign ${ctx.input.planId} was rejected${decision.reason ? `: ${decision.reason}` : ""}. Nothing was sent.`;
+        ctx.appendEntry(conversationId, { kind: "note", text });
+        return ctx.complete({ delivered: 0, total: 0, rejected: decision.reason ?? true });
+      }
+      // The approval is committed on the plan with the move to sending: one commit.
+      ctx.patchDocument(ctx.input.planId, [{ op: "replace", path: "/approved", value: true }]);
+      return ctx.next("send");
     },
     summarise: (ctx) => {
       const results = ctx.children().map((child) => {
@@ -195,15 +226,27 @@ export function asyncCampaignRegistry(mail: AsyncMailService, model: Model = cam
       receiptJson(await mail.send({ to, idempotencyKey: operationId })),
   });
   const agent = createAgent({ model, tools: [sendEmail, sendApprovedNotice] });
-  return createRegistry({ ...agent, tasks: [...agent.tasks, emailCampaign], documents: [emailPlan] });
+  return createRegistry({
+    ...agent,
+    tasks: [...agent.tasks, emailCampaign],
+    documents: [emailPlan],
+    signals: [planApproval],
+  });
 }
 
 export function campaignRegistry(mail: MailService, model: Model = campaignModel()) {
   const agent = createAgent({ model, tools: [sendEmailTool(mail), sendApprovedNotice, sendBatchTool(mail)] });
-  return createRegistry({ ...agent, tasks: [...agent.tasks, emailCampaign], documents: [emailPlan] });
+  return createRegistry({
+    ...agent,
+    tasks: [...agent.tasks, emailCampaign],
+    documents: [emailPlan],
+    signals: [planApproval],
+  });
 }
 
 export const approvedPlan = (): Plan => ({ recipients: RECIPIENTS, body: "Approved notice", approved: true });
+/** The same plan before anyone approved it: the campaign waits for `plan-approval:<plan id>`. */
+export const draftPlan = (): Plan => ({ ...approvedPlan(), approved: false });
 
 function receiptJson(receipt: Receipt): Json {
   return { messageId: receipt.messageId, to: receipt.to, operationId: receipt.operationId };

@@ -17,7 +17,7 @@ import {
 import type { Storage } from "../storage/storage.ts";
 import { dispatch, type TaskEvent } from "../tasks/machine.ts";
 import { planRecovery, type RecoveryPlan } from "../tasks/recovery.ts";
-import { Scheduler } from "../tasks/scheduler.ts";
+import type { Scheduler } from "../tasks/scheduler.ts";
 import type { WakeInfo } from "../tasks/wake-info.ts";
 import type { CommitResult, KernelCommit, KernelCommitOptions } from "./commit-pipeline.ts";
 import { CommitPipeline } from "./commit-pipeline.ts";
@@ -27,7 +27,9 @@ import { CHANGE_PAGE, SessionHistory, type SubmissionPage } from "./history.ts";
 import { registerKernelCommit } from "./kernel-access.ts";
 import { observeUntil, untilEnded, untilSubmissionEnded } from "./observe.ts";
 import type { OpenSessionOptions, SessionStatus, WaitOptions } from "./options.ts";
+import { type PendingWait, pendingWaits } from "./pending.ts";
 import { AppDraft, ProgressOnlyDraft } from "./role-drafts.ts";
+import { sessionScheduler } from "./scheduler-host.ts";
 import type { SessionState } from "./state.ts";
 import { reduceSession } from "./state.ts";
 import type { SubmitInput } from "./submit.ts";
@@ -84,25 +86,15 @@ export class Session {
       (after) => this.history.readChanges(after, CHANGE_PAGE),
     );
     if (mode === "write") {
-      this.scheduler = new Scheduler(
-        {
-          state,
-          registry,
-          clock,
-          timers,
-          ids: this.ids,
-          commit: (build, commitOptions) => this.kernelCommit(build, commitOptions),
-          // Loss-tolerant: a lost progress commit is fine, and a stopped session just drops it.
-          progress: (build) => void this.commit(build, { deferred: true }).catch(() => undefined),
-          readEntries: (conversationId, fromSeq) => this.history.readEntriesFrom(conversationId, fromSeq),
-          block: (taskId, reason) => reduceSession(state, { type: "task-blocked", taskId, reason }),
-          unblock: (taskId) => reduceSession(state, { type: "task-unblocked", taskId }),
-        },
-        {
-          ...(options.onWake !== undefined && { onWake: options.onWake }),
-          ...(options.maxRestarts !== undefined && { maxRestarts: options.maxRestarts }),
-        },
-      );
+      this.scheduler = sessionScheduler(state, registry, options, {
+        clock,
+        timers,
+        ids: this.ids,
+        commit: (build, commitOptions) => this.kernelCommit(build, commitOptions),
+        // Loss-tolerant: a lost progress commit is fine, and a stopped session just drops it.
+        progress: (build) => void this.commit(build, { deferred: true }).catch(() => undefined),
+        readEntries: (conversationId, fromSeq) => this.history.readEntriesFrom(conversationId, fromSeq),
+      });
     }
   }
 
@@ -151,8 +143,7 @@ export class Session {
    * creates no new work.
    */
   async submit(input: SubmitInput): Promise<Submission> {
-    const unusable = this.unusable("submit");
-    if (unusable) throw unusable;
+    this.assertUsable("submit");
     return submitOnce(this.pipeline, this.state, this.history, input, this.ids);
   }
 
@@ -162,8 +153,7 @@ export class Session {
    * returns the first outcome; a different payload for a key that already has one is refused.
    */
   async signal(key: string, payload: unknown, options: SignalOptions): Promise<SignalReceipt> {
-    const unusable = this.unusable("signal");
-    if (unusable) throw unusable;
+    this.assertUsable("signal");
     return deliverSignal(this.signalHost, key, payload, options);
   }
 
@@ -223,8 +213,7 @@ export class Session {
 
   /** Starts driving unfinished work: recovers it (DESIGN §4), then runs ready phases. */
   async resume(): Promise<void> {
-    const unusable = this.unusable("resume");
-    if (unusable) throw unusable;
+    this.assertUsable("resume");
     await this.scheduler?.resume();
   }
 
@@ -265,7 +254,7 @@ export class Session {
     });
   }
 
-  /** Whether work is runnable now and when the next timed wake-up is. */
+  /** Whether work is runnable now and when the next timed wake-up (a sleep or a wait's deadline) is. */
   wakeInfo(): WakeInfo {
     return this.scheduler?.wakeInfo() ?? { runnableNow: false, nextWakeAt: undefined };
   }
@@ -283,6 +272,11 @@ export class Session {
   /** One task as of the current version, if the working set holds it (`readTask` reads evicted ones). */
   task(taskId: string): Task | undefined {
     return this.state.task(taskId);
+  }
+
+  /** What the session waits for from outside (also `view().pending`). */
+  pending(): PendingWait[] {
+    return pendingWaits(this.state.tasks.values());
   }
 
   /** How many Submissions have not ended yet (accepted or running). O(1). */
@@ -310,12 +304,9 @@ export class Session {
    * first the missing ones from the change log, then live ones as they are committed.
    */
   subscribe(fromVersion: number, listener: ChangeListener, options?: SubscribeOptions): Unsubscribe {
-    if (this.currentStatus !== "open") {
-      // Nothing more will be committed through this session: say so rather than wait forever.
-      const ended =
-        this.currentStatus === "closed"
-          ? new SessionClosedError(this.id)
-          : new SessionStoppedError(this.id, { cause: this.stopError });
+    // Nothing more will be committed through a closed or stopped session: say so rather than wait forever.
+    const ended = this.currentStatus === "open" ? undefined : this.unusable("subscribe");
+    if (ended) {
       afterThisTick(() => options?.onError?.(ended));
       return () => undefined;
     }
@@ -368,8 +359,7 @@ export class Session {
 
   /** Commits one task-machine event; the machine refuses (with a typed error) what does not apply. */
   private async dispatchEvent(event: TaskEvent, what: string): Promise<void> {
-    const unusable = this.unusable(what);
-    if (unusable) throw unusable;
+    this.assertUsable(what);
     await this.pipeline.commit((draft) => dispatch(draft, event));
   }
 
@@ -388,6 +378,11 @@ export class Session {
     this.currentStatus = "stopped";
     this.stopError = error;
     this.subscriptions.end(new SessionStoppedError(this.id, { cause: error }));
+  }
+
+  private assertUsable(what: string): void {
+    const unusable = this.unusable(what);
+    if (unusable) throw unusable;
   }
 
   private unusable(what: string): KernelError | undefined {
