@@ -6,7 +6,10 @@
  *
  * Vars: `API_TOKEN` (secret, required: the root token), `JWT_SECRET` (secret, optional: accept HS256 user tokens
  * scoped by their `sessions` and `actions` claims), `RATE_LIMIT_PER_MINUTE`, `WATCHDOG_MS`, `MAIL_DELAY_MS`,
- * `CORS_ORIGINS`, and optionally `OPENAI_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_MODEL` to use a real model
+ * `CORS_ORIGINS`, `PLAN_APPROVAL` (`ask`: new sessions get a draft plan the campaign waits on a person to
+ * approve, `POST /sessions/:id/signals/plan-approval:plan`), `PLAN_APPROVAL_DEADLINE_MS` (a draft not
+ * approved by then is dropped, on the object's alarm), `SIGNAL_CALLBACK_SECRET` (callback URLs for
+ * third parties), and optionally `OPENAI_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_MODEL` to use a real model
  * instead of the scripted one.
  */
 import {
@@ -22,7 +25,7 @@ import {
 } from "../../edge/index.ts";
 import type { Json } from "../../src/index.ts";
 import { openAiCompatibleModel } from "../../src/index.ts";
-import { approvedPlan, asyncCampaignRegistry, campaignModel } from "../five-emails/app.ts";
+import { approvedPlan, asyncCampaignRegistry, campaignModel, draftPlan } from "../five-emails/app.ts";
 import type { Receipt } from "../five-emails/mail-service.ts";
 
 export interface Env {
@@ -38,6 +41,9 @@ export interface Env {
   readonly OPENAI_MODEL?: string;
   /** Comma-separated browser origins allowed to call the API (e.g. the devtools page). */
   readonly CORS_ORIGINS?: string;
+  readonly PLAN_APPROVAL?: string;
+  readonly PLAN_APPROVAL_DEADLINE_MS?: string;
+  readonly SIGNAL_CALLBACK_SECRET?: string;
 }
 
 const mailbox = (env: Env) => env.MAIL.get(env.MAIL.idFromName("mailbox"));
@@ -74,10 +80,13 @@ export class AgentSession extends defineSessionObject<Env>({
       },
       modelFor(env),
     ),
-  onCreate: async (session) => {
-    await session.commit((draft) =>
-      draft.setDocument("plan", "email-plan", approvedPlan() as unknown as Json),
-    );
+  onCreate: async (session, env) => {
+    const deadline = env.PLAN_APPROVAL_DEADLINE_MS;
+    const plan =
+      env.PLAN_APPROVAL === "ask"
+        ? draftPlan(deadline === undefined ? undefined : session.clock.now() + Number(deadline))
+        : approvedPlan();
+    await session.commit((draft) => draft.setDocument("plan", "email-plan", plan as unknown as Json));
   },
   watchdogMs: (env) => Number(env.WATCHDOG_MS ?? 30_000),
 }) {}

@@ -35,6 +35,8 @@ export const emailPlan = defineDocument({
     recipients: z.array(z.string().email()),
     body: z.string(),
     approved: z.boolean(),
+    /** A draft plan not approved by then is dropped: the campaign ends without sending anything. */
+    approveBy: z.number().optional(),
     /** Recorded on the plan by the campaign once it has run: how many of its mails were delivered. */
     result: z.object({ delivered: z.number().int(), total: z.number().int() }).optional(),
   }),
@@ -117,7 +119,8 @@ export const emailCampaign = defineTask({
       if (!plan) return ctx.fail(`no plan "${ctx.input.planId}"`);
       if (!plan.approved) {
         const about = { plan: ctx.input.planId, recipients: plan.recipients, body: plan.body };
-        return ctx.waitFor(planApprovalKey(ctx.input.planId), { next: "decided", about });
+        const deadline = plan.approveBy === undefined ? {} : { deadline: { at: plan.approveBy, next: "expired" } };
+        return ctx.waitFor(planApprovalKey(ctx.input.planId), { next: "decided", about, ...deadline });
       }
       const conversationId = ctx.task.conversationId ?? "main";
       const ids = plan.recipients.map((to, i) =>
@@ -147,6 +150,11 @@ export const emailCampaign = defineTask({
       // The approval is committed on the plan with the move to sending: one commit.
       ctx.patchDocument(ctx.input.planId, [{ op: "replace", path: "/approved", value: true }]);
       return ctx.next("send");
+    },
+    expired: (ctx) => {
+      const text = `Campaign ${ctx.input.planId} was not approved in time. Nothing was sent.`;
+      ctx.appendEntry(ctx.task.conversationId ?? "main", { kind: "note", text });
+      return ctx.complete({ delivered: 0, total: 0, expired: true });
     },
     summarise: (ctx) => {
       const results = ctx.children().map((child) => {
@@ -246,7 +254,11 @@ export function campaignRegistry(mail: MailService, model: Model = campaignModel
 
 export const approvedPlan = (): Plan => ({ recipients: RECIPIENTS, body: "Approved notice", approved: true });
 /** The same plan before anyone approved it: the campaign waits for `plan-approval:<plan id>`. */
-export const draftPlan = (): Plan => ({ ...approvedPlan(), approved: false });
+export const draftPlan = (approveBy?: number): Plan => ({
+  ...approvedPlan(),
+  approved: false,
+  ...(approveBy !== undefined && { approveBy }),
+});
 
 function receiptJson(receipt: Receipt): Json {
   return { messageId: receipt.messageId, to: receipt.to, operationId: receipt.operationId };

@@ -53,6 +53,20 @@ const ROUTES: {
   { name: "recovery", action: "admin", call: (s) => [`/sessions/${s}/recovery`, {}] },
   { name: "events", action: "read", call: (s) => [`/sessions/${s}/events`, {}] },
   { name: "stream token", action: "read", call: (s) => [`/sessions/${s}/stream-token`, { method: "POST" }] },
+  { name: "pending", action: "read", call: (s) => [`/sessions/${s}/pending`, {}] },
+  {
+    name: "signal",
+    action: "signal",
+    call: (s) => [
+      `/sessions/${s}/signals/nobody%3A1`,
+      { method: "POST", body: JSON.stringify({ requestId: "authz", payload: {} }) },
+    ],
+  },
+  {
+    name: "callback url",
+    action: "signal",
+    call: (s) => [`/sessions/${s}/signals/nobody%3A1/callback-url`, { method: "POST" }],
+  },
 ];
 
 let edge: EdgeExample;
