@@ -1,5 +1,5 @@
 /** The demo page: talks to the session worker, renders every committed entry, survives reloads. */
-import type { CommitRecord, Entry } from "../src/index.ts";
+import type { CommitRecord, Entry, PendingWait } from "../src/index.ts";
 import { connectSessionWorker, requestPersistentStorage } from "../worker/index.ts";
 
 // ?scenario=stream shows a slowly streamed answer (reload mid-stream); the default is the five emails.
@@ -7,12 +7,16 @@ import { connectSessionWorker, requestPersistentStorage } from "../worker/index.
 const params = new URLSearchParams(location.search);
 const scenario = params.get("scenario") === "stream" ? "stream" : "emails";
 const mailDelay = Number(params.get("mailDelay")) || undefined;
+// The campaign waits for a person to approve its plan, unless ?approval=auto (an approved plan).
+const approval = params.get("approval") === "auto" ? "auto" : "ask";
 const client = connectSessionWorker(
   new Worker(new URL("./demo.worker.ts", import.meta.url), {
     type: "module",
-    name: mailDelay ? `${scenario}:${mailDelay}` : scenario,
+    name: `${scenario}:${mailDelay ?? ""}:${approval}`,
   }),
 );
+const roleBadge = document.querySelector<HTMLSpanElement>("#role") as HTMLSpanElement;
+const pendingBox = document.querySelector<HTMLDivElement>("#pending") as HTMLDivElement;
 const log = document.querySelector<HTMLOListElement>("#log") as HTMLOListElement;
 const status = document.querySelector<HTMLDivElement>("#status") as HTMLDivElement;
 const start = document.querySelector<HTMLButtonElement>("#start") as HTMLButtonElement;
@@ -60,7 +64,64 @@ function render(entry: Entry): void {
   log.append(item);
 }
 
+/** The waits the session has on a person, each with its Approve / Reject buttons. */
+let rendering = 0;
+async function renderPending(): Promise<void> {
+  const mine = ++rendering;
+  const view = await client.view({ entries: 0, submissions: 0, tasks: "active" });
+  if (mine !== rendering) return; // a newer change is being rendered
+  const pending = view?.pending ?? [];
+  pendingBox.hidden = pending.length === 0;
+  pendingBox.replaceChildren(...pending.map(pendingCard));
+}
+
+function pendingCard(wait: PendingWait): HTMLElement {
+  const card = document.createElement("section");
+  card.className = "approval";
+  card.dataset.key = wait.key;
+  const about = (wait.about ?? {}) as { recipients?: string[]; body?: string; tool?: string };
+  const title = document.createElement("h2");
+  title.textContent = about.recipients
+    ? "Approve the plan before anything is sent"
+    : `Approve ${about.tool ?? wait.key}`;
+  const detail = document.createElement("p");
+  detail.textContent = about.recipients
+    ? `“${about.body ?? ""}” to ${about.recipients.join(", ")}`
+    : JSON.stringify(wait.about);
+  const since = document.createElement("p");
+  since.className = "kind";
+  since.textContent = `waiting since ${new Date(wait.since).toLocaleTimeString()}${wait.until ? `, until ${new Date(wait.until).toLocaleTimeString()}` : ""}`;
+  const decide = (approved: boolean) => async () => {
+    for (const button of card.querySelectorAll("button")) button.disabled = true;
+    try {
+      await client.signal(
+        wait.key,
+        approved ? { approved } : { approved, reason: "rejected on the demo page" },
+        {
+          requestId: `${wait.key}:${approved ? "approve" : "reject"}`,
+        },
+      );
+    } catch (error) {
+      since.textContent = `not delivered: ${(error as Error).message}`;
+    }
+  };
+  const approve = document.createElement("button");
+  approve.type = "button";
+  approve.className = "approve";
+  approve.textContent = "Approve";
+  approve.onclick = decide(true);
+  const reject = document.createElement("button");
+  reject.type = "button";
+  reject.className = "reject";
+  reject.textContent = "Reject";
+  reject.onclick = decide(false);
+  card.append(title, detail, since, approve, reject);
+  return card;
+}
+
 function onChange(change: CommitRecord): void {
+  // A wait begins or ends as an ordinary task change.
+  if (change.tasks.length > 0) void renderPending();
   // A tool call's task ends with how its result was obtained, in the commit that holds its result entry.
   for (const task of change.tasks) {
     const result = task.state.status === "succeeded" ? (task.state.result as { via?: unknown }) : undefined;
@@ -94,6 +155,8 @@ async function main(): Promise<void> {
   // A follower tab works too (its input goes through the durable inbox); show the role until this tab leads.
   for (;;) {
     const role = await client.role();
+    roleBadge.textContent = `this tab is the ${role}`;
+    roleBadge.dataset.role = role;
     if (!status.dataset.status) status.textContent = `this tab is the ${role}`;
     if (role === "leader") break;
     await new Promise((resolve) => setTimeout(resolve, 300));

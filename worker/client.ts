@@ -32,6 +32,7 @@ export function connectSessionWorker(endpoint: Comlink.Endpoint): SessionWorkerC
       return () => remote.unsubscribe(id);
     },
     cancelSubmission: (submissionId, reason) => remote.cancelSubmission(submissionId, reason),
+    signal: (key, payload, options) => remote.signal(key, payload, options),
     changes: (afterVersion, limit) => remote.changes(afterVersion, limit),
     subscriptionCount: () => remote.subscriptionCount(),
     async close() {

@@ -47,6 +47,7 @@ export function exposeSessionWorker(
         throw new Error("only the leader tab can cancel; retry on the leader");
       return host.session.cancelSubmission(submissionId, reason);
     },
+    signal: async (key, payload, options) => (await starting).signal(key, payload, options),
     subscriptionCount: async () => subscriptions.size,
     async changes(afterVersion, limit) {
       const session = (await starting).session;

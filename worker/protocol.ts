@@ -7,7 +7,10 @@ import * as Comlink from "comlink";
 import type {
   ChangeListener,
   CommitRecord,
+  Json,
   SessionView,
+  SignalOptions,
+  SignalReceipt,
   Submission,
   SubmitInput,
   ViewOptions,
@@ -25,6 +28,8 @@ export interface SessionWorkerApi {
   subscribe(fromVersion: number, listener: ChangeListener): Promise<number>;
   unsubscribe(id: number): void;
   cancelSubmission(submissionId: string, reason?: string): Promise<Submission | undefined>;
+  /** Answers a wait (`view().pending`): from the leader at once, from a follower through the durable inbox. */
+  signal(key: string, payload: Json, options: SignalOptions): Promise<SignalReceipt>;
   /** Live subscriptions held in the worker for this page (each one holds a proxied listener). */
   subscriptionCount(): Promise<number>;
   /** Committed changes after a version, from the change log (devtools, catch-up, benchmarks). */

@@ -9,17 +9,22 @@ import {
   type CommitRecord,
   indexedDbStorage,
   isSubmissionFinished,
+  type Json,
+  KernelError,
   openSession,
   parseSubmitInput,
   type Registry,
   type Session,
   SessionNotFoundError,
+  type SignalOptions,
+  type SignalReceipt,
+  SignalRefusedError,
   type Storage,
   type Submission,
   type SubmitInput,
   type Timers,
 } from "../src/index.ts";
-import { DurableInbox } from "./inbox.ts";
+import { DurableInbox, isInboxSignal } from "./inbox.ts";
 import { type Leadership, requestLeadership } from "./leadership.ts";
 
 export interface BrowserSessionHostOptions {
@@ -108,6 +113,54 @@ export class BrowserSessionHost {
     await this.inbox.put(this.options.sessionId, input);
     this.channel.postMessage({ type: "inbox" } satisfies Message);
     return this.observe((session) => session.submissionForRequest(input.requestId));
+  }
+
+  /**
+   * Delivers a signal (answers a wait). The leader commits it; a follower checks it as the leader would
+   * (bad payload, unknown key, conflict: refused here, never queued), stores it in the durable inbox (the
+   * acknowledgement) and resolves once the leader committed it — or rejects if the leader refused it.
+   */
+  async signal(key: string, payload: Json, options: SignalOptions): Promise<SignalReceipt> {
+    if (this.role === "leader" && this.current) return this.current.signal(key, payload, options);
+    const session = this.current;
+    if (!session) throw new SessionNotFoundError(this.options.sessionId);
+    const repeat = await session.checkSignal(key, payload, options);
+    if (repeat) return repeat;
+    await this.inbox.put(this.options.sessionId, { signal: { key, payload, requestId: options.requestId } });
+    this.channel.postMessage({ type: "inbox" } satisfies Message);
+    return this.observeSignal(key, payload, options);
+  }
+
+  /** Resolves once a change stores `key`'s signal; rejects if another one won, or it can no longer be taken. */
+  private observeSignal(key: string, payload: Json, options: SignalOptions): Promise<SignalReceipt> {
+    return new Promise((resolve, reject) => {
+      const stop = this.subscribe(this.current?.version ?? 0, (change) => {
+        const stored = change.signals?.find((s) => s.key === key);
+        if (stored) {
+          stop();
+          if (JSON.stringify(stored.payload) === JSON.stringify(payload))
+            resolve({
+              signal: stored,
+              duplicate: stored.requestId !== options.requestId,
+              ...(stored.consumedBy !== undefined && { takenBy: stored.consumedBy }),
+            });
+          else
+            reject(
+              new SignalRefusedError(
+                "signal-conflict",
+                key,
+                `"${key}" already received a different signal (request ${stored.requestId})`,
+              ),
+            );
+          return;
+        }
+        // The wait may have ended meanwhile (a cancelled approval): the leader refused it, so say so here.
+        this.current?.checkSignal(key, payload, options).catch((error: unknown) => {
+          stop();
+          reject(error);
+        });
+      });
+    });
   }
 
   /** Resolves when the Submission has ended, whichever tab drives it. */
@@ -218,13 +271,21 @@ export class BrowserSessionHost {
     }
   }
 
-  /** Accepts every input followers left; idempotent by requestId, deleted only once accepted. */
+  /**
+   * Accepts every input followers left; idempotent by requestId, deleted only once accepted. A signal the
+   * session refuses (its wait ended since) is dropped: the follower that sent it sees the refusal itself.
+   */
   private async drainInbox(): Promise<void> {
     const session = this.current;
     if (!session || this.role !== "leader") return;
-    for (const input of await this.inbox.pending(this.options.sessionId)) {
-      await session.submit(input);
-      await this.inbox.remove(this.options.sessionId, input.requestId);
+    for (const row of await this.inbox.pending(this.options.sessionId)) {
+      if (isInboxSignal(row)) {
+        const { key, payload, requestId } = row.signal;
+        await session.signal(key, payload, { requestId }).catch((error: unknown) => {
+          if (!(error instanceof KernelError && REFUSALS.has(error.code))) throw error;
+        });
+      } else await session.submit(row);
+      await this.inbox.remove(this.options.sessionId, row);
     }
   }
 
@@ -279,3 +340,11 @@ export class BrowserSessionHost {
     };
   }
 }
+
+/** Why a queued signal can be refused for good (anything else is retried on the next drain). */
+const REFUSALS: ReadonlySet<string> = new Set([
+  "invalid-argument",
+  "unknown-signal",
+  "signal-conflict",
+  "signal-not-awaited",
+]);

@@ -10,9 +10,11 @@ import { isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import {
   deliverSignal,
+  precheckSignal,
   type SignalHost,
   type SignalOptions,
   type SignalReceipt,
+  signalHost,
 } from "../signals/deliver.ts";
 import type { Storage } from "../storage/storage.ts";
 import { dispatch, type TaskEvent } from "../tasks/machine.ts";
@@ -63,12 +65,7 @@ export class Session {
     const timers = options.timers ?? systemTimers;
     this.ids = options.ids ?? randomIds;
     this.history = new SessionHistory(state, storage);
-    this.signalHost = {
-      state,
-      registry,
-      commit: (build) => this.pipeline.commit(build),
-      readSignal: (key) => storage.readSignal(state.id, key),
-    };
+    this.signalHost = signalHost(state, registry, storage, (build) => this.pipeline.commit(build));
     registerKernelCommit(this, (build, commitOptions) => this.kernelCommit(build, commitOptions));
     this.pipeline = new CommitPipeline({
       sessionId: state.id,
@@ -155,6 +152,11 @@ export class Session {
   async signal(key: string, payload: unknown, options: SignalOptions): Promise<SignalReceipt> {
     this.assertUsable("signal");
     return deliverSignal(this.signalHost, key, payload, options);
+  }
+
+  /** What `signal()` would answer, without committing (read-only sessions too): a repeat's first outcome, or undefined. */
+  checkSignal(key: string, payload: unknown, options: SignalOptions): Promise<SignalReceipt | undefined> {
+    return precheckSignal(this.signalHost, key, payload, options);
   }
 
   /** A Submission by id, also one that left the working set (read from storage). */

@@ -13,7 +13,7 @@ import { describeIssues, summarizeIssues, validateRecord } from "../records/vali
 import type { Registry } from "../registry.ts";
 import type { KernelCommit } from "../session/commit-pipeline.ts";
 import type { StateReader } from "../session/state.ts";
-import type { StoredRecord } from "../storage/storage.ts";
+import type { Storage, StoredRecord } from "../storage/storage.ts";
 import { dispatch } from "../tasks/machine.ts";
 
 /** The largest payload one signal carries, in UTF-8 bytes of its JSON (it is stored in the task's checkpoint). */
@@ -48,6 +48,40 @@ const SignalCallSchema = z.object({
   requestId: TextSchema.min(1).max(256),
 });
 
+/**
+ * What `signal()` would answer without committing: the first outcome when this is a repeat, undefined when
+ * it would be accepted now. Throws the refusal (bad payload, unknown key, conflict, not awaited).
+ */
+export async function precheckSignal(
+  host: Omit<SignalHost, "commit">,
+  key: string,
+  payload: unknown,
+  options: SignalOptions,
+): Promise<SignalReceipt | undefined> {
+  const call = checkCall(host.registry, key, payload, options?.requestId);
+  const held = host.state.signal(call.key);
+  if (held) return repeatOf(held, call.payload);
+  const awaiter = host.state.awaiter(call.key);
+  if (!isEarlyAllowed(host.registry, call.key) && !awaiter) {
+    // A repeat of a signal that was taken long ago (it left memory) still gets its first outcome.
+    const row = await host.readSignal(call.key);
+    if (row) return repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload);
+    throw notAwaited(call.key);
+  }
+  if (awaiter) checkForAwaiter(host.registry, awaiter, call.key, call.payload);
+  return undefined;
+}
+
+const isEarlyAllowed = (registry: Registry, key: string) => registry.signalFor(key)?.early !== false;
+
+function notAwaited(key: string): SignalRefusedError {
+  return new SignalRefusedError(
+    "signal-not-awaited",
+    key,
+    `no task awaits "${key}", and it takes a signal only while one does`,
+  );
+}
+
 /** Delivers one signal: validated, committed once, and taken by the wait on its key if there is one. */
 export async function deliverSignal(
   host: SignalHost,
@@ -55,28 +89,14 @@ export async function deliverSignal(
   payload: unknown,
   options: SignalOptions,
 ): Promise<SignalReceipt> {
-  const call = checkCall(host.registry, key, payload, options?.requestId);
-  const held = host.state.signal(call.key);
-  if (held) return repeatOf(held, call.payload);
-  const early = host.registry.signalFor(call.key)?.early !== false;
-  const notAwaited = () =>
-    new SignalRefusedError(
-      "signal-not-awaited",
-      call.key,
-      `no task awaits "${call.key}", and it takes a signal only while one does`,
-    );
-  const awaiter = host.state.awaiter(call.key);
-  if (!early && !awaiter) {
-    // A repeat of a signal that was taken long ago (it left memory) still gets its first outcome.
-    const row = await host.readSignal(call.key);
-    if (row) return repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload);
-    throw notAwaited();
-  }
-  if (awaiter) checkForAwaiter(host.registry, awaiter, call.key, call.payload);
+  const repeat = await precheckSignal(host, key, payload, options);
+  if (repeat) return repeat;
+  const call = checkCall(host.registry, key, payload, options.requestId);
+  const early = isEarlyAllowed(host.registry, call.key);
   try {
     const { value } = await host.commit((draft) => {
       // The wait may have ended since (deadline, cancel): checked again where it counts, in the commit.
-      if (!early && !draft.awaiter(call.key)) throw notAwaited();
+      if (!early && !draft.awaiter(call.key)) throw notAwaited(call.key);
       const signal: Signal = {
         key: call.key,
         requestId: call.requestId,
@@ -95,6 +115,16 @@ export async function deliverSignal(
     if (!row) throw error;
     return repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload);
   }
+}
+
+/** The signal host of a session: its state and registry, its pipeline's commit, and its store's signal rows. */
+export function signalHost(
+  state: StateReader & { readonly id: string },
+  registry: Registry,
+  storage: Storage,
+  commit: SignalHost["commit"],
+): SignalHost {
+  return { state, registry, commit, readSignal: (key) => storage.readSignal(state.id, key) };
 }
 
 function checkCall(registry: Registry, key: unknown, payload: unknown, requestId: unknown) {

@@ -42,6 +42,8 @@ const isLeader = (page: Page) =>
 
 async function deliveries(page: Page): Promise<string[]> {
   return page.evaluate(async () => {
+    // Opening a database that does not exist would create it empty, and break the provider's own upgrade.
+    if (!(await indexedDB.databases()).some((d) => d.name === "durable-agent-demo-mail")) return [];
     const request = indexedDB.open("durable-agent-demo-mail");
     const db = await new Promise<IDBDatabase>((resolve, reject) => {
       request.onsuccess = () => resolve(request.result);
@@ -62,7 +64,7 @@ describe("demo page in Chromium", () => {
   it("finishes the five-email run across a reload while tools run and their parent waits, each mail once", async () => {
     await withBrowser(async (context) => {
       const page = await context.newPage();
-      await page.goto(url);
+      await page.goto(`${url}?approval=auto`);
       await isLeader(page);
       await page.click("#start");
       await logHas(page, "Sending the approved notice."); // the model asked for the campaign
@@ -105,10 +107,10 @@ describe("demo page in Chromium", () => {
   it("two tabs: one leads, the other follows and submits; when the leader closes, the follower finishes", async () => {
     await withBrowser(async (context) => {
       const leader = await context.newPage();
-      await leader.goto(url);
+      await leader.goto(`${url}?approval=auto`);
       await isLeader(leader);
       const follower = await context.newPage();
-      await follower.goto(url);
+      await follower.goto(`${url}?approval=auto`);
       await follower.waitForFunction(
         () => document.querySelector("#status")?.textContent?.includes("follower"),
         undefined,
@@ -137,6 +139,37 @@ describe("demo page in Chromium", () => {
         (items) => items.filter((li) => li.textContent?.includes("send_email →")).length,
       );
       expect(sends).toBe(5);
+    });
+  }, 90_000);
+
+  it("waits for a person across a reload; approved in a follower tab, the leader sends each mail once", async () => {
+    await withBrowser(async (context) => {
+      const leader = await context.newPage();
+      await leader.goto(url);
+      await isLeader(leader);
+      await leader.click("#start");
+      await leader.waitForSelector(".approval[data-key='plan-approval:plan'] button.approve", {
+        timeout: 30_000,
+      });
+      expect(await leader.textContent(".approval")).toContain("ana@example.com");
+      await leader.reload(); // the tab dies while the campaign waits: the wait is stored, not in memory
+      await leader.waitForSelector(".approval[data-key='plan-approval:plan'] button.approve", {
+        timeout: 30_000,
+      });
+      await leader.screenshot({ path: join(artifacts, "demo-waiting-for-approval.png"), fullPage: true });
+      expect(await deliveries(leader)).toEqual([]);
+      expect(await leader.getAttribute("#status", "data-status")).toBe("running");
+      await leader.waitForSelector("#role[data-role=leader]", { timeout: 30_000 });
+      const follower = await context.newPage();
+      await follower.goto(url);
+      await follower.waitForSelector("#role[data-role=follower]", { timeout: 30_000 });
+      await follower.waitForSelector(".approval button.approve", { timeout: 30_000 });
+      await follower.click(".approval button.approve"); // through the durable inbox to the leader
+      await statusIs(leader, "succeeded");
+      await statusIs(follower, "succeeded");
+      expect(await leader.$(".approval")).toBeNull();
+      expect([...(await deliveries(leader))].sort()).toEqual(FIVE);
+      await leader.screenshot({ path: join(artifacts, "demo-approved-from-follower.png"), fullPage: true });
     });
   }, 90_000);
 });

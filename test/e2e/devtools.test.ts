@@ -70,7 +70,7 @@ describe("devtools page in Chromium", () => {
   it("follows a local session live, scrubs back to old versions, and previews recovery as resume then does it", async () => {
     await withChromiumProfile(async (context) => {
       const demo = await context.newPage();
-      await demo.goto(`${origin}/?mailDelay=4000`); // each send takes 4 s: a wide window to close the tab in
+      await demo.goto(`${origin}/?mailDelay=4000&approval=auto`); // each send takes 4 s: a wide window to close the tab in
       await demo.waitForFunction(
         () => document.querySelector("#status")?.textContent?.includes("leader"),
         undefined,
@@ -125,7 +125,7 @@ describe("devtools page in Chromium", () => {
 
       // A new tab resumes the session; the devtools watch it happen, live.
       const resumed = await context.newPage();
-      await resumed.goto(`${origin}/`);
+      await resumed.goto(`${origin}/?approval=auto`);
       await resumed.waitForFunction(
         () => document.querySelector("#status")?.getAttribute("data-status") === "succeeded",
         undefined,
@@ -285,4 +285,44 @@ describe("devtools page in Chromium", () => {
       await edge.dispose();
     }
   }, 120_000);
+
+  it("shows a pending approval with its age and no deadline, and answers it only after confirmation", async () => {
+    await withChromiumProfile(async (context) => {
+      const demo = await context.newPage();
+      await demo.goto(`${origin}/`); // the default demo: the campaign asks a person first
+      await demo.waitForSelector("#role[data-role=leader]", TIMEOUT);
+      await demo.click("#start");
+      await demo.waitForSelector(".approval button.approve", TIMEOUT);
+      const devtools = await context.newPage();
+      await devtools.goto(`${origin}/devtools/?local=durable-agent-demo&session=support-42`);
+      await devtools.waitForSelector("[data-testid=task-graph]", TIMEOUT);
+      await tab(devtools, "pending");
+      await devtools.waitForSelector("[data-testid=pending] tr:has-text('plan-approval:plan')", TIMEOUT);
+      const row = (await devtools.textContent("[data-testid=pending] tbody tr")) ?? "";
+      expect(row).toContain("email-campaign");
+      expect(row).toContain("ana@example.com");
+      expect(row).toMatch(/since .*\(\d+ s\)/);
+      expect(row).toContain("none");
+      await shoot(devtools, "pending");
+      // Declining the confirmation writes nothing: the wait stays.
+      const answers: string[] = [];
+      devtools.on("dialog", (dialog) => {
+        answers.push(dialog.type());
+        if (dialog.type() === "prompt") void dialog.accept(dialog.defaultValue());
+        else void (answers.length <= 2 ? dialog.dismiss() : dialog.accept());
+      });
+      await devtools.click("[data-testid=pending] button");
+      expect(await devtools.$("[data-testid=pending] tr:has-text('plan-approval:plan')")).not.toBeNull();
+      expect(await demo.$(".approval button.approve")).not.toBeNull();
+      await devtools.click("[data-testid=pending] button"); // this time confirmed
+      await demo.waitForFunction(
+        () => document.querySelector("#status")?.getAttribute("data-status") === "succeeded",
+        undefined,
+        TIMEOUT,
+      );
+      expect(answers).toEqual(["prompt", "confirm", "prompt", "confirm"]);
+      await devtools.waitForSelector("[data-testid=pending-empty]", TIMEOUT);
+      expect(await demo.$(".approval")).toBeNull();
+    });
+  }, 90_000);
 });

@@ -9,7 +9,14 @@ import { formatTime } from "./derive.ts";
 import { SessionHistory } from "./history.ts";
 import { edgeSource, localSource, type SessionSource } from "./sources.ts";
 import { TaskGraph } from "./task-graph.tsx";
-import { ConversationView, DocumentsView, SubmissionsView, TimelineView, WakeView } from "./views.tsx";
+import {
+  ConversationView,
+  DocumentsView,
+  PendingView,
+  SubmissionsView,
+  TimelineView,
+  WakeView,
+} from "./views.tsx";
 
 export interface DevtoolsOptions {
   /** The app's registry for a local session (recovery preview); omit when there is none. */
@@ -20,12 +27,13 @@ type Target =
   | { kind: "local"; database: string; session: string }
   | { kind: "edge"; url: string; token: string; session: string };
 
-const TABS = ["submissions", "conversation", "tasks", "documents", "timeline", "wake"] as const;
+const TABS = ["submissions", "conversation", "tasks", "pending", "documents", "timeline", "wake"] as const;
 type Tab = (typeof TABS)[number];
 const TAB_LABELS: Record<Tab, string> = {
   submissions: "Submissions",
   conversation: "Conversation",
   tasks: "Task graph",
+  pending: "Waiting on outside",
   documents: "Documents",
   timeline: "Commit timeline",
   wake: "Wake & recovery",
@@ -263,6 +271,34 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
             {tab === "conversation" && <ConversationView view={view} />}
             {tab === "tasks" && (
               <TaskGraph view={view} history={history} selected={selectedTask} onSelect={setSelectedTask} />
+            )}
+            {tab === "pending" && (
+              <PendingView
+                view={view}
+                now={Date.now()}
+                onAnswer={
+                  source?.answerWait && shown === latest
+                    ? (key, suggested) => {
+                        const text = prompt(
+                          `Payload for ${key} (JSON). Sending it writes to the session.`,
+                          suggested,
+                        );
+                        if (text === null) return;
+                        let payload: unknown;
+                        try {
+                          payload = JSON.parse(text);
+                        } catch {
+                          setError(`not JSON: ${text}`);
+                          return;
+                        }
+                        if (!confirm(`Send ${text} to ${key}? The waiting task continues with it.`)) return;
+                        source
+                          .answerWait?.(key, payload, `devtools-${crypto.randomUUID()}`)
+                          .catch((e: unknown) => setError((e as Error).message));
+                      }
+                    : undefined
+                }
+              />
             )}
             {tab === "documents" && <DocumentsView view={view} history={history} />}
             {tab === "timeline" && (

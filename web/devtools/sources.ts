@@ -11,6 +11,7 @@ import {
   type CommitRecord,
   emptyView,
   indexedDbStorage,
+  type Json,
   openSession,
   type RecoveryPlan,
   type Registry,
@@ -18,6 +19,7 @@ import {
   type SessionView,
   type Submission,
 } from "../../src/index.ts";
+import { DurableInbox } from "../../worker/inbox.ts";
 
 /** A session the devtools follow, read-only. */
 export interface SessionSource {
@@ -35,8 +37,13 @@ export interface SessionSource {
    * edge sessions answer from their Durable Object (read-only when it is not running).
    */
   previewRecovery?(): Promise<RecoveryPlan>;
-  /** The one write the devtools offer, and only on request (edge only). */
+  /** A write the devtools offer, only on request: cancelling a submission (edge only). */
   cancelSubmission?(submissionId: string): Promise<Submission>;
+  /**
+   * The other: answering a wait (a signal), on request. Edge: `POST …/signals/:key`. Local: through the
+   * session's durable inbox, which the leading tab drains (the devtools never write the session itself).
+   */
+  answerWait?(key: string, payload: unknown, requestId: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -97,6 +104,17 @@ export async function localSource(
       };
     },
     ...(registry && { previewRecovery: async () => session.previewRecovery() }),
+    async answerWait(key, payload, requestId) {
+      // Checked as the leader will (bad payload, unknown key, conflict), then left in the inbox for it.
+      await session.checkSignal(key, payload, { requestId });
+      const inbox = new DurableInbox(`${database}:inbox`);
+      try {
+        await inbox.put(sessionId, { signal: { key, payload: payload as Json, requestId } });
+      } finally {
+        await inbox.close();
+      }
+      channel.postMessage({ type: "inbox" });
+    },
     async close() {
       channel.close();
       await session.close();
@@ -163,6 +181,14 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
       const answer = await fetch(`${root}/recovery`, { headers });
       if (!answer.ok) throw new Error(`recovery: ${answer.status} ${await problemDetail(answer)}`);
       return (await answer.json()) as RecoveryPlan;
+    },
+    async answerWait(key, payload, requestId) {
+      const answer = await fetch(`${root}/signals/${encodeURIComponent(key)}`, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json" },
+        body: JSON.stringify({ requestId, payload }),
+      });
+      if (!answer.ok) throw new Error(`signal: ${answer.status} ${await problemDetail(answer)}`);
     },
     async cancelSubmission(submissionId) {
       const answer = await fetch(`${root}/submissions/${encodeURIComponent(submissionId)}/cancel`, {

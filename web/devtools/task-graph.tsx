@@ -15,6 +15,8 @@ function stateLine(task: Task, blocked: string | undefined): string {
       return `sleeping until ${formatTime(s.until).slice(11)}`;
     case "waiting":
       return `waits ${s.children.length} (${s.policy}) → ${s.thenPhase}`;
+    case "awaiting":
+      return `awaits ${s.keys.length === 1 ? s.keys[0] : `${s.mode} of ${s.keys.length} keys`} → ${s.thenPhase}`;
     case "completing":
       return `completing (${s.outcome})`;
     default:

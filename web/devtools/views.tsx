@@ -95,6 +95,83 @@ function EntryLine({ entry }: { entry: Entry }) {
   }
 }
 
+/**
+ * What the session waits for from outside at this version: each key, what it is for, how long it has
+ * waited, its deadline. Answering one is an explicit, confirmed write (when the source allows it).
+ */
+export function PendingView(props: {
+  view: SessionView;
+  now: number;
+  onAnswer?: ((key: string, suggested: string) => void) | undefined;
+}) {
+  const pending = props.view.pending ?? [];
+  if (pending.length === 0)
+    return (
+      <p class="empty" data-testid="pending-empty">
+        Nothing waits on outside input at this version.
+      </p>
+    );
+  return (
+    <table data-testid="pending">
+      <thead>
+        <tr>
+          <th>key</th>
+          <th>task</th>
+          <th>for</th>
+          <th>waiting</th>
+          <th>deadline</th>
+          {props.onAnswer && <th />}
+        </tr>
+      </thead>
+      <tbody>
+        {pending.map((wait) => (
+          <tr key={wait.key}>
+            <td>
+              <code>{wait.key}</code>
+              {wait.keys.length > 1 && (
+                <span class="meta">
+                  {" "}
+                  ({wait.mode} of {wait.keys.length})
+                </span>
+              )}
+            </td>
+            <td>
+              {wait.taskId} <span class="meta">{wait.kind}</span>
+            </td>
+            <td>
+              <code>{JSON.stringify(wait.about ?? null)}</code>
+            </td>
+            <td>
+              since {formatTime(wait.since)} ({formatAge(props.now - wait.since)})
+            </td>
+            <td>{wait.until === undefined ? "none" : formatTime(wait.until)}</td>
+            {props.onAnswer && (
+              <td>
+                <button
+                  type="button"
+                  onClick={() =>
+                    props.onAnswer?.(wait.key, /approval/.test(wait.key) ? '{"approved": true}' : "{}")
+                  }
+                >
+                  answer…
+                </button>
+              </td>
+            )}
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function formatAge(ms: number): string {
+  if (ms < 0) return "just now";
+  const s = Math.floor(ms / 1000);
+  if (s < 120) return `${s} s`;
+  const m = Math.floor(s / 60);
+  return m < 120 ? `${m} min` : `${Math.floor(m / 60)} h`;
+}
+
 /** Every conversation's entries in order, interrupted records and tool outcomes marked. */
 export function ConversationView({ view }: { view: SessionView }) {
   if (view.conversations.length === 0) return <p class="empty">No conversation at this version.</p>;
