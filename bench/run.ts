@@ -10,6 +10,7 @@ import type { ChromiumEntry } from "./chromium.ts";
 import { edgeCommitBench, edgeSubmissionBench, WARM_COMMITS } from "./edge.ts";
 import { openBench, streamBench, turnBench } from "./long-life.ts";
 import { reopenBench } from "./reopen.ts";
+import { roundtripBench, waitingBench } from "./signals.ts";
 import { chainBench, fanoutBench } from "./tasks.ts";
 import { compareCommitCost, median } from "./workload.ts";
 
@@ -94,7 +95,17 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     return { ours: big.heap / 2 ** 20, floor: small.heap / 2 ** 20, unit: "MB" };
   },
   "stream/bytes-2000-chars": async () => ({ ...(await streamBench()), unit: "bytes" }),
+  "signal/roundtrip": async () => ({ ...(await roundtripBench()), unit: "ms" }),
+  "signal/waiting-10000-vs-100/signal": async () => ({ ...(await waiting()).signal, unit: "ms/signal" }),
+  "signal/waiting-10000-vs-100/open": async () => ({ ...(await waiting()).open, unit: "ms/open" }),
 };
+
+let waitingRun: ReturnType<typeof waitingBench> | undefined;
+/** Both signal/waiting lines share one run. */
+function waiting() {
+  waitingRun ??= waitingBench();
+  return waitingRun;
+}
 
 const longLifeRuns = new Map<string, ReturnType<typeof openBench>>();
 /** The open and heap lines of one store share one run. */

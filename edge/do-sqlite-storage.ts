@@ -31,13 +31,13 @@ import type {
 } from "../src/storage/storage.ts";
 import { DEFAULT_RETAIN_CHANGES } from "../src/storage/storage.ts";
 import {
-  migrationRows,
   readItemPage,
   readRequest,
   readStoredSession,
   readTrees,
   type SessionRowReader,
   type StoredItem,
+  upgradeRowsSync,
 } from "../src/storage/working-set.ts";
 
 /** The parts of `DurableObjectStorage` this store uses (structural, so no Cloudflare types are needed). */
@@ -70,6 +70,7 @@ export const DO_SQLITE_MAX_ROW_BYTES = 2_000_000;
  */
 const INDEXES = [
   "CREATE INDEX IF NOT EXISTS da_items_by_version ON da_rows (session, n DESC, id DESC) WHERE tbl = 'items'",
+  "CREATE INDEX IF NOT EXISTS da_settled_by_version ON da_rows (session, n DESC, id DESC) WHERE tbl = 'settled'",
 ];
 
 /**
@@ -89,6 +90,7 @@ function columns(table: Table, key: readonly KeyPart[]): [string, number] {
       return ["", key[0] as number];
     case "items":
     case "live":
+    case "settled":
       return [key[1] as string, key[0] as number];
     case "entries":
     case "documentRows":
@@ -101,7 +103,7 @@ function columns(table: Table, key: readonly KeyPart[]): [string, number] {
 
 function keyOf(table: Table, id: string, n: number): KeyPart[] {
   if (table === "changes") return [n];
-  if (table === "items" || table === "live") return [n, id];
+  if (table === "items" || table === "live" || table === "settled") return [n, id];
   return n === -1 && table !== "children" ? [id] : [id, n];
 }
 
@@ -128,11 +130,10 @@ export class DurableObjectSqliteStorage implements Storage {
         let meta = this.readMeta(sessionId);
         if (request.mode === "write") {
           meta = nextWriterMeta(meta, sessionId, request.at);
-          if (rawNumber(meta, "format") === 1) {
-            // Stored by format 1: its index rows are written in this same transaction, then it is format 2.
-            const all = this.reader(sessionId);
-            for (const row of migrationRows(all.all("tasks"), all.all("submissions")))
-              this.put(sessionId, row);
+          // An older format: the index rows it lacks are written in this same transaction.
+          const upgrade = upgradeRowsSync(rawNumber(meta, "format"), this.reader(sessionId));
+          if (upgrade) {
+            for (const row of upgrade) this.put(sessionId, row);
             meta = upgradedMeta(meta);
           }
           this.writeMeta(sessionId, meta);
@@ -297,12 +298,12 @@ export class DurableObjectSqliteStorage implements Storage {
           .toArray()[0];
         return row === undefined ? undefined : this.record(table, row);
       },
-      latest: (table: "items" | "changes", before: number, limit: number) =>
+      // The table is written into the statement (one of three literals), so SQLite can use its partial index.
+      latest: (table: "items" | "settled" | "changes", before: number, limit: number) =>
         this.storage.sql
           .exec(
-            "SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = ? AND n < ? ORDER BY n DESC, id DESC LIMIT ?",
+            `SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = '${table}' AND n < ? ORDER BY n DESC, id DESC LIMIT ?`,
             sessionId,
-            table,
             before,
             limit,
           )

@@ -25,19 +25,20 @@ const SignalKey = Text.min(1).max(256);
 const Time = z.number().finite();
 
 /** Format version of the stored layout; bumped when records change incompatibly. */
-export const STORAGE_FORMAT = 2;
+export const STORAGE_FORMAT = 3;
 
 /**
- * Formats this kernel reads: 1 had no index rows (opening it for writing adds them and moves it to 2; a
- * read-only open reads it whole).
+ * Formats this kernel reads: 1 had no index rows (a read-only open reads it whole), 2 had no `settled`
+ * index (a read-only open steps over unfinished items to find the latest finished ones). Opening either for
+ * writing adds what it lacks, in the same transaction, and moves it to 3.
  */
-export const READABLE_FORMATS = [1, 2] as const;
+export const READABLE_FORMATS = [1, 2, 3] as const;
 
 /** The session row: the commit counter and the current owner's fencing token. */
 export const SessionMetaSchema = compiled(
   z.object({
     id: Id,
-    format: z.union([z.literal(1), z.literal(2)]),
+    format: z.union([z.literal(1), z.literal(2), z.literal(3)]),
     version: Version,
     epoch: Version,
     createdAt: Time,

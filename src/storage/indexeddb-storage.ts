@@ -31,13 +31,13 @@ import type {
 } from "./storage.ts";
 import { DEFAULT_RETAIN_CHANGES } from "./storage.ts";
 import {
-  migrationRows,
   readItemPage,
   readRequest,
   readStoredSession,
   readTrees,
   type SessionRowReader,
   type StoredItem,
+  upgradeRows,
 } from "./working-set.ts";
 
 export interface IndexedDbStorageOptions extends StorageOptions {
@@ -53,8 +53,11 @@ export interface IndexedDbStorageOptions extends StorageOptions {
   readonly onWrite?: WriteHook;
 }
 
-/** 2 added the index stores (`items`, `live`, `requests`, `children`), 3 `signals` and `earlySignals`; an upgrade only creates stores. */
-const DB_VERSION = 3;
+/**
+ * 2 added the index stores (`items`, `live`, `requests`, `children`), 3 `signals` and `earlySignals`, 4
+ * `settled`; an upgrade only creates stores.
+ */
+const DB_VERSION = 4;
 const SESSIONS = "sessions";
 const ALL_STORES = [SESSIONS, ...TABLES];
 type Db = IDBPDatabase<unknown>;
@@ -88,10 +91,9 @@ export class IndexedDbStorage implements Storage {
       let meta: unknown = await sessions.get(sessionId);
       if (request.mode === "write") {
         meta = nextWriterMeta(meta, sessionId, request.at);
-        if (rawNumber(meta, "format") === 1) {
-          // Stored by format 1: its index rows are written in this same transaction, then it is format 2.
-          const all = reader(tx, sessionId);
-          const rows = migrationRows(await all.all("tasks"), await all.all("submissions"));
+        // An older format: the index rows it lacks are written in this same transaction.
+        const rows = await upgradeRows(rawNumber(meta, "format"), reader(tx, sessionId));
+        if (rows) {
           await Promise.all(
             rows.map((row) => tx.objectStore(row.table).put(row.value, [sessionId, ...row.key])),
           );

@@ -30,13 +30,13 @@ import type {
 } from "./storage.ts";
 import { DEFAULT_RETAIN_CHANGES } from "./storage.ts";
 import {
-  migrationRows,
   readItemPage,
   readRequest,
   readStoredSession,
   readTrees,
   type SessionRowReader,
   type StoredItem,
+  upgradeRowsSync,
 } from "./working-set.ts";
 
 interface Row {
@@ -276,12 +276,11 @@ export class MemoryStorage implements Storage {
     return rows ? structuredClone(await body(this.reader(rows))) : none;
   }
 
-  /** A session stored in format 1 gets its index rows and moves to format 2 (a writer's open does it). */
+  /** A session stored in an older format gets the index rows it lacks (a writer's open does it). */
   private upgrade(rows: SessionRows): void {
-    if (rawNumber(rows.meta, "format") !== 1) return;
-    const all = this.reader(rows);
-    for (const row of migrationRows(all.all("tasks"), all.all("submissions")))
-      rows.tables[row.table].set(row.key, row.value);
+    const upgrade = upgradeRowsSync(rawNumber(rows.meta, "format"), this.reader(rows));
+    if (!upgrade) return;
+    for (const row of upgrade) rows.tables[row.table].set(row.key, row.value);
     rows.meta = upgradedMeta(rows.meta);
   }
 
@@ -301,6 +300,11 @@ export class MemoryStorage implements Storage {
     else rows.tables[table].set(key, value);
   }
 
+  /** Deletes a raw row, bypassing every check. Only for tests that recreate an older layout. */
+  unsafeDeleteRaw(sessionId: string, table: Table, key: readonly KeyPart[]): void {
+    this.sessions.get(sessionId)?.tables[table].delete(key);
+  }
+
   /** A new handle on the same stored data, as a restarted process would get. Closing one does not close the other. */
   reopen(options: MemoryStorageOptions = this.options): MemoryStorage {
     const next = new MemoryStorage(options);
@@ -318,7 +322,7 @@ export class MemoryStorage implements Storage {
         const row = rows.tables[table].get(key);
         return row && { key: recordName(table, row.key), value: row.value };
       },
-      latest: (table: "items" | "changes", before: number, limit: number) =>
+      latest: (table: "items" | "settled" | "changes", before: number, limit: number) =>
         rows.tables[table]
           .latest(before, limit)
           .map((row) => ({ key: recordName(table, row.key), value: row.value })),

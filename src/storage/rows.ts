@@ -38,6 +38,7 @@ export type Table =
   // Indexes, so a session opens with its working set only (DESIGN §9):
   | "items" // [version, itemId] → Item: every Submission and root task, in the order they came (permanent)
   | "live" // [version, itemId] → Item: those not finished yet (deleted when they finish)
+  | "settled" // [version, itemId] → Item: those finished (written when they finish)
   | "requests" // [requestId] → submissionId (written once: a requestId never changes owner)
   | "children" // [parentId, childIndex] → childId (a task tree is read from its root down)
   | "signals" // [key] → Signal (written once; consumed by the wait that names its key)
@@ -53,6 +54,7 @@ export const TABLES: readonly Table[] = [
   "changes",
   "items",
   "live",
+  "settled",
   "requests",
   "children",
   "signals",
@@ -117,8 +119,11 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     rows.push({ table: "tasks", key: [task.id], value: task });
     const standalone = task.parentId === undefined && !submissionRoots.has(task.id);
     if (task.createdVersion !== commit.version) {
-      if (standalone && isTerminal(task) && task.createdVersion !== undefined)
-        rows.push({ table: "live", key: [task.createdVersion, task.id], value: null, op: "delete" });
+      if (standalone && isTerminal(task) && task.createdVersion !== undefined) {
+        const key = [task.createdVersion, task.id];
+        rows.push({ table: "live", key, value: null, op: "delete" });
+        rows.push({ table: "settled", key, value: { root: task.id } satisfies Item });
+      }
       continue;
     }
     if (task.parentId !== undefined) {
@@ -136,12 +141,17 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
         ...(submission.taskId && { root: submission.taskId }),
       });
       rows.push({ table: "requests", key: [submission.requestId], value: submission.id, op: "create" });
-    } else if (isSubmissionFinished(submission))
-      rows.push({ table: "live", key: [version, submission.id], value: null, op: "delete" });
+    } else if (isSubmissionFinished(submission)) {
+      const key = [version, submission.id];
+      const item: Item = { submission: submission.id, ...(submission.taskId && { root: submission.taskId }) };
+      rows.push({ table: "live", key, value: null, op: "delete" });
+      rows.push({ table: "settled", key, value: item });
+    }
   }
   for (const [id, item] of created) {
     rows.push({ table: "items", key: [commit.version, id], value: item });
-    if (!isItemFinished(item, commit)) rows.push({ table: "live", key: [commit.version, id], value: item });
+    const finished = isItemFinished(item, commit);
+    rows.push({ table: finished ? "settled" : "live", key: [commit.version, id], value: item });
   }
   for (const signal of commit.signals ?? []) {
     const isNew = signal.version === commit.version;

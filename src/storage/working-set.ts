@@ -23,7 +23,11 @@ export interface SessionRowReader {
    * Up to `limit` rows of a table keyed by a number first (`[version]` or `[version, id]`), whose number is
    * below `before`, highest first.
    */
-  latest(table: "items" | "changes", before: number, limit: number): Promise<StoredRecord[]> | StoredRecord[];
+  latest(
+    table: "items" | "settled" | "changes",
+    before: number,
+    limit: number,
+  ): Promise<StoredRecord[]> | StoredRecord[];
 }
 
 /** An `items` or `live` row as an item: `items/12/sub_3` is version 12, id `sub_3` (ids may hold `/`). */
@@ -70,7 +74,12 @@ export async function readStoredSession(
   }
   const live = (await reader.all("live")).map(itemOfRow);
   const liveIds = new Set(live.map((item) => item.id));
-  const settled = await latestSettled(reader, liveIds, request.settled);
+  // Format 3 keeps finished items in an index of their own: the latest are read directly, never by
+  // stepping over unfinished ones (a session may hold thousands, such as open waits).
+  const settled =
+    rawNumber(meta, "format") === 2
+      ? await latestSettled(reader, liveIds, request.settled)
+      : (await reader.latest("settled", Number.MAX_SAFE_INTEGER, request.settled)).map(itemOfRow);
   const items = [...live, ...settled];
   const { tasks, submissions } = await readItems(reader, items);
   const signals: StoredRecord[] = [];
@@ -81,7 +90,7 @@ export async function readStoredSession(
   return { ...base, tasks, submissions, items, signals };
 }
 
-/** Up to `count` finished items, newest first (skipping unfinished ones). */
+/** Up to `count` finished items, newest first, skipping unfinished ones (format 2, which has no settled index). */
 async function latestSettled(
   reader: SessionRowReader,
   liveIds: ReadonlySet<string>,
@@ -221,9 +230,43 @@ export function migrationRows(
   items.forEach(({ id, item, open }, i) => {
     const version = i - items.length; // -n … -1: before every version a format-2 commit will use
     rows.push({ table: "items", key: [version, id], value: item });
-    if (open) rows.push({ table: "live", key: [version, id], value: item });
+    rows.push({ table: open ? "live" : "settled", key: [version, id], value: item });
   });
   return rows;
+}
+
+/**
+ * The `settled` rows a format-2 session needs to move to format 3: one per item that is not live. Read
+ * once, by the writer that upgrades it (its whole item index: the one cost that grows with history).
+ */
+export function settledRows(items: readonly StoredRecord[], live: readonly StoredRecord[]): RowWrite[] {
+  const open = new Set(live.map((row) => row.key.slice("live/".length)));
+  return items
+    .filter((row) => !open.has(row.key.slice("items/".length)))
+    .map((row) => {
+      const { version, id } = itemOfRow(row);
+      return { table: "settled" as const, key: [version, id], value: row.value };
+    });
+}
+
+/** The rows that move a stored session to the current format (none when it is current). */
+export async function upgradeRows(
+  format: number | undefined,
+  reader: Pick<SessionRowReader, "all">,
+): Promise<RowWrite[] | undefined> {
+  if (format === 1) return migrationRows(await reader.all("tasks"), await reader.all("submissions"));
+  if (format === 2) return settledRows(await reader.all("items"), await reader.all("live"));
+  return undefined;
+}
+
+/** {@link upgradeRows} for a store whose reads are synchronous (inside a synchronous transaction). */
+export function upgradeRowsSync(
+  format: number | undefined,
+  reader: { all(table: Table): StoredRecord[] },
+): RowWrite[] | undefined {
+  if (format === 1) return migrationRows(reader.all("tasks"), reader.all("submissions"));
+  if (format === 2) return settledRows(reader.all("items"), reader.all("live"));
+  return undefined;
 }
 
 function byCreation(a: Record<string, unknown>, b: Record<string, unknown>): number {

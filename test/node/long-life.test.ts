@@ -173,3 +173,38 @@ describe("memory of a long-lived session", () => {
     expect(view.conversations).toHaveLength(1_500);
   }, 60_000);
 });
+
+describe("a session stored by format 2 (no settled index)", () => {
+  it("opens read-only as before, and a writer's open adds the index and moves it to format 3", async () => {
+    const storage = memoryStorage();
+    const { session } = await run(storage, 8, 3);
+    const open = await session.submit({ requestId: "open", conversationId: "main", input: "still running" });
+    const expected = session.view();
+    await session.close();
+    // Back to the format-2 layout: the session row says 2 and no item has a settled row.
+    const { items } = await storage.readItems("long", Number.MAX_SAFE_INTEGER, 1_000);
+    for (const item of items) storage.unsafeDeleteRaw("long", "settled", [item.version, item.id]);
+    const spy = new OpenSpy(storage);
+    const raw = await spy.open("long", { mode: "read", at: 0, entryTail: 1, settled: 0 });
+    storage.unsafeWriteRaw("long", "sessions", [], { ...(raw?.meta.value as object), format: 2 });
+
+    const reader = await openSession({
+      id: "long",
+      storage,
+      registry: agentRegistry(),
+      mode: "read",
+      retainSettled: 3,
+    });
+    expect(reader.view().submissions.map((s) => s.id)).toEqual(expected.submissions.map((s) => s.id));
+    await reader.close();
+
+    const writer = await openSession({ id: "long", storage, registry: agentRegistry(), retainSettled: 3 });
+    expect(writer.view().submissions.map((s) => s.id)).toEqual(expected.submissions.map((s) => s.id));
+    expect(writer.submission(open.id)?.status).not.toBe("succeeded");
+    await writer.close();
+    const upgraded = await spy.open("long", { mode: "read", at: 0, entryTail: 1, settled: 3 });
+    expect((upgraded?.meta.value as { format: number }).format).toBe(3);
+    // The latest three finished items come from the new index, read directly.
+    expect(upgraded?.items?.filter((i) => i.id !== open.id).length).toBe(3);
+  });
+});

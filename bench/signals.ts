@@ -1,0 +1,132 @@
+/**
+ * Signal benchmarks (DESIGN §4, waits on the outside world), on fake-indexeddb with strict durability:
+ * - `signal/roundtrip`: from `signal()` to the waiting task's next phase starting, vs one plain commit of
+ *   the same payload in the same session (alternating, median);
+ * - `signal/waiting-10000-vs-100/signal`: `signal()` in a session with 10,000 open waits vs one with 100
+ *   (the key is found by index, not by scanning the waits);
+ * - `signal/waiting-10000-vs-100/open`: opening those sessions. Every open wait is unfinished work, which a
+ *   session loads by design (its working set), so this one grows with the number of waits.
+ */
+import { z } from "zod";
+import {
+  createRegistry,
+  defineSignal,
+  defineTask,
+  indexedDbStorage,
+  openSession,
+  type Session,
+  type Storage,
+} from "../src/index.ts";
+import { median } from "./workload.ts";
+
+const PAYLOAD = { decision: "approved", note: "x".repeat(200) };
+const started = new Map<string, () => void>();
+
+const waiter = defineTask({
+  kind: "waiter",
+  version: 1,
+  input: z.object({ key: z.string() }),
+  phases: {
+    ask: (ctx) => ctx.waitFor(ctx.input.key, { next: "go" }),
+    go: (ctx) => {
+      started.get(ctx.input.key)?.();
+      return ctx.complete(null);
+    },
+  },
+});
+
+const registry = () =>
+  createRegistry({
+    tasks: [waiter],
+    signals: [defineSignal({ key: "k:*", schema: z.object({ decision: z.string(), note: z.string() }) })],
+  });
+
+let databases = 0;
+const freshStorage = () => {
+  databases += 1;
+  return indexedDbStorage(`bench-signals-${databases}`, { durability: "strict" });
+};
+
+async function sessionWithWaits(storage: Storage, id: string, waits: number): Promise<Session> {
+  const session = await openSession({ id, storage, registry: registry() });
+  await session.resume();
+  for (let i = 0; i < waits; i += 500) {
+    await session.commit((draft) => {
+      for (let j = i; j < Math.min(waits, i + 500); j++) draft.spawn("waiter", { key: `k:${j}` });
+    });
+  }
+  await session.whenIdle();
+  if (session.pending().length !== waits) throw new Error(`expected ${waits} open waits`);
+  return session;
+}
+
+/** ms from `signal()` to the next phase starting, against one plain commit of the same payload. */
+export async function roundtripBench(rounds = 150): Promise<{ ours: number; floor: number }> {
+  const session = await sessionWithWaits(freshStorage(), "roundtrip", rounds + 10);
+  const ours: number[] = [];
+  const floor: number[] = [];
+  for (let i = 0; i < rounds + 10; i++) {
+    const key = `k:${i}`;
+    const phaseStarted = new Promise<number>((resolve) => started.set(key, () => resolve(performance.now())));
+    const t0 = performance.now();
+    await session.signal(key, PAYLOAD, { requestId: `r${i}` });
+    const reached = (await phaseStarted) - t0;
+    await session.whenIdle();
+    const t1 = performance.now();
+    await session.commit((draft) =>
+      draft.appendEntry("log", { kind: "note", text: JSON.stringify(PAYLOAD) }),
+    );
+    const plain = performance.now() - t1;
+    if (i >= 10) {
+      ours.push(reached);
+      floor.push(plain);
+    }
+  }
+  await session.close();
+  return { ours: median(ours), floor: median(floor) };
+}
+
+/** `signal()` ms and open ms with 10,000 open waits vs 100. */
+export async function waitingBench(): Promise<{
+  signal: { ours: number; floor: number };
+  open: { ours: number; floor: number };
+}> {
+  const big = freshStorage();
+  const small = freshStorage();
+  await (await sessionWithWaits(big, "big", 10_000)).close();
+  await (await sessionWithWaits(small, "small", 100)).close();
+  const opens = { big: [] as number[], small: [] as number[] };
+  for (let r = 0; r < 5; r++) {
+    for (const [name, storage] of [
+      ["big", big],
+      ["small", small],
+    ] as const) {
+      const t0 = performance.now();
+      const session = await openSession({ id: name, storage, registry: registry(), mode: "read" });
+      opens[name].push(performance.now() - t0);
+      await session.close();
+    }
+  }
+  const sessions = {
+    big: await openSession({ id: "big", storage: big, registry: registry() }),
+    small: await openSession({ id: "small", storage: small, registry: registry() }),
+  };
+  await sessions.big.resume();
+  await sessions.small.resume();
+  const signals = { big: [] as number[], small: [] as number[] };
+  for (let i = 0; i < 60; i++) {
+    for (const name of ["big", "small"] as const) {
+      const session = sessions[name];
+      const t0 = performance.now();
+      await session.signal(`k:${i}`, PAYLOAD, { requestId: `r${i}` });
+      if (i >= 10) signals[name].push(performance.now() - t0);
+      await session.whenIdle();
+    }
+  }
+  await sessions.big.close();
+  await sessions.small.close();
+  return {
+    signal: { ours: median(signals.big), floor: median(signals.small) },
+    open: { ours: median(opens.big), floor: median(opens.small) },
+  };
+}
