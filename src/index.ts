@@ -97,8 +97,10 @@ export type {
   WaitForOptions,
 } from "./tasks/define-task.ts";
 export { defineTask } from "./tasks/define-task.ts";
+export { turnKey } from "./tasks/follow-up.ts";
 export type { NewSubmission, RecoveryEvent, TaskEvent, TaskSpec } from "./tasks/machine.ts";
 export { APPLIES_TO } from "./tasks/machine.ts";
 export type { AwaitingTask, BlockedTask, RecoveryPlan } from "./tasks/recovery.ts";
+export type { FollowUp } from "./tasks/task-events.ts";
 export type { WakeDetails, WakeInfo } from "./tasks/wake-info.ts";
 export { isRunnableStatus, wakeInfoOf } from "./tasks/wake-info.ts";

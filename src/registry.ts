@@ -8,13 +8,20 @@ import { DefinitionError } from "./errors.ts";
 import type { Json, Submission } from "./records/schemas.ts";
 import { findSignal, KERNEL_SIGNALS, type SignalDefinition } from "./signals/define-signal.ts";
 import type { TaskDefinition, TaskSnapshot } from "./tasks/define-task.ts";
+import type { FollowUp } from "./tasks/task-events.ts";
 
 // Definitions are stored type-erased: their phases are only ever called with inputs their own schema parsed.
 // biome-ignore lint/suspicious/noExplicitAny: see above
 type AnyTaskDefinition = TaskDefinition<any, any>;
 
 /** The task a new Submission starts, if the app wants one. */
-export type SubmissionTask = (submission: Submission) => { kind: string; input: Json } | undefined;
+/**
+ * The root task a Submission starts, if any, and what it does when an earlier Submission of its
+ * conversation is unfinished (`followUp`, default `queue`: see `tasks/follow-up.ts`).
+ */
+export type SubmissionTask = (
+  submission: Submission,
+) => { kind: string; input: Json; followUp?: FollowUp } | undefined;
 
 export interface RegistryInput {
   // biome-ignore lint/suspicious/noExplicitAny: definitions of any value type; each validates its own values
@@ -56,8 +63,8 @@ export class Registry {
     this.documents = documents;
     this.submissionTask = input.submissionTask;
     for (const definition of input.signals ?? []) {
-      if (definition.key.startsWith("approval:"))
-        throw new DefinitionError(`signal key "${definition.key}" is the kernel's own (tool approvals)`);
+      if (definition.key.startsWith("approval:") || definition.key.startsWith("turn:"))
+        throw new DefinitionError(`signal key "${definition.key}" is the kernel's own (approvals, turns)`);
     }
     this.signals = [...KERNEL_SIGNALS, ...(input.signals ?? [])];
     for (const definition of input.tasks ?? []) this.addTask(definition);

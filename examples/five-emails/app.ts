@@ -119,7 +119,8 @@ export const emailCampaign = defineTask({
       if (!plan) return ctx.fail(`no plan "${ctx.input.planId}"`);
       if (!plan.approved) {
         const about = { plan: ctx.input.planId, recipients: plan.recipients, body: plan.body };
-        const deadline = plan.approveBy === undefined ? {} : { deadline: { at: plan.approveBy, next: "expired" } };
+        const deadline =
+          plan.approveBy === undefined ? {} : { deadline: { at: plan.approveBy, next: "expired" } };
         return ctx.waitFor(planApprovalKey(ctx.input.planId), { next: "decided", about, ...deadline });
       }
       const conversationId = ctx.task.conversationId ?? "main";

@@ -4,7 +4,7 @@ import type { SubmissionTask } from "../registry.ts";
 import type { TaskDefinition } from "../tasks/define-task.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 import { toolSpec } from "./define-tool.ts";
-import { GENERATE_TASK, type GenerationOptions, generationTask } from "./generation-task.ts";
+import { followUpOf, GENERATE_TASK, type GenerationOptions, generationTask } from "./generation-task.ts";
 import type { Model } from "./model.ts";
 import { toolTask } from "./tool-task.ts";
 
@@ -42,6 +42,7 @@ export function createAgent(options: AgentOptions): Agent {
     submissionTask: (submission) => ({
       kind: GENERATE_TASK,
       input: { conversationId: submission.conversationId, throughSeq: submission.entrySeq + 1 },
+      followUp: followUpOf(options, submission.conversationId),
     }),
   };
 }

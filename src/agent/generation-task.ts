@@ -13,9 +13,14 @@
 import { z } from "zod";
 import { compiled, type Entry, type Json } from "../records/schemas.ts";
 import { defineTask, type PhaseContext, type TaskDefinition, type Transition } from "../tasks/define-task.ts";
+import type { FollowUp } from "../tasks/task-events.ts";
+
+export { followUpOf } from "./follow-ups.ts";
+
 import { type CompactionOptions, cutPoint, needsCompaction, summarizerOf } from "./compaction.ts";
 import { buildMessages, contentMessage, DEFAULT_MAX_TOOL_RESULT_CHARS } from "./context.ts";
 import type { ToolDefinition } from "./define-tool.ts";
+import { followUpOf, steeredAnswer } from "./follow-ups.ts";
 import type { ToolSpec } from "./model.ts";
 import { type Model, ModelError, type ModelResponse } from "./model.ts";
 import { answerEndedCalls, rejected, toolCallTaskId } from "./tool-answers.ts";
@@ -47,6 +52,8 @@ interface Round {
   usage?: TurnUsage;
   /** This turn already compacted its conversation (or tried to). */
   compacted?: boolean;
+  /** The last entry the round's request read (kept for a request that is polled). */
+  readThroughSeq?: number;
 }
 
 /** Token usage of a turn: how many model calls and rounds, and the totals. Part of the turn's result. */
@@ -76,6 +83,12 @@ export interface GenerationOptions {
   readonly compaction?: CompactionOptions;
   /** A tool result whose JSON is longer than this reaches the model cut (default 20,000 characters). */
   readonly maxToolResultChars?: number;
+  /**
+   * What a message sent while a turn runs in the same conversation does: `queue` (default: its turn runs
+   * after, in order), `interrupt` (the running turn is cancelled, then it runs), `steer` (the running turn
+   * reads it before its next model round; its own turn then finds it answered). Per conversation.
+   */
+  readonly followUp?: FollowUp | ((conversationId: string) => FollowUp);
 }
 
 /** The checkpoint data of each phase of a generation task. */
@@ -107,7 +120,13 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
           round = firstRound(ctx.input.throughSeq);
         }
         noteInterruptedStream(ctx, round);
-        const entries = await turnEntries(ctx, round);
+        const steer = followUpOf(options, ctx.input.conversationId) === "steer";
+        const entries = await turnEntries(ctx, round, steer);
+        // A steering message the turn before read and answered: nothing is left to do.
+        const answeredBy =
+          steer && round.round === 1 ? steeredAnswer(entries, ctx.task.id, round.throughSeq - 1) : undefined;
+        if (answeredBy)
+          return ctx.complete({ text: answeredBy, round: 0, usage: emptyUsage() } as unknown as Json);
         const messages = buildMessages(entries, options.system, policy);
         // A turn's first request compacts the conversation first if its context is past the budget.
         if (
@@ -123,15 +142,17 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
           tools: options.toolSpecs,
         };
         try {
+          // What the request's context holds, up to which entry: a steering message it read is answered.
+          const readThroughSeq = entries.at(-1)?.seq ?? round.throughSeq - 1;
           if (options.model.start && options.model.poll) {
             const handle = await options.model.start(request, { signal: ctx.signal });
-            return ctx.next("poll", { ...round, handle });
+            return ctx.next("poll", { ...round, handle, readThroughSeq });
           }
           const response = await options.model.generate(request, {
             signal: ctx.signal,
             onText: streamer(ctx, round.round),
           });
-          return await respond(ctx, round, response);
+          return await respond(ctx, { ...round, readThroughSeq }, response);
         } catch (error) {
           return failedAttempt(ctx, round, error);
         }
@@ -218,6 +239,7 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       text: response.text,
       toolCalls: [...response.toolCalls],
       model: round.model,
+      ...(round.readThroughSeq !== undefined && { readThroughSeq: round.readThroughSeq }),
       ...(response.usage && { usage: { ...response.usage } }),
     });
     const usage = addUsage(round, response);
@@ -310,17 +332,36 @@ export interface StreamDocument {
 /**
  * The turn's context: the conversation before it, plus every entry the turn produced — its own (model
  * responses, answers for calls that ended without one) and those of the tasks under it (tool results),
- * each entry naming the task that wrote it.
+ * each entry naming the task that wrote it. A turn that was queued behind another also reads what that one
+ * answered after its message arrived (placed before its message); later messages are read only when
+ * steering, and are otherwise left to their own turns.
  */
-async function turnEntries(ctx: GenerateContext, round: Round): Promise<Entry[]> {
+async function turnEntries(ctx: GenerateContext, round: Round, steer = false): Promise<Entry[]> {
   const own = ctx.task.id;
   const below = ctx.descendants();
   // Read from where the context starts: a compacted conversation's older entries are never read again.
   const start = ctx.conversation(ctx.input.conversationId)?.contextStart ?? 0;
   const entries = await ctx.conversationEntries(ctx.input.conversationId, start);
-  return entries.filter(
-    (e) => e.seq < round.throughSeq || e.taskId === own || (e.taskId !== undefined && below.has(e.taskId)),
-  );
+  const asked = round.throughSeq - 1; // the turn's own message (its Submission's entry)
+  const before: Entry[] = [];
+  const earlier: Entry[] = [];
+  const mine: Entry[] = [];
+  for (const e of entries) {
+    const ours = e.taskId === own || (e.taskId !== undefined && below.has(e.taskId));
+    if (e.seq < asked) before.push(e);
+    else if (e.seq === asked || ours) mine.push(e);
+    // Steering: a message sent while this turn runs is read by its next round (its own turn waits).
+    else if (e.content.kind === "user") {
+      if (steer) mine.push(e);
+    }
+    // What the turn(s) it queued behind answered after its message arrived comes before that message.
+    else earlier.push(e);
+  }
+  return earlier.length === 0 ? [...before, ...mine] : [...before, ...earlier, ...mine];
+}
+
+function emptyUsage(): TurnUsage {
+  return { calls: 0, rounds: 0, total: { inputTokens: 0, outputTokens: 0 } };
 }
 
 export const streamDocumentId = (taskId: string) => `stream:${taskId}`;

@@ -59,6 +59,8 @@ export const ConversationSchema = compiled(
      * ones before it (they stay stored). Absent: 0.
      */
     contextStart: Version.optional(),
+    /** The latest Submission accepted in it: a follow-up accepted while it is unfinished queues behind it. */
+    lastTurn: Id.optional(),
   }),
 );
 export type Conversation = z.infer<typeof ConversationSchema>;
@@ -79,6 +81,8 @@ export const EntryContentSchema = z.discriminatedUnion("kind", [
     text: Text,
     toolCalls: z.array(ToolCallSchema),
     model: Text.optional(),
+    /** The last entry (seq) the request's context held: a steering message it read has a seq up to this. */
+    readThroughSeq: Version.optional(),
     /** Tokens this model call used. */
     usage: z
       .object({ inputTokens: z.number().nonnegative(), outputTokens: z.number().nonnegative() })

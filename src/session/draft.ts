@@ -157,14 +157,6 @@ export class KernelDraft implements StateReader {
     const now = this.task(below.id);
     return now?.state.status === "awaiting" && now.state.keys.includes(key) ? now : undefined;
   }
-  /** The first of `keys` that a task other than `except` awaits, with that task. */
-  awaiterOfAny(keys: readonly string[], except: string): { key: string; task: string } | undefined {
-    for (const key of keys) {
-      const task = this.awaiter(key);
-      if (task && task.id !== except) return { key, task: task.id };
-    }
-    return undefined;
-  }
   openChildCount(parentId: string): number {
     return this.children ? this.children.openChildCount(parentId) : this.base.openChildCount(parentId);
   }
@@ -194,6 +186,17 @@ export class KernelDraft implements StateReader {
     this.entries ??= [];
     this.entries.push(entry);
     return entry;
+  }
+
+  /**
+   * Makes `submissionId` the conversation's latest turn; returns the one before it (kernel only: the task
+   * machine, accepting a Submission, queues it behind that one). The conversation exists: its entry is staged.
+   */
+  takeTurn(conversationId: string, submissionId: string): string | undefined {
+    const conversation = this.conversation(conversationId);
+    if (!conversation) return undefined;
+    this.conversations = put(this.conversations, conversationId, { ...conversation, lastTurn: submissionId });
+    return conversation.lastTurn;
   }
 
   /**

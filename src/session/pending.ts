@@ -4,6 +4,7 @@
  * view lists, and a new or resolved wait reaches subscribers as an ordinary task change.
  */
 import type { Json, Task } from "../records/schemas.ts";
+import { isInternalKey } from "../signals/define-signal.ts";
 
 export interface PendingWait {
   /** The key to signal (`session.signal(key, …)`, `POST /sessions/:id/signals/:key`). */
@@ -30,7 +31,7 @@ export function pendingWaits(tasks: Iterable<Task>): PendingWait[] {
     if (state.status !== "awaiting") continue;
     const received = (task.checkpoint.data as { signals?: Record<string, unknown> } | null)?.signals ?? {};
     for (const key of state.keys) {
-      if (Object.hasOwn(received, key)) continue;
+      if (Object.hasOwn(received, key) || isInternalKey(key)) continue;
       pending.push({
         key,
         taskId: task.id,

@@ -47,10 +47,17 @@ export const ApprovalSchema = compiled(
 );
 export type ApprovalDecision = z.infer<typeof ApprovalSchema>;
 
-/** Signals the kernel defines: tool approvals. */
+/** Signals the kernel defines: tool approvals, and the ends of turns (follow-up queueing). */
 export const KERNEL_SIGNALS: readonly SignalDefinition<unknown>[] = [
   { key: "approval:*", schema: ApprovalSchema, early: false },
+  // The end of a Submission, for the turn queued behind it (follow-ups): the kernel's own, never outside input.
+  { key: "turn:*", schema: JsonSchema, early: false },
 ];
+
+/** Keys only the kernel signals (a queued turn's wait): refused from outside, not listed as pending. */
+export function isInternalKey(key: string): boolean {
+  return key.startsWith("turn:");
+}
 
 /** The definition covering `key`: an exact one, else the longest prefix. */
 export function findSignal(

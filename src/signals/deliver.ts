@@ -15,6 +15,7 @@ import type { KernelCommit } from "../session/commit-pipeline.ts";
 import type { StateReader } from "../session/state.ts";
 import type { Storage, StoredRecord } from "../storage/storage.ts";
 import { dispatch } from "../tasks/machine.ts";
+import { isInternalKey } from "./define-signal.ts";
 
 /** The largest payload one signal carries, in UTF-8 bytes of its JSON (it is stored in the task's checkpoint). */
 export const MAX_SIGNAL_PAYLOAD_BYTES = 64 * 1024;
@@ -137,7 +138,7 @@ function checkCall(registry: Registry, key: unknown, payload: unknown, requestId
   }
   const call = parsed.data;
   const definition = registry.signalFor(call.key);
-  if (!definition) {
+  if (!definition || isInternalKey(call.key)) {
     throw new SignalRefusedError("unknown-signal", call.key, `no signal is defined for key "${call.key}"`);
   }
   const bytes = utf8Length(JSON.stringify(call.payload));

@@ -6,6 +6,7 @@
  */
 import type { ErrorInfo, Json, Signal, Task } from "../records/schemas.ts";
 import type { KernelDraft } from "../session/draft.ts";
+import { isInternalKey } from "../signals/define-signal.ts";
 import type { Received, Transition } from "./define-task.ts";
 import { taskError } from "./error-info.ts";
 
@@ -13,6 +14,7 @@ import { taskError } from "./error-info.ts";
 export interface AwaitMoves {
   reenter(draft: KernelDraft, task: Task, phase: string, data: Json): void;
   fail(draft: KernelDraft, task: Task, error: ErrorInfo): void;
+  cancel(draft: KernelDraft, task: Task, reason: string): void;
 }
 
 /** The data of an awaiting task: what its phase passed, and the payloads received so far. */
@@ -37,7 +39,7 @@ export function startAwaiting(
     );
     return;
   }
-  const taken = draft.awaiterOfAny(wait.keys, task.id);
+  const taken = awaiterOfAny(draft, wait.keys, task.id);
   if (taken) {
     const message = `key "${taken.key}" is already awaited by task ${taken.task}`;
     moves.fail(draft, task, taskError("key-taken", message));
@@ -90,10 +92,25 @@ function take(draft: KernelDraft, task: Task, signal: Signal, moves: AwaitMoves)
   const data = { data: received.data, signals } as unknown as Json;
   const met = task.state.mode === "any" || task.state.keys.every((key) => key in signals);
   if (met) {
-    moves.reenter(draft, task, task.state.thenPhase, data);
+    // A kernel-internal wait (a queued turn) continues with its checkpoint as it was, not the signal.
+    const next = isInternalKey(signal.key) ? (received.data as Json) : data;
+    moves.reenter(draft, task, task.state.thenPhase, next);
     return draft.task(task.id);
   }
   const updated: Task = { ...task, checkpoint: { ...task.checkpoint, data }, updatedAt: draft.at };
   draft.writeTask(updated);
   return updated;
+}
+
+/** The first of `keys` another task than `except` already awaits, and that task. */
+function awaiterOfAny(
+  draft: KernelDraft,
+  keys: readonly string[],
+  except: string,
+): { key: string; task: string } | undefined {
+  for (const key of keys) {
+    const task = draft.awaiter(key);
+    if (task && task.id !== except) return { key, task: task.id };
+  }
+  return undefined;
 }

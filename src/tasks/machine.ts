@@ -11,6 +11,7 @@ import type { KernelDraft } from "../session/draft.ts";
 import { type AwaitMoves, passDeadline, receiveSignal, startAwaiting } from "./awaiting.ts";
 import { checkpointProblem, hasPhase, startPhase, type Transition } from "./define-task.ts";
 import { taskError } from "./error-info.ts";
+import { followUp, releaseNext } from "./follow-up.ts";
 import { refusal } from "./refusals.ts";
 import type { NewSubmission, TaskEvent, TaskSpec, TaskTargetEvent } from "./task-events.ts";
 
@@ -148,6 +149,7 @@ function acceptSubmission(draft: KernelDraft, input: NewSubmission): void {
     updatedAt: draft.at,
   };
   draft.writeSubmission(submission);
+  const previous = draft.takeTurn(submission.conversationId, submission.id);
   if (input.root) {
     createTask(draft, {
       id: input.root.taskId,
@@ -156,6 +158,7 @@ function acceptSubmission(draft: KernelDraft, input: NewSubmission): void {
       submissionId: submission.id,
       conversationId: submission.conversationId,
     });
+    followUp(draft, submission, previous, input.root.followUp ?? "queue", MOVES);
   }
 }
 
@@ -243,6 +246,7 @@ function endPhase(draft: KernelDraft, task: Task, transition: Transition, aborte
 const MOVES: AwaitMoves = {
   reenter: (draft, task, phase, data) => reenter(draft, task, phase, data, false),
   fail: (draft, task, error) => endTask(draft, task, { status: "failed", error }),
+  cancel: (draft, task, reason) => requestCancel(draft, task, reason),
 };
 
 /** Puts a task into `phase` as a new attempt; `restart` counts it as a re-entry after an interruption. */
@@ -381,11 +385,13 @@ function finishSubmission(draft: KernelDraft, task: Task): void {
   const submission = draft.submission(task.submissionId);
   if (!submission || submission.taskId !== task.id) return;
   const state = task.state;
-  draft.writeSubmission({
+  const ended: Submission = {
     ...submission,
     status: state.status === "succeeded" ? "succeeded" : state.status === "failed" ? "failed" : "cancelled",
     ...(state.status === "succeeded" && { result: state.result }),
     ...(state.status === "failed" && { error: state.error }),
     updatedAt: draft.at,
-  });
+  };
+  draft.writeSubmission(ended);
+  releaseNext(draft, ended, MOVES); // the turn queued behind it starts in this same commit
 }

@@ -24,6 +24,13 @@ import type { ErrorInfo, Json, Signal, TaskStatus } from "../records/schemas.ts"
 import { TERMINAL_STATUSES } from "../records/schemas.ts";
 import type { Transition } from "./define-task.ts";
 
+/**
+ * What a Submission's root task does when an earlier Submission of its conversation is unfinished: wait
+ * for it (`queue`), cancel it and then start (`interrupt`), or wait while the running turn reads its
+ * message (`steer`). See `follow-up.ts`.
+ */
+export type FollowUp = "queue" | "interrupt" | "steer";
+
 /** What a new task needs. */
 export interface TaskSpec {
   readonly id: string;
@@ -45,7 +52,13 @@ export interface NewSubmission {
   readonly input: Json;
   readonly entrySeq: number;
   /** The root task the registry starts for it, created in the same commit. */
-  readonly root?: { readonly taskId: string; readonly kind: string; readonly input: Json };
+  readonly root?: {
+    readonly taskId: string;
+    readonly kind: string;
+    readonly input: Json;
+    /** What it does when an earlier Submission of its conversation is unfinished (default `queue`). */
+    readonly followUp?: FollowUp;
+  };
 }
 
 /**

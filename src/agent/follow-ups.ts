@@ -1,0 +1,25 @@
+/** Follow-up messages in the agent loop: each conversation's policy, and how a steered message was answered. */
+import type { Entry } from "../records/schemas.ts";
+import type { FollowUp } from "../tasks/task-events.ts";
+
+/** The follow-up policy of a conversation. */
+export function followUpOf(
+  options: { readonly followUp?: FollowUp | ((conversationId: string) => FollowUp) },
+  conversationId: string,
+): FollowUp {
+  const policy = options.followUp;
+  return typeof policy === "function" ? policy(conversationId) : (policy ?? "queue");
+}
+
+/**
+ * A steered turn's message, already read by the turn it was sent during: the text of the first answer of
+ * that turn given after reading it (the final one, when the turn went on), or undefined.
+ */
+export function steeredAnswer(entries: readonly Entry[], own: string, mine: number): string | undefined {
+  let answer: string | undefined;
+  for (const e of entries) {
+    if (e.seq <= mine || e.taskId === own || e.content.kind !== "model") continue;
+    if ((e.content.readThroughSeq ?? -1) >= mine || answer !== undefined) answer = e.content.text;
+  }
+  return answer;
+}

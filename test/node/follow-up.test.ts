@@ -1,0 +1,228 @@
+/**
+ * Follow-up messages while a turn runs (DESIGN §5): a Submission accepted while another in its conversation
+ * is unfinished follows the conversation's policy — `queue` (runs after, in order), `interrupt` (the running
+ * turn is cancelled durably, then it runs), `steer` (the running turn reads it before its next model round)
+ * — and each survives the process dying while the follow-up waits.
+ */
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  createAgent,
+  createRegistry,
+  defineTool,
+  type FollowUp,
+  type MemoryStorage,
+  type Model,
+  type ModelRequest,
+  type ModelResponse,
+  memoryStorage,
+  openSession,
+  type Session,
+  sequentialIds,
+} from "../../src/index.ts";
+
+/** A model the test drives: each call waits until the test answers it (or its signal aborts it). */
+class PuppetModel implements Model {
+  readonly id = "puppet";
+  readonly calls: { request: ModelRequest; answer: (response: Partial<ModelResponse>) => void }[] = [];
+  private waiters: (() => void)[] = [];
+  generate(request: ModelRequest, options: { signal: AbortSignal }): Promise<ModelResponse> {
+    return new Promise((resolve, reject) => {
+      this.calls.push({ request, answer: (r) => resolve({ text: "", toolCalls: [], ...r }) });
+      options.signal.addEventListener("abort", () => reject(options.signal.reason), { once: true });
+      for (const waiter of this.waiters.splice(0)) waiter();
+    });
+  }
+  /** Resolves once the model has been called `n` times. */
+  async called(n: number): Promise<ModelRequest> {
+    while (this.calls.length < n) await new Promise<void>((resolve) => this.waiters.push(resolve));
+    return (this.calls[n - 1] as (typeof this.calls)[number]).request;
+  }
+}
+
+const userTexts = (request: ModelRequest) =>
+  request.messages.filter((m) => m.role === "user").map((m) => m.content);
+
+/** A tool that runs until the test opens its gate (or the call is cancelled). */
+function gatedTool() {
+  let open: () => void = () => undefined;
+  const gate = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  const tool = defineTool({
+    name: "lookup",
+    description: "Look something up",
+    input: z.object({ q: z.string() }),
+    replay: "safe",
+    execute: async ({ q }, { signal }) => {
+      await Promise.race([gate, new Promise((_, reject) => signal.addEventListener("abort", reject))]);
+      return { found: q };
+    },
+  });
+  return { tool, open: () => open() };
+}
+
+async function open(storage: MemoryStorage, model: Model, followUp: FollowUp, tools = [gatedTool().tool]) {
+  const session = await openSession({
+    id: "follow-up",
+    storage,
+    registry: createRegistry({ ...createAgent({ model, tools, followUp }) }),
+    ids: sequentialIds(),
+  });
+  await session.resume();
+  return session;
+}
+
+/** Resolves once `holds` is true of the session, checked after every commit. */
+function until(session: Session, holds: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    if (holds()) return resolve();
+    const stop = session.subscribe(session.version, () => {
+      if (!holds()) return;
+      stop();
+      resolve();
+    });
+  });
+}
+
+/** The tool call of the conversation's turn is running (its phase started). */
+const toolRunning = (session: Session) => () =>
+  session.view().tasks.some((t) => t.kind === "agent.tool" && t.state.status === "running");
+
+const say = (session: Session, requestId: string, input: string) =>
+  session.submit({ requestId, conversationId: "main", input });
+
+describe("follow-up messages while a turn runs", () => {
+  it("queue: the follow-up waits for the running turn, then runs with its answer in context, in order", async () => {
+    const model = new PuppetModel();
+    const session = await open(memoryStorage(), model, "queue");
+    const first = await say(session, "a", "first question");
+    await model.called(1);
+    const second = await say(session, "b", "second question");
+    expect(model.calls.length).toBe(1); // the follow-up has not asked the model
+    const queued = session.task(second.taskId as string);
+    expect(queued?.state).toMatchObject({ status: "awaiting", keys: [`turn:${first.id}`] });
+    expect(session.view().pending).toEqual([]); // a queued turn waits on the kernel, not on outside input
+    model.calls[0]?.answer({ text: "first answer" });
+    const request = await model.called(2);
+    expect(userTexts(request)).toEqual(["first question", "second question"]);
+    expect(request.messages.some((m) => m.role === "assistant" && m.content === "first answer")).toBe(true);
+    model.calls[1]?.answer({ text: "second answer" });
+    expect((await session.wait(second.id)).status).toBe("succeeded");
+    expect((await session.wait(first.id)).status).toBe("succeeded");
+  });
+
+  it("queue: a follow-up queued when the process dies starts after the earlier turn, once, on reopen", async () => {
+    const storage = memoryStorage();
+    const before = new PuppetModel();
+    const session = await open(storage, before, "queue");
+    const first = await say(session, "a", "first question");
+    await before.called(1);
+    const second = await say(session, "b", "second question");
+    await session.close(); // dies with the first turn asking the model and the second queued
+    const model = new PuppetModel();
+    const reopened = await open(storage, model, "queue");
+    const plan = reopened.previewRecovery();
+    expect(plan.awaiting.map((a) => a.keys)).toEqual([[`turn:${first.id}`]]);
+    const request = await model.called(1);
+    expect(userTexts(request)).toEqual(["first question"]);
+    model.calls[0]?.answer({ text: "first answer" });
+    await model.called(2);
+    model.calls[1]?.answer({ text: "second answer" });
+    expect((await reopened.wait(second.id)).status).toBe("succeeded");
+    expect(model.calls.length).toBe(2);
+  });
+
+  it("interrupt: the running turn is cancelled in the commit that accepts the follow-up, which then runs", async () => {
+    const storage = memoryStorage();
+    const model = new PuppetModel();
+    const { tool } = gatedTool();
+    const session = await open(storage, model, "interrupt", [tool]);
+    const first = await say(session, "a", "look it up");
+    await model.called(1);
+    model.calls[0]?.answer({ toolCalls: [{ id: "c1", name: "lookup", args: JSON.stringify({ q: "x" }) }] });
+    await until(session, toolRunning(session)); // the lookup runs (its gate stays shut)
+    const versionBefore = session.version;
+    const second = await say(session, "b", "never mind, do this instead");
+    // The interruption is durable: its intent is in the same commit as the follow-up.
+    const { changes } = await session.readChanges(versionBefore);
+    const accepted = changes.find((c) => c.submissions.some((s) => s.id === second.id));
+    expect(accepted?.tasks.find((t) => t.id === first.taskId)?.cancelRequested).toContain("interrupted");
+    expect((await session.wait(first.id)).status).toBe("cancelled");
+    const request = await model.called(2);
+    expect(userTexts(request)).toContain("never mind, do this instead");
+    model.calls[1]?.answer({ text: "done instead" });
+    expect((await session.wait(second.id)).status).toBe("succeeded");
+    // What the interrupted turn committed stays: its model response is still in the conversation.
+    const kinds = session.view().conversations[0]?.entries.map((e) => e.content.kind);
+    expect(kinds?.filter((k) => k === "model").length).toBe(2);
+  });
+
+  it("interrupt: the interruption survives the process dying before the running turn winds down", async () => {
+    const storage = memoryStorage();
+    const model = new PuppetModel();
+    const session = await open(storage, model, "interrupt");
+    const first = await say(session, "a", "first");
+    await model.called(1);
+    const second = await say(session, "b", "second");
+    await session.close(); // dies right after the interrupting commit
+    const next = new PuppetModel();
+    const reopened = await open(storage, next, "interrupt");
+    expect((await reopened.wait(first.id)).status).toBe("cancelled");
+    const request = await next.called(1);
+    expect(userTexts(request)).toEqual(["first", "second"]);
+    next.calls[0]?.answer({ text: "second answer" });
+    expect((await reopened.wait(second.id)).status).toBe("succeeded");
+    expect(next.calls.length).toBe(1); // the interrupted turn never asked again
+  });
+
+  it("steer: the running turn reads the message before its next round; the follow-up finds it answered", async () => {
+    const storage = memoryStorage();
+    const model = new PuppetModel();
+    const { tool, open: openGate } = gatedTool();
+    const session = await open(storage, model, "steer", [tool]);
+    const first = await say(session, "a", "find the colour");
+    await model.called(1);
+    model.calls[0]?.answer({
+      toolCalls: [{ id: "c1", name: "lookup", args: JSON.stringify({ q: "colour" }) }],
+    });
+    await until(session, toolRunning(session));
+    const second = await say(session, "b", "and make it blue");
+    await session.close(); // dies while the steering message waits; the next process goes on
+    const next = new PuppetModel();
+    const reopened = await open(storage, next, "steer", [tool]);
+    openGate();
+    const round2 = await next.called(1);
+    expect(userTexts(round2)).toEqual(["find the colour", "and make it blue"]);
+    next.calls[0]?.answer({ text: "found it, and it is blue now" });
+    const done = await reopened.wait(second.id);
+    expect(done.status).toBe("succeeded");
+    expect((done.result as { text: string }).text).toBe("found it, and it is blue now");
+    expect((await reopened.wait(first.id)).status).toBe("succeeded");
+    expect(next.calls.length).toBe(1); // answered once, by the running turn
+  });
+
+  it("steer: a message that arrived after the turn's last request gets a turn of its own", async () => {
+    const model = new PuppetModel();
+    const session = await open(memoryStorage(), model, "steer");
+    await say(session, "a", "first");
+    await model.called(1);
+    const second = await say(session, "b", "too late for that request");
+    model.calls[0]?.answer({ text: "first answer" });
+    const request = await model.called(2);
+    expect(userTexts(request)).toEqual(["first", "too late for that request"]);
+    model.calls[1]?.answer({ text: "second answer" });
+    expect(((await session.wait(second.id)).result as { text: string }).text).toBe("second answer");
+  });
+
+  it("refuses outside signals for the kernel's turn keys", async () => {
+    const model = new PuppetModel();
+    const session = await open(memoryStorage(), model, "queue");
+    const first = await say(session, "a", "first");
+    await model.called(1);
+    await say(session, "b", "second");
+    await expect(session.signal(`turn:${first.id}`, {}, { requestId: "x" })).rejects.toMatchObject({
+      code: "unknown-signal",
+    });
+  });
+});
