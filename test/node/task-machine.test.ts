@@ -32,8 +32,12 @@ const kind = defineTask({
   kind: "k",
   version: 1,
   input: z.object({ n: z.number() }),
-  data: { a: z.null(), b: z.number().nullable() },
-  phases: { a: (ctx) => ctx.next("b", 1), b: (ctx) => ctx.complete(ctx.data) },
+  data: { a: z.null(), b: z.number().nullable(), c: z.any() },
+  phases: {
+    a: (ctx) => ctx.next("b", 1),
+    b: (ctx) => ctx.complete(ctx.data),
+    c: (ctx) => ctx.complete(null),
+  },
 });
 const registry = createRegistry({ tasks: [kind] });
 
@@ -58,6 +62,14 @@ const STATES: Record<TaskStatus, TaskState> = {
   running: { status: "running" },
   sleeping: { status: "sleeping", until: 50 },
   waiting: { status: "waiting", children: ["t/done"], policy: "allSettled", thenPhase: "b" },
+  awaiting: {
+    status: "awaiting",
+    keys: ["k:1"],
+    mode: "any",
+    thenPhase: "c",
+    since: 0,
+    deadline: { at: 50, phase: "c" },
+  },
   completing: { status: "completing", outcome: "succeeded", result: 7 },
   succeeded: { status: "succeeded", result: 7 },
   failed: { status: "failed", error: { name: "TaskError", code: "failed", message: "no" } },
@@ -93,6 +105,7 @@ const EVENTS: Record<string, TaskEvent> = {
   "restart-limit": { type: "restart-limit", taskId: "t", phase: "a", restarts: 4 },
   "join-rechecked": { type: "join-rechecked", taskId: "t", open: 0 },
   "child-ended": { type: "child-ended", taskId: "t", childId: "t/done" },
+  "deadline-passed": { type: "deadline-passed", taskId: "t", phase: "c" },
   migrated: {
     type: "migrated",
     taskId: "t",
@@ -116,6 +129,7 @@ const TABLE: Record<TaskStatus, Record<keyof typeof EVENTS, TaskStatus | "refuse
     "restart-limit": "failed",
     "join-rechecked": "refused",
     "child-ended": "same",
+    "deadline-passed": "refused",
     migrated: "running",
   },
   pending: {
@@ -129,6 +143,7 @@ const TABLE: Record<TaskStatus, Record<keyof typeof EVENTS, TaskStatus | "refuse
     "restart-limit": "refused",
     "join-rechecked": "refused",
     "child-ended": "same",
+    "deadline-passed": "refused",
     migrated: "pending",
   },
   sleeping: {
@@ -142,6 +157,7 @@ const TABLE: Record<TaskStatus, Record<keyof typeof EVENTS, TaskStatus | "refuse
     "restart-limit": "refused",
     "join-rechecked": "refused",
     "child-ended": "same",
+    "deadline-passed": "refused",
     migrated: "sleeping",
   },
   waiting: {
@@ -155,6 +171,7 @@ const TABLE: Record<TaskStatus, Record<keyof typeof EVENTS, TaskStatus | "refuse
     "restart-limit": "refused",
     "join-rechecked": "running", // its only child has ended: the join is due
     "child-ended": "running",
+    "deadline-passed": "refused",
     migrated: "waiting",
   },
   completing: {
@@ -168,7 +185,22 @@ const TABLE: Record<TaskStatus, Record<keyof typeof EVENTS, TaskStatus | "refuse
     "restart-limit": "refused",
     "join-rechecked": "succeeded",
     "child-ended": "succeeded",
+    "deadline-passed": "refused",
     migrated: "completing",
+  },
+  awaiting: {
+    "phase-ended next": "refused",
+    "phase-ended complete": "refused",
+    "phase-failed": "refused",
+    "cancel-requested": "cancelled", // the wait ends with its task: no signal can revive it
+    woke: "refused",
+    started: "refused",
+    restarted: "refused",
+    "restart-limit": "refused",
+    "join-rechecked": "refused",
+    "child-ended": "same",
+    "deadline-passed": "running",
+    migrated: "awaiting",
   },
   succeeded: terminalRow(),
   failed: terminalRow(),

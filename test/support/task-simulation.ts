@@ -55,7 +55,7 @@ export interface SimSpec {
   fail: boolean;
   crashLoop: boolean;
   /** Waits for signal `sim:<task id>` before spawning; a deadline (ms) continues in `late` without it. */
-  wait?: { deadlineMs: number };
+  wait?: { deadlineMs: number } | undefined;
 }
 
 const SpecSchema: z.ZodType<SimSpec> = z.lazy(() =>
