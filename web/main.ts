@@ -16,7 +16,7 @@ const client = connectSessionWorker(
   }),
 );
 const roleBadge = document.querySelector<HTMLSpanElement>("#role") as HTMLSpanElement;
-const pendingBox = document.querySelector<HTMLDivElement>("#pending") as HTMLDivElement;
+const pendingBox = document.querySelector<HTMLElement>("#pending") as HTMLElement;
 const log = document.querySelector<HTMLOListElement>("#log") as HTMLOListElement;
 const status = document.querySelector<HTMLDivElement>("#status") as HTMLDivElement;
 const start = document.querySelector<HTMLButtonElement>("#start") as HTMLButtonElement;

@@ -8,6 +8,8 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { MailService } from "../../examples/five-emails/mail-service.ts";
 import {
+  type CommitGuard,
+  type CommitRecord,
   createAgent,
   createRegistry,
   defineTool,
@@ -19,10 +21,12 @@ import {
   memoryStorage,
   openSession,
   SignalRefusedError,
+  type Storage,
   scriptedModel,
   sequentialIds,
   TOOL_TASK,
 } from "../../src/index.ts";
+import { ForwardingStorage } from "../support/storage-wrappers.ts";
 
 function sendTool(mail: MailService, approval: boolean | ((args: { to: string }) => boolean) = true) {
   return defineTool({
@@ -179,4 +183,85 @@ describe("tool approval", () => {
     expect(mail.deliveries).toHaveLength(1);
     expect(session.view().pending).toEqual([]);
   });
+
+  it("delivers the approved mail exactly once when the process dies at any commit around the approval", async () => {
+    for (const when of ["before", "after"] as const) {
+      for (let dieAt = 0; ; dieAt++) {
+        const mail = new MailService();
+        const disk = memoryStorage();
+        const first = await pendingApproval(disk, mail);
+        const key = first.pending.key;
+        await first.session.close();
+        // The process that gets the approval dies at its commit number `dieAt`: before the write, or
+        // right after it is durable but before the process hears back.
+        const dying = new DyingAt(disk.reopen(), dieAt, when);
+        let session = await openFor(dying, mail);
+        const answer = () => session.signal(key, { approved: true }, { requestId: "approve-1" });
+        let died = false;
+        try {
+          await answer();
+          await session.wait(first.submission.id);
+        } catch {
+          died = true;
+        }
+        if (!dying.died) {
+          // The whole run fit before the planned death: every boundary has been tried.
+          expect(died).toBe(false);
+          expect(dieAt).toBeGreaterThan(3);
+          break;
+        }
+        await session.close();
+        session = await openFor(disk.reopen(), mail);
+        await answer(); // the client retries with the same requestId: the first outcome, or delivered now
+        const done = await session.wait(first.submission.id);
+        const where = `${when} commit ${dieAt}`;
+        expect(done.status, where).toBe("succeeded");
+        expect(mail.deliveries.length, where).toBe(1);
+        const stored = await disk.readSignal("approval", key);
+        expect((stored?.value as { consumedBy?: string } | undefined)?.consumedBy, where).toBe(
+          first.pending.taskId,
+        );
+        await session.close();
+      }
+    }
+  });
 });
+
+/** A store handle whose commit number `at` kills the process (before writing, or right after). */
+class DyingAt extends ForwardingStorage {
+  died = false;
+  private commits = 0;
+  constructor(
+    inner: Storage,
+    private readonly at: number,
+    private readonly when: "before" | "after",
+  ) {
+    super(inner);
+  }
+  protected override target(): Storage {
+    if (this.died) throw new Error("process killed");
+    return this.inner;
+  }
+  override async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+    const inner = this.target();
+    if (this.commits++ !== this.at) return inner.commit(guard, commits);
+    if (this.when === "after") await inner.commit(guard, commits);
+    this.died = true;
+    throw new Error("process killed");
+  }
+}
+
+async function openFor(storage: Storage, mail: MailService) {
+  const clock = new ManualClock(1_000);
+  const agent = createAgent({ model: model(), tools: [sendTool(mail)] });
+  const session = await openSession({
+    id: "approval",
+    storage,
+    registry: createRegistry({ ...agent }),
+    clock,
+    timers: new ManualTimers(clock),
+    ids: sequentialIds(5_000),
+  });
+  await session.resume();
+  return session;
+}

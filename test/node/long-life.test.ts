@@ -203,7 +203,7 @@ describe("a session stored by format 2 (no settled index)", () => {
     expect(writer.submission(open.id)?.status).not.toBe("succeeded");
     await writer.close();
     const upgraded = await spy.open("long", { mode: "read", at: 0, entryTail: 1, settled: 3 });
-    expect((upgraded?.meta.value as { format: number }).format).toBe(3);
+    expect((upgraded?.meta.value as { format?: number } | undefined)?.format).toBe(3);
     // The latest three finished items come from the new index, read directly.
     expect(upgraded?.items?.filter((i) => i.id !== open.id).length).toBe(3);
   });
