@@ -27,7 +27,7 @@ type Target =
   | { kind: "local"; database: string; session: string }
   | { kind: "edge"; url: string; token: string; session: string };
 
-const TABS = ["submissions", "conversation", "tasks", "pending", "documents", "timeline", "wake"] as const;
+const TABS = ["submissions", "pending", "conversation", "tasks", "documents", "timeline", "wake"] as const;
 type Tab = (typeof TABS)[number];
 const TAB_LABELS: Record<Tab, string> = {
   submissions: "Submissions",
