@@ -2,7 +2,12 @@
 import { join } from "node:path";
 import { serveWithVite, withChromiumProfile } from "../test/support/chromium.ts";
 
-export type ChromiumEntry = "runCommitBench" | "runChainBench" | "runAgentBench" | "runWorkerCommitBench";
+export type ChromiumEntry =
+  | "runCommitBench"
+  | "runChainBench"
+  | "runAgentBench"
+  | "runWorkerCommitBench"
+  | "runSignalBench";
 
 /** Runs `window[entry]()` of bench/browser/index.html in Chromium and returns its result. */
 export async function runInChromium(

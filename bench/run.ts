@@ -96,6 +96,7 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
   },
   "stream/bytes-2000-chars": async () => ({ ...(await streamBench()), unit: "bytes" }),
   "signal/roundtrip": async () => ({ ...(await roundtripBench()), unit: "ms" }),
+  "signal/roundtrip/chromium-indexeddb": async () => inChromium("runSignalBench", "ms"),
   "signal/waiting-10000-vs-100/signal": async () => ({ ...(await waiting()).signal, unit: "ms/signal" }),
   "signal/waiting-10000-vs-100/open": async () => ({ ...(await waiting()).open, unit: "ms/open" }),
 };

@@ -1,4 +1,5 @@
 import { stepOverheadBench } from "../agent.ts";
+import { roundtripBench } from "../signals.ts";
 import { chainBench } from "../tasks.ts";
 import { workerCommitBench } from "../worker.ts";
 import { compareCommitCost } from "../workload.ts";
@@ -8,3 +9,4 @@ benches.runCommitBench = () => compareCommitCost(`chromium-${Date.now()}`, "stri
 benches.runChainBench = () => chainBench();
 benches.runAgentBench = () => stepOverheadBench();
 benches.runWorkerCommitBench = () => workerCommitBench();
+benches.runSignalBench = () => roundtripBench(60);
