@@ -7,7 +7,8 @@ export type ChromiumEntry =
   | "runChainBench"
   | "runAgentBench"
   | "runWorkerCommitBench"
-  | "runSignalBench";
+  | "runSignalBench"
+  | "runToolCallBench";
 
 /** Runs `window[entry]()` of bench/browser/index.html in Chromium and returns its result. */
 export async function runInChromium(

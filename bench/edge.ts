@@ -152,3 +152,49 @@ export async function edgeSubmissionBench(): Promise<{ ours: number; floor: numb
     await dispose();
   }
 }
+
+/**
+ * agent/tool-call-vs-minimal/do-sqlite: the tool-call workload (bench/tool-call.ts) in a Durable Object, ms
+ * per tool call from Node's clock around the request, minus a bare round trip; the floor is one
+ * `transactionSync` writing a 300-byte record, timed inside the object (its clock moves on I/O only, and
+ * those awaits settle at once, so the floor is timed over many writes in one request). Also reports rows
+ * per tool call as SQLite counts them (index rows included).
+ */
+export async function edgeToolCallBench(): Promise<{
+  ours: number;
+  floor: number;
+  rows: number;
+  sqliteRows: number;
+  bytes: number;
+}> {
+  const { workerd, dispose } = await startBenchWorker();
+  try {
+    type Run = { ms: number; toolCalls: number; rows: number; bytes: number; sqliteRowsWritten: number };
+    const run = async (n?: number) => {
+      const { elapsed, text } = await timed(workerd, `/commit/agent/toolcalls${n ? `?n=${n}` : ""}`);
+      return { elapsed, run: JSON.parse(text) as Run };
+    };
+    for (let i = 0; i < 5; i++) await run(30); // warm-up
+    const ours: number[] = [];
+    const floor: number[] = [];
+    let last: Run | undefined;
+    for (let round = 0; round < 7; round++) {
+      const ping = (await timed(workerd, "/commit/agent/ping")).elapsed;
+      const ran = await run();
+      last = ran.run;
+      ours.push((ran.elapsed - ping) / ran.run.toolCalls);
+      const raw = await timed(workerd, `/commit/steps/rawsteps?n=3000&from=${round * 3000}`);
+      floor.push((raw.elapsed - ping) / 3000);
+    }
+    if (!last) throw new Error("no rounds");
+    return {
+      ours: median(ours),
+      floor: median(floor),
+      rows: last.rows / last.toolCalls,
+      sqliteRows: last.sqliteRowsWritten / last.toolCalls,
+      bytes: last.bytes / last.toolCalls,
+    };
+  } finally {
+    await dispose();
+  }
+}

@@ -13,15 +13,12 @@ import {
   createAgent,
   createRegistry,
   defineTask,
-  type Entry,
   indexedDbStorage,
   memoryStorage,
   openSession,
   type Storage,
-  type Submission,
   scriptedModel,
   sequentialIds,
-  type Task,
 } from "../src/index.ts";
 import { rowsOfCommit } from "../src/storage/rows.ts";
 import { ForwardingStorage } from "../test/support/storage-wrappers.ts";

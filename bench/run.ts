@@ -7,11 +7,12 @@ import "fake-indexeddb/auto";
 import { existsSync } from "node:fs";
 import { commitsPerToolCallBench, parallelToolsBench, stepOverheadBench } from "./agent.ts";
 import type { ChromiumEntry } from "./chromium.ts";
-import { edgeCommitBench, edgeSubmissionBench, WARM_COMMITS } from "./edge.ts";
+import { edgeCommitBench, edgeSubmissionBench, edgeToolCallBench, WARM_COMMITS } from "./edge.ts";
 import { openBench, streamBench, turnBench } from "./long-life.ts";
 import { reopenBench } from "./reopen.ts";
 import { roundtripBench, waitingBench } from "./signals.ts";
 import { chainBench, fanoutBench } from "./tasks.ts";
+import { toolCallBench, toolCallRss } from "./tool-call-node.ts";
 import { compareCommitCost, median } from "./workload.ts";
 
 interface Result {
@@ -61,6 +62,25 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     unit: "ms/commit",
   }),
   "edge/submission-roundtrip": async () => ({ ...(await edgeSubmissionBench()), unit: "ms/submission" }),
+  // The tool-call workload (bench/tool-call.ts): ms per tool call vs one raw 300-byte transaction.
+  "agent/tool-call-vs-minimal/fake-indexeddb": async () => ({
+    ...(await toolCalls()).time,
+    unit: "ms/tool-call",
+  }),
+  // What the run writes per tool call (the floor: the one 300-byte record or row a minimal step writes).
+  "agent/tool-call-bytes": async () => ({ ...(await toolCalls()).bytes, unit: "bytes/tool-call" }),
+  "agent/tool-call-rows": async () => ({ ...(await toolCalls()).rows, unit: "rows/tool-call" }),
+  // Bytes allocated per commit (garbage included) on the in-memory store vs per raw fake-indexeddb write.
+  "agent/tool-call-allocations": async () => ({ ...(await toolCalls()).allocations, unit: "KiB/commit" }),
+  // Peak RSS of the workload from the built package vs the same process doing only the raw writes.
+  "agent/tool-call-rss": async () => ({ ...(await toolCallRss()), unit: "MiB" }),
+  "agent/tool-call-vs-minimal/chromium": async () => inChromium("runToolCallBench", "ms/tool-call"),
+  "agent/tool-call-vs-minimal/do-sqlite": async () => ({ ...(await edgeToolCalls()), unit: "ms/tool-call" }),
+  // Rows SQLite writes per tool call in the Durable Object (index rows included: what the platform bills).
+  "agent/tool-call-rows/do-sqlite": async () => {
+    const run = await edgeToolCalls();
+    return { ours: run.sqliteRows, floor: 1, unit: "rows/tool-call" };
+  },
   "agent/commits-per-tool-call": async () => ({
     ...(await commitsPerToolCallBench()),
     unit: "txn/tool-call",
@@ -100,6 +120,20 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
   "signal/waiting-10000-vs-100/signal": async () => ({ ...(await waiting()).signal, unit: "ms/signal" }),
   "signal/waiting-10000-vs-100/open": async () => ({ ...(await waiting()).open, unit: "ms/open" }),
 };
+
+let toolCallRun: ReturnType<typeof toolCallBench> | undefined;
+/** The fake-indexeddb tool-call lines share one run. */
+function toolCalls() {
+  toolCallRun ??= toolCallBench();
+  return toolCallRun;
+}
+
+let edgeToolCallRun: ReturnType<typeof edgeToolCallBench> | undefined;
+/** Both Durable Object tool-call lines share one run. */
+function edgeToolCalls() {
+  edgeToolCallRun ??= edgeToolCallBench();
+  return edgeToolCallRun;
+}
 
 let waitingRun: ReturnType<typeof waitingBench> | undefined;
 /** Both signal/waiting lines share one run. */

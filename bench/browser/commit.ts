@@ -10,3 +10,14 @@ benches.runChainBench = () => chainBench();
 benches.runAgentBench = () => stepOverheadBench();
 benches.runWorkerCommitBench = () => workerCommitBench();
 benches.runSignalBench = () => roundtripBench(60);
+benches.runToolCallBench = async () => {
+  const { compareToolCalls, rawIndexedDb } = await import("../tool-call.ts");
+  const { indexedDbStorage } = await import("../../src/index.ts");
+  const stamp = Date.now();
+  const result = await compareToolCalls(
+    (i) => indexedDbStorage(`tool-calls-${stamp}-${i}`, { durability: "relaxed" }),
+    () => rawIndexedDb(`tool-calls-raw-${stamp}`, "relaxed"),
+    5,
+  );
+  return { ours: result.ours, floor: result.floor };
+};

@@ -22,6 +22,7 @@ import {
 } from "../../src/index.ts";
 import { documentRowsObsoleteBelow, pruneChangesThrough, rowsOfCommit } from "../../src/storage/rows.ts";
 import { DEFAULT_RETAIN_CHANGES } from "../../src/storage/storage.ts";
+import { rawWrites, runToolCalls } from "../tool-call.ts";
 import { benchRegistry, commitStep, renumber } from "../workload.ts";
 
 /** `ctx.storage` as this bench uses it: the store's parts plus `sync()` (wait until writes are durable). */
@@ -37,6 +38,7 @@ export class CommitBench {
   private readonly storage: DurableObjectSqliteStorage;
   private session: Session | undefined;
   private template: CommitRecord[] = [];
+  private runs = 0;
 
   constructor(private readonly ctx: { storage: BenchStorage }) {
     this.storage = new DurableObjectSqliteStorage(ctx.storage);
@@ -73,6 +75,34 @@ export class CommitBench {
           if (durable) await this.ctx.storage.sync();
         }
         return new Response(String(this.session.version));
+      case "/toolcalls": {
+        // The agent workload in a fresh session of this object; rows written as SQLite counts them
+        // (index rows included, as the platform bills them).
+        const counting = countingSql(this.ctx.storage);
+        const sessionId = `tool-calls-${this.runs++}`;
+        const run = await runToolCalls(
+          new DurableObjectSqliteStorage(counting.storage),
+          n || undefined,
+          sessionId,
+        );
+        return Response.json({ ...run, sqliteRowsWritten: counting.rowsWritten() });
+      }
+      case "/rawsteps": {
+        const { sql } = this.ctx.storage;
+        sql.exec("CREATE TABLE IF NOT EXISTS bench_steps (step INTEGER PRIMARY KEY, v TEXT NOT NULL)");
+        const writer = {
+          write: async (i: number, record: string) =>
+            this.ctx.storage.transactionSync(() => {
+              sql.exec(
+                "INSERT OR REPLACE INTO bench_steps (step, v) VALUES (?, ?)",
+                i,
+                JSON.stringify({ step: i, at: i, record }),
+              );
+            }),
+          close: () => undefined,
+        };
+        return Response.json({ ms: await rawWrites(writer, n, from) });
+      }
       case "/raw":
         for (const commit of renumber(this.template, from, n)) {
           this.raw(commit);
@@ -129,6 +159,22 @@ export class CommitBench {
       sql.exec("INSERT OR REPLACE INTO da_sessions (id, v) VALUES (?, ?)", "bench", JSON.stringify(value));
     });
   }
+}
+
+/** `storage` with every statement's cursor kept, to sum the rows SQLite wrote. */
+function countingSql(storage: BenchStorage) {
+  const cursors: { rowsWritten?: number }[] = [];
+  const sql = {
+    exec(query: string, ...bindings: unknown[]) {
+      const cursor = storage.sql.exec(query, ...bindings);
+      cursors.push(cursor as { rowsWritten?: number });
+      return cursor;
+    },
+  };
+  return {
+    storage: { sql, transactionSync: <T>(closure: () => T) => storage.transactionSync(closure) },
+    rowsWritten: () => cursors.reduce((sum, cursor) => sum + (cursor.rowsWritten ?? 0), 0),
+  };
 }
 
 /** A one-tool agent: look a value up, then answer with it. */

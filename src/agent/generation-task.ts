@@ -338,7 +338,6 @@ export interface StreamDocument {
  */
 async function turnEntries(ctx: GenerateContext, round: Round, steer = false): Promise<Entry[]> {
   const own = ctx.task.id;
-  const below = ctx.descendants();
   // Read from where the context starts: a compacted conversation's older entries are never read again.
   const start = ctx.conversation(ctx.input.conversationId)?.contextStart ?? 0;
   const entries = await ctx.conversationEntries(ctx.input.conversationId, start);
@@ -347,9 +346,9 @@ async function turnEntries(ctx: GenerateContext, round: Round, steer = false): P
   const earlier: Entry[] = [];
   const mine: Entry[] = [];
   for (const e of entries) {
-    const ours = e.taskId === own || (e.taskId !== undefined && below.has(e.taskId));
     if (e.seq < asked) before.push(e);
-    else if (e.seq === asked || ours) mine.push(e);
+    else if (e.seq === asked || e.taskId === own || (e.taskId !== undefined && ctx.isBelow(e.taskId)))
+      mine.push(e);
     // Steering: a message sent while this turn runs is read by its next round (its own turn waits).
     else if (e.content.kind === "user") {
       if (steer) mine.push(e);

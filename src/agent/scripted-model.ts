@@ -4,7 +4,7 @@
  */
 import type { Timers } from "../clock.ts";
 import type { Json } from "../records/schemas.ts";
-import type { Model, ModelRequest, ModelResponse } from "./model.ts";
+import type { Model, ModelMessage, ModelRequest, ModelResponse } from "./model.ts";
 
 /** One scripted turn: fixed text and tool calls, or a function of the request. */
 export type ScriptedTurn =
@@ -54,11 +54,22 @@ export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedM
           args: typeof call.args === "string" ? call.args : JSON.stringify(call.args),
         })),
         usage: {
-          inputTokens: JSON.stringify(request.messages).length >> 2,
+          inputTokens: estimateTokens(request.messages),
           outputTokens: Math.ceil(text.length / 4),
         },
         finishReason: turn.toolCalls?.length ? "tool-calls" : "stop",
       };
     },
   };
+}
+
+/** About four characters a token, from the messages' text (no serialization of the whole context). */
+function estimateTokens(messages: readonly ModelMessage[]): number {
+  let chars = 0;
+  for (const message of messages) {
+    chars += message.content.length + 16;
+    if (message.role === "assistant")
+      for (const call of message.toolCalls) chars += call.name.length + call.args.length + call.id.length;
+  }
+  return chars >> 2;
 }

@@ -7,7 +7,7 @@ import type { PhaseContext } from "../tasks/define-task.ts";
 import type { ToolOutcome } from "./tool-task.ts";
 
 /** What answering needs of the generation task's phase. */
-export type AnsweringContext = Pick<PhaseContext, "task" | "children" | "appendEntry">;
+export type AnsweringContext = Pick<PhaseContext, "task" | "child" | "appendEntry">;
 
 /**
  * Tool calls of the previous round whose task ended without writing a result (it failed: its result was
@@ -21,17 +21,20 @@ export function answerEndedCalls(
   entries: readonly Entry[],
 ): EntryContent[] {
   const own = ctx.task.id;
-  const asked = entries.findLast((e) => e.taskId === own && e.content.kind === "model");
+  const at = entries.findLastIndex((e) => e.taskId === own && e.content.kind === "model");
+  const asked = entries[at];
   if (asked?.content.kind !== "model" || asked.content.toolCalls.length === 0) return [];
+  // Only what follows the asking entry can answer it (entries of other turns placed before it cannot).
   const answered = new Set<string>();
-  for (const entry of entries)
+  for (let i = at + 1; i < entries.length; i++) {
+    const entry = entries[i] as Entry;
     if (entry.seq > asked.seq && entry.content.kind === "tool-result") answered.add(entry.content.toolCallId);
-  const children = new Map(ctx.children().map((task) => [task.id, task]));
+  }
   const added: EntryContent[] = [];
   for (const [index, call] of asked.content.toolCalls.entries()) {
     if (answered.has(call.id)) continue;
     const id = toolCallTaskId(own, previousRound, index);
-    const ended = endedWithout(children.get(id));
+    const ended = endedWithout(ctx.child(id));
     if (ended === undefined) continue;
     const content = {
       ...rejected(call, `the tool call ended without a result: ${ended.why}`),

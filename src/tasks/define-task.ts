@@ -123,8 +123,12 @@ export interface PhaseContext<
   document(id: string): DocumentState | undefined;
   /** Records of this task's owned children, as committed (results and errors of finished ones). */
   children(): Task[];
+  /** The record of one owned child, as committed; undefined for any other id. */
+  child(id: string): Task | undefined;
   /** Ids of every task under this one: its children, their children, and so on. */
   descendants(): Set<string>;
+  /** Whether a task is under this one (at any depth), found by walking up from it: no set of them all. */
+  isBelow(taskId: string): boolean;
   /** Committed entries of a conversation from `fromSeq` (default 0) to its end. */
   conversationEntries(conversationId: string, fromSeq?: number): Promise<Entry[]>;
   /**

@@ -4,7 +4,6 @@
  * applies to which state, are listed in `task-events.ts`.
  */
 import { assertNever } from "../assert-never.ts";
-
 import type { ErrorInfo, Json, Submission, Task, TaskState } from "../records/schemas.ts";
 import { isSubmissionFinished, isTerminal } from "../records/schemas.ts";
 import type { KernelDraft } from "../session/draft.ts";
@@ -285,12 +284,15 @@ function startWaiting(draft: KernelDraft, task: Task, wait: Extract<Transition, 
 
 /** Why a wait on `children` is not allowed, if it is not. */
 function invalidWait(draft: KernelDraft, task: Task, children: readonly string[]): string | undefined {
-  for (const id of children) {
-    if (draft.task(id)?.parentId !== task.id) return `task ${id} is not a child of ${task.id}`;
-  }
-  if (draft.openChildCount(task.id) === 0) return undefined;
-  // A parent never moves on past unfinished children it does not mention: they would be orphaned.
   const listed = new Set(children);
+  let listedOpen = 0;
+  for (const id of listed) {
+    const child = draft.task(id);
+    if (child?.parentId !== task.id) return `task ${id} is not a child of ${task.id}`;
+    if (!isTerminal(child)) listedOpen++;
+  }
+  // A parent never moves on past unfinished children it does not mention (they would be orphaned); when
+  if (draft.openChildCount(task.id) === listedOpen) return undefined; // all are listed, skip the finished
   for (const id of draft.ownedChildren(task.id)) {
     if (!listed.has(id) && !isTerminal(draft.task(id))) return `wait must list unfinished child ${id}`;
   }

@@ -77,6 +77,18 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
   children(): Task[] {
     return this.state.ownedChildren(this.task.id).flatMap((id) => this.state.task(id) ?? []);
   }
+  child(id: string): Task | undefined {
+    const task = this.state.task(id);
+    return task?.parentId === this.task.id ? task : undefined;
+  }
+  isBelow(taskId: string): boolean {
+    let parent = this.state.task(taskId)?.parentId;
+    while (parent !== undefined) {
+      if (parent === this.task.id) return true;
+      parent = this.state.task(parent)?.parentId;
+    }
+    return false;
+  }
   descendants(): Set<string> {
     const found = new Set<string>();
     const queue = [this.task.id];
