@@ -20,7 +20,7 @@ import {
   type Storage,
   scriptedModel,
 } from "../src/index.ts";
-import { rowsOfCommit } from "../src/storage/rows.ts";
+import { rowsOfGroup } from "../src/storage/rows.ts";
 import { ForwardingStorage } from "../test/support/storage-wrappers.ts";
 import { median } from "./workload.ts";
 
@@ -62,12 +62,10 @@ export class WriteCounter extends ForwardingStorage {
     let bytes = 0;
     for (const group of this.groups) {
       rows++; // the session row, once per transaction
-      for (const commit of group) {
-        commits++;
-        for (const row of rowsOfCommit(commit)) {
-          rows++;
-          if (row.op !== "delete") bytes += encoder.encode(JSON.stringify(row.value)).length;
-        }
+      commits += group.length;
+      for (const { row } of rowsOfGroup(group)) {
+        rows++;
+        if (row.op !== "delete") bytes += encoder.encode(JSON.stringify(row.value)).length;
       }
     }
     return { transactions: this.groups.length, commits, rows, bytes };

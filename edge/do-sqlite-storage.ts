@@ -17,7 +17,7 @@ import {
   type RowWrite,
   rawNumber,
   recordName,
-  rowsOfCommit,
+  rowsOfGroup,
   upgradedMeta,
 } from "../src/storage/rows.ts";
 import type {
@@ -155,11 +155,11 @@ export class DurableObjectSqliteStorage implements Storage {
       this.storage.transactionSync(() => {
         const meta = checkGuard(this.hasTables() ? this.readMeta(guard.sessionId) : undefined, guard);
         let index = 0;
+        for (const { row, version } of rowsOfGroup(commits)) {
+          this.options.onWrite?.(row, index++);
+          this.put(guard.sessionId, row, version);
+        }
         for (const commit of commits) {
-          for (const row of rowsOfCommit(commit)) {
-            this.options.onWrite?.(row, index++);
-            this.put(guard.sessionId, row, commit.version);
-          }
           for (const change of commit.documents) {
             const below = documentRowsObsoleteBelow(change);
             if (below === undefined) continue;

@@ -16,7 +16,7 @@ import {
   pruneChangesThrough,
   rawNumber,
   recordName,
-  rowsOfCommit,
+  rowsOfGroup,
   TABLES,
   upgradedMeta,
 } from "./rows.ts";
@@ -112,30 +112,30 @@ export class IndexedDbStorage implements Storage {
     await this.transaction("readwrite", async (tx) => {
       const sessions = tx.objectStore(SESSIONS);
       const meta = checkGuard(await sessions.get(guard.sessionId), guard);
+      const rows = rowsOfGroup(commits);
       // Create-only rows are checked first, inside this transaction: a duplicate refuses the whole commit.
-      for (const commit of commits)
-        for (const row of rowsOfCommit(commit))
-          if (row.op === "create") {
-            const found = await tx.objectStore(row.table).getKey([guard.sessionId, ...row.key]);
-            checkCreate(row, found !== undefined, commit.version);
-          }
+      for (const { row, version } of rows)
+        if (row.op === "create") {
+          const found = await tx.objectStore(row.table).getKey([guard.sessionId, ...row.key]);
+          checkCreate(row, found !== undefined, version);
+        }
       const writes: Promise<unknown>[] = [];
       try {
         let index = 0;
+        for (const { row } of rows) {
+          this.options.onWrite?.(row, index++);
+          const store = tx.objectStore(row.table);
+          const key = [guard.sessionId, ...row.key];
+          // `add` fails (and aborts the transaction) if the key exists: a requestId never changes owner.
+          writes.push(
+            row.op === "delete"
+              ? store.delete(key)
+              : row.op === "create"
+                ? store.add(row.value, key)
+                : store.put(row.value, key),
+          );
+        }
         for (const commit of commits) {
-          for (const row of rowsOfCommit(commit)) {
-            this.options.onWrite?.(row, index++);
-            const store = tx.objectStore(row.table);
-            const key = [guard.sessionId, ...row.key];
-            // `add` fails (and aborts the transaction) if the key exists: a requestId never changes owner.
-            writes.push(
-              row.op === "delete"
-                ? store.delete(key)
-                : row.op === "create"
-                  ? store.add(row.value, key)
-                  : store.put(row.value, key),
-            );
-          }
           for (const change of commit.documents) {
             const below = documentRowsObsoleteBelow(change);
             if (below === undefined) continue;

@@ -15,7 +15,7 @@ import {
   pruneChangesThrough,
   rawNumber,
   recordName,
-  rowsOfCommit,
+  rowsOfGroup,
   TABLES,
   upgradedMeta,
 } from "./rows.ts";
@@ -181,18 +181,18 @@ export class MemoryStorage implements Storage {
     const staged: RowWrite[] = [];
     const prunes: number[] = [];
     const obsolete: [string, number][] = [];
-    for (const commit of commits) {
-      for (const row of rowsOfCommit(commit)) {
-        this.options.onWrite?.(row, staged.length);
-        const limit = this.options.maxRowBytes;
-        if (limit !== undefined) checkRowSize(row, JSON.stringify(row.value), limit, commit.version);
-        if (row.op === "create") {
-          const exists =
-            rows.tables[row.table].get(row.key) !== undefined || staged.some((w) => sameRow(w, row));
-          checkCreate(row, exists, commit.version);
-        }
-        staged.push({ ...row, value: structuredClone(row.value) });
+    for (const { row, version } of rowsOfGroup(commits)) {
+      this.options.onWrite?.(row, staged.length);
+      const limit = this.options.maxRowBytes;
+      if (limit !== undefined) checkRowSize(row, JSON.stringify(row.value), limit, version);
+      if (row.op === "create") {
+        const exists =
+          rows.tables[row.table].get(row.key) !== undefined || staged.some((w) => sameRow(w, row));
+        checkCreate(row, exists, version);
       }
+      staged.push({ ...row, value: structuredClone(row.value) });
+    }
+    for (const commit of commits) {
       const through = pruneChangesThrough(commit.version, this.retain);
       if (through !== undefined) prunes.push(through);
       for (const change of commit.documents) {

@@ -168,6 +168,35 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
   return rows;
 }
 
+/** A row of a commit group, with the version of the commit that wrote it. */
+export interface GroupRow {
+  readonly row: RowWrite;
+  readonly version: number;
+}
+
+/**
+ * The rows a commit group writes, in order, without the puts a later row of the same group overwrites (a
+ * conversation's record once per group, not once per commit; a task created and finished in one group
+ * once): what is left in the store is the same, in fewer writes. `create` rows are always kept: they check
+ * the key inside the transaction.
+ */
+export function rowsOfGroup(commits: readonly CommitRecord[]): GroupRow[] {
+  const rows: GroupRow[] = [];
+  for (const commit of commits)
+    for (const row of rowsOfCommit(commit)) rows.push({ row, version: commit.version });
+  if (commits.length < 2) return rows;
+  const seen = new Set<string>();
+  const kept: GroupRow[] = [];
+  for (let i = rows.length - 1; i >= 0; i--) {
+    const entry = rows[i] as GroupRow;
+    const id = entry.row.table + JSON.stringify(entry.row.key);
+    const overwritten = seen.has(id);
+    seen.add(id);
+    if (!overwritten || entry.row.op === "create") kept.push(entry);
+  }
+  return kept.reverse();
+}
+
 /** Whether an item created in `commit` already finished in it (a Submission refused at once, say). */
 function isItemFinished(item: Item, commit: CommitRecord): boolean {
   if (item.submission !== undefined) {

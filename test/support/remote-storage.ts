@@ -15,7 +15,7 @@ import {
   type Table,
   type WriteHook,
 } from "../../src/index.ts";
-import { rowsOfCommit } from "../../src/storage/rows.ts";
+import { rowsOfGroup } from "../../src/storage/rows.ts";
 
 export type Post = (body: unknown) => Promise<{ ok: boolean; result?: unknown; error?: WireError }>;
 interface WireError {
@@ -88,8 +88,7 @@ export class RemoteStorage implements Storage {
     if (this.options.onWrite) {
       let index = 0;
       try {
-        for (const commit of commits)
-          for (const row of rowsOfCommit(commit)) this.options.onWrite(row, index++);
+        for (const { row } of rowsOfGroup(commits)) this.options.onWrite(row, index++);
       } catch {
         failAtRow = index - 1;
       }
