@@ -111,14 +111,18 @@ export class IndexedDbStorage implements Storage {
     if (!last) return;
     await this.transaction("readwrite", async (tx) => {
       const sessions = tx.objectStore(SESSIONS);
-      const meta = checkGuard(await sessions.get(guard.sessionId), guard);
       const rows = rowsOfGroup(commits);
-      // Create-only rows are checked first, inside this transaction: a duplicate refuses the whole commit.
-      for (const { row, version } of rows)
-        if (row.op === "create") {
-          const found = await tx.objectStore(row.table).getKey([guard.sessionId, ...row.key]);
-          checkCreate(row, found !== undefined, version);
-        }
+      // The guard is read in this transaction. The writes queue up behind the read instead of waiting for
+      // it (one round trip to the database, not two): a stale guard aborts the transaction, and nothing it
+      // queued is written. Create-only rows are checked before any write: a duplicate refuses the commit.
+      const stored = sessions.get(guard.sessionId);
+      stored.catch(() => undefined);
+      const creates = rows.filter(({ row }) => row.op === "create");
+      let meta = creates.length > 0 ? checkGuard(await stored, guard) : undefined;
+      for (const { row, version } of creates) {
+        const found = await tx.objectStore(row.table).getKey([guard.sessionId, ...row.key]);
+        checkCreate(row, found !== undefined, version);
+      }
       const writes: Promise<unknown>[] = [];
       try {
         let index = 0;
@@ -147,6 +151,7 @@ export class IndexedDbStorage implements Storage {
             writes.push(tx.objectStore("changes").delete(numberRange(guard.sessionId, [], 0, through)));
           }
         }
+        meta ??= checkGuard(await stored, guard);
         writes.push(sessions.put({ ...meta, version: last.version, updatedAt: last.at }, guard.sessionId));
       } catch (error) {
         // The transaction will abort and every request issued so far will reject: keep those handled.
