@@ -325,4 +325,85 @@ describe("devtools page in Chromium", () => {
       expect(await demo.$(".approval")).toBeNull();
     });
   }, 90_000);
+
+  it("shows a failed, interrupted and confirmed run as it is: outcomes on the nodes, problems on the Submission, the recovery lane", async () => {
+    await withChromiumProfile(async (context) => {
+      // The run is written by this origin's own page, into its IndexedDB, in two "processes".
+      const writer = await context.newPage();
+      await writer.goto(`${origin}/devtools/`);
+      const root = `/@fs${process.cwd()}`;
+      // A string, so the test runner does not rewrite the page's own dynamic imports.
+      await writer.evaluate(`(async () => {
+        const { writeFailedRun } = await import("${root}/test/support/failed-run.ts");
+        const { indexedDbStorage } = await import("${root}/src/index.ts");
+        const { session } = await writeFailedRun(() => indexedDbStorage("devtools-failures"));
+        await session.close();
+      })()`);
+      await writer.close();
+
+      // A mistyped database name is refused, and attaching creates nothing.
+      const devtools = await context.newPage();
+      await devtools.goto(`${origin}/devtools/?local=devtools-failurez&session=failures`);
+      await devtools.waitForSelector("[role=alert]", TIMEOUT);
+      expect(await devtools.textContent("[role=alert]")).toContain(
+        'No IndexedDB database "devtools-failurez"',
+      );
+      const names = await devtools.evaluate(async () => (await indexedDB.databases()).map((d) => d.name));
+      expect(names).toContain("devtools-failures");
+      expect(names).not.toContain("devtools-failurez");
+
+      // With nothing in the URL, the page lists the origin's sessions; one click attaches (and links it).
+      await devtools.goto(`${origin}/devtools/`);
+      await devtools.click("[data-testid=session-list] button:has-text('failures')");
+      expect(new URL(devtools.url()).searchParams.get("local")).toBe("devtools-failures");
+      await devtools.waitForSelector("[data-testid=task-graph] g.node[data-outcome=confirmed]", TIMEOUT);
+      const shown = await devtools.$$eval("[data-testid=task-graph] g.node", (items) =>
+        items.map((g) => ({
+          outcome: g.getAttribute("data-outcome"),
+          visible: [...g.querySelectorAll("text")].map((t) => t.textContent).join(" "),
+          label: g.getAttribute("aria-label") ?? "",
+        })),
+      );
+      const of = (outcome: string) => shown.find((n) => n.outcome === outcome);
+      expect(shown.map((n) => n.outcome).sort()).toEqual(["confirmed", "error", "interrupted", "succeeded"]);
+      expect(of("error")?.visible).toContain("error: HTTP 503");
+      expect(of("interrupted")?.visible).toContain("charge_card");
+      expect(of("interrupted")?.visible).toContain("↻1");
+      // What a screen reader hears starts with what is written on the node.
+      for (const node of shown) expect(node.label.startsWith(node.visible.split(" ")[0] ?? "?")).toBe(true);
+      await shoot(devtools, "failed-run-graph");
+
+      // The nodes are reachable by keyboard: Tab lands on one, Enter opens its details, reason in full.
+      let focused = false;
+      for (let i = 0; i < 40 && !focused; i++) {
+        await devtools.keyboard.press("Tab");
+        focused = await devtools.evaluate(
+          () => document.activeElement?.matches("g.node[data-outcome=error]") ?? false,
+        );
+      }
+      expect(focused).toBe(true);
+      await devtools.keyboard.press("Enter");
+      expect(await devtools.textContent("[data-testid=task-outcome]")).toBe("error");
+      expect(await devtools.textContent("[data-testid=task-reason]")).toBe(
+        "HTTP 503 Service Unavailable from prices.example",
+      );
+
+      await tab(devtools, "submissions");
+      const status = devtools.locator("[data-testid=submission-status]");
+      expect(await status.getAttribute("data-tone")).toBe("warn");
+      expect(await status.textContent()).toContain("succeeded with problems 1 error, 1 interrupted");
+      await shoot(devtools, "failed-run-submissions");
+
+      await tab(devtools, "timeline");
+      await devtools.check("[data-testid=recovery-only]");
+      const marks = await devtools.$$eval("[data-testid=recovery-marks] li", (items) =>
+        items.map((li) => li.getAttribute("data-kind")),
+      );
+      expect(new Set(marks)).toEqual(new Set(["epoch", "restart", "interrupted", "confirmed"]));
+      await shoot(devtools, "failed-run-timeline");
+      // A mark leads to its task.
+      await devtools.click("[data-testid=recovery-marks] li[data-kind=confirmed] button");
+      expect(await devtools.textContent("[data-testid=task-outcome]")).toBe("confirmed");
+    });
+  }, 90_000);
 });

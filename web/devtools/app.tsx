@@ -7,7 +7,8 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { RecoveryPlan, Registry } from "../../src/index.ts";
 import { formatTime } from "./derive.ts";
 import { SessionHistory } from "./history.ts";
-import { edgeSource, localSource, type SessionSource } from "./sources.ts";
+import { type RecoveryMark, recoveryLane } from "./outcome.ts";
+import { edgeSource, localSessions, localSource, type SessionSource } from "./sources.ts";
 import { TaskGraph } from "./task-graph.tsx";
 import {
   ConversationView,
@@ -110,6 +111,38 @@ function AttachForm(props: { onAttach: (target: Target) => void; initial: Target
   );
 }
 
+/** The sessions this origin holds, each one click from being attached (nothing is opened for writing). */
+function SessionList(props: { onAttach: (target: Target) => void }) {
+  const [sessions, setSessions] = useState<{ database: string; session: string }[] | undefined>(undefined);
+  useEffect(() => {
+    localSessions()
+      .then(setSessions)
+      .catch(() => setSessions([]));
+  }, []);
+  if (sessions === undefined) return <p class="empty">Looking for sessions on this origin…</p>;
+  if (sessions.length === 0)
+    return (
+      <p class="empty" data-testid="no-sessions">
+        No session on this origin. Attach to an edge session above, or run an app on this origin first.
+      </p>
+    );
+  return (
+    <section class="session-list" aria-labelledby="sessions-heading">
+      <h2 id="sessions-heading">Sessions on this origin</h2>
+      <ul data-testid="session-list">
+        {sessions.map((s) => (
+          <li key={`${s.database}/${s.session}`}>
+            <button type="button" onClick={() => props.onAttach({ kind: "local", ...s })}>
+              {s.session}
+            </button>{" "}
+            <span class="meta">in IndexedDB “{s.database}”</span>
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
 function Devtools({ options }: { options: DevtoolsOptions }) {
   // An edge target from the URL only fills the form: its token is typed in, never read from the URL.
   const [linked] = useState<Target | undefined>(targetFromUrl);
@@ -125,6 +158,17 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   const [selectedTask, setSelectedTask] = useState<string | undefined>(undefined);
   const liveRef = useRef(live);
   liveRef.current = live;
+
+  // The attached session is in the URL, so it can be linked and reloaded (an edge token never is).
+  useEffect(() => {
+    if (!target) return;
+    const params = new URLSearchParams(location.search);
+    for (const key of ["local", "edge", "session"]) params.delete(key);
+    if (target.kind === "local") params.set("local", target.database);
+    else params.set("edge", target.url);
+    params.set("session", target.session);
+    window.history.replaceState(null, "", `${location.pathname}?${params}`);
+  }, [target]);
 
   useEffect(() => {
     if (!target) return;
@@ -167,6 +211,10 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   const latest = history?.latest.version ?? 0;
   const shown = live ? latest : version;
   const view = useMemo(() => history?.viewAt(shown), [history, shown, latest]);
+  const recovery = useMemo(
+    () => (history ? recoveryLane(history.commits, history.base) : new Map<number, RecoveryMark[]>()),
+    [history, latest],
+  );
   const [preview, setPreview] = useState<RecoveryPlan | undefined>(undefined);
   useEffect(() => {
     let current = true;
@@ -192,6 +240,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
           {error}
         </p>
       )}
+      {!target && <SessionList onAttach={setTarget} />}
       {history && view && (
         <>
           <div class="scrubber">
@@ -259,6 +308,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
             {tab === "submissions" && (
               <SubmissionsView
                 view={view}
+                now={Date.now()}
                 onCancel={
                   source?.cancelSubmission &&
                   ((id) => {
@@ -305,9 +355,14 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
               <TimelineView
                 commits={history.commits}
                 version={view.version}
+                recovery={recovery}
                 onScrub={(v) => {
                   setLive(false);
                   setVersion(v);
+                }}
+                onTask={(taskId) => {
+                  setSelectedTask(taskId);
+                  setTab("tasks");
                 }}
               />
             )}

@@ -2,6 +2,7 @@
 import { Graph, layout } from "@dagrejs/dagre";
 import type { CommitRecord, SessionView, Task, WakeDetails } from "../../src/index.ts";
 import { wakeInfoOf } from "../../src/index.ts";
+import { taskOutcome } from "./outcome.ts";
 
 /** Runnable now / next timed wake-up, by the kernel's own rule (`wakeInfoOf`), derived from a view. */
 export function wakeOfView(view: SessionView): WakeDetails {
@@ -17,7 +18,10 @@ export function describeCommit(change: CommitRecord): string[] {
   for (const t of change.tasks) {
     const phase =
       t.state.status === "running" || t.state.status === "pending" ? ` @${t.checkpoint.phase}` : "";
-    lines.push(`task ${t.id} (${t.kind}) → ${t.state.status}${phase}`);
+    // A tool call answered with anything but a plain result says so: "succeeded" alone would hide it.
+    const outcome = taskOutcome(t).label;
+    const shown = t.state.status === "succeeded" && outcome !== "succeeded" ? ` (${outcome})` : "";
+    lines.push(`task ${t.id} (${t.kind}) → ${t.state.status}${phase}${shown}`);
   }
   for (const d of change.documents)
     lines.push(

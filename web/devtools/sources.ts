@@ -47,12 +47,55 @@ export interface SessionSource {
   close(): Promise<void>;
 }
 
+/** Names of this origin's IndexedDB databases, or undefined where the browser cannot list them. */
+export async function localDatabases(): Promise<string[] | undefined> {
+  if (typeof indexedDB.databases !== "function") return undefined;
+  return (await indexedDB.databases()).flatMap((d) => (d.name ? [d.name] : []));
+}
+
+/**
+ * Every session this origin holds: each database's `sessions` keys, read in a read-only transaction of
+ * the database as it is (opened without a version: no upgrade, nothing created).
+ */
+export async function localSessions(): Promise<{ database: string; session: string }[]> {
+  const found: { database: string; session: string }[] = [];
+  for (const database of (await localDatabases()) ?? []) {
+    const db = await new Promise<IDBDatabase | undefined>((resolve) => {
+      const request = indexedDB.open(database);
+      // Deleted since it was listed: opening would create it; abort that instead.
+      request.onupgradeneeded = () => request.transaction?.abort();
+      request.onsuccess = () => resolve(request.result);
+      request.onerror = () => resolve(undefined);
+      request.onblocked = () => resolve(undefined);
+    });
+    if (!db) continue;
+    try {
+      if (!db.objectStoreNames.contains("sessions")) continue;
+      const keys = await new Promise<IDBValidKey[]>((resolve, reject) => {
+        const request = db.transaction("sessions", "readonly").objectStore("sessions").getAllKeys();
+        request.onsuccess = () => resolve(request.result);
+        request.onerror = () => reject(request.error);
+      });
+      for (const key of keys) if (typeof key === "string") found.push({ database, session: key });
+    } finally {
+      db.close();
+    }
+  }
+  return found;
+}
+
 /** Opens a local session read-only. `registry` is the app's (recovery preview); without it tasks show as blocked. */
 export async function localSource(
   database: string,
   sessionId: string,
   registry?: Registry,
 ): Promise<SessionSource> {
+  // Opening a database by a name that does not exist would create it: attaching never writes, so check.
+  const known = await localDatabases();
+  if (known && !known.includes(database))
+    throw new Error(
+      `No IndexedDB database "${database}" on this origin${known.length ? ` (there are: ${known.join(", ")})` : " (there is none)"}; nothing was created.`,
+    );
   const storage = indexedDbStorage(database);
   const session: Session = await openSession({
     id: sessionId,

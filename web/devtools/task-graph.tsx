@@ -3,7 +3,9 @@ import { useMemo } from "preact/hooks";
 import type { SessionView, Task } from "../../src/index.ts";
 import { formatTime, layoutTasks, NODE_HEIGHT, NODE_WIDTH } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
+import { taskOutcome, taskTitle } from "./outcome.ts";
 
+/** The node's third line: where a live task stands, or how an ended one ended and why. */
 function stateLine(task: Task, blocked: string | undefined): string {
   if (blocked) return `blocked: ${blocked}`;
   const s = task.state;
@@ -19,10 +21,14 @@ function stateLine(task: Task, blocked: string | undefined): string {
       return `awaits ${s.keys.length === 1 ? s.keys[0] : `${s.mode} of ${s.keys.length} keys`} → ${s.thenPhase}`;
     case "completing":
       return `completing (${s.outcome})`;
-    default:
-      return s.status;
+    default: {
+      const outcome = taskOutcome(task);
+      return outcome.reason ? `${outcome.label}: ${outcome.reason}` : outcome.label;
+    }
   }
 }
+
+const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 
 export function TaskGraph(props: {
   view: SessionView;
@@ -50,18 +56,25 @@ export function TaskGraph(props: {
           ))}
           {graph.nodes.map(({ task, x, y }) => {
             const status = blocked.has(task.id) ? "blocked" : task.state.status;
+            const outcome = taskOutcome(task);
+            const tone = blocked.has(task.id) ? "bad" : outcome.tone;
+            const kind = `${clip(taskTitle(task), 30)}${task.restarts > 0 ? ` ↻${task.restarts}` : ""}`;
+            const id = task.id.length > 30 ? `…${task.id.slice(-29)}` : task.id;
+            const line = stateLine(task, blocked.get(task.id));
             const activate = () => props.onSelect(task.id);
             return (
               // biome-ignore lint/a11y/useSemanticElements: an SVG node cannot be a <button>; it takes focus and Enter
               <g
                 key={task.id}
-                class={`node ${status}${task.id === props.selected ? " selected" : ""}`}
+                class={`node ${status} tone-${tone}${task.id === props.selected ? " selected" : ""}`}
                 transform={`translate(${x},${y})`}
-                tabIndex={0}
+                // Lowercase: on SVG, Preact writes attributes as spelled, and only `tabindex` makes it focusable.
+                tabindex={0}
                 role="button"
                 data-task={task.id}
                 data-status={status}
-                aria-label={`${task.kind} ${task.id} ${status}`}
+                data-outcome={outcome.label}
+                aria-label={`${kind}, ${task.id}, ${line}`}
                 onClick={activate}
                 onKeyDown={(e) => {
                   if (e.key === "Enter" || e.key === " ") {
@@ -70,16 +83,16 @@ export function TaskGraph(props: {
                   }
                 }}
               >
+                <title>{line}</title>
                 <rect width={NODE_WIDTH} height={NODE_HEIGHT} rx={6} />
                 <text x={8} y={17} class="kind">
-                  {task.kind}
-                  {task.restarts > 0 ? ` ↻${task.restarts}` : ""}
+                  {kind}
                 </text>
                 <text x={8} y={33} class="id">
-                  {task.id.length > 30 ? `…${task.id.slice(-29)}` : task.id}
+                  {id}
                 </text>
                 <text x={8} y={49} class="state">
-                  {stateLine(task, blocked.get(task.id))}
+                  {clip(line, 34)}
                 </text>
               </g>
             );
@@ -99,6 +112,7 @@ export function TaskGraph(props: {
 
 function TaskDetails({ task, history }: { task: Task; history: SessionHistory }) {
   const states = history.taskHistory(task.id);
+  const outcome = taskOutcome(task);
   return (
     <>
       <h3>
@@ -109,6 +123,18 @@ function TaskDetails({ task, history }: { task: Task; history: SessionHistory })
         <dd>{task.id}</dd>
         <dt>status</dt>
         <dd>{task.state.status}</dd>
+        <dt>outcome</dt>
+        <dd data-testid="task-outcome" class={`tone-${outcome.tone}`}>
+          {outcome.label}
+        </dd>
+        {outcome.reason && (
+          <>
+            <dt>why</dt>
+            <dd class="reason" data-testid="task-reason">
+              {outcome.reason}
+            </dd>
+          </>
+        )}
         <dt>phase</dt>
         <dd>{task.checkpoint.phase}</dd>
         <dt>attempts / restarts</dt>

@@ -8,14 +8,24 @@ import {
   type RecoveryEvent,
   type RecoveryPlan,
   type SessionView,
+  type Submission,
 } from "../../src/index.ts";
 import { describeCommit, formatTime, wakeOfView } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
+import { type RecoveryMark, submissionOutcome } from "./outcome.ts";
 
 const json = (value: unknown) => JSON.stringify(value, null, 2);
 
-/** Submissions with status and timing; a cancel button when the source allows it (edge). */
-export function SubmissionsView(props: { view: SessionView; onCancel?: ((id: string) => void) | undefined }) {
+/**
+ * Submissions with how they ended (the problems of their tool calls counted: a succeeded turn whose calls
+ * failed is not shown as plain success) and timing; an open one says how long nothing has committed. A
+ * cancel button when the source allows it (edge).
+ */
+export function SubmissionsView(props: {
+  view: SessionView;
+  now: number;
+  onCancel?: ((id: string) => void) | undefined;
+}) {
   if (props.view.submissions.length === 0) return <p class="empty">No submissions at this version.</p>;
   return (
     <table data-testid="submissions">
@@ -35,15 +45,9 @@ export function SubmissionsView(props: { view: SessionView; onCancel?: ((id: str
           <tr key={s.id}>
             <td>{s.id}</td>
             <td>{s.requestId}</td>
-            <td>
-              <span class={`status ${s.status}`}>{s.status}</span>
-            </td>
+            <SubmissionStatus submission={s} view={props.view} now={props.now} />
             <td>{formatTime(s.acceptedAt)}</td>
-            <td>
-              {isSubmissionFinished(s)
-                ? `${s.updatedAt - s.acceptedAt} ms`
-                : `running ${s.updatedAt - s.acceptedAt} ms+`}
-            </td>
+            <td>{isSubmissionFinished(s) ? `${s.updatedAt - s.acceptedAt} ms` : "—"}</td>
             <td>{s.taskId ?? "—"}</td>
             {props.onCancel && (
               <td>
@@ -58,6 +62,16 @@ export function SubmissionsView(props: { view: SessionView; onCancel?: ((id: str
         ))}
       </tbody>
     </table>
+  );
+}
+
+function SubmissionStatus(props: { submission: Submission; view: SessionView; now: number }) {
+  const outcome = submissionOutcome(props.submission, props.view, props.now);
+  return (
+    <td data-testid="submission-status" data-status={props.submission.status} data-tone={outcome.tone}>
+      <span class={`status ${props.submission.status} tone-${outcome.tone}`}>{outcome.label}</span>
+      {outcome.reason && <span class="reason"> {outcome.reason}</span>}
+    </td>
   );
 }
 
@@ -270,17 +284,34 @@ export function DocumentsView(props: { view: SessionView; history: SessionHistor
   );
 }
 
-/** Every commit, newest first, with what it changed; a click scrubs to it. */
+/**
+ * Every commit, newest first, with what it changed and what recovery did in it (the recovery lane: new
+ * writers and the gap before them, counted restarts, confirmations, interrupted records — each linked to
+ * its task); a click scrubs to it. "Recovery only" keeps the commits that carry such marks.
+ */
 export function TimelineView(props: {
   commits: readonly CommitRecord[];
   version: number;
+  recovery: ReadonlyMap<number, readonly RecoveryMark[]>;
   onScrub: (version: number) => void;
+  onTask: (taskId: string) => void;
 }) {
   const [limit, setLimit] = useState(300);
-  const shown = props.commits.slice(-limit).reverse();
-  const older = props.commits.length - shown.length;
+  const [onlyRecovery, setOnlyRecovery] = useState(false);
+  const pool = onlyRecovery ? props.commits.filter((c) => props.recovery.has(c.version)) : props.commits;
+  const shown = pool.slice(-limit).reverse();
+  const older = pool.length - shown.length;
   return (
     <>
+      <label class="filter">
+        <input
+          type="checkbox"
+          data-testid="recovery-only"
+          checked={onlyRecovery}
+          onChange={(e) => setOnlyRecovery(e.currentTarget.checked)}
+        />{" "}
+        recovery only ({props.recovery.size} commits)
+      </label>
       <ol class="timeline" data-testid="timeline" reversed>
         {shown.map((change) => (
           <li key={change.version} class={change.version === props.version ? "current" : ""}>
@@ -291,6 +322,23 @@ export function TimelineView(props: {
               {formatTime(change.at)} · epoch {change.epoch}
               {change.deferred ? " · deferred" : ""}
             </span>
+            {props.recovery.get(change.version) && (
+              <ul class="recovery-marks" data-testid="recovery-marks">
+                {props.recovery.get(change.version)?.map((mark, i) => (
+                  <li key={i} class={`mark mark-${mark.kind}`} data-kind={mark.kind} data-task={mark.taskId}>
+                    <span class="tag">{mark.kind}</span> {mark.text}
+                    {mark.taskId && (
+                      <>
+                        {" "}
+                        <button type="button" class="link" onClick={() => props.onTask(mark.taskId ?? "")}>
+                          show task
+                        </button>
+                      </>
+                    )}
+                  </li>
+                ))}
+              </ul>
+            )}
             <ul>
               {describeCommit(change).map((line) => (
                 <li key={line}>{line}</li>
