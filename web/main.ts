@@ -9,19 +9,35 @@ const scenario = params.get("scenario") === "stream" ? "stream" : "emails";
 const mailDelay = Number(params.get("mailDelay")) || undefined;
 // The campaign waits for a person to approve its plan, unless ?approval=auto (an approved plan).
 const approval = params.get("approval") === "auto" ? "auto" : "ask";
-const client = connectSessionWorker(
-  new Worker(new URL("./demo.worker.ts", import.meta.url), {
-    type: "module",
-    name: `${scenario}:${mailDelay ?? ""}:${approval}`,
-  }),
-);
+const worker = new Worker(new URL("./demo.worker.ts", import.meta.url), {
+  type: "module",
+  name: `${scenario}:${mailDelay ?? ""}:${approval}`,
+});
+const client = connectSessionWorker(worker);
 const roleBadge = document.querySelector<HTMLSpanElement>("#role") as HTMLSpanElement;
 const pendingBox = document.querySelector<HTMLElement>("#pending") as HTMLElement;
 const log = document.querySelector<HTMLOListElement>("#log") as HTMLOListElement;
 const status = document.querySelector<HTMLDivElement>("#status") as HTMLDivElement;
 const start = document.querySelector<HTMLButtonElement>("#start") as HTMLButtonElement;
-/** Tool calls whose result was confirmed by operation id after a crash (not run again). */
-const recoveredRuns = new Set<string>();
+const reset = document.querySelector<HTMLButtonElement>("#reset") as HTMLButtonElement;
+/** How each tool call's result was obtained (`via`) and how it ended, by tool call id. */
+const results = new Map<string, { via: string; outcome: string }>();
+
+/** The tag a tool result gets: what recovery did for it, if anything, else how it ended. */
+function resultTag(callId: string, outcome: string): { tag: string; text: string } {
+  const how = results.get(callId);
+  if (how?.via === "confirm" && outcome === "ok")
+    return { tag: "recovered", text: "recovered: confirmed by operation id, not sent again" };
+  if (how?.via === "run-after-confirm")
+    return {
+      tag: "recovered",
+      text: "recovered: confirm found nothing, sent once under the same operation id",
+    };
+  if (how?.via === "replay") return { tag: "recovered", text: "recovered: re-run (safe to repeat)" };
+  if (outcome === "interrupted") return { tag: "interrupted", text: "interrupted" };
+  if (outcome === "ok") return { tag: "ok", text: "ok" };
+  return { tag: "error", text: outcome };
+}
 
 function render(entry: Entry): void {
   const item = document.createElement("li");
@@ -29,6 +45,7 @@ function render(entry: Entry): void {
   const kind = `<span class="kind">v${entry.version} ${c.kind}</span>`;
   let text = "";
   let tag = "";
+  let tagText = "";
   switch (c.kind) {
     case "user":
     case "note":
@@ -40,26 +57,24 @@ function render(entry: Entry): void {
     case "tool-result": {
       const output = c.output as { to?: string; error?: string };
       text = `${c.toolName}${output.to ? ` → ${output.to}` : ""}`;
-      tag =
-        c.outcome === "interrupted"
-          ? "interrupted"
-          : recoveredRuns.has(c.toolCallId)
-            ? "recovered"
-            : c.outcome === "ok"
-              ? "ok"
-              : "error";
+      const shown = resultTag(c.toolCallId, c.outcome);
+      tag = shown.tag;
+      tagText = shown.text;
       break;
     }
     case "interrupted":
       text = `interrupted: ${JSON.stringify(c.partialText)}`;
       tag = "interrupted";
+      tagText = "interrupted";
       break;
     case "summary":
       text = c.text;
       break;
   }
-  item.innerHTML = `${kind}<span class="text"></span>${tag ? `<span class="tag ${tag}">${tag === "recovered" ? "recovered (confirmed by operation id)" : tag}</span>` : ""}`;
+  item.innerHTML = `${kind}<span class="text"></span>${tag ? `<span class="tag ${tag}"></span>` : ""}`;
   (item.querySelector(".text") as HTMLSpanElement).textContent = text;
+  const tagged = item.querySelector(".tag");
+  if (tagged) tagged.textContent = tagText || tag;
   item.dataset.kind = c.kind;
   log.append(item);
 }
@@ -119,40 +134,103 @@ function pendingCard(wait: PendingWait): HTMLElement {
   return card;
 }
 
+/** Where a new writer took over: everything above it was committed before and is reused, not redone. */
+function renderTakeover(change: CommitRecord, gapMs: number): void {
+  const item = document.createElement("li");
+  item.className = "takeover";
+  item.dataset.kind = "takeover";
+  item.textContent = `A new writer took over (epoch ${change.epoch}, after ${Math.round(gapMs / 100) / 10} s without a commit): everything above was committed before and is reused, not redone.`;
+  log.append(item);
+}
+
+let last: { epoch: number; at: number } | undefined;
+let running = false;
+
 function onChange(change: CommitRecord): void {
+  // Nothing shown yet (only documents committed before): no "above" to speak of.
+  if (last && change.epoch !== last.epoch && log.childElementCount > 0)
+    renderTakeover(change, change.at - last.at);
+  last = { epoch: change.epoch, at: change.at };
   // A wait begins or ends as an ordinary task change.
   if (change.tasks.length > 0) void renderPending();
   // A tool call's task ends with how its result was obtained, in the commit that holds its result entry.
   for (const task of change.tasks) {
-    const result = task.state.status === "succeeded" ? (task.state.result as { via?: unknown }) : undefined;
+    const result =
+      task.state.status === "succeeded"
+        ? (task.state.result as { via?: unknown; outcome?: unknown })
+        : undefined;
     const callId = (task.input as { toolCallId?: unknown } | null)?.toolCallId;
-    if (result?.via === "confirm" && typeof callId === "string") recoveredRuns.add(callId);
+    if (typeof result?.via === "string" && typeof callId === "string")
+      results.set(callId, { via: result.via, outcome: String(result.outcome) });
   }
   for (const entry of change.entries) render(entry);
   for (const submission of change.submissions) {
     status.textContent = `submission ${submission.status}${submission.status === "succeeded" ? `: ${(submission.result as { text?: string }).text ?? ""}` : ""}`;
     status.dataset.status = submission.status;
-    start.disabled = submission.status === "running" || submission.status === "accepted";
+    running = submission.status === "running" || submission.status === "accepted";
+    start.disabled = running;
   }
+}
+
+/** The input of one run. Each click is a new run with its own requestId (a retry of one click is not). */
+function runInput() {
+  const requestId = `${scenario}-${crypto.randomUUID()}`;
+  return scenario === "stream"
+    ? { requestId, conversationId: "main", input: "Explain durable execution" }
+    : {
+        requestId,
+        conversationId: "main",
+        input: "Send the approved notice to five customers and summarise",
+      };
 }
 
 async function main(): Promise<void> {
   void requestPersistentStorage();
-  await client.subscribe(0, onChange); // replays everything committed so far, then live changes
-  start.addEventListener("click", async () => {
-    start.disabled = true;
-    const sub = await client.submit(
-      scenario === "stream"
-        ? { requestId: "stream-1", conversationId: "main", input: "Explain durable execution" }
-        : {
-            requestId: "notice-1",
-            conversationId: "main",
-            input: "Send the approved notice to five customers and summarise",
-          },
-    );
-    status.textContent = `submission ${sub.status}`;
+  // Clicks are taken from the start: one made while the page is still connecting runs once it is ready.
+  let ready: () => void = () => undefined;
+  const connected = new Promise<void>((resolve) => {
+    ready = resolve;
   });
-  // A follower tab works too (its input goes through the durable inbox); show the role until this tab leads.
+  start.addEventListener("click", async () => {
+    if (running) return;
+    start.disabled = true;
+    running = true;
+    try {
+      await connected;
+      const sub = await client.submit(runInput());
+      status.textContent = `submission ${sub.status}`;
+    } catch (error) {
+      status.textContent = `not started: ${(error as Error).message}`;
+      running = false;
+      start.disabled = false;
+    }
+  });
+  reset.addEventListener("click", async () => {
+    if (
+      !confirm("Delete this demo's session and mail log, and start over? Close the demo's other tabs first.")
+    )
+      return;
+    reset.disabled = true;
+    await client.close().catch(() => undefined);
+    worker.terminate(); // its connections to both databases close with it
+    const deleted = await Promise.all(
+      ["durable-agent-demo", "durable-agent-demo-mail"].map(
+        (name) =>
+          new Promise<boolean>((resolve) => {
+            const request = indexedDB.deleteDatabase(name);
+            request.onsuccess = () => resolve(true);
+            request.onerror = () => resolve(false);
+            request.onblocked = () => resolve(false);
+          }),
+      ),
+    );
+    if (deleted.every(Boolean)) location.reload();
+    else status.textContent = "not reset: another tab still has the demo open; close it and try again";
+    reset.disabled = false;
+  });
+  await client.subscribe(0, onChange); // replays everything committed so far, then live changes
+  ready();
+  // A follower tab works too (its input goes through the durable inbox); the role badge stays up to date.
   for (;;) {
     const role = await client.role();
     roleBadge.textContent = `this tab is the ${role}`;

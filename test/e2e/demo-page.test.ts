@@ -98,7 +98,8 @@ describe("demo page in Chromium", () => {
       const kinds = await page.$$eval("#log li", (items) =>
         items.map((li) => (li as HTMLElement).dataset.kind),
       );
-      expect(kinds).toEqual(["user", "interrupted", "model"]);
+      // The reloaded tab took over (epoch 2): what came before is reused, the cut-off text kept as a record.
+      expect(kinds).toEqual(["user", "takeover", "interrupted", "model"]);
       expect(await page.textContent("#log li[data-kind=interrupted]")).toContain("Here is a long");
       expect(await page.textContent("#log li[data-kind=interrupted] .tag")).toBe("interrupted");
     });
@@ -172,4 +173,61 @@ describe("demo page in Chromium", () => {
       await leader.screenshot({ path: join(artifacts, "demo-approved-from-follower.png"), fullPage: true });
     });
   }, 90_000);
+
+  it("after a reload at any moment of the sends, shows what was reused, what recovery settled and how; reset starts over", async () => {
+    await withBrowser(async (context) => {
+      const page = await context.newPage();
+      page.on("dialog", (dialog) => void dialog.accept());
+      // The five mails go out at once and take 2 s each: reloads 0.2, 0.9 and 1.6 s into the sends.
+      for (const [i, offset] of [200, 900, 1600].entries()) {
+        await page.goto(`${url}?approval=auto&mailDelay=2000`);
+        await isLeader(page);
+        await page.click("#start");
+        await logHas(page, "Sending the approved notice.");
+        await page.waitForTimeout(offset);
+        await page.reload(); // the worker dies with the page, wherever the sends are
+        await statusIs(page, "succeeded", 60_000);
+        const log = await page.$$eval("#log li", (items) =>
+          items.map((li) => ({
+            kind: (li as HTMLElement).dataset.kind ?? "",
+            text: li.textContent ?? "",
+            tag: li.querySelector(".tag")?.textContent ?? "",
+          })),
+        );
+        await page.screenshot({ path: join(artifacts, `demo-reload-at-${offset}ms.png`), fullPage: true });
+        const takeover = log.findLastIndex((line) => line.kind === "takeover");
+        expect(takeover, `reload ${i}: the takeover is marked`).toBeGreaterThan(0);
+        const sends = log.flatMap((line, at) =>
+          line.text.includes("send_email →") ? [{ ...line, at }] : [],
+        );
+        expect(sends).toHaveLength(5);
+        // Above the takeover: results committed before the reload, reused as they were. Below: each one
+        // recovery settled says how (confirmed, or sent once after confirm found nothing); none is an error.
+        for (const send of sends) {
+          if (send.at < takeover) expect(send.tag).toBe("ok");
+          else expect(send.tag).toMatch(/^(ok|recovered: .*operation id.*)$/);
+        }
+        expect(sends.some((send) => send.tag.startsWith("recovered"))).toBe(true);
+        expect([...(await deliveries(page))].sort()).toEqual(FIVE);
+        // A second click is a new run (its own requestId), not the first one returned again.
+        if (i === 0) {
+          const users = log.filter((line) => line.kind === "user").length;
+          await page.click("#start");
+          await page.waitForFunction(
+            (n) => document.querySelectorAll("#log li[data-kind=user]").length > n,
+            users,
+            { timeout: 30_000 },
+          );
+          await statusIs(page, "succeeded", 60_000);
+        }
+        // Reset deletes the session and the mail log; the next round starts from nothing.
+        await page.click("#reset");
+        await page.waitForFunction(() => document.querySelectorAll("#log li").length === 0, undefined, {
+          timeout: 30_000,
+        });
+        await isLeader(page);
+        expect(await deliveries(page)).toEqual([]);
+      }
+    });
+  }, 240_000);
 });
