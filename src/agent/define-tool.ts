@@ -42,6 +42,12 @@ export interface ToolDefinition<Args = unknown> {
    * again (invalid ones are refused when the decision is sent). A pending approval survives reloads.
    */
   readonly approval?: boolean | ((args: Args) => boolean | Promise<boolean>);
+  /**
+   * Calls that must not overlap: `true` runs this tool's calls of one model response one after another, in
+   * the order the model gave them; a group name does the same for every tool that names it (tools that
+   * share a file, an account, a rate limit). Other calls still run alongside. Default: all in parallel.
+   */
+  readonly exclusive?: boolean | string;
   /** Runs the tool. Give either `execute` or `task`. */
   readonly execute?: (args: Args, context: ToolContext) => Promise<Json> | Json;
   /**

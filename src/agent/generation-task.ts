@@ -23,8 +23,8 @@ import type { ToolDefinition } from "./define-tool.ts";
 import { followUpOf, steeredAnswer } from "./follow-ups.ts";
 import type { ToolSpec } from "./model.ts";
 import { type Model, ModelError, type ModelResponse } from "./model.ts";
-import { answerEndedCalls, rejected, toolCallTaskId } from "./tool-answers.ts";
-import { resolveToolCall, TOOL_TASK } from "./tool-task.ts";
+import { answerEndedCalls } from "./tool-answers.ts";
+import { spawnCalls, type ToolCallMode } from "./tool-queue.ts";
 
 export const GENERATE_TASK = "agent.generate";
 export const STREAM_DOCUMENT = "model-stream";
@@ -54,6 +54,8 @@ interface Round {
   compacted?: boolean;
   /** The last entry the round's request read (kept for a request that is polled). */
   readThroughSeq?: number;
+  /** Calls of the previous round's response still to start (exclusive ones wait their turn). */
+  queue?: number[];
 }
 
 /** Token usage of a turn: how many model calls and rounds, and the totals. Part of the turn's result. */
@@ -76,6 +78,8 @@ export interface GenerationOptions {
   readonly toolSpecs: readonly ToolSpec[];
   readonly system?: string;
   readonly maxRounds?: number;
+  /** `sequential`: a response's tool calls run one at a time, in order (default `parallel`; see `exclusive`). */
+  readonly toolCalls?: ToolCallMode;
   readonly maxAttempts?: number;
   readonly backoffMs?: number;
   readonly pollIntervalMs?: number;
@@ -97,6 +101,7 @@ type GenerateContext = PhaseContext<GenerateInput, RoundPhases>;
 
 export function generationTask(options: GenerationOptions): TaskDefinition<GenerateInput, RoundPhases> {
   const maxRounds = options.maxRounds ?? 16;
+  const mode = options.toolCalls ?? "parallel";
   const policy = { maxToolResultChars: options.maxToolResultChars ?? DEFAULT_MAX_TOOL_RESULT_CHARS };
   const maxAttempts = options.maxAttempts ?? 4;
   const backoffMs = options.backoffMs ?? 1_000;
@@ -120,6 +125,7 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
           round = firstRound(ctx.input.throughSeq);
         }
         noteInterruptedStream(ctx, round);
+        if (round.queue?.length) return startQueued(ctx, round);
         const steer = followUpOf(options, ctx.input.conversationId) === "steer";
         const entries = await turnEntries(ctx, round, steer);
         // A steering message the turn before read and answered: nothing is left to do.
@@ -200,6 +206,19 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
     },
   });
 
+  /** The next calls of the previous response whose turn it is; the model is asked once all have run. */
+  async function startQueued(ctx: GenerateContext, round: Round): Promise<Transition> {
+    const asked = (await turnEntries(ctx, round)).findLast(
+      (e) => e.taskId === ctx.task.id && e.content.kind === "model",
+    );
+    const calls = asked?.content.kind === "model" ? asked.content.toolCalls : [];
+    const { queue = [], ...rest } = round;
+    const { children, queued } = await spawnCalls(ctx, options.tools, mode, calls, round.round - 1, queue);
+    const next: Round = { ...rest, ...(queued.length > 0 && { queue: queued }) };
+    if (children.length === 0) return ctx.next("request", next); // every one left was refused
+    return ctx.wait(children, { policy: "allSettled", next: "request" }, next);
+  }
+
   function firstRound(throughSeq: number): Round {
     return { round: 1, throughSeq, model: options.model.id, attempt: 1 };
   }
@@ -253,30 +272,22 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       } satisfies TurnResult as unknown as Json);
     if (round.round >= maxRounds)
       return ctx.fail(`stopped after ${maxRounds} model rounds without a final answer`);
-    const children: string[] = [];
-    for (const [index, call] of response.toolCalls.entries()) {
-      const id = toolCallTaskId(ctx.task.id, round.round, index);
-      const resolved = await resolveToolCall(options.tools, call.name, call.args, id);
-      if (!resolved.ok) {
-        ctx.appendEntry(conversationId, rejected(call, resolved.error));
-        continue;
-      }
-      const input = { toolCallId: call.id, name: call.name, args: call.args, conversationId };
-      if (resolved.tool.task !== undefined || resolved.tool.approval) {
-        // Task-backed, or asking a person first: its call phase spawns the work or starts the wait.
-        children.push(ctx.spawn(TOOL_TASK, input, { id }));
-        continue;
-      }
-      children.push(
-        ctx.spawn(TOOL_TASK, input, { id, phase: "execute", data: resolved.intent as unknown as Json }),
-      );
-    }
+    const all = response.toolCalls.map((_, index) => index);
+    const { children, queued } = await spawnCalls(
+      ctx,
+      options.tools,
+      mode,
+      response.toolCalls,
+      round.round,
+      all,
+    );
     const next: Round = {
       round: round.round + 1,
       throughSeq: round.throughSeq,
       model: options.model.id,
       attempt: 1,
       usage,
+      ...(queued.length > 0 && { queue: queued }),
     };
     return ctx.wait(children, { policy: "allSettled", next: "request" }, next);
   }

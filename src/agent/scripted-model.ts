@@ -6,10 +6,10 @@ import type { Timers } from "../clock.ts";
 import type { Json } from "../records/schemas.ts";
 import type { Model, ModelMessage, ModelRequest, ModelResponse } from "./model.ts";
 
-/** One scripted turn: fixed text and tool calls, or a function of the request. */
+/** One scripted turn: fixed text and tool calls, or a function of the request (it may be async). */
 export type ScriptedTurn =
   | { readonly text?: string; readonly toolCalls?: readonly { name: string; args: Json | string }[] }
-  | ((request: ModelRequest) => ScriptedTurn);
+  | ((request: ModelRequest) => ScriptedTurn | Promise<ScriptedTurn>);
 
 export interface ScriptedModelOptions {
   readonly id?: string;
@@ -35,7 +35,7 @@ export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedM
       signal.throwIfAborted();
       const index = request.messages.filter((m) => m.role === "assistant").length;
       let turn = turns[Math.min(index, turns.length - 1)] ?? { text: "" };
-      while (typeof turn === "function") turn = turn(request);
+      while (typeof turn === "function") turn = await turn(request);
       const text = turn.text ?? "";
       const size = options.chunkSize ?? Math.max(1, text.length);
       for (let i = 0; i < text.length; i += size) {

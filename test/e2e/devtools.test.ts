@@ -355,7 +355,11 @@ describe("devtools page in Chromium", () => {
       // With nothing in the URL, the page lists the origin's sessions; one click attaches (and links it).
       await devtools.goto(`${origin}/devtools/`);
       await devtools.click("[data-testid=session-list] button:has-text('failures')");
-      expect(new URL(devtools.url()).searchParams.get("local")).toBe("devtools-failures");
+      await devtools.waitForFunction(
+        () => new URLSearchParams(location.search).get("local") === "devtools-failures",
+        undefined,
+        TIMEOUT,
+      );
       await devtools.waitForSelector("[data-testid=task-graph] g.node[data-outcome=confirmed]", TIMEOUT);
       const shown = await devtools.$$eval("[data-testid=task-graph] g.node", (items) =>
         items.map((g) => ({
