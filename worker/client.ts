@@ -26,6 +26,7 @@ export function connectSessionWorker(endpoint: Comlink.Endpoint): SessionWorkerC
     role: () => remote.role(),
     submit: (input) => remote.submit(input),
     wait: (submissionId) => remote.wait(submissionId),
+    submissionForRequest: (requestId) => remote.submissionForRequest(requestId),
     view: (options) => remote.view(options),
     async subscribe(fromVersion, listener) {
       const id = await remote.subscribe(fromVersion, Comlink.proxy(listener));

@@ -25,6 +25,7 @@ export function exposeSessionWorker(
     role: async () => ((await starting).isLeader ? "leader" : "follower"),
     submit: async (input) => (await starting).submit(input),
     wait: async (submissionId) => (await starting).wait(submissionId),
+    submissionForRequest: async (requestId) => (await starting).session?.readSubmissionForRequest(requestId),
     view: async (options) => (await starting).session?.view(options),
     async subscribe(fromVersion, listener: ChangeListener) {
       const host = await starting;

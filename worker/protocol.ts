@@ -22,6 +22,11 @@ export interface SessionWorkerApi {
   role(): Promise<"leader" | "follower">;
   submit(input: SubmitInput): Promise<Submission>;
   wait(submissionId: string): Promise<Submission>;
+  /**
+   * The Submission accepted for a `requestId`, if any (from memory, else the store's requestId index): a
+   * reloaded page finds the run it started without submitting again. Leader or follower alike.
+   */
+  submissionForRequest(requestId: string): Promise<Submission | undefined>;
   /** The leader's view (trimmed by `options`), or undefined while this tab follows. */
   view(options?: ViewOptions): Promise<SessionView | undefined>;
   /** Delivers committed changes after `fromVersion`; resolves with an id for `unsubscribe`. */

@@ -38,6 +38,29 @@ describe("session worker (comlink)", () => {
     worker.terminate();
   });
 
+  it("finds a reloaded page's Submission by its requestId without submitting again", async () => {
+    const db = `worker-${Math.random().toString(36).slice(2)}`;
+    const first = startWorker(db, "s5");
+    for (let i = 0; i < 200 && (await first.client.role()) !== "leader"; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    const sub = await first.client.submit({ requestId: "page-run-1", conversationId: "main", input: "once" });
+    await first.client.wait(sub.id);
+    await first.client.close();
+    first.worker.terminate(); // the page reloads
+    const again = startWorker(db, "s5");
+    for (let i = 0; i < 200 && (await again.client.role()) !== "leader"; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(await again.client.submissionForRequest("page-run-1")).toMatchObject({
+      id: sub.id,
+      status: "succeeded",
+    });
+    expect(await again.client.submissionForRequest("never-sent")).toBeUndefined();
+    // Nothing was submitted by looking: the session still holds one Submission.
+    expect((await again.client.view())?.submissions).toHaveLength(1);
+    await again.client.close();
+    again.worker.terminate();
+  });
+
   it("delivers errors across the boundary with their name and code", async () => {
     const db = `worker-${Math.random().toString(36).slice(2)}`;
     const { worker, client } = startWorker(db, "s2");
