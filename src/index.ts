@@ -104,3 +104,5 @@ export type { AwaitingTask, BlockedTask, RecoveryPlan } from "./tasks/recovery.t
 export type { FollowUp } from "./tasks/task-events.ts";
 export type { WakeDetails, WakeInfo } from "./tasks/wake-info.ts";
 export { isRunnableStatus, wakeInfoOf } from "./tasks/wake-info.ts";
+export type { ChatBackend, ChatChunk, ChatMessage, ChatTransportOptions } from "./ui/chat-transport.ts";
+export { assistantMessageId, chatMessages, chatTransport } from "./ui/chat-transport.ts";

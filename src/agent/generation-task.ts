@@ -16,6 +16,7 @@ import { defineTask, type PhaseContext, type TaskDefinition, type Transition } f
 import type { FollowUp } from "../tasks/task-events.ts";
 
 export { followUpOf } from "./follow-ups.ts";
+export { STREAM_DOCUMENT, type StreamDocument, streamDocumentId } from "./stream-record.ts";
 
 import { type CompactionOptions, cutPoint, needsCompaction, summarizerOf } from "./compaction.ts";
 import { buildMessages, contentMessage, DEFAULT_MAX_TOOL_RESULT_CHARS } from "./context.ts";
@@ -23,11 +24,11 @@ import type { ToolDefinition } from "./define-tool.ts";
 import { followUpOf, steeredAnswer } from "./follow-ups.ts";
 import type { ToolSpec } from "./model.ts";
 import { type Model, ModelError, type ModelResponse } from "./model.ts";
+import { noteInterruptedStream, streamDocumentId, streamer } from "./stream-record.ts";
 import { answerEndedCalls } from "./tool-answers.ts";
 import { spawnCalls, type ToolCallMode } from "./tool-queue.ts";
 
 export const GENERATE_TASK = "agent.generate";
-export const STREAM_DOCUMENT = "model-stream";
 
 // Compiled here, at module level: createAgent may run inside a request, where workerd refuses code generation.
 export const GenerateInputSchema = compiled(
@@ -311,36 +312,6 @@ function addUsage(round: Round, response: ModelResponse): TurnUsage {
 }
 
 /**
- * The model's streamed text as loss-tolerant progress, appended as chunks: every delta that arrives before
- * a deferred flush becomes one chunk, so a flush stores only the text that is new since the last one.
- */
-function streamer(ctx: GenerateContext, round: number): (delta: string) => void {
-  const id = streamDocumentId(ctx.task.id);
-  let pending = "";
-  let queued = false;
-  return (delta) => {
-    pending += delta;
-    if (queued) return;
-    queued = true;
-    // The build runs when the deferred commit is made: it takes whatever text arrived by then.
-    ctx.progress((draft) => {
-      queued = false;
-      const chunk = pending;
-      pending = "";
-      const current = draft.document(id)?.value as StreamDocument | undefined;
-      if (current?.round === round) draft.patchDocument(id, [{ op: "add", path: "/chunks/-", value: chunk }]);
-      else draft.setDocument(id, STREAM_DOCUMENT, { round, chunks: [chunk] } satisfies StreamDocument);
-    });
-  };
-}
-
-/** A round's streamed text so far: its chunks, in order. */
-export interface StreamDocument {
-  round: number;
-  chunks: string[];
-}
-
-/**
  * The turn's context: the conversation before it, plus every entry the turn produced — its own (model
  * responses, answers for calls that ended without one) and those of the tasks under it (tool results),
  * each entry naming the task that wrote it. A turn that was queued behind another also reads what that one
@@ -372,24 +343,4 @@ async function turnEntries(ctx: GenerateContext, round: Round, steer = false): P
 
 function emptyUsage(): TurnUsage {
   return { calls: 0, rounds: 0, total: { inputTokens: 0, outputTokens: 0 } };
-}
-
-export const streamDocumentId = (taskId: string) => `stream:${taskId}`;
-
-/**
- * A request re-entered after a crash may have streamed part of an answer before: keep that partial text
- * as an interrupted record (it never drives tool calls), committed with this attempt's transition.
- */
-function noteInterruptedStream(ctx: GenerateContext, round: Round): void {
-  if (ctx.restarts === 0) return;
-  const stream = ctx.document(streamDocumentId(ctx.task.id))?.value as StreamDocument | undefined;
-  const text = stream?.chunks.join("") ?? "";
-  ctx.deleteDocument(streamDocumentId(ctx.task.id)); // this attempt streams afresh
-  if (!stream || stream.round !== round.round || text === "") return;
-  ctx.appendEntry(ctx.input.conversationId, {
-    kind: "interrupted",
-    of: "model",
-    partialText: text,
-    reason: "the process stopped while the model was streaming",
-  });
 }

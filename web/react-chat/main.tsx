@@ -1,0 +1,78 @@
+/** @jsxImportSource react */
+/**
+ * Plain `useChat` (`@ai-sdk/react`) with durable-agent's transport: messages are Submissions in a session
+ * held by a Web Worker over IndexedDB. On load the page shows the committed conversation and resumes the
+ * stream of a run still going (`resume: true` calls the transport's `reconnectToStream`).
+ */
+import { useChat } from "@ai-sdk/react";
+import type { UIMessage } from "ai";
+import { useEffect, useState } from "react";
+import { createRoot } from "react-dom/client";
+import { chatMessages, chatTransport } from "../../src/index.ts";
+import { connectSessionWorker } from "../../worker/index.ts";
+
+const client = connectSessionWorker(
+  new Worker(new URL("./chat.worker.ts", import.meta.url), { type: "module" }),
+);
+const transport = chatTransport(client);
+const CHAT = "main";
+
+function Chat({ initial }: { initial: UIMessage[] }) {
+  const { messages, sendMessage, status } = useChat({ id: CHAT, messages: initial, transport, resume: true });
+  const [input, setInput] = useState("");
+  return (
+    <main data-status={status}>
+      {messages.map((message) => (
+        <div key={message.id} className={`message ${message.role}`} data-role={message.role}>
+          {message.parts.map((part, i) =>
+            part.type === "text" ? (
+              <p key={i} className="text">
+                {part.text}
+              </p>
+            ) : part.type === "dynamic-tool" ? (
+              <p key={i} className="tool" data-state={part.state}>
+                {part.toolName}({JSON.stringify(part.input)}){" "}
+                {part.state === "output-available" ? `→ ${JSON.stringify(part.output)}` : part.state}
+              </p>
+            ) : null,
+          )}
+        </div>
+      ))}
+      <form
+        onSubmit={(event) => {
+          event.preventDefault();
+          if (!input.trim()) return;
+          void sendMessage({ text: input });
+          setInput("");
+        }}
+      >
+        <input
+          aria-label="message"
+          value={input}
+          onChange={(e) => setInput(e.currentTarget.value)}
+          placeholder="Ask the time in Lisbon"
+        />
+        <button type="submit" disabled={status === "submitted" || status === "streaming"}>
+          Send
+        </button>
+      </form>
+    </main>
+  );
+}
+
+function App() {
+  const [initial, setInitial] = useState<UIMessage[] | undefined>(undefined);
+  useEffect(() => {
+    void client.view().then(async (view) => {
+      // A follower tab has no view of its own yet: wait until this tab leads (a single tab always does).
+      for (let i = 0; i < 100 && !view; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        view = await client.view();
+      }
+      setInitial(view ? (chatMessages(view, CHAT) as UIMessage[]) : []);
+    });
+  }, []);
+  return initial ? <Chat initial={initial} /> : <p>connecting…</p>;
+}
+
+createRoot(document.querySelector("#root") as HTMLElement).render(<App />);
