@@ -66,7 +66,8 @@ export function chatTransport(backend: ChatBackend, options: ChatTransportOption
     }): Promise<ReadableStream<ChatChunk>> {
       const last = request.messages.findLast((m) => m.role === "user");
       if (!last) throw new Error("chatTransport: there is no user message to send");
-      const requestId = request.trigger === "submit-message" ? last.id : `${last.id}:again:${crypto.randomUUID()}`;
+      const requestId =
+        request.trigger === "submit-message" ? last.id : `${last.id}:again:${crypto.randomUUID()}`;
       const submission = await backend.submit({
         requestId,
         conversationId: request.chatId,

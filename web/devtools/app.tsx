@@ -210,7 +210,9 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
 
   const latest = history?.latest.version ?? 0;
   const shown = live ? latest : version;
+  // biome-ignore lint/correctness/useExhaustiveDependencies: the history grows in place; `latest` marks each new commit
   const view = useMemo(() => history?.viewAt(shown), [history, shown, latest]);
+  // biome-ignore lint/correctness/useExhaustiveDependencies: the history grows in place; `latest` marks each new commit
   const recovery = useMemo(
     () => (history ? recoveryLane(history.commits, history.base) : new Map<number, RecoveryMark[]>()),
     [history, latest],

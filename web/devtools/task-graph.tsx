@@ -52,6 +52,7 @@ export function TaskGraph(props: {
           aria-label="task tree"
         >
           {graph.edges.map((edge, i) => (
+            // biome-ignore lint/suspicious/noArrayIndexKey: a layout's edges are rebuilt whole on every change
             <polyline key={i} class="edge" points={edge.points.map((p) => `${p.x},${p.y}`).join(" ")} />
           ))}
           {graph.nodes.map(({ task, x, y }) => {

@@ -274,6 +274,7 @@ export function DocumentsView(props: { view: SessionView; history: SessionHistor
         <ul class="diff" data-testid="document-diff">
           {diff.length === 0 && <li>no difference</li>}
           {diff.map((op, i) => (
+            // biome-ignore lint/suspicious/noArrayIndexKey: a diff is recomputed whole; its ops have no identity
             <li key={i} class={`op ${op.op}`}>
               <code>{op.op}</code> {op.path} {"value" in op ? JSON.stringify(op.value) : ""}
             </li>
@@ -325,6 +326,7 @@ export function TimelineView(props: {
             {props.recovery.get(change.version) && (
               <ul class="recovery-marks" data-testid="recovery-marks">
                 {props.recovery.get(change.version)?.map((mark, i) => (
+                  // biome-ignore lint/suspicious/noArrayIndexKey: one commit's marks, fixed once committed
                   <li key={i} class={`mark mark-${mark.kind}`} data-kind={mark.kind} data-task={mark.taskId}>
                     <span class="tag">{mark.kind}</span> {mark.text}
                     {mark.taskId && (

@@ -26,10 +26,12 @@ function Chat({ initial }: { initial: UIMessage[] }) {
         <div key={message.id} className={`message ${message.role}`} data-role={message.role}>
           {message.parts.map((part, i) =>
             part.type === "text" ? (
+              // biome-ignore lint/suspicious/noArrayIndexKey: a message's parts only ever grow at the end
               <p key={i} className="text">
                 {part.text}
               </p>
             ) : part.type === "dynamic-tool" ? (
+              // biome-ignore lint/suspicious/noArrayIndexKey: a message's parts only ever grow at the end
               <p key={i} className="tool" data-state={part.state}>
                 {part.toolName}({JSON.stringify(part.input)}){" "}
                 {part.state === "output-available" ? `→ ${JSON.stringify(part.output)}` : part.state}
