@@ -60,6 +60,7 @@ import { z } from "zod";
 import { createAgent, createRegistry, defineTool, memoryStorage, openSession, scriptedModel, type Submission } from "durable-agent";
 import { connectSessionWorker } from "durable-agent/worker";
 import { createEdgeApp } from "durable-agent/edge";
+import { simulateCrashes } from "durable-agent/testing";
 const lookup = defineTool({
   name: "lookup",
   description: "Look a key up",
@@ -73,7 +74,7 @@ const session = await openSession({ id: "s", storage: memoryStorage(), registry 
 await session.resume();
 const sub = await session.submit({ requestId: "r", conversationId: "c", input: "go" });
 const done: Submission = await session.wait(sub.id);
-console.log(JSON.stringify({ status: done.status, worker: typeof connectSessionWorker, edge: typeof createEdgeApp }));
+console.log(JSON.stringify({ status: done.status, worker: typeof connectSessionWorker, edge: typeof createEdgeApp, testing: typeof simulateCrashes }));
 await session.close();
 `;
 
@@ -104,7 +105,12 @@ describe("the installed package", () => {
       consumer.replace(", type Submission", "").replace(": Submission", ""),
     );
     const out = execFileSync(process.execPath, ["check.mjs"], { cwd: app, encoding: "utf8" });
-    expect(JSON.parse(out)).toEqual({ status: "succeeded", worker: "function", edge: "function" });
+    expect(JSON.parse(out)).toEqual({
+      status: "succeeded",
+      worker: "function",
+      edge: "function",
+      testing: "function",
+    });
     writeFileSync(
       join(app, "tsconfig.json"),
       JSON.stringify({

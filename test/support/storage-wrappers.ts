@@ -12,31 +12,10 @@ export function deferred<T = void>() {
   return { promise, resolve, reject };
 }
 
-/**
- * Forwards every call to another store. Test wrappers (spies, crash injectors, killable process handles)
- * extend it and override `target()` (to refuse calls) or `commit()` (to interpose).
- */
-export class ForwardingStorage implements Storage {
-  constructor(readonly inner: Storage) {}
-  /** The store calls go to; throw here to make every call fail. */
-  protected target(): Storage {
-    return this.inner;
-  }
-  open: Storage["open"] = async (...args) => this.target().open(...args);
-  readEntries: Storage["readEntries"] = async (...args) => this.target().readEntries(...args);
-  readChanges: Storage["readChanges"] = async (...args) => this.target().readChanges(...args);
-  readDocumentRows: Storage["readDocumentRows"] = async (...args) => this.target().readDocumentRows(...args);
-  readSubmission: Storage["readSubmission"] = async (...args) => this.target().readSubmission(...args);
-  readRequest: Storage["readRequest"] = async (...args) => this.target().readRequest(...args);
-  readTask: Storage["readTask"] = async (...args) => this.target().readTask(...args);
-  readSignal: Storage["readSignal"] = async (...args) => this.target().readSignal(...args);
-  readTaskTree: Storage["readTaskTree"] = async (...args) => this.target().readTaskTree(...args);
-  readItems: Storage["readItems"] = async (...args) => this.target().readItems(...args);
-  close: Storage["close"] = async () => undefined;
-  async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
-    await this.target().commit(guard, commits);
-  }
-}
+// The same wrapper the testing kit ships (durable-agent/testing).
+export { ForwardingStorage } from "../../src/testing/forwarding-storage.ts";
+
+import { ForwardingStorage } from "../../src/testing/forwarding-storage.ts";
 
 /** Wraps a store so tests can see every commit group and interpose before it reaches the inner store. */
 export class SpyStorage extends ForwardingStorage {

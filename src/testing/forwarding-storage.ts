@@ -1,0 +1,29 @@
+/** A store that forwards every call to another: the base of store wrappers (spies, crash injectors). */
+import type { CommitRecord } from "../records/schemas.ts";
+import type { CommitGuard, Storage } from "../storage/storage.ts";
+
+/**
+ * Forwards every call to another store. Wrappers (spies, crash injectors, killable process handles) extend
+ * it and override `target()` (to refuse calls) or `commit()` (to interpose).
+ */
+export class ForwardingStorage implements Storage {
+  constructor(readonly inner: Storage) {}
+  /** The store calls go to; throw here to make every call fail. */
+  protected target(): Storage {
+    return this.inner;
+  }
+  open: Storage["open"] = async (...args) => this.target().open(...args);
+  readEntries: Storage["readEntries"] = async (...args) => this.target().readEntries(...args);
+  readChanges: Storage["readChanges"] = async (...args) => this.target().readChanges(...args);
+  readDocumentRows: Storage["readDocumentRows"] = async (...args) => this.target().readDocumentRows(...args);
+  readSubmission: Storage["readSubmission"] = async (...args) => this.target().readSubmission(...args);
+  readRequest: Storage["readRequest"] = async (...args) => this.target().readRequest(...args);
+  readTask: Storage["readTask"] = async (...args) => this.target().readTask(...args);
+  readSignal: Storage["readSignal"] = async (...args) => this.target().readSignal(...args);
+  readTaskTree: Storage["readTaskTree"] = async (...args) => this.target().readTaskTree(...args);
+  readItems: Storage["readItems"] = async (...args) => this.target().readItems(...args);
+  close: Storage["close"] = async () => undefined;
+  async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+    await this.target().commit(guard, commits);
+  }
+}
