@@ -3,6 +3,7 @@
  * incremental tool-call assembly. Rate limits and server errors become retryable ModelErrors (with the
  * server's retry-after); a stream cut mid-way keeps what arrived as `partialText`.
  */
+import { EventSourceParserStream } from "eventsource-parser/stream";
 import type { ToolCall } from "../records/schemas.ts";
 import type { GenerateOptions, Model, ModelMessage, ModelRequest, ModelResponse } from "./model.ts";
 import { ModelError } from "./model.ts";
@@ -78,53 +79,51 @@ async function readStream(
   signal: AbortSignal,
   onText: ((delta: string) => void) | undefined,
 ): Promise<ModelResponse> {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
+  // Server-sent events parsed by eventsource-parser: CRLF or LF lines, multi-line data, comments.
+  const reader = body
+    .pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>)
+    .pipeThrough(new EventSourceParserStream())
+    .getReader();
   let text = "";
   let finishReason: string | undefined;
   let usage: ModelResponse["usage"];
-  let done = false;
   const calls = new Map<number, { id: string; name: string; args: string }>();
+  let done = false;
   try {
     while (!done) {
-      const { value, done: ended } = await reader.read();
+      const { value: event, done: ended } = await reader.read();
       if (ended) break;
-      buffer += decoder.decode(value, { stream: true });
-      for (let newline = buffer.indexOf("\n"); newline >= 0; newline = buffer.indexOf("\n")) {
-        const line = buffer.slice(0, newline).replace(/\r$/, "");
-        buffer = buffer.slice(newline + 1);
-        if (!line.startsWith("data:")) continue; // blank separators, comments and other SSE fields
-        const data = line.slice(5).trim();
-        if (data === "[DONE]") {
-          done = true;
-          break;
+      const data = event.data.trim();
+      if (data === "") continue;
+      if (data === "[DONE]") {
+        done = true;
+        break;
+      }
+      const chunk = JSON.parse(data) as WireChunk;
+      for (const choice of chunk.choices ?? []) {
+        const delta = choice.delta;
+        if (delta?.content) {
+          text += delta.content;
+          onText?.(delta.content);
         }
-        const chunk = JSON.parse(data) as WireChunk;
-        for (const choice of chunk.choices ?? []) {
-          const delta = choice.delta;
-          if (delta?.content) {
-            text += delta.content;
-            onText?.(delta.content);
-          }
-          for (const call of delta?.tool_calls ?? []) {
-            const current = calls.get(call.index) ?? { id: "", name: "", args: "" };
-            calls.set(call.index, {
-              id: call.id ?? current.id,
-              name: current.name + (call.function?.name ?? ""),
-              args: current.args + (call.function?.arguments ?? ""),
-            });
-          }
-          if (choice.finish_reason) finishReason = choice.finish_reason;
+        for (const call of delta?.tool_calls ?? []) {
+          const current = calls.get(call.index) ?? { id: "", name: "", args: "" };
+          calls.set(call.index, {
+            id: call.id ?? current.id,
+            name: current.name + (call.function?.name ?? ""),
+            args: current.args + (call.function?.arguments ?? ""),
+          });
         }
-        if (chunk.usage) {
-          usage = {
-            inputTokens: chunk.usage.prompt_tokens ?? 0,
-            outputTokens: chunk.usage.completion_tokens ?? 0,
-          };
-        }
+        if (choice.finish_reason) finishReason = choice.finish_reason;
+      }
+      if (chunk.usage) {
+        usage = {
+          inputTokens: chunk.usage.prompt_tokens ?? 0,
+          outputTokens: chunk.usage.completion_tokens ?? 0,
+        };
       }
     }
+    if (done) await reader.cancel().catch(() => undefined); // [DONE]: release the connection
   } catch (error) {
     if (signal.aborted) throw error;
     throw new ModelError(`the response stream broke: ${(error as Error).message}`, {

@@ -49,6 +49,14 @@ describe("OpenAI-compatible model over HTTP", () => {
     });
   });
 
+  it("reads a stream with CRLF line endings and keep-alive comments the same way", async () => {
+    const model = await modelFor([{ kind: "text", chunks: ["Hel", "lo, ", "world"], crlf: true }]);
+    const deltas: string[] = [];
+    const response = await model.generate(request, { signal, onText: (d) => deltas.push(d) });
+    expect(deltas).toEqual(["Hel", "lo, ", "world"]);
+    expect(response).toMatchObject({ text: "Hello, world", finishReason: "stop" });
+  });
+
   it("assembles tool calls from argument deltas split across chunks", async () => {
     const model = await modelFor([
       {

@@ -88,7 +88,12 @@ describe("the installed package", () => {
       "dist/devtools/index.html",
     ])
       expect(existsSync(join(app, "node_modules/durable-agent", entry)), entry).toBe(true);
-    expect(Object.keys(installed.dependencies).sort()).toEqual(["fast-json-patch", "idb", "zod"]);
+    expect(Object.keys(installed.dependencies).sort()).toEqual([
+      "eventsource-parser",
+      "fast-json-patch",
+      "idb",
+      "zod",
+    ]);
     // Each optional: comlink for /worker, hono and jose for /edge, @ai-sdk/provider for aiSdkModel's types.
     expect(Object.keys(installed.peerDependencies).sort()).toEqual([
       "@ai-sdk/provider",

@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 
 export type FixtureReply =
-  | { kind: "text"; chunks: string[] }
+  | { kind: "text"; chunks: string[]; crlf?: boolean }
   | { kind: "tools"; calls: { id: string; name: string; args: string[] }[] }
   | { kind: "cut"; chunks: string[] }
   | { kind: "status"; status: number; retryAfter?: number };
@@ -50,7 +50,10 @@ function serve(reply: FixtureReply, res: ServerResponse): void {
     return;
   }
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-  const send = (chunk: unknown) => res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  // Some servers and proxies end lines with CRLF and send comment lines as keep-alives.
+  const nl = reply.kind === "text" && reply.crlf ? "\r\n" : "\n";
+  if (nl === "\r\n") res.write(`: keep-alive${nl}${nl}`);
+  const send = (chunk: unknown) => res.write(`data: ${JSON.stringify(chunk)}${nl}${nl}`);
   const base = { id: "chatcmpl-fixture", object: "chat.completion.chunk", model: "fixture" };
   send({ ...base, choices: [{ index: 0, delta: { role: "assistant" }, finish_reason: null }] });
   if (reply.kind === "text" || reply.kind === "cut") {
@@ -94,6 +97,6 @@ function serve(reply: FixtureReply, res: ServerResponse): void {
     send({ ...base, choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] });
   }
   send({ ...base, choices: [], usage: { prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 } });
-  res.write("data: [DONE]\n\n");
+  res.write(`data: [DONE]${nl}${nl}`);
   res.end();
 }

@@ -7,6 +7,8 @@
  *   live commits as Server-Sent Events read with fetch (EventSource cannot send the token), reconnecting
  *   with `Last-Event-ID` after the server ends a stream.
  */
+
+import { EventSourceParserStream } from "eventsource-parser/stream";
 import {
   type CommitRecord,
   emptyView,
@@ -288,37 +290,29 @@ async function problemDetail(response: Response): Promise<string> {
   }
 }
 
-/** Parses a text/event-stream body into events. */
+/**
+ * Parses a text/event-stream body into events, with `eventsource-parser` (the spec's line endings, multi-line
+ * data, comments and retry fields; a hand-written splitter on "\n\n" missed CRLF streams).
+ */
 export async function* readServerEvents(
   body: ReadableStream<Uint8Array>,
 ): AsyncGenerator<{ id?: string; event: string; data: string }> {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
+  const reader = body
+    .pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>)
+    .pipeThrough(new EventSourceParserStream())
+    .getReader();
   try {
     for (;;) {
       const { done, value } = await reader.read();
       if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      let end = buffer.indexOf("\n\n");
-      while (end !== -1) {
-        const block = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        end = buffer.indexOf("\n\n");
-        const event: { id?: string; event: string; data: string } = { event: "message", data: "" };
-        for (const line of block.split("\n")) {
-          if (line === "" || line.startsWith(":")) continue;
-          const colon = line.indexOf(":");
-          const field = colon === -1 ? line : line.slice(0, colon);
-          const text = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
-          if (field === "id") event.id = text;
-          else if (field === "event") event.event = text;
-          else if (field === "data") event.data = event.data ? `${event.data}\n${text}` : text;
-        }
-        if (event.data !== "") yield event;
-      }
+      if (value.data === "") continue;
+      yield {
+        ...(value.id !== undefined && { id: value.id }),
+        event: value.event ?? "message",
+        data: value.data,
+      };
     }
   } finally {
-    reader.releaseLock();
+    await reader.cancel().catch(() => undefined);
   }
 }
