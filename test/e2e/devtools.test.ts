@@ -62,6 +62,36 @@ async function tab(page: Page, name: string): Promise<void> {
   await page.click(`[data-testid=tab-${name}]`);
 }
 
+/** axe-core's serious and critical violations on the page as it is now: rule id and where. */
+async function accessibilityProblems(page: Page): Promise<string[]> {
+  await page.addScriptTag({ path: join(process.cwd(), "node_modules/axe-core/axe.min.js") });
+  return page.evaluate(async () => {
+    const axe = (
+      window as unknown as {
+        axe: {
+          run(): Promise<{
+            violations: {
+              id: string;
+              impact: string;
+              nodes: { target: string[]; failureSummary: string }[];
+            }[];
+          }>;
+        };
+      }
+    ).axe;
+    const { violations } = await axe.run();
+    return violations
+      .filter((v) => v.impact === "serious" || v.impact === "critical")
+      .map(
+        (v) =>
+          `${v.id}: ${v.nodes
+            .map((n) => `${n.target.join(" ")} — ${n.failureSummary}`)
+            .slice(0, 2)
+            .join("; ")}`,
+      );
+  });
+}
+
 async function shoot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(artifacts, `devtools-${name}.png`), fullPage: true });
 }
@@ -397,6 +427,31 @@ describe("devtools page in Chromium", () => {
       expect(await status.getAttribute("data-tone")).toBe("warn");
       expect(await status.textContent()).toContain("succeeded with problems 1 error, 1 interrupted");
       await shoot(devtools, "failed-run-submissions");
+
+      // Every view passes axe-core with no serious or critical violation.
+      for (const view of [
+        "submissions",
+        "pending",
+        "conversation",
+        "tasks",
+        "documents",
+        "timeline",
+        "wake",
+      ]) {
+        await tab(devtools, view);
+        expect(await accessibilityProblems(devtools), `the ${view} view`).toEqual([]);
+      }
+      // The tabs follow the WAI-ARIA pattern: arrows move, Home and End jump to the ends.
+      await devtools.focus("[data-testid=tab-submissions]");
+      await devtools.keyboard.press("End");
+      expect(await devtools.evaluate(() => document.activeElement?.getAttribute("data-testid"))).toBe(
+        "tab-wake",
+      );
+      await devtools.keyboard.press("Home");
+      expect(await devtools.evaluate(() => document.activeElement?.getAttribute("data-testid"))).toBe(
+        "tab-submissions",
+      );
+      expect(await devtools.getAttribute("[data-testid=tab-submissions]", "aria-selected")).toBe("true");
 
       await tab(devtools, "timeline");
       await devtools.check("[data-testid=recovery-only]");

@@ -292,10 +292,22 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                 data-testid={`tab-${t}`}
                 onClick={() => setTab(t)}
                 onKeyDown={(event) => {
-                  // Arrow keys move between views (the WAI-ARIA tabs pattern); Tab leaves the list.
-                  const step = event.key === "ArrowRight" ? 1 : event.key === "ArrowLeft" ? -1 : 0;
-                  if (step === 0) return;
-                  const next = TABS[(TABS.indexOf(t) + step + TABS.length) % TABS.length] as Tab;
+                  // The WAI-ARIA tabs pattern: arrows move between views, Home and End jump to the first and
+                  // last; Tab leaves the list.
+                  const at = TABS.indexOf(t);
+                  const index =
+                    event.key === "ArrowRight"
+                      ? (at + 1) % TABS.length
+                      : event.key === "ArrowLeft"
+                        ? (at - 1 + TABS.length) % TABS.length
+                        : event.key === "Home"
+                          ? 0
+                          : event.key === "End"
+                            ? TABS.length - 1
+                            : undefined;
+                  if (index === undefined) return;
+                  event.preventDefault();
+                  const next = TABS[index] as Tab;
                   setTab(next);
                   event.currentTarget.parentElement
                     ?.querySelector<HTMLButtonElement>(`[data-testid=tab-${next}]`)

@@ -75,7 +75,8 @@ export function TaskGraph(props: {
                 data-task={task.id}
                 data-status={status}
                 data-outcome={outcome.label}
-                aria-label={`${kind}, ${task.id}, ${line}`}
+                // The name is the visible text as written (clipped parts included), then the whole.
+                aria-label={`${kind} ${id} ${clip(line, 34)}${id !== task.id || clip(line, 34) !== line ? ` (${task.id}: ${line})` : ""}`}
                 onClick={activate}
                 onKeyDown={(e) => {
                   if (e.key === "Enter" || e.key === " ") {
@@ -84,16 +85,18 @@ export function TaskGraph(props: {
                   }
                 }}
               >
-                <title>{line}</title>
                 <rect width={NODE_WIDTH} height={NODE_HEIGHT} rx={6} />
-                <text x={8} y={17} class="kind">
-                  {kind}
-                </text>
-                <text x={8} y={33} class="id">
-                  {id}
-                </text>
-                <text x={8} y={49} class="state">
-                  {clip(line, 34)}
+                {/* One text element, its lines spaced: its text reads as the name does. */}
+                <text>
+                  <tspan x={8} y={17} class="kind">
+                    {kind}
+                  </tspan>{" "}
+                  <tspan x={8} y={33} class="id">
+                    {id}
+                  </tspan>{" "}
+                  <tspan x={8} y={49} class="state">
+                    {clip(line, 34)}
+                  </tspan>
                 </text>
               </g>
             );
