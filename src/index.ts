@@ -106,3 +106,5 @@ export type { WakeDetails, WakeInfo } from "./tasks/wake-info.ts";
 export { isRunnableStatus, wakeInfoOf } from "./tasks/wake-info.ts";
 export type { ChatBackend, ChatChunk, ChatMessage, ChatTransportOptions } from "./ui/chat-transport.ts";
 export { assistantMessageId, chatMessages, chatTransport } from "./ui/chat-transport.ts";
+export type { EdgeChatOptions } from "./ui/edge-chat.ts";
+export { EdgeRequestError, edgeChatBackend } from "./ui/edge-chat.ts";

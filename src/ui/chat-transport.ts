@@ -152,6 +152,8 @@ class RunFollower {
   /** The open text part (one per model round's answer) and how much of it was sent. */
   private text: { id: string; sent: string; round?: string } | undefined;
   private parts = 0;
+  /** Tool calls the model made in this run (their input was sent). */
+  private readonly announced = new Set<string>();
   /** The stream record's value as of the last change read. */
   private stream: Json | undefined;
 
@@ -197,7 +199,8 @@ class RunFollower {
         const sent = this.text?.sent ?? "";
         yield* this.say(c.text.startsWith(sent) ? c.text.slice(sent.length) : c.text);
         yield* this.endText();
-        for (const call of c.toolCalls)
+        for (const call of c.toolCalls) {
+          this.announced.add(call.id);
           yield {
             type: "tool-input-available",
             toolCallId: call.id,
@@ -205,7 +208,10 @@ class RunFollower {
             input: parseArgs(call.args),
             dynamic: true,
           };
-      } else if (c.kind === "tool-result") {
+        }
+      } else if (c.kind === "tool-result" && this.announced.has(c.toolCallId)) {
+        // Only calls the model made (announced with their input): a result of a call made inside a task
+        // (a campaign's own sends) has no input part for the UI to attach it to.
         yield c.outcome === "ok"
           ? { type: "tool-output-available", toolCallId: c.toolCallId, output: c.output, dynamic: true }
           : {
