@@ -465,4 +465,61 @@ describe("devtools page in Chromium", () => {
       expect(await devtools.textContent("[data-testid=task-outcome]")).toBe("confirmed");
     });
   }, 90_000);
+
+  it("shows one unit of work at a time in a session of 300 submissions: listed newest first, filtered and searched", async () => {
+    await withChromiumProfile(async (context) => {
+      const writer = await context.newPage();
+      await writer.goto(`${origin}/devtools/`);
+      const root = `/@fs${process.cwd()}`;
+      await writer.evaluate(`(async () => {
+        const { writeManyRuns } = await import("${root}/test/support/many-runs.ts");
+        const { indexedDbStorage } = await import("${root}/src/index.ts");
+        await writeManyRuns(indexedDbStorage("devtools-many", { durability: "relaxed" }), 300);
+      })()`);
+      await writer.close();
+      const devtools = await context.newPage();
+      await devtools.goto(`${origin}/devtools/?local=devtools-many&session=many`);
+      // The change log is read page by page: wait until the newest run has arrived.
+      await devtools.waitForFunction(
+        () => document.querySelector("[data-testid=work-items] li")?.textContent?.includes("req-299"),
+        undefined,
+        TIMEOUT,
+      );
+      // The view holds the working set (the latest settled runs); older ones are paged in from storage.
+      expect(await devtools.textContent("[data-testid=work-count]")).toBe("20 of 20");
+      // Newest first; the graph holds that one turn's tree only, not 300 of them side by side.
+      expect(await devtools.textContent("[data-testid=work-items] li:first-child")).toContain("req-299");
+      const nodes = await devtools.$$eval("[data-testid=task-graph] g.node", (gs) => gs.length);
+      expect(nodes).toBe(2); // the turn and its one tool call
+      const width = Number(await devtools.getAttribute("[data-testid=task-graph]", "width"));
+      expect(width).toBeLessThan(2 * 210 + 100);
+      // Of the runs in the view (280–299), 280 and 290 had a failed tool call.
+      await devtools.selectOption("[data-testid=work-status]", "problems");
+      expect(await devtools.textContent("[data-testid=work-count]")).toBe("2 of 20");
+      await devtools.selectOption("[data-testid=work-status]", "all");
+      while (await devtools.$("[data-testid=load-older]")) {
+        const before = await devtools.textContent("[data-testid=work-count]");
+        await devtools.click("[data-testid=load-older]");
+        await devtools.waitForFunction(
+          (text) => document.querySelector("[data-testid=work-count]")?.textContent !== text,
+          before,
+          TIMEOUT,
+        );
+      }
+      expect(await devtools.textContent("[data-testid=work-count]")).toBe("300 of 300");
+      expect(await devtools.textContent("[data-testid=older-note]")).toContain(
+        "280 older read from storage (all of them)",
+      );
+      await devtools.selectOption("[data-testid=work-status]", "all");
+      await devtools.fill("[data-testid=work-search]", "req-42");
+      expect(await devtools.textContent("[data-testid=work-count]")).toBe("1 of 300");
+      await devtools.click("[data-testid=work-items] button");
+      // Its tree is read from storage: the same two tasks a turn has.
+      await devtools.waitForSelector("[data-testid=task-graph] g.node[data-outcome=ok]", TIMEOUT);
+      await devtools.click("[data-testid=task-graph] g.node[data-outcome=ok]");
+      expect(await devtools.textContent("[data-testid=task-details]")).toContain('"n": 42');
+      expect(await accessibilityProblems(devtools)).toEqual([]);
+      await shoot(devtools, "many-submissions");
+    });
+  }, 120_000);
 });

@@ -209,6 +209,9 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   }, [target, options]);
 
   const latest = history?.latest.version ?? 0;
+  // "Now" for ages on the page: taken again at each new commit, not on every render.
+  // biome-ignore lint/correctness/useExhaustiveDependencies: a new commit is what makes it stale
+  const now = useMemo(() => Date.now(), [latest]);
   const shown = live ? latest : version;
   // biome-ignore lint/correctness/useExhaustiveDependencies: the history grows in place; `latest` marks each new commit
   const view = useMemo(() => history?.viewAt(shown), [history, shown, latest]);
@@ -322,7 +325,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
             {tab === "submissions" && (
               <SubmissionsView
                 view={view}
-                now={Date.now()}
+                now={now}
                 onCancel={
                   source?.cancelSubmission &&
                   ((id) => {
@@ -334,12 +337,19 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
             )}
             {tab === "conversation" && <ConversationView view={view} />}
             {tab === "tasks" && (
-              <TaskGraph view={view} history={history} selected={selectedTask} onSelect={setSelectedTask} />
+              <TaskGraph
+                view={view}
+                history={history}
+                selected={selectedTask}
+                onSelect={setSelectedTask}
+                now={now}
+                older={source}
+              />
             )}
             {tab === "pending" && (
               <PendingView
                 view={view}
-                now={Date.now()}
+                now={now}
                 onAnswer={
                   source?.answerWait && shown === latest
                     ? (key, suggested) => {

@@ -20,6 +20,7 @@ import {
   type Session,
   type SessionView,
   type Submission,
+  type Task,
 } from "../../src/index.ts";
 import { DurableInbox } from "../../worker/inbox.ts";
 
@@ -46,6 +47,16 @@ export interface SessionSource {
    * session's durable inbox, which the leading tab drains (the devtools never write the session itself).
    */
   answerWait?(key: string, payload: unknown, requestId: string): Promise<void>;
+  /**
+   * Submissions beyond the view's working set, newest first, from storage (local sessions): a page of
+   * them accepted before version `before`, and the `before` of the next page (null at the end).
+   */
+  readSubmissions?(
+    before: number | undefined,
+    limit: number,
+  ): Promise<{ submissions: readonly Submission[]; next: number | null }>;
+  /** A task tree as storage holds it now (for a Submission beyond the working set). */
+  readTaskTree?(rootId: string): Promise<Task[]>;
   close(): Promise<void>;
 }
 
@@ -111,6 +122,9 @@ export async function localSource(
   return {
     label: `local ${database} / ${sessionId}`,
     base,
+    readSubmissions: (before, limit) =>
+      session.readSubmissions({ ...(before !== undefined && { before }), limit }),
+    readTaskTree: (rootId) => session.readTaskTree(rootId),
     follow(onChanges, onError) {
       // The session's own subscription replays the change log after the base, then delivers every change
       // refresh() adopts: no gap, no repeat, and the session is current when a change is delivered.

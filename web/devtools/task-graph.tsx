@@ -1,9 +1,11 @@
 /** The task tree as a laid-out graph (dagre), and the details of the selected task. */
-import { useMemo } from "preact/hooks";
+import { useEffect, useMemo, useState } from "preact/hooks";
 import type { SessionView, Task } from "../../src/index.ts";
 import { formatTime, layoutTasks, NODE_HEIGHT, NODE_WIDTH } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
 import { taskOutcome, taskTitle } from "./outcome.ts";
+import type { SessionSource } from "./sources.ts";
+import { rootOf, storedItem, treeOf, type WorkItem, workItems } from "./work-items.ts";
 
 /** The node's third line: where a live task stands, or how an ended one ended and why. */
 function stateLine(task: Task, blocked: string | undefined): string {
@@ -30,20 +32,122 @@ function stateLine(task: Task, blocked: string | undefined): string {
 
 const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 
+/**
+ * One unit of work's task tree at a time, picked from a list of every Submission (newest first, filtered by
+ * status, searched by id, requestId or input): the layout is of that tree only, so following a long session
+ * live stays cheap and the graph stays as wide as one turn.
+ */
 export function TaskGraph(props: {
   view: SessionView;
   history: SessionHistory;
   selected: string | undefined;
   onSelect: (taskId: string) => void;
+  now: number;
+  /** Pages of Submissions beyond the view's working set, and their trees, from storage (local sessions). */
+  older?: Pick<SessionSource, "readSubmissions" | "readTaskTree"> | undefined;
 }) {
   const { view } = props;
-  const graph = useMemo(() => layoutTasks(view.tasks), [view]);
+  const held = useMemo(() => workItems(view, props.now), [view, props.now]);
+  // Older Submissions read from storage on request, and the tree of one of them.
+  const [stored, setStored] = useState<{ items: WorkItem[]; next: number | null } | undefined>(undefined);
+  const [storedTree, setStoredTree] = useState<{ root: string; tasks: Task[] } | undefined>(undefined);
+  const items = useMemo(() => {
+    if (!stored) return held;
+    const ids = new Set(held.map((i) => i.id));
+    return [...held, ...stored.items.filter((i) => !ids.has(i.id))];
+  }, [held, stored]);
+  const loadOlder = async () => {
+    const before = stored
+      ? (stored.next ?? undefined)
+      : Math.min(...held.map((i) => i.order).filter((o) => o > 0));
+    const page = await props.older?.readSubmissions?.(Number.isFinite(before) ? before : undefined, 200);
+    if (!page) return;
+    setStored({ items: [...(stored?.items ?? []), ...page.submissions.map(storedItem)], next: page.next });
+  };
+  const [chosen, setChosen] = useState<string | undefined>(undefined);
+  const [status, setStatus] = useState("all");
+  const [query, setQuery] = useState("");
+  const [shownCount, setShownCount] = useState(100);
+  // The item shown: the chosen one, else the one holding the selected task, else the newest.
+  const selectedRoot = props.selected ? rootOf(view.tasks, props.selected) : undefined;
+  const item =
+    items.find((i) => i.id === chosen) ?? items.find((i) => i.rootTaskId === selectedRoot) ?? items[0];
+  const inView = useMemo(() => treeOf(view.tasks, item?.rootTaskId), [view, item?.rootTaskId]);
+  // An item from storage has no tasks in the view: its tree is read from storage (as stored now).
+  const fromStorage = inView.length === 0 && item?.rootTaskId !== undefined && stored !== undefined;
+  const tasks = fromStorage && storedTree?.root === item?.rootTaskId ? storedTree.tasks : inView;
+  const wanted = fromStorage ? item?.rootTaskId : undefined;
+  useEffect(() => {
+    if (wanted === undefined || storedTree?.root === wanted) return;
+    void props.older?.readTaskTree?.(wanted).then((found) => setStoredTree({ root: wanted, tasks: found }));
+  }, [wanted, storedTree?.root, props.older]);
+  const graph = useMemo(() => layoutTasks(tasks), [tasks]);
   const blocked = new Map(view.blocked.filter((b) => b.kind === "task").map((b) => [b.id, b.reason]));
-  const selected = view.tasks.find((t) => t.id === props.selected);
+  const selected = tasks.find((t) => t.id === props.selected);
+  const needle = query.trim().toLowerCase();
+  const matching = items.filter(
+    (i) =>
+      (status === "all" || i.status === status || (status === "problems" && i.tone === "warn")) &&
+      (needle === "" || i.text.includes(needle)),
+  );
   if (view.tasks.length === 0) return <p class="empty">No tasks at this version.</p>;
   return (
     <div class="split graph-split">
-      <div class="graph">
+      <nav class="work-list" aria-label="submissions and root tasks">
+        <label>
+          status{" "}
+          <select data-testid="work-status" value={status} onChange={(e) => setStatus(e.currentTarget.value)}>
+            {["all", "running", "accepted", "succeeded", "problems", "failed", "cancelled"].map((s) => (
+              <option key={s} value={s}>
+                {s === "problems" ? "succeeded with problems" : s}
+              </option>
+            ))}
+          </select>
+        </label>
+        <input
+          type="search"
+          aria-label="search submissions"
+          data-testid="work-search"
+          placeholder="id, requestId or input"
+          value={query}
+          onInput={(e) => setQuery(e.currentTarget.value)}
+        />
+        <p class="meta" data-testid="work-count">
+          {matching.length} of {items.length}
+        </p>
+        <ul data-testid="work-items">
+          {matching.slice(0, shownCount).map((i) => (
+            <li key={i.id}>
+              <button
+                type="button"
+                aria-pressed={i.id === item?.id}
+                data-item={i.id}
+                onClick={() => setChosen(i.id)}
+              >
+                <span class={`status tone-${i.tone}`}>{i.status}</span> {i.label}
+              </button>
+            </li>
+          ))}
+        </ul>
+        {props.older?.readSubmissions && (stored === undefined || stored.next !== null) && (
+          <button type="button" data-testid="load-older" onClick={() => void loadOlder()}>
+            load older from storage
+          </button>
+        )}
+        {stored && (
+          <p class="meta" data-testid="older-note">
+            {stored.items.length} older read from storage{stored.next === null ? " (all of them)" : ""}; shown
+            as stored now, whatever version is scrubbed to
+          </p>
+        )}
+        {matching.length > shownCount && (
+          <button type="button" onClick={() => setShownCount(shownCount + 100)}>
+            show more ({matching.length - shownCount})
+          </button>
+        )}
+      </nav>
+      {/* Focusable, so its scrolling area can be moved with the keyboard. */}
+      <div class="graph" tabIndex={0} role="region" aria-label={`task tree of ${item?.label ?? "nothing"}`}>
         <svg
           data-testid="task-graph"
           width={graph.width}

@@ -1,0 +1,92 @@
+/**
+ * The devtools show one unit of work at a time: a Submission's task tree, or a root task started without
+ * one. A session of 20,000 Submissions would otherwise lay all their trees out in one row on every commit.
+ */
+import type { SessionView, Submission, Task } from "../../src/index.ts";
+import { submissionOutcome } from "./outcome.ts";
+
+/** One unit of work, newest first in lists. */
+export interface WorkItem {
+  /** The Submission's id, or the root task's. */
+  readonly id: string;
+  readonly label: string;
+  readonly status: string;
+  readonly tone: string;
+  readonly rootTaskId: string | undefined;
+  readonly order: number;
+  readonly text: string;
+}
+
+/** Every unit of work in the view, newest first. */
+export function workItems(view: SessionView, now: number): WorkItem[] {
+  const items: WorkItem[] = [];
+  const roots = new Set<string>();
+  for (const s of view.submissions) {
+    const outcome = submissionOutcome(s, view, now);
+    if (s.taskId) roots.add(s.taskId);
+    items.push({
+      id: s.id,
+      label: `${s.requestId} · ${s.id}`,
+      status: s.status,
+      tone: outcome.tone,
+      rootTaskId: s.taskId,
+      order: s.acceptedVersion ?? 0,
+      text: `${s.id} ${s.requestId} ${inputText(s)} ${outcome.label} ${outcome.problems}`.toLowerCase(),
+    });
+  }
+  for (const task of view.tasks)
+    if (task.parentId === undefined && !roots.has(task.id))
+      items.push({
+        id: task.id,
+        label: `task ${task.kind} · ${task.id}`,
+        status: task.state.status,
+        tone: "active",
+        rootTaskId: task.id,
+        order: task.createdVersion ?? 0,
+        text: `${task.id} ${task.kind} ${task.state.status}`.toLowerCase(),
+      });
+  return items.sort((a, b) => b.order - a.order || (a.id < b.id ? 1 : -1));
+}
+
+/** A Submission read from storage (beyond the view): its status only, its tasks not loaded. */
+export function storedItem(s: Submission): WorkItem {
+  return {
+    id: s.id,
+    label: `${s.requestId} · ${s.id}`,
+    status: s.status,
+    tone: s.status === "succeeded" ? "good" : s.status === "failed" ? "bad" : "active",
+    rootTaskId: s.taskId,
+    order: s.acceptedVersion ?? 0,
+    text: `${s.id} ${s.requestId} ${inputText(s)} ${s.status}`.toLowerCase(),
+  };
+}
+
+function inputText(s: Submission): string {
+  return typeof s.input === "string" ? s.input : JSON.stringify(s.input);
+}
+
+/** The tasks of the tree under `rootId` (parents before children). */
+export function treeOf(tasks: readonly Task[], rootId: string | undefined): Task[] {
+  if (rootId === undefined) return [];
+  const children = new Map<string, Task[]>();
+  let root: Task | undefined;
+  for (const task of tasks) {
+    if (task.id === rootId) root = task;
+    if (task.parentId === undefined) continue;
+    const list = children.get(task.parentId);
+    if (list) list.push(task);
+    else children.set(task.parentId, [task]);
+  }
+  if (!root) return [];
+  const tree: Task[] = [root];
+  for (let i = 0; i < tree.length; i++) tree.push(...(children.get((tree[i] as Task).id) ?? []));
+  return tree;
+}
+
+/** The unit of work a task belongs to (its root's item), for selecting a task by id. */
+export function rootOf(tasks: readonly Task[], taskId: string): string | undefined {
+  const byId = new Map(tasks.map((t) => [t.id, t]));
+  let task = byId.get(taskId);
+  while (task?.parentId !== undefined) task = byId.get(task.parentId);
+  return task?.id;
+}
