@@ -146,8 +146,12 @@ export function TaskGraph(props: {
           </button>
         )}
       </nav>
-      {/* Focusable, so its scrolling area can be moved with the keyboard. */}
-      <div class="graph" tabIndex={0} role="region" aria-label={`task tree of ${item?.label ?? "nothing"}`}>
+      <section
+        class="graph"
+        // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling area must take focus to be scrolled by keyboard
+        tabIndex={0}
+        aria-label={`task tree of ${item?.label ?? "nothing"}`}
+      >
         <svg
           data-testid="task-graph"
           width={graph.width}
@@ -206,7 +210,7 @@ export function TaskGraph(props: {
             );
           })}
         </svg>
-      </div>
+      </section>
       <aside class="details" data-testid="task-details">
         {selected ? (
           <TaskDetails task={selected} history={props.history} />
