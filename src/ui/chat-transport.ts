@@ -157,15 +157,17 @@ class RunFollower {
   /** The stream record's value as of the last change read. */
   private stream: Json | undefined;
 
+  /** The run's task tree: its root, and every task created under it. */
+  private readonly tree = new Set<string>();
+
   constructor(private readonly submission: Submission) {
     this.root = submission.taskId;
+    if (this.root !== undefined) this.tree.add(this.root);
   }
 
   private ours(entry: Entry): boolean {
     if (entry.conversationId !== this.submission.conversationId || entry.taskId === undefined) return false;
-    return (
-      entry.taskId === this.root || (this.root !== undefined && entry.taskId.startsWith(`${this.root}/`))
-    );
+    return this.tree.has(entry.taskId);
   }
 
   private *say(delta: string, round?: string): Generator<ChatChunk> {
@@ -190,6 +192,9 @@ class RunFollower {
 
   *chunks(change: CommitRecord): Generator<ChatChunk> {
     if (this.ended) return;
+    // The run's tasks, by their parent links (a task is created before any entry names it).
+    for (const task of change.tasks)
+      if (task.parentId !== undefined && this.tree.has(task.parentId)) this.tree.add(task.id);
     for (const doc of change.documents) yield* this.streamed(doc);
     for (const entry of change.entries) {
       if (!this.ours(entry)) continue;
