@@ -20,7 +20,7 @@ import {
   type Storage,
   scriptedModel,
 } from "../src/index.ts";
-import { rowsOfGroup } from "../src/storage/rows.ts";
+import { opsOfGroup } from "../src/storage/rows.ts";
 import { ForwardingStorage } from "../test/support/storage-wrappers.ts";
 import { median } from "./workload.ts";
 
@@ -63,7 +63,9 @@ export class WriteCounter extends ForwardingStorage {
     for (const group of this.groups) {
       rows++; // the session row, once per transaction
       commits += group.length;
-      for (const { row } of rowsOfGroup(group)) {
+      for (const op of opsOfGroup(group, Number.POSITIVE_INFINITY)) {
+        if (op.kind !== "row") continue;
+        const { row } = op;
         rows++;
         if (row.op !== "delete") bytes += encoder.encode(JSON.stringify(row.value)).length;
       }

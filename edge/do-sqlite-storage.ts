@@ -11,13 +11,11 @@ import {
   checkCreate,
   checkGuard,
   checkRowSize,
-  documentRowsObsoleteBelow,
   nextWriterMeta,
-  pruneChangesThrough,
+  opsOfGroup,
   type RowWrite,
   rawNumber,
   recordName,
-  rowsOfGroup,
   upgradedMeta,
 } from "../src/storage/rows.ts";
 import type {
@@ -155,28 +153,24 @@ export class DurableObjectSqliteStorage implements Storage {
       this.storage.transactionSync(() => {
         const meta = checkGuard(this.hasTables() ? this.readMeta(guard.sessionId) : undefined, guard);
         let index = 0;
-        for (const { row, version } of rowsOfGroup(commits)) {
-          this.options.onWrite?.(row, index++);
-          this.put(guard.sessionId, row, version);
-        }
-        for (const commit of commits) {
-          for (const change of commit.documents) {
-            const below = documentRowsObsoleteBelow(change);
-            if (below === undefined) continue;
+        // In order: a document deleted by one commit and created again by the next keeps its new rows.
+        for (const op of opsOfGroup(commits, this.retain)) {
+          if (op.kind === "obsolete")
             this.storage.sql.exec(
               "DELETE FROM da_rows WHERE session = ? AND tbl = 'documentRows' AND id = ? AND n < ?",
               guard.sessionId,
-              change.id,
-              below,
+              op.documentId,
+              op.below,
             );
-          }
-          const through = pruneChangesThrough(commit.version, this.retain);
-          if (through !== undefined) {
+          else if (op.kind === "prune")
             this.storage.sql.exec(
               "DELETE FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = '' AND n <= ?",
               guard.sessionId,
-              through,
+              op.through,
             );
+          else {
+            this.options.onWrite?.(op.row, index++);
+            this.put(guard.sessionId, op.row, op.version);
           }
         }
         this.writeMeta(guard.sessionId, { ...meta, version: last.version, updatedAt: last.at });

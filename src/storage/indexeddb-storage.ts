@@ -11,12 +11,10 @@ import type { KeyPart, Table } from "./rows.ts";
 import {
   checkCreate,
   checkGuard,
-  documentRowsObsoleteBelow,
   nextWriterMeta,
-  pruneChangesThrough,
+  opsOfGroup,
   rawNumber,
   recordName,
-  rowsOfGroup,
   TABLES,
   upgradedMeta,
 } from "./rows.ts";
@@ -111,13 +109,13 @@ export class IndexedDbStorage implements Storage {
     if (!last) return;
     await this.transaction("readwrite", async (tx) => {
       const sessions = tx.objectStore(SESSIONS);
-      const rows = rowsOfGroup(commits);
+      const ops = opsOfGroup(commits, this.retain);
       // The guard is read in this transaction. The writes queue up behind the read instead of waiting for
       // it (one round trip to the database, not two): a stale guard aborts the transaction, and nothing it
       // queued is written. Create-only rows are checked before any write: a duplicate refuses the commit.
       const stored = sessions.get(guard.sessionId);
       stored.catch(() => undefined);
-      const creates = rows.filter(({ row }) => row.op === "create");
+      const creates = ops.flatMap((op) => (op.kind === "row" && op.row.op === "create" ? [op] : []));
       let meta = creates.length > 0 ? checkGuard(await stored, guard) : undefined;
       for (const { row, version } of creates) {
         const found = await tx.objectStore(row.table).getKey([guard.sessionId, ...row.key]);
@@ -126,7 +124,17 @@ export class IndexedDbStorage implements Storage {
       const writes: Promise<unknown>[] = [];
       try {
         let index = 0;
-        for (const { row } of rows) {
+        for (const op of ops) {
+          if (op.kind === "obsolete") {
+            const obsolete = numberRange(guard.sessionId, [op.documentId], 0, op.below - 1);
+            writes.push(tx.objectStore("documentRows").delete(obsolete));
+            continue;
+          }
+          if (op.kind === "prune") {
+            writes.push(tx.objectStore("changes").delete(numberRange(guard.sessionId, [], 0, op.through)));
+            continue;
+          }
+          const { row } = op;
           this.options.onWrite?.(row, index++);
           const store = tx.objectStore(row.table);
           const key = [guard.sessionId, ...row.key];
@@ -138,18 +146,6 @@ export class IndexedDbStorage implements Storage {
                 ? store.add(row.value, key)
                 : store.put(row.value, key),
           );
-        }
-        for (const commit of commits) {
-          for (const change of commit.documents) {
-            const below = documentRowsObsoleteBelow(change);
-            if (below === undefined) continue;
-            const obsolete = numberRange(guard.sessionId, [change.id], 0, below - 1);
-            writes.push(tx.objectStore("documentRows").delete(obsolete));
-          }
-          const through = pruneChangesThrough(commit.version, this.retain);
-          if (through !== undefined) {
-            writes.push(tx.objectStore("changes").delete(numberRange(guard.sessionId, [], 0, through)));
-          }
         }
         meta ??= checkGuard(await stored, guard);
         writes.push(sessions.put({ ...meta, version: last.version, updatedAt: last.at }, guard.sessionId));

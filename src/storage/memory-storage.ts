@@ -10,12 +10,11 @@ import {
   checkCreate,
   checkGuard,
   checkRowSize,
-  documentRowsObsoleteBelow,
+  type GroupOp,
   nextWriterMeta,
-  pruneChangesThrough,
+  opsOfGroup,
   rawNumber,
   recordName,
-  rowsOfGroup,
   TABLES,
   upgradedMeta,
 } from "./rows.ts";
@@ -178,40 +177,37 @@ export class MemoryStorage implements Storage {
     if (!rows) return;
     // Stage everything first: a fault while staging leaves the stored rows untouched, like an aborted
     // transaction would.
-    const staged: RowWrite[] = [];
-    const prunes: number[] = [];
-    const obsolete: [string, number][] = [];
-    for (const { row, version } of rowsOfGroup(commits)) {
-      this.options.onWrite?.(row, staged.length);
+    const ops = opsOfGroup(commits, this.retain);
+    const staged: GroupOp[] = [];
+    let index = 0;
+    for (const op of ops) {
+      if (op.kind !== "row") {
+        staged.push(op);
+        continue;
+      }
+      const { row, version } = op;
+      this.options.onWrite?.(row, index++);
       const limit = this.options.maxRowBytes;
       if (limit !== undefined) checkRowSize(row, JSON.stringify(row.value), limit, version);
       if (row.op === "create") {
         const exists =
-          rows.tables[row.table].get(row.key) !== undefined || staged.some((w) => sameRow(w, row));
+          rows.tables[row.table].get(row.key) !== undefined ||
+          staged.some((w) => w.kind === "row" && sameRow(w.row, row));
         checkCreate(row, exists, version);
       }
-      staged.push({ ...row, value: structuredClone(row.value) });
-    }
-    for (const commit of commits) {
-      const through = pruneChangesThrough(commit.version, this.retain);
-      if (through !== undefined) prunes.push(through);
-      for (const change of commit.documents) {
-        const below = documentRowsObsoleteBelow(change);
-        if (below !== undefined) obsolete.push([change.id, below]);
-      }
+      staged.push({ ...op, row: { ...row, value: structuredClone(row.value) } });
     }
     const last = commits.at(-1);
     if (!last) return;
-    for (const row of staged) {
-      if (row.op === "delete") rows.tables[row.table].delete(row.key);
-      else rows.tables[row.table].set(row.key, row.value);
+    // Applied in order: a document deleted by one commit and created again by the next keeps its new rows.
+    for (const op of staged) {
+      if (op.kind === "prune")
+        rows.tables.changes.deleteWhere(undefined, (key) => (key[0] as number) <= op.through);
+      else if (op.kind === "obsolete")
+        rows.tables.documentRows.deleteWhere(op.documentId, (key) => (key[1] as number) < op.below);
+      else if (op.row.op === "delete") rows.tables[op.row.table].delete(op.row.key);
+      else rows.tables[op.row.table].set(op.row.key, op.row.value);
     }
-    for (const through of prunes)
-      rows.tables.changes.deleteWhere(undefined, (key) => (key[0] as number) <= through);
-    // Later baselines of a document in the group have higher versions, so deleting after all the writes
-    // leaves what deleting in order would.
-    for (const [id, below] of obsolete)
-      rows.tables.documentRows.deleteWhere(id, (key) => (key[1] as number) < below);
     rows.meta = { ...meta, version: last.version, updatedAt: last.at };
   }
 

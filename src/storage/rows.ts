@@ -168,31 +168,53 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
   return rows;
 }
 
-/** A row of a commit group, with the version of the commit that wrote it. */
-export interface GroupRow {
-  readonly row: RowWrite;
-  readonly version: number;
-}
+/**
+ * One step of writing a commit group, in order: a row, the rows of a document a baseline (or its deletion)
+ * made obsolete, or the change-log rows past the retention bound. Each has the version of its commit.
+ */
+export type GroupOp =
+  | { readonly kind: "row"; readonly row: RowWrite; readonly version: number }
+  | {
+      readonly kind: "obsolete";
+      readonly documentId: string;
+      readonly below: number;
+      readonly version: number;
+    }
+  | { readonly kind: "prune"; readonly through: number; readonly version: number };
 
 /**
- * The rows a commit group writes, in order, without the puts a later row of the same group overwrites (a
- * conversation's record once per group, not once per commit; a task created and finished in one group
- * once): what is left in the store is the same, in fewer writes. `create` rows are always kept: they check
- * the key inside the transaction.
+ * What a commit group writes, step by step in commit order (each commit's rows, then its range deletes), with
+ * the puts that a later row of the same group overwrites left out: a conversation's record once per group,
+ * not once per commit; a task created and finished in one group once. What is left in the store is the same
+ * as writing every commit in turn. Range deletes stay where their commit put them (a document deleted by one
+ * commit and created again by the next keeps its new rows); `create` rows are always kept (they check their
+ * key inside the transaction).
  */
-export function rowsOfGroup(commits: readonly CommitRecord[]): GroupRow[] {
-  const rows: GroupRow[] = [];
-  for (const commit of commits)
-    for (const row of rowsOfCommit(commit)) rows.push({ row, version: commit.version });
-  if (commits.length < 2) return rows;
-  const seen = new Set<string>();
-  const kept: GroupRow[] = [];
-  for (let i = rows.length - 1; i >= 0; i--) {
-    const entry = rows[i] as GroupRow;
-    const id = entry.row.table + JSON.stringify(entry.row.key);
-    const overwritten = seen.has(id);
-    seen.add(id);
-    if (!overwritten || entry.row.op === "create") kept.push(entry);
+export function opsOfGroup(commits: readonly CommitRecord[], retain: number): GroupOp[] {
+  const ops: GroupOp[] = [];
+  for (const commit of commits) {
+    const version = commit.version;
+    for (const row of rowsOfCommit(commit)) ops.push({ kind: "row", row, version });
+    for (const change of commit.documents) {
+      const below = documentRowsObsoleteBelow(change);
+      if (below !== undefined) ops.push({ kind: "obsolete", documentId: change.id, below, version });
+    }
+    const through = pruneChangesThrough(version, retain);
+    if (through !== undefined) ops.push({ kind: "prune", through, version });
+  }
+  if (commits.length < 2) return ops;
+  const later = new Set<string>();
+  const kept: GroupOp[] = [];
+  for (let i = ops.length - 1; i >= 0; i--) {
+    const op = ops[i] as GroupOp;
+    if (op.kind !== "row") {
+      kept.push(op);
+      continue;
+    }
+    const id = op.row.table + JSON.stringify(op.row.key);
+    const overwritten = later.has(id);
+    later.add(id);
+    if (!overwritten || op.row.op === "create") kept.push(op);
   }
   return kept.reverse();
 }

@@ -15,7 +15,7 @@ import {
   type Table,
   type WriteHook,
 } from "../../src/index.ts";
-import { rowsOfGroup } from "../../src/storage/rows.ts";
+import { opsOfGroup } from "../../src/storage/rows.ts";
 
 export type Post = (body: unknown) => Promise<{ ok: boolean; result?: unknown; error?: WireError }>;
 interface WireError {
@@ -88,7 +88,7 @@ export class RemoteStorage implements Storage {
     if (this.options.onWrite) {
       let index = 0;
       try {
-        for (const { row } of rowsOfGroup(commits)) this.options.onWrite(row, index++);
+        for (const op of opsOfGroup(commits, 0)) if (op.kind === "row") this.options.onWrite(op.row, index++);
       } catch {
         failAtRow = index - 1;
       }

@@ -192,6 +192,28 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       );
     });
 
+    it("keeps a document deleted and created again in one commit group, and writes what the group leaves", async () => {
+      const id = freshId("recreate");
+      const session = await open(harness.storage(), id);
+      await session.commit((d) => d.setDocument("plan", "plan", { steps: ["old"], approved: false }));
+      // Requested in the same tick: one transaction. The second commit starts the document anew.
+      const deleted = session.commit((d) => d.deleteDocument("plan"));
+      const recreated = session.commit((d) =>
+        d.setDocument("plan", "plan", { steps: ["new"], approved: true }),
+      );
+      const touched = [1, 2, 3].map((n) =>
+        session.commit((d) => d.appendEntry("main", { kind: "note", text: `note ${n}` })),
+      );
+      await Promise.all([deleted, recreated, ...touched]);
+      const reopened = await open(harness.storage(), id);
+      expect(reopened.view().documents.map((doc) => [doc.id, doc.value])).toEqual([
+        ["plan", { steps: ["new"], approved: true }],
+      ]);
+      expect(durable(reopened.view())).toEqual(durable(session.view()));
+      // The conversation record was written once for the group, and holds the last commit's count.
+      expect(reopened.view().conversations[0]?.entryCount).toBe(3);
+    });
+
     it("stores a baseline early once the deltas since the last one outweigh the value", async () => {
       const id = freshId("docs-small");
       const session = await open(harness.storage(), id);
