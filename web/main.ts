@@ -218,6 +218,7 @@ async function main(): Promise<void> {
         (name) =>
           new Promise<boolean>((resolve) => {
             const request = indexedDB.deleteDatabase(name);
+            // Blocked by another tab: the deletion stays queued and happens once that tab closes.
             request.onsuccess = () => resolve(true);
             request.onerror = () => resolve(false);
             request.onblocked = () => resolve(false);
@@ -225,8 +226,9 @@ async function main(): Promise<void> {
       ),
     );
     if (deleted.every(Boolean)) location.reload();
-    else status.textContent = "not reset: another tab still has the demo open; close it and try again";
-    reset.disabled = false;
+    else
+      status.textContent =
+        "resetting once the demo's other tabs close (they still hold it open); this tab stopped — reload it then";
   });
   await client.subscribe(0, onChange); // replays everything committed so far, then live changes
   ready();

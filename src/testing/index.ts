@@ -147,6 +147,7 @@ async function runOnce<W>(
       if (!storage.isDead) return { commits, error: `process ${process + 1}: ${(error as Error).message}` };
       storage.kill();
       scenario.onDeath?.(world);
+      void session?.close().catch(() => undefined); // its timers stop; its store is already dead
       // The dead process's phases wind down (their writes fail) before the next one starts.
       const timers = options.timers ?? systemTimers;
       await Promise.race([
@@ -193,7 +194,8 @@ function blindReplay(task: Task): string | undefined {
   if (task.kind !== "agent.tool" || task.state.status !== "succeeded") return undefined;
   const result = task.state.result as { via?: string } | null;
   const intent = task.checkpoint.data as { replay?: string } | null;
-  if (intent?.replay === "unsafe" && result?.via === "replay")
-    return `unsafe tool call ${task.id} was replayed blindly after a crash`;
+  // Re-entered after a kill (restarts > 0), an unsafe call must be confirmed, never simply run again.
+  if (intent?.replay === "unsafe" && task.restarts > 0 && (result?.via === "run" || result?.via === "replay"))
+    return `unsafe tool call ${task.id} was run again blindly after a crash`;
   return undefined;
 }

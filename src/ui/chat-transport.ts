@@ -22,6 +22,7 @@ export interface ChatBackend {
   subscribe(
     fromVersion: number,
     listener: (change: CommitRecord) => void,
+    onError?: (error: Error) => void,
   ): Promise<() => unknown> | (() => unknown);
   cancelSubmission?(submissionId: string, reason?: string): Promise<unknown>;
 }
@@ -131,11 +132,22 @@ function runStream(
       });
       controller.enqueue({ type: "start", messageId: assistantMessageId(submission) });
       const from = Math.max(0, (submission.acceptedVersion ?? 1) - 1);
-      stop = await backend.subscribe(from, (change) => {
+      // A follow that cannot go on (history pruned, access refused) ends the stream with an error chunk,
+      // never a stream that stays open forever.
+      const fail = (error: Error) => {
         if (closed) return;
-        for (const chunk of follow.chunks(change)) controller.enqueue(chunk);
-        if (follow.ended) close();
-      });
+        controller.enqueue({ type: "error", errorText: error.message });
+        close();
+      };
+      stop = await backend.subscribe(
+        from,
+        (change) => {
+          if (closed) return;
+          for (const chunk of follow.chunks(change)) controller.enqueue(chunk);
+          if (follow.ended) close();
+        },
+        fail,
+      );
       if (closed) void stop();
     },
     cancel() {
@@ -202,7 +214,12 @@ class RunFollower {
       if (c.kind === "model") {
         // The answer as committed: what streaming did not already send, then its tool calls.
         const sent = this.text?.sent ?? "";
-        yield* this.say(c.text.startsWith(sent) ? c.text.slice(sent.length) : c.text);
+        if (c.text.startsWith(sent)) yield* this.say(c.text.slice(sent.length));
+        else {
+          // The answer is not what was streamed (a crash cut that attempt off): a part of its own.
+          yield* this.endText();
+          yield* this.say(c.text);
+        }
         yield* this.endText();
         for (const call of c.toolCalls) {
           this.announced.add(call.id);
@@ -289,23 +306,29 @@ export function chatMessages(view: SessionView, conversationId: string): ChatMes
   const bySeq = new Map(
     view.submissions.filter((s) => s.conversationId === conversationId).map((s) => [s.entrySeq, s]),
   );
+  // Each entry goes to the answer of the run whose task tree wrote it (runs can interleave: a message
+  // queued behind a running turn lands before that turn's last entries).
+  const children = new Map<string, string[]>();
+  for (const task of view.tasks)
+    if (task.parentId !== undefined)
+      children.set(task.parentId, [...(children.get(task.parentId) ?? []), task.id]);
+  const owner = new Map<string, { submission: Submission; parts: unknown[] }>();
   const messages: ChatMessage[] = [];
-  let answer: { submission: Submission; parts: unknown[] } | undefined;
-  const flush = () => {
-    if (answer && answer.parts.length > 0)
-      messages.push({ id: assistantMessageId(answer.submission), role: "assistant", parts: answer.parts });
-    answer = undefined;
-  };
   for (const entry of conversation.entries) {
     const c = entry.content;
     const submission = bySeq.get(entry.seq);
     if (c.kind === "user" && submission) {
-      flush();
       messages.push({ id: submission.requestId, role: "user", parts: [{ type: "text", text: c.text }] });
       // A run still going is left to the resumed stream (it rebuilds its message from the start).
-      if (isSubmissionFinished(submission)) answer = { submission, parts: [] };
+      if (!isSubmissionFinished(submission) || submission.taskId === undefined) continue;
+      const answer = { submission, parts: [] as unknown[] };
+      messages.push({ id: assistantMessageId(submission), role: "assistant", parts: answer.parts });
+      const tree = [submission.taskId];
+      for (let i = 0; i < tree.length; i++) tree.push(...(children.get(tree[i] as string) ?? []));
+      for (const id of tree) owner.set(id, answer);
       continue;
     }
+    const answer = entry.taskId === undefined ? undefined : owner.get(entry.taskId);
     if (!answer) continue;
     if (c.kind === "model") {
       if (c.text) answer.parts.push({ type: "text", text: c.text, state: "done" });
@@ -328,6 +351,6 @@ export function chatMessages(view: SessionView, conversationId: string): ChatMes
       }
     }
   }
-  flush();
-  return messages;
+  // A finished run whose tasks left the view's working set has no parts to show: it is left out.
+  return messages.filter((m) => m.role !== "assistant" || m.parts.length > 0);
 }

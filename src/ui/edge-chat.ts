@@ -68,7 +68,11 @@ export function edgeChatBackend(options: EdgeChatOptions): ChatBackend {
           body: { reason },
         }),
       ),
-    subscribe(fromVersion: number, listener: (change: CommitRecord) => void) {
+    subscribe(
+      fromVersion: number,
+      listener: (change: CommitRecord) => void,
+      onError?: (error: Error) => void,
+    ) {
       const controller = new AbortController();
       let last = fromVersion;
       const follow = async () => {
@@ -81,7 +85,8 @@ export function edgeChatBackend(options: EdgeChatOptions): ChatBackend {
             });
             if (!response.ok || !response.body) {
               const error = new EdgeRequestError(response.status, await detailOf(response));
-              if (response.status < 500 && response.status !== 429) return; // refused: following ends
+              // Refused (401, 403, 404, 410 history pruned): following ends, and says why.
+              if (response.status < 500 && response.status !== 429) return onError?.(error);
               throw error;
             }
             failures = 0;

@@ -156,4 +156,25 @@ describe("chatTransport", () => {
     expect(second).toEqual(first);
     await session.close();
   });
+
+  it("gives each run's entries to its own answer when a second message was queued behind the first", async () => {
+    const session = await weatherSession();
+    const first = await session.submit({ requestId: "q1", conversationId: "c3", input: "Weather?" });
+    // Sent while the first runs: queued behind it, its user entry lands before the first's last entries.
+    const second = await session.submit({ requestId: "q2", conversationId: "c3", input: "And now?" });
+    await session.wait(first.id);
+    await session.wait(second.id);
+    const messages = chatMessages(session.view(), "c3");
+    expect(messages.map((m) => `${m.role}:${m.id}`)).toEqual([
+      "user:q1",
+      `assistant:assistant:${first.id}`,
+      "user:q2",
+      `assistant:assistant:${second.id}`,
+    ]);
+    const tools = (m: (typeof messages)[number] | undefined) =>
+      (m?.parts ?? []).filter((p) => (p as { type: string }).type === "dynamic-tool");
+    expect(tools(messages[1])).toHaveLength(2);
+    expect(tools(messages[3])).toHaveLength(0);
+    await session.close();
+  });
 });

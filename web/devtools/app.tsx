@@ -209,9 +209,14 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   }, [target, options]);
 
   const latest = history?.latest.version ?? 0;
-  // "Now" for ages on the page: taken again at each new commit, not on every render.
-  // biome-ignore lint/correctness/useExhaustiveDependencies: a new commit is what makes it stale
-  const now = useMemo(() => Date.now(), [latest]);
+  // "Now" for ages on the page: taken again at each new commit and every 5 s (a stuck run's idle time grows).
+  const [clockTick, setClockTick] = useState(0);
+  useEffect(() => {
+    const timer = setInterval(() => setClockTick((t) => t + 1), 5_000);
+    return () => clearInterval(timer);
+  }, []);
+  // biome-ignore lint/correctness/useExhaustiveDependencies: a new commit or a tick is what makes it stale
+  const now = useMemo(() => Date.now(), [latest, clockTick]);
   const shown = live ? latest : version;
   // biome-ignore lint/correctness/useExhaustiveDependencies: the history grows in place; `latest` marks each new commit
   const view = useMemo(() => history?.viewAt(shown), [history, shown, latest]);

@@ -5,6 +5,7 @@
  * Also the recovery marks of a commit (epoch changes, counted restarts, confirmations, interrupted records).
  */
 import type { CommitRecord, SessionView, Submission, Task } from "../../src/index.ts";
+import { treeOf } from "./tree.ts";
 
 /** How a display reads: good, needs a look, bad, still going, or waiting. */
 export type Tone = "good" | "warn" | "bad" | "active" | "waiting";
@@ -105,11 +106,7 @@ export function taskOutcome(task: Task): Outcome {
 export function problemsOf(submission: Submission, tasks: readonly Task[]): Map<string, number> {
   const counts = new Map<string, number>();
   if (!submission.taskId) return counts;
-  const under = new Set([submission.taskId]);
-  // Tasks come parents first (a child is created after its parent), so one pass finds the whole tree.
-  for (const task of tasks) if (task.parentId !== undefined && under.has(task.parentId)) under.add(task.id);
-  for (const task of tasks) {
-    if (!under.has(task.id)) continue;
+  for (const task of treeOf(tasks, submission.taskId)) {
     const outcome = taskOutcome(task);
     if (outcome.tone === "bad" || outcome.tone === "warn")
       counts.set(outcome.label, (counts.get(outcome.label) ?? 0) + 1);

@@ -87,7 +87,7 @@ export function TaskGraph(props: {
   const needle = query.trim().toLowerCase();
   const matching = items.filter(
     (i) =>
-      (status === "all" || i.status === status || (status === "problems" && i.tone === "warn")) &&
+      (status === "all" || i.status === status || (status === "problems" && i.problems)) &&
       (needle === "" || i.text.includes(needle)),
   );
   if (view.tasks.length === 0) return <p class="empty">No tasks at this version.</p>;

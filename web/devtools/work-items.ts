@@ -5,6 +5,8 @@
 import type { SessionView, Submission, Task } from "../../src/index.ts";
 import { submissionOutcome } from "./outcome.ts";
 
+export { treeOf } from "./tree.ts";
+
 /** One unit of work, newest first in lists. */
 export interface WorkItem {
   /** The Submission's id, or the root task's. */
@@ -15,6 +17,8 @@ export interface WorkItem {
   readonly rootTaskId: string | undefined;
   readonly order: number;
   readonly text: string;
+  /** It succeeded, but some of its tool calls did not end plainly ok. */
+  readonly problems: boolean;
 }
 
 /** Every unit of work in the view, newest first. */
@@ -32,6 +36,7 @@ export function workItems(view: SessionView, now: number): WorkItem[] {
       rootTaskId: s.taskId,
       order: s.acceptedVersion ?? 0,
       text: `${s.id} ${s.requestId} ${inputText(s)} ${outcome.label} ${outcome.problems}`.toLowerCase(),
+      problems: s.status === "succeeded" && outcome.problems !== "",
     });
   }
   for (const task of view.tasks)
@@ -44,6 +49,7 @@ export function workItems(view: SessionView, now: number): WorkItem[] {
         rootTaskId: task.id,
         order: task.createdVersion ?? 0,
         text: `${task.id} ${task.kind} ${task.state.status}`.toLowerCase(),
+        problems: false,
       });
   return items.sort((a, b) => b.order - a.order || (a.id < b.id ? 1 : -1));
 }
@@ -54,33 +60,23 @@ export function storedItem(s: Submission): WorkItem {
     id: s.id,
     label: `${s.requestId} · ${s.id}`,
     status: s.status,
-    tone: s.status === "succeeded" ? "good" : s.status === "failed" ? "bad" : "active",
+    tone:
+      s.status === "succeeded"
+        ? "good"
+        : s.status === "failed"
+          ? "bad"
+          : s.status === "cancelled"
+            ? "warn"
+            : "active",
     rootTaskId: s.taskId,
     order: s.acceptedVersion ?? 0,
     text: `${s.id} ${s.requestId} ${inputText(s)} ${s.status}`.toLowerCase(),
+    problems: false, // its tasks are not loaded: unknown until opened
   };
 }
 
 function inputText(s: Submission): string {
   return typeof s.input === "string" ? s.input : JSON.stringify(s.input);
-}
-
-/** The tasks of the tree under `rootId` (parents before children). */
-export function treeOf(tasks: readonly Task[], rootId: string | undefined): Task[] {
-  if (rootId === undefined) return [];
-  const children = new Map<string, Task[]>();
-  let root: Task | undefined;
-  for (const task of tasks) {
-    if (task.id === rootId) root = task;
-    if (task.parentId === undefined) continue;
-    const list = children.get(task.parentId);
-    if (list) list.push(task);
-    else children.set(task.parentId, [task]);
-  }
-  if (!root) return [];
-  const tree: Task[] = [root];
-  for (let i = 0; i < tree.length; i++) tree.push(...(children.get((tree[i] as Task).id) ?? []));
-  return tree;
 }
 
 /** The unit of work a task belongs to (its root's item), for selecting a task by id. */
