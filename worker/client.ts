@@ -8,13 +8,18 @@
  * const stop = await client.subscribe(0, (change) => render(change));
  */
 import * as Comlink from "comlink";
+import { deserializeError, type SerializedError } from "../src/errors.ts";
 import type { ChangeListener } from "../src/index.ts";
 import { installErrorTransfer, type SessionWorkerApi } from "./protocol.ts";
 
 /** The worker's API as the page uses it: a subscription is stopped by the function `subscribe` resolves with. */
 export interface SessionWorkerClient extends Omit<SessionWorkerApi, "subscribe" | "unsubscribe" | "close"> {
   /** Resolves with the function that stops the subscription (and releases its proxy). */
-  subscribe(fromVersion: number, listener: ChangeListener): Promise<() => Promise<void>>;
+  subscribe(
+    fromVersion: number,
+    listener: ChangeListener,
+    onError?: (error: Error) => void,
+  ): Promise<() => Promise<void>>;
   /** Closes the host in the worker and releases the connection. */
   close(): Promise<void>;
 }
@@ -28,8 +33,12 @@ export function connectSessionWorker(endpoint: Comlink.Endpoint): SessionWorkerC
     wait: (submissionId) => remote.wait(submissionId),
     submissionForRequest: (requestId) => remote.submissionForRequest(requestId),
     view: (options) => remote.view(options),
-    async subscribe(fromVersion, listener) {
-      const id = await remote.subscribe(fromVersion, Comlink.proxy(listener));
+    async subscribe(fromVersion, listener, onError) {
+      const id = await remote.subscribe(
+        fromVersion,
+        Comlink.proxy(listener),
+        onError && Comlink.proxy((wire: SerializedError) => onError(deserializeError(wire))),
+      );
       return () => remote.unsubscribe(id);
     },
     cancelSubmission: (submissionId, reason) => remote.cancelSubmission(submissionId, reason),

@@ -8,6 +8,7 @@
  * exposeSessionWorker({ database: "my-app", sessionId: "support-42", registry: () => createRegistry({ ...agent }) });
  */
 import * as Comlink from "comlink";
+import { type SerializedError, serializeError } from "../src/errors.ts";
 import type { ChangeListener } from "../src/index.ts";
 import { installErrorTransfer, type SessionWorkerApi } from "./protocol.ts";
 import { BrowserSessionHost, type BrowserSessionHostOptions } from "./session-host.ts";
@@ -27,11 +28,17 @@ export function exposeSessionWorker(
     wait: async (submissionId) => (await starting).wait(submissionId),
     submissionForRequest: async (requestId) => (await starting).session?.readSubmissionForRequest(requestId),
     view: async (options) => (await starting).session?.view(options),
-    async subscribe(fromVersion, listener: ChangeListener) {
+    async subscribe(fromVersion, listener: ChangeListener, onError?: (error: SerializedError) => void) {
       const host = await starting;
       const id = nextId++;
       const remote = listener as ChangeListener & { [Comlink.releaseProxy]?: () => void };
-      const stop = host.subscribe(fromVersion, (change) => void remote(change));
+      const stop = host.subscribe(
+        fromVersion,
+        (change) => void remote(change),
+        // Sent in the kernel's error wire format: the page rebuilds the typed error (name, code, fields).
+        onError &&
+          ((error) => void (onError as unknown as (wire: SerializedError) => void)(serializeError(error))),
+      );
       subscriptions.set(id, () => {
         stop();
         remote[Comlink.releaseProxy]?.(); // free the page-side proxy: no leak per subscription

@@ -29,8 +29,15 @@ export interface SessionWorkerApi {
   submissionForRequest(requestId: string): Promise<Submission | undefined>;
   /** The leader's view (trimmed by `options`), or undefined while this tab follows. */
   view(options?: ViewOptions): Promise<SessionView | undefined>;
-  /** Delivers committed changes after `fromVersion`; resolves with an id for `unsubscribe`. */
-  subscribe(fromVersion: number, listener: ChangeListener): Promise<number>;
+  /**
+   * Delivers committed changes after `fromVersion`; resolves with an id for `unsubscribe`. `onError` hears
+   * why a subscription cannot go on (the history it needs was pruned), in the kernel's error wire format.
+   */
+  subscribe(
+    fromVersion: number,
+    listener: ChangeListener,
+    onError?: (error: SerializedError) => void,
+  ): Promise<number>;
   unsubscribe(id: number): void;
   cancelSubmission(submissionId: string, reason?: string): Promise<Submission | undefined>;
   /** Answers a wait (`view().pending`): from the leader at once, from a follower through the durable inbox. */

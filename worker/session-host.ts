@@ -51,6 +51,14 @@ export interface BrowserSessionHostOptions {
   readonly maxRestarts?: number;
 }
 
+/** A page's subscription, carried across this tab's role changes. */
+interface ListenerEntry {
+  last: number;
+  listener: ChangeListener;
+  onError?: (error: Error) => void;
+  stop?: () => void;
+}
+
 /**
  * Between the tabs of one session: the leader announces commits (only once some follower said it listens,
  * so a lone tab pays nothing per commit), followers announce themselves and their inbox inputs.
@@ -64,7 +72,7 @@ type Message =
 export class BrowserSessionHost {
   private current: Session | undefined;
   private role: "follower" | "leader" | "closed" = "follower";
-  private readonly listeners = new Set<{ last: number; listener: ChangeListener; stop?: () => void }>();
+  private readonly listeners = new Set<ListenerEntry>();
   private readonly channel: BroadcastChannel;
   private readonly inbox: DurableInbox;
   private readonly leadership: Leadership;
@@ -172,9 +180,10 @@ export class BrowserSessionHost {
   }
 
   /** Every committed change after `fromVersion`, in order, across role changes of this tab. */
-  subscribe(fromVersion: number, listener: ChangeListener): () => void {
-    const entry: { last: number; listener: ChangeListener; stop?: () => void } = {
+  subscribe(fromVersion: number, listener: ChangeListener, onError?: (error: Error) => void): () => void {
+    const entry: ListenerEntry = {
       last: fromVersion,
+      ...(onError && { onError }),
       listener: (change) => {
         // After a role change the new session may replay versions this listener already saw.
         if (change.version <= entry.last) return;
@@ -297,10 +306,14 @@ export class BrowserSessionHost {
     this.notifyObservers();
   }
 
-  private attach(entry: { last: number; listener: ChangeListener; stop?: () => void }): void {
+  private attach(entry: ListenerEntry): void {
     const session = this.current;
     if (!session) return;
-    entry.stop = session.subscribe(Math.min(entry.last, session.version), entry.listener);
+    entry.stop = session.subscribe(
+      Math.min(entry.last, session.version),
+      entry.listener,
+      entry.onError ? { onError: entry.onError } : undefined,
+    );
   }
 
   private readonly observers = new Set<() => void>();

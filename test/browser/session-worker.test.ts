@@ -3,10 +3,10 @@ import { describe, expect, it } from "vitest";
 import { type CommitRecord, indexedDbStorage, openSession } from "../../src/index.ts";
 import { connectSessionWorker } from "../../worker/index.ts";
 
-function startWorker(db: string, session: string, quotaAfter?: number) {
+function startWorker(db: string, session: string, quotaAfter?: number, retain?: number) {
   const worker = new Worker(new URL("./fixtures/session.worker.ts", import.meta.url), {
     type: "module",
-    name: JSON.stringify({ db, session, quotaAfter }),
+    name: JSON.stringify({ db, session, quotaAfter, retain }),
   });
   return { worker, client: connectSessionWorker(worker) };
 }
@@ -59,6 +59,29 @@ describe("session worker (comlink)", () => {
     expect((await again.client.view())?.submissions).toHaveLength(1);
     await again.client.close();
     again.worker.terminate();
+  });
+
+  it("tells the page when a subscription cannot go on because the history it needs was pruned", async () => {
+    const db = `worker-${Math.random().toString(36).slice(2)}`;
+    const { worker, client } = startWorker(db, "s6", undefined, 10);
+    for (let i = 0; i < 200 && (await client.role()) !== "leader"; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    // Past the first pruning boundary (every 256 versions), with 10 commits kept.
+    for (let i = 0; i < 140; i++)
+      await client.submit({ requestId: `p${i}`, conversationId: "main", input: `n${i}` });
+    const last = await client.submit({ requestId: "last", conversationId: "main", input: "last" });
+    await client.wait(last.id);
+    const errors: Error[] = [];
+    const stop = await client.subscribe(
+      1,
+      () => undefined,
+      (error) => errors.push(error),
+    );
+    for (let i = 0; i < 200 && errors.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(errors.map((e) => e.name)).toEqual(["HistoryTruncatedError"]);
+    await stop();
+    await client.close();
+    worker.terminate();
   });
 
   it("delivers errors across the boundary with their name and code", async () => {
