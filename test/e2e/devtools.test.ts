@@ -426,6 +426,10 @@ describe("devtools page in Chromium", () => {
       const status = devtools.locator("[data-testid=submission-status]");
       expect(await status.getAttribute("data-tone")).toBe("warn");
       expect(await status.textContent()).toContain("succeeded with problems 1 error, 1 interrupted");
+      // What the run did: two model rounds, three tool calls, its token totals.
+      expect(await devtools.textContent("[data-testid=submission-work]")).toMatch(
+        /^2 rounds · 3 tool calls · \d+ in \/ \d+ out tokens$/,
+      );
       await shoot(devtools, "failed-run-submissions");
 
       // Every view passes axe-core with no serious or critical violation.

@@ -1,6 +1,6 @@
 /** The task tree as a laid-out graph (dagre), and the details of the selected task. */
 import { useEffect, useMemo, useState } from "preact/hooks";
-import type { SessionView, Task } from "../../src/index.ts";
+import { isTerminal, type SessionView, type Task } from "../../src/index.ts";
 import { formatTime, layoutTasks, NODE_HEIGHT, NODE_WIDTH } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
 import { taskOutcome, taskTitle } from "./outcome.ts";
@@ -249,6 +249,11 @@ function TaskDetails({ task, history }: { task: Task; history: SessionHistory })
         )}
         <dt>phase</dt>
         <dd>{task.checkpoint.phase}</dd>
+        <dt>took</dt>
+        <dd data-testid="task-took">
+          {task.updatedAt - task.createdAt} ms{isTerminal(task) ? "" : " so far"} (created{" "}
+          {formatTime(task.createdAt).slice(11)})
+        </dd>
         <dt>attempts / restarts</dt>
         <dd>
           {task.attempts} / {task.restarts}

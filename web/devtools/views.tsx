@@ -13,6 +13,7 @@ import {
 import { describeCommit, formatTime, wakeOfView } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
 import { type RecoveryMark, submissionOutcome } from "./outcome.ts";
+import { treeOf } from "./tree.ts";
 
 const json = (value: unknown) => JSON.stringify(value, null, 2);
 
@@ -36,6 +37,7 @@ export function SubmissionsView(props: {
           <th>status</th>
           <th>accepted</th>
           <th>took</th>
+          <th>work</th>
           <th>task</th>
           {props.onCancel && <th />}
         </tr>
@@ -48,6 +50,7 @@ export function SubmissionsView(props: {
             <SubmissionStatus submission={s} view={props.view} now={props.now} />
             <td>{formatTime(s.acceptedAt)}</td>
             <td>{isSubmissionFinished(s) ? `${s.updatedAt - s.acceptedAt} ms` : "—"}</td>
+            <td data-testid="submission-work">{workOf(s, props.view)}</td>
             <td>{s.taskId ?? "—"}</td>
             {props.onCancel && (
               <td>
@@ -63,6 +66,26 @@ export function SubmissionsView(props: {
       </tbody>
     </table>
   );
+}
+
+/**
+ * What a Submission's run did: model rounds and calls, tool calls, waits on outside input, and its token
+ * totals (from the turn's result; counted from its tasks while it runs).
+ */
+function workOf(s: Submission, view: SessionView): string {
+  const tree = treeOf(view.tasks, s.taskId);
+  const tools = tree.filter((t) => t.kind === "agent.tool").length;
+  const waits = tree.filter((t) => t.state.status === "awaiting").length;
+  const usage = (
+    s.result as { usage?: { rounds?: number; total?: { inputTokens: number; outputTokens: number } } }
+  )?.usage;
+  const parts = [
+    usage?.rounds !== undefined ? `${usage.rounds} rounds` : undefined,
+    `${tools} tool calls`,
+    waits > 0 ? `${waits} waiting` : undefined,
+    usage?.total ? `${usage.total.inputTokens} in / ${usage.total.outputTokens} out tokens` : undefined,
+  ];
+  return tree.length === 0 && !usage ? "—" : parts.filter(Boolean).join(" · ");
 }
 
 function SubmissionStatus(props: { submission: Submission; view: SessionView; now: number }) {
