@@ -421,6 +421,10 @@ describe("devtools page in Chromium", () => {
       expect(await devtools.textContent("[data-testid=task-reason]")).toBe(
         "HTTP 503 Service Unavailable from prices.example",
       );
+      // The state as a tree: every value reachable by its path, nothing cut.
+      expect(
+        await devtools.textContent('[data-testid=task-state] [data-path="result.output.error"]'),
+      ).toContain('"HTTP 503 Service Unavailable from prices.example"');
 
       await tab(devtools, "submissions");
       const status = devtools.locator("[data-testid=submission-status]");
@@ -521,7 +525,9 @@ describe("devtools page in Chromium", () => {
       // Its tree is read from storage: the same two tasks a turn has.
       await devtools.waitForSelector("[data-testid=task-graph] g.node[data-outcome=ok]", TIMEOUT);
       await devtools.click("[data-testid=task-graph] g.node[data-outcome=ok]");
-      expect(await devtools.textContent("[data-testid=task-details]")).toContain('"n": 42');
+      expect(await devtools.textContent('[data-testid=task-state] [data-path="result.output.n"]')).toContain(
+        "n: 42",
+      );
       expect(await accessibilityProblems(devtools)).toEqual([]);
       await shoot(devtools, "many-submissions");
     });

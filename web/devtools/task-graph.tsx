@@ -3,6 +3,7 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import { isTerminal, type SessionView, type Task } from "../../src/index.ts";
 import { formatTime, layoutTasks, NODE_HEIGHT, NODE_WIDTH } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
+import { JsonView } from "./json-view.tsx";
 import { taskOutcome, taskTitle } from "./outcome.ts";
 import type { SessionSource } from "./sources.ts";
 import { rootOf, storedItem, treeOf, type WorkItem, workItems } from "./work-items.ts";
@@ -272,11 +273,11 @@ function TaskDetails({ task, history }: { task: Task; history: SessionHistory })
         )}
       </dl>
       <h4>Input</h4>
-      <pre>{JSON.stringify(task.input, null, 2)}</pre>
+      <JsonView value={task.input} label="input" testId="task-input" />
       <h4>Checkpoint</h4>
-      <pre>{JSON.stringify(task.checkpoint, null, 2)}</pre>
+      <JsonView value={task.checkpoint} label="checkpoint" testId="task-checkpoint" />
       <h4>State</h4>
-      <pre>{JSON.stringify(task.state, null, 2)}</pre>
+      <JsonView value={task.state} label="state" testId="task-state" />
       <h4>History</h4>
       <ol class="history" data-testid="task-history">
         {states.map((s) => (
