@@ -4,6 +4,7 @@
  * write every kind of record; code outside the kernel only ever sees it through a role's narrower view
  * (`role-drafts.ts`), and task and Submission records are written only by the task machine.
  */
+
 import { z } from "zod";
 import { DEFAULT_BASELINE_EVERY } from "../documents/define-document.ts";
 import { applyJsonPatch, diffJson } from "../documents/json-patch.ts";
@@ -34,6 +35,7 @@ import { deepFreeze, validateRecord } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
 import { ChildIndex } from "./child-index.ts";
 import type { EntryLinks } from "./draft-types.ts";
+import { awaiterOf, openSignal } from "./overlay-lookups.ts";
 import type { BlockedKind, BlockedRecord, DocumentState, StateReader } from "./state.ts";
 
 /**
@@ -145,17 +147,15 @@ export class KernelDraft implements StateReader {
     return this.base.blocked(kind, id);
   }
   signal(key: string): Signal | undefined {
-    const changed = this.signals.get(key);
-    if (changed) return changed.consumedBy === undefined ? changed : undefined;
-    return this.base.signal(key);
+    return openSignal(this.signals, (k) => this.base.signal(k), key);
   }
   awaiter(key: string): Task | undefined {
-    for (const task of this.tasks.values())
-      if (task.state.status === "awaiting" && task.state.keys.includes(key)) return task;
-    const below = this.base.awaiter(key);
-    if (!below) return undefined;
-    const now = this.task(below.id);
-    return now?.state.status === "awaiting" && now.state.keys.includes(key) ? now : undefined;
+    return awaiterOf(
+      this.tasks.values(),
+      (k) => this.base.awaiter(k),
+      (id) => this.task(id),
+      key,
+    );
   }
   openChildCount(parentId: string): number {
     return this.children ? this.children.openChildCount(parentId) : this.base.openChildCount(parentId);

@@ -3,10 +3,12 @@
  * Each new draft of the group reads through one overlay (not a chain of drafts), so a group of thousands
  * of commits — a wide fan-out finishing in one tick — stays O(1) per lookup.
  */
+
 import type { Conversation, Json, Signal, Submission, Task } from "../records/schemas.ts";
 import { headAfter } from "../records/schemas.ts";
 import { ChildIndex } from "./child-index.ts";
 import type { SealedCommit } from "./draft.ts";
+import { awaiterOf, openSignal } from "./overlay-lookups.ts";
 import type { BlockedKind, BlockedRecord, DocumentState, SessionState, StateReader } from "./state.ts";
 
 export class GroupOverlay implements StateReader {
@@ -50,17 +52,15 @@ export class GroupOverlay implements StateReader {
     return this.children.ownedChildren(parentId);
   }
   signal(key: string): Signal | undefined {
-    const changed = this.signals.get(key);
-    if (changed) return changed.consumedBy === undefined ? changed : undefined;
-    return this.state.signal(key);
+    return openSignal(this.signals, (k) => this.state.signal(k), key);
   }
   awaiter(key: string): Task | undefined {
-    for (const task of this.tasks.values())
-      if (task.state.status === "awaiting" && task.state.keys.includes(key)) return task;
-    const below = this.state.awaiter(key);
-    if (!below) return undefined;
-    const now = this.task(below.id);
-    return now?.state.status === "awaiting" && now.state.keys.includes(key) ? now : undefined;
+    return awaiterOf(
+      this.tasks.values(),
+      (k) => this.state.awaiter(k),
+      (id) => this.task(id),
+      key,
+    );
   }
 
   /** Takes in a frozen draft of the group, so the next draft sees its changes. */
