@@ -40,6 +40,8 @@ export * from "./records/schemas.ts";
 export { describeIssues } from "./records/validate.ts";
 export type { RegistryInput, SubmissionTask, TaskResolution } from "./registry.ts";
 export { createRegistry, Registry } from "./registry.ts";
+export type { ServerEvent } from "./server-events.ts";
+export { serverEvents } from "./server-events.ts";
 export type { CommitResult } from "./session/commit-pipeline.ts";
 export type {
   AppSpawnOptions,
@@ -106,5 +108,5 @@ export type { WakeDetails, WakeInfo } from "./tasks/wake-info.ts";
 export { isRunnableStatus, wakeInfoOf } from "./tasks/wake-info.ts";
 export type { ChatBackend, ChatChunk, ChatMessage, ChatTransportOptions } from "./ui/chat-transport.ts";
 export { assistantMessageId, chatMessages, chatTransport } from "./ui/chat-transport.ts";
-export type { EdgeChatOptions } from "./ui/edge-chat.ts";
-export { EdgeRequestError, edgeChatBackend } from "./ui/edge-chat.ts";
+export type { EdgeChatOptions, EdgeFollowOptions } from "./ui/edge-chat.ts";
+export { EdgeRequestError, edgeChatBackend, followEdgeChanges } from "./ui/edge-chat.ts";

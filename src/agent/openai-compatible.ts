@@ -3,8 +3,8 @@
  * incremental tool-call assembly. Rate limits and server errors become retryable ModelErrors (with the
  * server's retry-after); a stream cut mid-way keeps what arrived as `partialText`.
  */
-import { EventSourceParserStream } from "eventsource-parser/stream";
 import type { ToolCall } from "../records/schemas.ts";
+import { serverEvents } from "../server-events.ts";
 import type { GenerateOptions, Model, ModelMessage, ModelRequest, ModelResponse } from "./model.ts";
 import { ModelError } from "./model.ts";
 
@@ -79,20 +79,13 @@ async function readStream(
   signal: AbortSignal,
   onText: ((delta: string) => void) | undefined,
 ): Promise<ModelResponse> {
-  // Server-sent events parsed by eventsource-parser: CRLF or LF lines, multi-line data, comments.
-  const reader = body
-    .pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>)
-    .pipeThrough(new EventSourceParserStream())
-    .getReader();
   let text = "";
   let finishReason: string | undefined;
   let usage: ModelResponse["usage"];
   const calls = new Map<number, { id: string; name: string; args: string }>();
   let done = false;
   try {
-    while (!done) {
-      const { value: event, done: ended } = await reader.read();
-      if (ended) break;
+    for await (const event of serverEvents(body)) {
       const data = event.data.trim();
       if (data === "") continue;
       if (data === "[DONE]") {
@@ -123,7 +116,6 @@ async function readStream(
         };
       }
     }
-    if (done) await reader.cancel().catch(() => undefined); // [DONE]: release the connection
   } catch (error) {
     if (signal.aborted) throw error;
     throw new ModelError(`the response stream broke: ${(error as Error).message}`, {

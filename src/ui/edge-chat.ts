@@ -5,9 +5,9 @@
  * server ends a stream or the connection drops. `chatTransport(edgeChatBackend({ … }))` gives `useChat`
  * a session at the edge.
  */
-import { EventSourceParserStream } from "eventsource-parser/stream";
 import { systemTimers, type Timers } from "../clock.ts";
 import type { CommitRecord, Submission } from "../records/schemas.ts";
+import { serverEvents } from "../server-events.ts";
 import type { SubmitInput } from "../session/submit.ts";
 import type { SessionView } from "../session/view.ts";
 import type { ChatBackend } from "./chat-transport.ts";
@@ -40,14 +40,12 @@ export function edgeChatBackend(options: EdgeChatOptions): ChatBackend {
   const send = options.fetch ?? ((input, init) => fetch(input, init));
   const timers = options.timers ?? systemTimers;
   const headers = { authorization: `Bearer ${options.token}` };
-  const call = async (path: string, init: { method?: string; body?: unknown } = {}) => {
-    const response = await send(`${root}${path}`, {
+  const call = (path: string, init: { method?: string; body?: unknown } = {}) =>
+    send(`${root}${path}`, {
       method: init.method ?? "GET",
       headers: init.body === undefined ? headers : { ...headers, "content-type": "application/json" },
       ...(init.body !== undefined && { body: JSON.stringify(init.body) }),
     });
-    return response;
-  };
   const json = async <T>(response: Response): Promise<T> => {
     if (!response.ok) throw new EdgeRequestError(response.status, await detailOf(response));
     return (await response.json()) as T;
@@ -68,55 +66,89 @@ export function edgeChatBackend(options: EdgeChatOptions): ChatBackend {
           body: { reason },
         }),
       ),
-    subscribe(
-      fromVersion: number,
-      listener: (change: CommitRecord) => void,
-      onError?: (error: Error) => void,
-    ) {
-      const controller = new AbortController();
-      let last = fromVersion;
-      const follow = async () => {
-        let failures = 0;
-        while (!controller.signal.aborted) {
-          try {
-            const response = await send(`${root}/events`, {
-              headers: { ...headers, "last-event-id": String(last) },
-              signal: controller.signal,
-            });
-            if (!response.ok || !response.body) {
-              const error = new EdgeRequestError(response.status, await detailOf(response));
-              // Refused (401, 403, 404, 410 history pruned): following ends, and says why.
-              if (response.status < 500 && response.status !== 429) return onError?.(error);
-              throw error;
-            }
-            failures = 0;
-            const reader = response.body
-              .pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>)
-              .pipeThrough(new EventSourceParserStream())
-              .getReader();
-            for (;;) {
-              const { value, done } = await reader.read();
-              if (done) break;
-              if (value.event !== "commit") continue;
-              const change = JSON.parse(value.data) as CommitRecord;
-              if (change.version <= last) continue;
-              last = change.version;
-              listener(change);
-            }
-          } catch {
-            if (controller.signal.aborted) return;
-            failures += 1;
-            // A dropped connection or a busy server: back off, then continue from the last change seen.
-            await new Promise<void>((resolve) =>
-              timers.setTimeout(() => resolve(), Math.min(10_000, 250 * 2 ** failures)),
-            );
-          }
-        }
-      };
-      void follow();
-      return () => controller.abort();
-    },
+    subscribe: (fromVersion, listener, onError) =>
+      followEdgeChanges({
+        url: `${root}/events`,
+        headers,
+        after: fromVersion,
+        fetch: send,
+        timers,
+        onChange: listener,
+        ...(onError && { onError }),
+      }),
   };
+}
+
+/** How `followEdgeChanges` follows a session's committed changes over `GET …/events`. */
+export interface EdgeFollowOptions {
+  /** The events URL (`…/sessions/:id/events`). */
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string>>;
+  /** Deliver changes after this version. */
+  readonly after: number;
+  readonly fetch?: typeof fetch;
+  readonly timers?: Timers;
+  onChange(change: CommitRecord): void;
+  /** Following ended for good: the server refused the stream (401, 403, 404, 410) or reported an error. */
+  onError?(error: Error): void;
+  /** `live` once a stream is open; `reconnecting` after it dropped, while backing off. */
+  onStatus?(status: "live" | "reconnecting"): void;
+}
+
+/**
+ * Follows a session's committed changes as Server-Sent Events, in order, from `after`. The server ends each
+ * stream after a while: it reconnects with `Last-Event-ID` from the last change seen; a dropped connection
+ * or a busy answer (429, 5xx) is retried with backoff. Returns the stop function.
+ */
+export function followEdgeChanges(options: EdgeFollowOptions): () => void {
+  const send = options.fetch ?? ((input, init) => fetch(input, init));
+  const timers = options.timers ?? systemTimers;
+  const controller = new AbortController();
+  let last = options.after;
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const handle = timers.setTimeout(() => resolve(), ms);
+      controller.signal.addEventListener("abort", () => {
+        timers.clearTimeout(handle);
+        resolve();
+      });
+    });
+  const follow = async (): Promise<void> => {
+    let failures = 0;
+    while (!controller.signal.aborted) {
+      try {
+        const response = await send(options.url, {
+          headers: { ...options.headers, "last-event-id": String(last) },
+          signal: controller.signal,
+        });
+        if (!response.ok || !response.body) {
+          const error = new EdgeRequestError(response.status, await detailOf(response));
+          if (response.status < 500 && response.status !== 429) return options.onError?.(error);
+          throw error;
+        }
+        options.onStatus?.("live");
+        failures = 0;
+        for await (const event of serverEvents(response.body)) {
+          if (event.event === "error")
+            return options.onError?.(
+              new Error((JSON.parse(event.data) as { message?: string }).message ?? event.data),
+            );
+          if (event.event !== "commit") continue;
+          const change = JSON.parse(event.data) as CommitRecord;
+          if (change.version <= last) continue;
+          last = change.version;
+          options.onChange(change);
+        }
+      } catch {
+        if (controller.signal.aborted) return;
+        options.onStatus?.("reconnecting");
+        failures += 1;
+        await pause(Math.min(10_000, 250 * 2 ** failures));
+      }
+    }
+  };
+  void follow();
+  return () => controller.abort();
 }
 
 async function detailOf(response: Response): Promise<string> {

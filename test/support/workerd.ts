@@ -1,7 +1,7 @@
 /** Bundles a TypeScript entry for workerd and starts it in miniflare with SQLite-backed Durable Objects. */
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
-import { readServerEvents } from "../../web/devtools/sources.ts";
+import { serverEvents } from "../../src/index.ts";
 
 export async function bundleWorker(entry: string): Promise<string> {
   const result = await build({
@@ -118,7 +118,7 @@ export async function readEvents(
 ): Promise<void> {
   const body = response.body;
   if (!body) throw new Error("no event stream body");
-  for await (const event of readServerEvents(body)) if (stop(event)) break;
+  for await (const event of serverEvents(body)) if (stop(event)) break;
   await body.cancel().catch(() => undefined);
 }
 

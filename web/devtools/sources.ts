@@ -8,10 +8,10 @@
  *   with `Last-Event-ID` after the server ends a stream.
  */
 
-import { EventSourceParserStream } from "eventsource-parser/stream";
 import {
   type CommitRecord,
   emptyView,
+  followEdgeChanges,
   indexedDbStorage,
   type Json,
   openSession,
@@ -20,6 +20,7 @@ import {
   type Session,
   type SessionView,
   type Submission,
+  serverEvents,
   type Task,
 } from "../../src/index.ts";
 import { DurableInbox } from "../../worker/inbox.ts";
@@ -190,51 +191,26 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
   if (!response.ok) throw new Error(`${response.status}: ${await problemDetail(response)}`);
   const current = (await response.json()) as SessionView;
   const base = (await reachesVersionOne(root, headers)) ? emptyView(sessionId) : current;
-  const controller = new AbortController();
+  const following = new Set<() => void>();
   return {
     label: `edge ${baseUrl} / ${sessionId}`,
     base,
     follow(onChanges, onError, onStatus) {
-      let last = base.version;
-      const run = async () => {
-        let failures = 0;
-        // The server ends each stream after a while; continue from the last change seen. A dropped
-        // connection or a busy answer (429, 5xx) is retried with backoff and shown as "reconnecting", so a
-        // stale page never looks live; a refusal (401, 403, 404) or a session error ends following.
-        while (!controller.signal.aborted) {
-          try {
-            const stream = await fetch(`${root}/events`, {
-              headers: { ...headers, "last-event-id": String(last) },
-              signal: controller.signal,
-            });
-            if (!stream.ok || !stream.body) {
-              const problem = new Error(`events: ${stream.status} ${await problemDetail(stream)}`);
-              if (stream.status < 500 && stream.status !== 429) throw new FollowEnded(problem);
-              throw problem;
-            }
-            onStatus?.("live");
-            failures = 0;
-            for await (const event of readServerEvents(stream.body)) {
-              if (event.event === "error")
-                throw new FollowEnded(new Error((JSON.parse(event.data) as { message: string }).message));
-              if (event.event !== "commit") continue;
-              const change = JSON.parse(event.data) as CommitRecord;
-              last = change.version;
-              onChanges([change]);
-            }
-          } catch (error) {
-            if (controller.signal.aborted) return;
-            if (error instanceof FollowEnded) throw error.reason;
-            onStatus?.("reconnecting");
-            failures += 1;
-            await pause(Math.min(10_000, 250 * 2 ** failures), controller.signal);
-          }
-        }
-      };
-      run().catch((error: unknown) => {
-        if (!controller.signal.aborted) onError(error as Error);
+      // Reconnects from the last change seen, shows "reconnecting" while it backs off (a stale page never
+      // looks live), and stops on a refusal or a session error.
+      const stop = followEdgeChanges({
+        url: `${root}/events`,
+        headers,
+        after: base.version,
+        onChange: (change) => onChanges([change]),
+        onError,
+        ...(onStatus && { onStatus }),
       });
-      return () => controller.abort();
+      following.add(stop);
+      return () => {
+        stop();
+        following.delete(stop);
+      };
     },
     async previewRecovery() {
       const answer = await fetch(`${root}/recovery`, { headers });
@@ -259,26 +235,9 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
       return (await answer.json()) as Submission;
     },
     async close() {
-      controller.abort();
+      for (const stop of following) stop();
     },
   };
-}
-
-/** Ends following for good (not retried): the server refused the stream or reported a session error. */
-class FollowEnded extends Error {
-  constructor(readonly reason: Error) {
-    super(reason.message);
-  }
-}
-
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
 }
 
 /** Whether the session's change log still holds version 1 (then history can start from nothing). */
@@ -287,8 +246,7 @@ async function reachesVersionOne(root: string, headers: Record<string, string>):
   const stream = await fetch(`${root}/events?since=0`, { headers, signal: probe.signal });
   if (!stream.ok || !stream.body) return false;
   try {
-    for await (const event of readServerEvents(stream.body))
-      return event.event === "commit" && event.id === "1";
+    for await (const event of serverEvents(stream.body)) return event.event === "commit" && event.id === "1";
     return false;
   } finally {
     probe.abort();
@@ -301,32 +259,5 @@ async function problemDetail(response: Response): Promise<string> {
     return (JSON.parse(text) as { detail?: string }).detail ?? text;
   } catch {
     return text;
-  }
-}
-
-/**
- * Parses a text/event-stream body into events, with `eventsource-parser` (the spec's line endings, multi-line
- * data, comments and retry fields; a hand-written splitter on "\n\n" missed CRLF streams).
- */
-export async function* readServerEvents(
-  body: ReadableStream<Uint8Array>,
-): AsyncGenerator<{ id?: string; event: string; data: string }> {
-  const reader = body
-    .pipeThrough(new TextDecoderStream() as unknown as TransformStream<Uint8Array, string>)
-    .pipeThrough(new EventSourceParserStream())
-    .getReader();
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      if (value.data === "") continue;
-      yield {
-        ...(value.id !== undefined && { id: value.id }),
-        event: value.event ?? "message",
-        data: value.data,
-      };
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
   }
 }
