@@ -200,18 +200,7 @@ export function recoveryMarks(
       marks.push({ kind: "restart-limit", taskId: task.id, text: `${task.id}: failed at the restart limit` });
     if (task.state.status !== "succeeded" || !isToolResult(task.state.result)) continue;
     const outcome = toolOutcome(task.state.result);
-    const kind =
-      outcome.label === "confirmed"
-        ? "confirmed"
-        : outcome.label === "ran after confirm"
-          ? "ran-after-confirm"
-          : outcome.label === "replayed"
-            ? "replayed"
-            : outcome.label === "interrupted"
-              ? "interrupted"
-              : outcome.label === "unknown"
-                ? "unknown"
-                : undefined;
+    const kind = RECOVERED_BY[outcome.label];
     if (kind) marks.push({ kind, taskId: task.id, text: `${task.id}: ${outcome.label} — ${outcome.reason}` });
   }
   for (const entry of change.entries)
@@ -223,6 +212,15 @@ export function recoveryMarks(
       });
   return marks;
 }
+
+/** The tool outcomes that only recovery produces, as the mark each gives in the lane. */
+const RECOVERED_BY: Readonly<Record<string, RecoveryMark["kind"]>> = {
+  confirmed: "confirmed",
+  "ran after confirm": "ran-after-confirm",
+  replayed: "replayed",
+  interrupted: "interrupted",
+  unknown: "unknown",
+};
 
 /** Recovery marks of every held commit, by version (a walk of the log in order). */
 export function recoveryLane(

@@ -54,20 +54,16 @@ export function workItems(view: SessionView, now: number): WorkItem[] {
   return items.sort((a, b) => b.order - a.order || (a.id < b.id ? 1 : -1));
 }
 
+/** How a Submission read from storage looks by its status alone (its tasks are not loaded). */
+const STORED_TONE: Readonly<Record<string, string>> = { succeeded: "good", failed: "bad", cancelled: "warn" };
+
 /** A Submission read from storage (beyond the view): its status only, its tasks not loaded. */
 export function storedItem(s: Submission): WorkItem {
   return {
     id: s.id,
     label: `${s.requestId} · ${s.id}`,
     status: s.status,
-    tone:
-      s.status === "succeeded"
-        ? "good"
-        : s.status === "failed"
-          ? "bad"
-          : s.status === "cancelled"
-            ? "warn"
-            : "active",
+    tone: STORED_TONE[s.status] ?? "active",
     rootTaskId: s.taskId,
     order: s.acceptedVersion ?? 0,
     text: `${s.id} ${s.requestId} ${inputText(s)} ${s.status}`.toLowerCase(),
