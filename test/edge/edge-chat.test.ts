@@ -6,20 +6,11 @@
  */
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ChatChunk, chatTransport, EdgeRequestError, edgeChatBackend } from "../../src/index.ts";
+import { chatTransport, EdgeRequestError, edgeChatBackend } from "../../src/index.ts";
+import { readAll } from "../support/streams.ts";
 import { bundleWorker, EdgeExample } from "../support/workerd.ts";
 
 const script = await bundleWorker(fileURLToPath(new URL("./fixtures/edge-example.ts", import.meta.url)));
-
-async function read(stream: ReadableStream<ChatChunk>): Promise<ChatChunk[]> {
-  const chunks: ChatChunk[] = [];
-  const reader = stream.getReader();
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return chunks;
-    chunks.push(value);
-  }
-}
 
 const message = {
   id: "chat-m1",
@@ -47,7 +38,7 @@ describe("chat transport over the edge API", () => {
         messages: [message],
         abortSignal: undefined,
       });
-    const live = await read(await send());
+    const live = await readAll(await send());
     expect(live[0]).toMatchObject({ type: "start" });
     expect(live.at(-1)).toEqual({ type: "finish" });
     const inputs = live.filter((c) => c.type === "tool-input-available");
@@ -59,7 +50,7 @@ describe("chat transport over the edge API", () => {
     const text = live.flatMap((c) => (c.type === "text-delta" ? [c.delta] : [])).join("");
     expect(text).toContain("5 of 5");
     // Sent again (a reload retrying): the same Submission, replayed chunk for chunk.
-    expect(await read(await send())).toEqual(live);
+    expect(await readAll(await send())).toEqual(live);
     const submission = await backend.submissionForRequest("chat-m1");
     expect(submission?.status).toBe("succeeded");
     expect(await backend.submissionForRequest("never-sent")).toBeUndefined();

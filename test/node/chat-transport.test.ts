@@ -19,6 +19,7 @@ import {
   type Session,
   scriptedModel,
 } from "../../src/index.ts";
+import { readAll } from "../support/streams.ts";
 
 function backendOf(session: Session): ChatBackend {
   return {
@@ -28,16 +29,6 @@ function backendOf(session: Session): ChatBackend {
     subscribe: (from, listener) => session.subscribe(from, listener),
     cancelSubmission: (id, reason) => session.cancelSubmission(id, reason),
   };
-}
-
-async function read(stream: ReadableStream<ChatChunk>): Promise<ChatChunk[]> {
-  const chunks: ChatChunk[] = [];
-  const reader = stream.getReader();
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return chunks;
-    chunks.push(value);
-  }
 }
 
 async function weatherSession() {
@@ -80,7 +71,7 @@ describe("chatTransport", () => {
   it("streams a run from its commits: text, tool calls, results and errors, then finish; a reconnect replays the same", async () => {
     const session = await weatherSession();
     const transport = chatTransport(backendOf(session));
-    const live = await read(
+    const live = await readAll(
       await transport.sendMessages({
         trigger: "submit-message",
         chatId: "c1",
@@ -110,7 +101,7 @@ describe("chatTransport", () => {
     expect(ended).toEqual(opened);
 
     // The same message sent again (a reloaded page retrying) is the same run, not a second one.
-    const again = await read(
+    const again = await readAll(
       await transport.sendMessages({
         trigger: "submit-message",
         chatId: "c1",
@@ -152,7 +143,10 @@ describe("chatTransport", () => {
     // Before the run has ended, a second reader (a reloaded page) reconnects.
     const resumed = await transport.reconnectToStream({ chatId: "c2" });
     expect(resumed).not.toBeNull();
-    const [first, second] = await Promise.all([read(stream), read(resumed as ReadableStream<ChatChunk>)]);
+    const [first, second] = await Promise.all([
+      readAll(stream),
+      readAll(resumed as ReadableStream<ChatChunk>),
+    ]);
     expect(second).toEqual(first);
     await session.close();
   });
