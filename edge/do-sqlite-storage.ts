@@ -127,7 +127,7 @@ export class DurableObjectSqliteStorage implements Storage {
         this.createTables();
         let meta = this.readMeta(sessionId);
         if (request.mode === "write") {
-          meta = nextWriterMeta(meta, sessionId, request.at);
+          meta = nextWriterMeta(meta, sessionId, request.at, request.epoch);
           // An older format: the index rows it lacks are written in this same transaction.
           const upgrade = upgradeRowsSync(rawNumber(meta, "format"), this.reader(sessionId));
           if (upgrade) {

@@ -25,7 +25,11 @@ export async function openSession(options: OpenSessionOptions): Promise<Session>
   const entryTail = options.entryTail ?? DEFAULT_ENTRY_TAIL;
   const registry = options.registry ?? createRegistry();
   const settled = options.retainSettled ?? DEFAULT_SETTLED;
-  const stored = await options.storage.open(options.id, { mode, at: clock.now(), entryTail, settled });
+  const request = { mode, at: clock.now(), entryTail, settled };
+  const stored = await options.storage.open(
+    options.id,
+    options.epoch === undefined ? request : { ...request, epoch: options.epoch },
+  );
   if (!stored) throw new SessionNotFoundError(options.id);
   const state = loadSessionState(stored, registry, entryTail, settled);
   return new Session(state, mode, options.storage, registry, options);

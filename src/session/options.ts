@@ -10,6 +10,11 @@ export interface OpenSessionOptions {
   readonly registry?: Registry;
   /** `write` (default) takes ownership with a new epoch; `read` only queries and observes. */
   readonly mode?: "write" | "read";
+  /**
+   * Write mode: take ownership at exactly this owner epoch (one granted by another host of the session, as a
+   * linked browser session's edge grants it) instead of the stored epoch + 1.
+   */
+  readonly epoch?: number;
   readonly clock?: Clock;
   readonly timers?: Timers;
   readonly ids?: IdSource;

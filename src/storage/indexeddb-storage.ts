@@ -88,7 +88,7 @@ export class IndexedDbStorage implements Storage {
       const sessions = tx.objectStore(SESSIONS);
       let meta: unknown = await sessions.get(sessionId);
       if (request.mode === "write") {
-        meta = nextWriterMeta(meta, sessionId, request.at);
+        meta = nextWriterMeta(meta, sessionId, request.at, request.epoch);
         // An older format: the index rows it lacks are written in this same transaction.
         const rows = await upgradeRows(rawNumber(meta, "format"), reader(tx, sessionId));
         if (rows) {

@@ -266,19 +266,29 @@ export function pruneChangesThrough(version: number, retain: number): number | u
 }
 
 /** A new session row. */
-function newSessionMeta(sessionId: string, at: number): SessionMeta {
-  return { id: sessionId, format: STORAGE_FORMAT, version: 0, epoch: 1, createdAt: at, updatedAt: at };
+function newSessionMeta(sessionId: string, at: number, epoch: number): SessionMeta {
+  return { id: sessionId, format: STORAGE_FORMAT, version: 0, epoch, createdAt: at, updatedAt: at };
 }
 
 /**
  * The session row a writer stores when it opens a session: a new session's first row, or the stored one
- * with the next owner epoch (fencing off every earlier writer). A row without a usable epoch is refused.
+ * with the next owner epoch (fencing off every earlier writer) — or with `granted`, an epoch another host of
+ * the session handed out, refused when the stored one is already at or past it. A row without a usable epoch
+ * is refused.
  */
-export function nextWriterMeta(stored: unknown, sessionId: string, at: number): unknown {
-  if (stored === undefined) return newSessionMeta(sessionId, at);
+export function nextWriterMeta(stored: unknown, sessionId: string, at: number, granted?: number): unknown {
+  if (stored === undefined) return newSessionMeta(sessionId, at, granted ?? 1);
   const epoch = rawNumber(stored, "epoch");
   if (epoch === undefined) throw new SessionNotFoundError(sessionId);
-  return { ...(stored as object), epoch: epoch + 1 };
+  if (granted === undefined) return { ...(stored as object), epoch: epoch + 1 };
+  if (epoch >= granted) {
+    const version = rawNumber(stored, "version") ?? -1;
+    throw new StaleOwnerError(
+      `session ${sessionId}: epoch ${granted} was already superseded by epoch ${epoch}; nothing was written`,
+      { expectedEpoch: granted, storedEpoch: epoch, expectedVersion: version, storedVersion: version },
+    );
+  }
+  return { ...(stored as object), epoch: granted };
 }
 
 /**
@@ -315,11 +325,11 @@ export function rawNumber(value: unknown, field: string): number | undefined {
 export function checkGuard(storedMeta: unknown, guard: CommitGuard): SessionMeta {
   const storedEpoch = rawNumber(storedMeta, "epoch") ?? -1;
   const storedVersion = rawNumber(storedMeta, "version") ?? -1;
-  if (storedEpoch !== guard.epoch || storedVersion !== guard.expectedVersion) {
-    const why =
-      storedEpoch !== guard.epoch
-        ? `owner epoch ${guard.epoch} was superseded by epoch ${storedEpoch}`
-        : `version moved from ${guard.expectedVersion} to ${storedVersion}`;
+  const epochOk = guard.replica ? storedEpoch >= 0 && storedEpoch <= guard.epoch : storedEpoch === guard.epoch;
+  if (!epochOk || storedVersion !== guard.expectedVersion) {
+    const why = !epochOk
+      ? `owner epoch ${guard.epoch} was superseded by epoch ${storedEpoch}`
+      : `version moved from ${guard.expectedVersion} to ${storedVersion}`;
     throw new StaleOwnerError(`session ${guard.sessionId}: stale writer, ${why}; nothing was written`, {
       expectedEpoch: guard.epoch,
       storedEpoch,
@@ -327,5 +337,6 @@ export function checkGuard(storedMeta: unknown, guard: CommitGuard): SessionMeta
       storedVersion,
     });
   }
-  return storedMeta as SessionMeta;
+  // A replica's row takes the epoch of the owner whose commits it now holds.
+  return guard.replica ? { ...(storedMeta as SessionMeta), epoch: guard.epoch } : (storedMeta as SessionMeta);
 }

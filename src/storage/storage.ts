@@ -50,6 +50,12 @@ export interface OpenRequest {
   readonly entryTail: number;
   /** How many of the latest finished items (Submissions, root task trees) to load besides unfinished ones. */
   readonly settled: number;
+  /**
+   * `write` only: take ownership at exactly this epoch instead of the stored one + 1 (an epoch granted by
+   * another host of the same session, see `durable-agent/replication`). Refused with `StaleOwnerError` when
+   * the stored epoch is already at or past it; a new session starts at it.
+   */
+  readonly epoch?: number;
 }
 
 /** The condition every commit batch is checked against, inside the same transaction that writes it. */
@@ -59,6 +65,12 @@ export interface CommitGuard {
   readonly epoch: number;
   /** The session version the batch was built on; the stored one must be equal. */
   readonly expectedVersion: number;
+  /**
+   * A replica applying commits another host wrote (they carry the writer's epochs): the stored epoch must be
+   * at most `epoch` — a replica never takes commits from an owner older than one it has seen — and becomes
+   * `epoch` in the same transaction.
+   */
+  readonly replica?: boolean;
 }
 
 /** A slice of the change log. */

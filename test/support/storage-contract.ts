@@ -470,5 +470,47 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(seen).toEqual([1, 2]);
       expect(durable(reader.view())).toEqual(durable(writer.view()));
     });
+
+    it("holds a replica of another session: same rows from its commits, fenced by the owner's epoch", async () => {
+      const source = freshId("replica-source");
+      const replica = freshId("replica");
+      const store = harness.storage();
+      const writer = await open(store, source);
+      await writer.submit({ requestId: "r1", conversationId: "main", input: "send the notice" });
+      await writer.commit((d) => d.setDocument("plan", "plan", { steps: ["a"], approved: false }));
+      const logOf = async (after: number) =>
+        (await store.readChanges(source, after, 100)).changes.map((c) => c.value as CommitRecord);
+      // The replica is created at the owner's epoch and takes its commits as they are.
+      const request = { mode: "write" as const, at: 1_000, entryTail: 50, settled: 20 };
+      await store.open(replica, { ...request, epoch: writer.epoch });
+      await store.commit({ sessionId: replica, epoch: 1, expectedVersion: 0, replica: true }, await logOf(0));
+      const copy = await open(store, replica, "read");
+      const { id: _a, ...mine } = durable(copy.view());
+      const { id: _b, ...theirs } = durable(writer.view());
+      expect(mine).toEqual(theirs);
+      // A new owner (epoch 2) goes on; the replica follows it and then refuses the old one.
+      const next = await open(store, source);
+      await next.commit((d) => d.patchDocument("plan", [{ op: "replace", path: "/approved", value: true }]));
+      await store.commit({ sessionId: replica, epoch: 2, expectedVersion: 2, replica: true }, await logOf(2));
+      const late = { ...(await logOf(2))[0], version: 4, epoch: 1 } as CommitRecord;
+      await expect(
+        store.commit({ sessionId: replica, epoch: 1, expectedVersion: 3, replica: true }, [late]),
+      ).rejects.toBeInstanceOf(StaleOwnerError);
+      const followed = await open(store, replica, "read");
+      expect([followed.version, followed.epoch]).toEqual([3, 2]);
+      expect(followed.view().documents[0]?.value).toEqual({ steps: ["a"], approved: true });
+      // Ownership at a granted epoch: refused at or below the stored one, and it fences the replica's feed.
+      await expect(store.open(replica, { ...request, epoch: 2 })).rejects.toBeInstanceOf(StaleOwnerError);
+      const owner = await openSession({ id: replica, storage: store, registry: contractRegistry, epoch: 7 });
+      expect([owner.epoch, owner.version]).toEqual([7, 3]);
+      await expect(
+        store.commit({ sessionId: replica, epoch: 2, expectedVersion: 3, replica: true }, [late]),
+      ).rejects.toBeInstanceOf(StaleOwnerError);
+      await owner.commit((d) => d.setDocument("plan", "plan", { steps: ["b"], approved: true }));
+      expect((await open(store, replica, "read")).view().documents[0]?.value).toEqual({
+        steps: ["b"],
+        approved: true,
+      });
+    });
   });
 }
