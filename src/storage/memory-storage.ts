@@ -159,7 +159,10 @@ export class MemoryStorage implements Storage {
     let rows = this.sessions.get(sessionId);
     if (request.mode === "write") {
       if (!rows) {
-        rows = { meta: nextWriterMeta(undefined, sessionId, request.at, request.epoch), tables: emptyTables() };
+        rows = {
+          meta: nextWriterMeta(undefined, sessionId, request.at, request.epoch),
+          tables: emptyTables(),
+        };
         this.sessions.set(sessionId, rows);
       } else {
         rows.meta = nextWriterMeta(rows.meta, sessionId, request.at, request.epoch);

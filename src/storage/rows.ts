@@ -325,7 +325,9 @@ export function rawNumber(value: unknown, field: string): number | undefined {
 export function checkGuard(storedMeta: unknown, guard: CommitGuard): SessionMeta {
   const storedEpoch = rawNumber(storedMeta, "epoch") ?? -1;
   const storedVersion = rawNumber(storedMeta, "version") ?? -1;
-  const epochOk = guard.replica ? storedEpoch >= 0 && storedEpoch <= guard.epoch : storedEpoch === guard.epoch;
+  const epochOk = guard.replica
+    ? storedEpoch >= 0 && storedEpoch <= guard.epoch
+    : storedEpoch === guard.epoch;
   if (!epochOk || storedVersion !== guard.expectedVersion) {
     const why = !epochOk
       ? `owner epoch ${guard.epoch} was superseded by epoch ${storedEpoch}`
