@@ -70,6 +70,8 @@ function statusOf(code: string): number {
       return 404;
     case "signal-conflict":
     case "signal-not-awaited":
+    case "owned-elsewhere":
+    case "replication-diverged":
       return 409;
     case "record-too-large":
       return 413;
@@ -118,6 +120,8 @@ const CALLER_ERRORS: ReadonlySet<string> = new Set([
   "unknown-signal",
   "signal-conflict",
   "signal-not-awaited",
+  "owned-elsewhere",
+  "replication-diverged",
 ]);
 
 /**

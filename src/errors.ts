@@ -27,6 +27,8 @@ export const KERNEL_ERROR_CODES = [
   "unknown-signal",
   "signal-conflict",
   "signal-not-awaited",
+  "owned-elsewhere",
+  "replication-diverged",
   "internal",
 ] as const;
 export type KernelErrorCode = (typeof KERNEL_ERROR_CODES)[number];
@@ -272,6 +274,37 @@ export class RefusedWriteError extends KernelError {
     readonly record: string,
   ) {
     super("refused-write", message);
+  }
+}
+
+/**
+ * The session is written by another host of it (a browser tab holding the lease, or the edge): this host
+ * may read it but not write, claim it or push to it now. `holder` is who writes; `until`, when a remote
+ * holder's lease runs out unless renewed.
+ */
+export class OwnedElsewhereError extends KernelError {
+  override readonly name = "OwnedElsewhereError";
+  constructor(
+    message: string,
+    readonly holder: string,
+    readonly until: number | null,
+  ) {
+    super("owned-elsewhere", message);
+  }
+}
+
+/**
+ * A linked session's two hosts hold different histories after `version`: this side wrote commits the other
+ * never received, and the other has since moved on under a newer owner. Nothing was changed on either
+ * side; the local copy can be discarded and opened again from the other host.
+ */
+export class ReplicationDivergedError extends KernelError {
+  override readonly name = "ReplicationDivergedError";
+  constructor(
+    message: string,
+    readonly version: number,
+  ) {
+    super("replication-diverged", message);
   }
 }
 

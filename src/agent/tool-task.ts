@@ -216,6 +216,8 @@ export function toolTask(
             via: "unknown",
           });
         }
+        // An unsafe call starts only once every host that could take over knows its intent.
+        if (intent.replay === "unsafe" || tool.replay === "unsafe") await ctx.beforeEffect();
         if (recovery === "confirm") {
           const found = await tool.confirm?.(intent.operationId, args.data);
           if (found !== undefined) return finish(ctx, { outcome: "ok", output: found, via: "confirm" });

@@ -34,6 +34,12 @@ export interface OpenSessionOptions {
   readonly retainSettled?: number;
   /** Called after every commit with `{ runnableNow, nextWakeAt }`: hosts turn it into timers or alarms. */
   readonly onWake?: (wake: WakeInfo) => void;
+  /**
+   * Called before a phase starts an effect that must not happen twice (`PhaseContext.beforeEffect`, used by
+   * unsafe tools) with the version committed so far; the effect waits until it resolves. A linked browser
+   * session resolves once its edge holds that version, so no host can take over without knowing the intent.
+   */
+  readonly effectGate?: (version: number, signal: AbortSignal) => Promise<void>;
   /** Restart limit for task kinds that do not set their own `maxRestarts`. Default 3. */
   readonly maxRestarts?: number;
 }

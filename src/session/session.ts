@@ -91,6 +91,7 @@ export class Session {
         // Loss-tolerant: a lost progress commit is fine, and a stopped session just drops it.
         progress: (build) => void this.commit(build, { deferred: true }).catch(() => undefined),
         readEntries: (conversationId, fromSeq) => this.history.readEntriesFrom(conversationId, fromSeq),
+        beforeEffect: (signal) => options.effectGate?.(this.version, signal) ?? Promise.resolve(),
       });
     }
   }

@@ -137,6 +137,12 @@ export interface PhaseContext<
    * documents can be written there.
    */
   progress(build: (draft: ProgressDraft) => void): void;
+  /**
+   * Resolves when an outside effect may start: everything committed so far is held by every host that could
+   * take the session over (a linked browser session: once its edge has acknowledged it). Call it before an
+   * effect that must not happen twice; alone, a session resolves at once. Rejects if this writer was fenced.
+   */
+  beforeEffect(): Promise<void>;
 
   /** Stages an entry, committed with the transition. It names this task unless `links` name another. */
   appendEntry(conversationId: string, content: EntryContent, links?: EntryLinks): void;

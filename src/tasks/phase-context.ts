@@ -31,6 +31,7 @@ export type StagedChange = (draft: KernelDraft) => void;
 export interface PhaseHost {
   readEntries(conversationId: string, fromSeq: number): Promise<Entry[]>;
   progress(build: (draft: ProgressDraft) => void): void;
+  beforeEffect(signal: AbortSignal): Promise<void>;
 }
 
 /**
@@ -73,6 +74,9 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
   }
   progress(build: (draft: ProgressDraft) => void): void {
     this.host.progress(build);
+  }
+  beforeEffect(): Promise<void> {
+    return this.host.beforeEffect(this.signal);
   }
   children(): Task[] {
     return this.state.ownedChildren(this.task.id).flatMap((id) => this.state.task(id) ?? []);

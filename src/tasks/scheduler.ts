@@ -34,6 +34,8 @@ export interface SchedulerHost {
   progress(build: (draft: ProgressDraft) => void): void;
   /** Committed entries of a conversation from `fromSeq` on (memory first, then storage). */
   readEntries(conversationId: string, fromSeq: number): Promise<Entry[]>;
+  /** Resolves when an outside effect may start (see `PhaseContext.beforeEffect`). */
+  beforeEffect(signal: AbortSignal): Promise<void>;
   block(taskId: string, reason: string): void;
   unblock(taskId: string): void;
 }
@@ -73,6 +75,7 @@ export class Scheduler {
       ids: host.ids,
       readEntries: (conversationId, fromSeq) => host.readEntries(conversationId, fromSeq),
       progress: (build) => host.progress(build),
+      beforeEffect: (signal) => host.beforeEffect(signal),
     });
     for (const task of host.state.tasks.values()) {
       const at = wakeTimeOf(task);

@@ -1,0 +1,322 @@
+/**
+ * The leading side of a linked session (DESIGN §6): a browser tab's session that its edge host follows.
+ * `linkSession` claims the session from the other host, brings the local copy to the same history (pulling
+ * what the other host wrote since, or pushing what it never received), opens the local writer at the
+ * granted epoch and then pushes every commit in version order, off the commit path. An unsafe effect waits
+ * until the other host holds the commit it starts from (`effectGate`), so a take-over never loses an
+ * intent. When the other host fences this writer (it took the session over), the local session is closed.
+ */
+import { systemClock, systemTimers, type TimerHandle } from "../clock.ts";
+import { KernelError, OwnedElsewhereError, ReplicationDivergedError, StaleOwnerError } from "../errors.ts";
+import type { CommitRecord } from "../records/schemas.ts";
+import { openSession } from "../session/open-session.ts";
+import type { OpenSessionOptions } from "../session/options.ts";
+import type { Session } from "../session/session.ts";
+import type { Storage } from "../storage/storage.ts";
+import { type Grant, MAX_PUSH_COMMITS, type ReplicaRemote } from "./protocol.ts";
+
+export interface LinkOptions extends Omit<OpenSessionOptions, "mode" | "epoch" | "effectGate"> {
+  /** The session's other host (the edge), in process or over HTTP (`edgeReplica`). */
+  readonly remote: ReplicaRemote;
+  /** This host's name in the other host's ownership record (default: a random one per link). */
+  readonly holder?: string;
+  /** Told of every change of the link's state. */
+  readonly onStatus?: (status: LinkStatus) => void;
+  /** How long to wait before retrying a push that failed to arrive (default 500 ms, doubling to 8 s). */
+  readonly retryMs?: number;
+}
+
+/**
+ * `leading`: this host writes, and pushes; `fenced`: the other host took the session over (this writer is
+ * closed; reopen with `linkSession` to lead again); `released`: handed over on purpose; `closed`.
+ */
+export type LinkStatus = "leading" | "fenced" | "released" | "closed";
+
+const CATCH_UP_PAGE = 256;
+
+/** Claims the session from its other host and opens it here as the writer that host follows. */
+export async function linkSession(options: LinkOptions): Promise<LinkedSession> {
+  const { storage, remote, id } = options;
+  const clock = options.clock ?? systemClock;
+  const holder = options.holder ?? `tab-${globalThis.crypto.randomUUID().slice(0, 12)}`;
+  const local = await storage.open(id, { mode: "read", at: clock.now(), entryTail: 0, settled: 0 });
+  const head = local?.meta.value as { version: number; epoch: number } | undefined;
+  const localVersion = head?.version ?? 0;
+  const grant = await remote.claim({ holder, version: localVersion, epoch: head?.epoch ?? 0 });
+  if (!local) await storage.open(id, { mode: "write", at: clock.now(), entryTail: 0, settled: 0, epoch: 0 });
+  await reconcile(storage, remote, id, localVersion, grant);
+  const link = new LinkedSession(options, holder, grant);
+  const session = await openSession({
+    ...options,
+    mode: "write",
+    epoch: grant.epoch,
+    effectGate: (version, signal) => link.replicated(version, signal),
+  });
+  link.start(session);
+  return link;
+}
+
+/**
+ * Brings the local copy to the history both hosts share. The same version with the same epoch is the same
+ * commit (one writer per epoch), so comparing the epochs of the shorter copy's head tells behind, ahead and
+ * diverged apart. Behind: the other host's newer commits are applied here as a replica. Ahead: they are
+ * pushed once the session runs. Diverged: refused, nothing changed on either side.
+ */
+async function reconcile(
+  storage: Storage,
+  remote: ReplicaRemote,
+  id: string,
+  localVersion: number,
+  grant: Grant,
+): Promise<void> {
+  const shared = Math.min(localVersion, grant.version);
+  if (shared > 0) {
+    const localAt = await epochAt(storage, id, shared);
+    const remoteAt = shared === grant.version ? grant.headEpoch : await remoteEpochAt(remote, shared);
+    if (localAt === null || remoteAt === null || localAt !== remoteAt) {
+      throw new ReplicationDivergedError(
+        `session ${id}: this copy and the other host's differ at version ${shared} (epoch ${localAt} here, ${remoteAt} there); this copy's later commits were never received there`,
+        shared,
+      );
+    }
+  }
+  // Behind: apply what the other host wrote since, as a replica under an epoch below the granted one.
+  let version = localVersion;
+  while (version < grant.version) {
+    const { changes, oldestRetained } = await remote.changes(version, CATCH_UP_PAGE);
+    if (oldestRetained > version + 1 || changes.length === 0) {
+      throw new ReplicationDivergedError(
+        `session ${id}: the other host no longer keeps the commits after version ${version} in its change log`,
+        version,
+      );
+    }
+    const commits = changes as CommitRecord[];
+    const guard = { sessionId: id, epoch: grant.epoch - 1, expectedVersion: version, replica: true };
+    await storage.commit(guard, commits);
+    version = commits.at(-1)?.version ?? version;
+  }
+}
+
+async function epochAt(storage: Storage, id: string, version: number): Promise<number | null> {
+  const { changes } = await storage.readChanges(id, version - 1, 1);
+  const commit = changes[0]?.value as CommitRecord | undefined;
+  return commit?.version === version ? commit.epoch : null;
+}
+
+async function remoteEpochAt(remote: ReplicaRemote, version: number): Promise<number | null> {
+  const { changes } = await remote.changes(version - 1, 1);
+  const commit = changes[0] as CommitRecord | undefined;
+  return commit?.version === version ? commit.epoch : null;
+}
+
+/** A session this host leads while its other host follows. */
+export class LinkedSession {
+  #session: Session | undefined;
+  #status: LinkStatus = "leading";
+  #acknowledged = 0;
+  #pushing: Promise<void> | undefined;
+  #again = false;
+  #renewal: TimerHandle | undefined;
+  #retry: TimerHandle | undefined;
+  #retryMs: number;
+  #fencedBy: KernelError | undefined;
+  #unsubscribe: (() => void) | undefined;
+  readonly #waiters = new Set<{ version: number; resolve: () => void; reject: (e: unknown) => void }>();
+  readonly #timers;
+
+  constructor(
+    private readonly options: LinkOptions,
+    readonly holder: string,
+    readonly grant: Grant,
+  ) {
+    this.#timers = options.timers ?? systemTimers;
+    this.#retryMs = options.retryMs ?? 500;
+  }
+
+  /** The local writer session. */
+  get session(): Session {
+    if (!this.#session) throw new KernelError("internal", "the linked session is not open yet");
+    return this.#session;
+  }
+  get status(): LinkStatus {
+    return this.#status;
+  }
+  /** The highest version the other host has acknowledged holding. */
+  get acknowledged(): number {
+    return this.#acknowledged;
+  }
+  /** The epoch this host writes with. */
+  get epoch(): number {
+    return this.grant.epoch;
+  }
+
+  /** Called by `linkSession` once the local writer is open. */
+  start(session: Session): void {
+    this.#session = session;
+    // After reconciling, both copies hold the same history through the granted version.
+    this.#acknowledged = this.grant.version;
+    this.#unsubscribe = session.subscribe(session.version, () => this.schedulePush(), {
+      onError: () => undefined,
+    });
+    this.schedulePush();
+    this.options.onStatus?.("leading");
+  }
+
+  /** Resolves once the other host holds `version` (an unsafe effect's gate); rejects when fenced or closed. */
+  replicated(version: number, signal?: AbortSignal): Promise<void> {
+    if (this.#acknowledged >= version) return Promise.resolve();
+    if (this.#status !== "leading")
+      return Promise.reject(
+        this.#fencedBy ??
+          new OwnedElsewhereError(`this host no longer writes session ${this.options.id}`, "edge", null),
+      );
+    return new Promise((resolve, reject) => {
+      const waiter = { version, resolve, reject };
+      this.#waiters.add(waiter);
+      signal?.addEventListener("abort", () => {
+        this.#waiters.delete(waiter);
+        reject(signal.reason);
+      });
+      this.schedulePush();
+    });
+  }
+
+  /** Resolves once the other host holds everything committed here so far. */
+  flush(): Promise<void> {
+    return this.replicated(this.session.version);
+  }
+
+  /**
+   * Hands the session to the other host: stops writing here, pushes what is left, then releases it; the
+   * other host takes over at once with a newer epoch. Unfinished work continues there.
+   */
+  async handOff(): Promise<void> {
+    const session = this.session;
+    await session.close();
+    await this.drain();
+    await this.options.remote.release({ holder: this.holder, epoch: this.epoch, version: session.version });
+    this.end("released");
+  }
+
+  /** Stops leading without handing over: the other host takes the session over once the lease runs out. */
+  async close(): Promise<void> {
+    await this.#session?.close();
+    this.end("closed");
+  }
+
+  /** Pushes until the other host holds the local version (used by `handOff` with the writer closed). */
+  private async drain(): Promise<void> {
+    while (this.#status === "leading" && this.#acknowledged < this.session.version) {
+      this.schedulePush();
+      await this.#pushing;
+      if (this.#acknowledged < this.session.version && this.#retry !== undefined) {
+        throw (
+          this.#fencedBy ?? new KernelError("storage-failed", "could not reach the other host to hand over")
+        );
+      }
+    }
+    if (this.#status !== "leading") throw this.#fencedBy;
+  }
+
+  private schedulePush(): void {
+    if (this.#status !== "leading") return;
+    if (this.#pushing !== undefined) {
+      this.#again = true;
+      return;
+    }
+    this.#pushing = this.pushLoop().finally(() => {
+      this.#pushing = undefined;
+      if (this.#again) {
+        this.#again = false;
+        this.schedulePush();
+      }
+    });
+  }
+
+  private async pushLoop(): Promise<void> {
+    const { storage, remote, id } = this.options;
+    do {
+      const target = this.session.version;
+      if (this.#acknowledged >= target && this.#renewal !== undefined) return;
+      try {
+        const { changes, oldestRetained } = await storage.readChanges(
+          id,
+          this.#acknowledged,
+          MAX_PUSH_COMMITS,
+        );
+        if (oldestRetained > this.#acknowledged + 1) {
+          return this.fence(
+            new ReplicationDivergedError(
+              `session ${id}: the commits after version ${this.#acknowledged} are no longer in this copy's change log`,
+              this.#acknowledged,
+            ),
+          );
+        }
+        const ack = await remote.push({
+          holder: this.holder,
+          epoch: this.epoch,
+          commits: changes.map((c) => c.value as CommitRecord),
+        });
+        this.#retryMs = this.options.retryMs ?? 500;
+        this.#acknowledged = Math.max(this.#acknowledged, ack.version);
+        this.settleWaiters();
+        this.renewLater();
+        if (changes.length === 0) return;
+      } catch (error) {
+        if (error instanceof OwnedElsewhereError || error instanceof StaleOwnerError)
+          return this.fence(error);
+        if (error instanceof ReplicationDivergedError) return this.fence(error);
+        this.retryLater();
+        return;
+      }
+    } while (this.#acknowledged < this.session.version);
+  }
+
+  /** Renews the lease a third of its length after the last push, while nothing else is pushed. */
+  private renewLater(): void {
+    if (this.#renewal !== undefined) this.#timers.clearTimeout(this.#renewal);
+    this.#renewal = this.#timers.setTimeout(() => {
+      this.#renewal = undefined;
+      this.schedulePush();
+    }, this.grant.leaseMs / 3);
+  }
+
+  private retryLater(): void {
+    if (this.#retry !== undefined) return;
+    this.#retry = this.#timers.setTimeout(() => {
+      this.#retry = undefined;
+      this.schedulePush();
+    }, this.#retryMs);
+    this.#retryMs = Math.min(this.#retryMs * 2, 8_000);
+  }
+
+  private settleWaiters(): void {
+    for (const waiter of this.#waiters) {
+      if (waiter.version > this.#acknowledged) continue;
+      this.#waiters.delete(waiter);
+      waiter.resolve();
+    }
+  }
+
+  /** The other host took the session over: this writer stops, and every gated effect is refused. */
+  private fence(error: KernelError): void {
+    this.#fencedBy = error;
+    void this.#session?.close();
+    this.end("fenced");
+  }
+
+  private end(status: LinkStatus): void {
+    if (this.#status !== "leading") return;
+    this.#status = status;
+    this.#unsubscribe?.();
+    for (const handle of [this.#renewal, this.#retry])
+      if (handle !== undefined) this.#timers.clearTimeout(handle);
+    this.#renewal = this.#retry = undefined;
+    const error =
+      this.#fencedBy ??
+      new OwnedElsewhereError(`this host no longer writes session ${this.options.id}`, "edge", null);
+    for (const waiter of this.#waiters) waiter.reject(error);
+    this.#waiters.clear();
+    this.options.onStatus?.(status);
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * What the two hosts of one session say to each other (DESIGN §6): a browser tab that leads the session
+ * claims it from the session's edge host, pushes its commits there in version order, renews its lease by
+ * pushing, and hands the session back by releasing it. The shapes are validated with zod on the receiving
+ * side, so the same schemas serve an in-process link and the edge's HTTP routes.
+ */
+import { z } from "zod";
+import type { CommitRecord } from "../records/schemas.ts";
+
+/** The host name the edge itself holds a session under. */
+export const EDGE_HOLDER = "edge";
+
+/** At most this many commits in one push (a client splits longer backlogs). */
+export const MAX_PUSH_COMMITS = 256;
+
+/** How long a remote holder's claim stands without a push or renewal, unless the host sets another. */
+export const DEFAULT_LEASE_MS = 15_000;
+
+const Holder = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9_.:-]+$/, "letters, digits and _ . : - only")
+  .refine((h) => h !== EDGE_HOLDER, `"${EDGE_HOLDER}" is the edge's own name`);
+const Count = z.number().int().nonnegative();
+
+/** A claim: who asks to lead, and the head of its own copy (version 0 and epoch 0 when it has none). */
+export const ClaimRequestSchema = z.object({
+  holder: Holder,
+  version: Count,
+  epoch: Count,
+});
+export type ClaimRequest = z.infer<typeof ClaimRequestSchema>;
+
+/** One push: the holder's epoch and its next commits, oldest first (none: only renew the lease). */
+export const PushRequestSchema = z.object({
+  holder: Holder,
+  epoch: z.number().int().positive(),
+  commits: z.array(z.unknown()).max(MAX_PUSH_COMMITS),
+});
+export type PushRequest = Omit<z.infer<typeof PushRequestSchema>, "commits"> & {
+  readonly commits: readonly CommitRecord[];
+};
+
+/** A release: the holder stopped writing and every commit through `version` was pushed. */
+export const ReleaseRequestSchema = z.object({
+  holder: Holder,
+  epoch: z.number().int().positive(),
+  version: Count,
+});
+export type ReleaseRequest = z.infer<typeof ReleaseRequestSchema>;
+
+/** What a claim grants: the epoch to write with, and the head of the other host's copy. */
+export interface Grant {
+  readonly epoch: number;
+  /** The version the granting host holds. */
+  readonly version: number;
+  /** The epoch of the commit at `version` there (null at version 0, or when no longer in its change log). */
+  readonly headEpoch: number | null;
+  /** When the lease runs out unless a push renews it (the granting host's clock). */
+  readonly leaseUntil: number;
+  /** How long each renewal extends the lease. */
+  readonly leaseMs: number;
+}
+
+/** A push's answer: the version the receiving host now holds (push again after it) and the lease. */
+export interface PushAck {
+  readonly version: number;
+  readonly leaseUntil: number;
+}
+
+/** Who writes a session now, as its edge host records it. */
+export interface Ownership {
+  /** {@link EDGE_HOLDER} or a remote holder's name. */
+  readonly holder: string;
+  /** The epoch the holder writes with. */
+  readonly epoch: number;
+  /** A remote holder's lease end; null for the edge itself. */
+  readonly leaseUntil: number | null;
+  /** The version this host holds. */
+  readonly version: number;
+}
+
+/** The other host of a linked session, as the leading side uses it (in process, or over HTTP). */
+export interface ReplicaRemote {
+  claim(request: ClaimRequest): Promise<Grant>;
+  push(request: PushRequest): Promise<PushAck>;
+  release(request: ReleaseRequest): Promise<void>;
+  /** Commits after `afterVersion` from the other host's change log, oldest first (a catch-up). */
+  changes(afterVersion: number, limit: number): Promise<{ changes: unknown[]; oldestRetained: number }>;
+}

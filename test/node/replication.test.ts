@@ -1,0 +1,251 @@
+/**
+ * One session, two hosts (issue 21): a tab leads and its edge follows; ownership moves by hand-off, by an
+ * expired lease and by a claim back, always with a new epoch. The five-email run is handed over mid-send.
+ */
+import { describe, expect, it } from "vitest";
+import { approvedPlan, RECIPIENTS } from "../../examples/five-emails/app.ts";
+import {
+  EDGE_HOLDER,
+  InvalidArgumentError,
+  type Json,
+  OwnedElsewhereError,
+  ReplicationDivergedError,
+  type Session,
+  type SessionView,
+} from "../../src/index.ts";
+import { SESSION, TwoHosts } from "../support/two-hosts.ts";
+
+const REQUEST = { requestId: "notice-1", conversationId: "main", input: "Send the approved notice" };
+
+/** Settles every promise reaction and I/O callback queued so far (the in-process link is all promises). */
+const settle = async (rounds = 20) => {
+  for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
+};
+
+/** What both copies must agree on (the id is the same session; nothing else may differ). */
+const comparable = (view: SessionView) => ({ ...view, limits: undefined });
+
+async function startCampaign(session: Session) {
+  await session.commit((d) => d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json));
+  const submission = await session.submit(REQUEST);
+  await session.resume();
+  return submission;
+}
+
+function expectFiveOnce(hosts: TwoHosts) {
+  const counts = hosts.mail.deliveryCounts();
+  expect([...counts.keys()].sort()).toEqual([...RECIPIENTS].sort());
+  expect([...counts.values()]).toEqual([1, 1, 1, 1, 1]);
+  // No operation was sent twice, not even deduplicated by the provider: recovery confirmed instead.
+  expect([...hosts.mail.attempts.values()].every((n) => n === 1)).toBe(true);
+}
+
+describe("linked session: a tab leads, the edge follows", () => {
+  it("pushes every commit in order; the edge's stored copy equals the tab's", async () => {
+    const hosts = new TwoHosts();
+    const { linked } = await hosts.openTab();
+    const submission = await startCampaign(linked.session);
+    await linked.session.wait(submission.id);
+    await linked.flush();
+    expect(linked.acknowledged).toBe(linked.session.version);
+    const edge = await hosts.edgeReader();
+    expect(comparable(edge.view())).toEqual(comparable(linked.session.view()));
+    expect(edge.epoch).toBe(linked.epoch);
+    expectFiveOnce(hosts);
+    // The edge did not run anything while the tab led.
+    expect(hosts.edgeStarts).toBe(0);
+    expect((await hosts.host.ownership(SESSION))?.holder).toBe("tab-1");
+  });
+
+  it("hands the run over mid-send: the edge finishes it, five mails, each once", async () => {
+    const hosts = new TwoHosts();
+    const { linked } = await hosts.openTab();
+    let handOff: Promise<void> | undefined;
+    hosts.mail.onAccepted = (_receipt, count) => {
+      if (count === 2) handOff = linked.handOff();
+    };
+    const submission = await startCampaign(linked.session);
+    await settle();
+    expect(handOff).toBeDefined();
+    await handOff;
+    expect(linked.status).toBe("released");
+    expect(hosts.edgeStarts).toBe(1);
+    const edge = hosts.edgeSession as Session;
+    expect(edge.epoch).toBeGreaterThan(linked.epoch);
+    const done = await edge.wait(submission.id);
+    expect(done.status).toBe("succeeded");
+    expectFiveOnce(hosts);
+    // The mails the tab sent before it let go were confirmed by operation id at the edge, not resent.
+    const vias = edge
+      .view()
+      .tasks.flatMap((t) =>
+        t.state.status === "succeeded" ? [(t.state.result as { via?: string }).via] : [],
+      );
+    expect(vias).toContain("confirm");
+  });
+
+  it("takes a crashed tab's run over once its lease runs out; results the edge never got are confirmed", async () => {
+    const hosts = new TwoHosts(10_000);
+    const { linked, disk } = await hosts.openTab();
+    // The link goes down after the first mail: the next intents commit locally but are never acknowledged.
+    hosts.mail.onAccepted = (_receipt, count) => {
+      if (count === 1) hosts.partitioned = true;
+    };
+    const submission = await startCampaign(linked.session);
+    await settle();
+    const sentBeforeCrash = hosts.mail.deliveries.length;
+    expect(linked.session.version).toBeGreaterThan(linked.acknowledged);
+    disk.kill(); // the tab dies with commits the edge never received
+    hosts.mail.onAccepted = undefined;
+    // Before the lease runs out nobody takes over; after, the edge does.
+    expect(await hosts.host.expire(SESSION)).toBe(false);
+    hosts.clock.advance(10_001);
+    expect(await hosts.host.expire(SESSION)).toBe(true);
+    const edge = hosts.edgeSession as Session;
+    expect((await edge.wait(submission.id)).status).toBe("succeeded");
+    expectFiveOnce(hosts);
+    expect(sentBeforeCrash).toBeGreaterThan(0);
+    expect((await hosts.host.ownership(SESSION))?.holder).toBe(EDGE_HOLDER);
+  });
+
+  it("never sends a mail whose intent the edge has not acknowledged: a partitioned tab waits, the edge sends", async () => {
+    const hosts = new TwoHosts(10_000);
+    const { linked, disk } = await hosts.openTab();
+    await linked.session.commit((d) =>
+      d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json),
+    );
+    const submission = await linked.session.submit(REQUEST);
+    await linked.flush();
+    hosts.partitioned = true;
+    await linked.session.resume();
+    await settle();
+    // The intents are committed here, but the sends wait for the edge, which cannot be reached.
+    const intents = linked.session
+      .view()
+      .tasks.filter(
+        (t) => (t.input as { name?: string }).name === "send_email" && t.checkpoint.phase === "execute",
+      );
+    expect(intents.length).toBe(5);
+    expect(linked.session.version).toBeGreaterThan(linked.acknowledged);
+    expect(hosts.mail.deliveries).toEqual([]);
+    disk.kill();
+    hosts.clock.advance(10_001);
+    expect(await hosts.host.expire(SESSION)).toBe(true);
+    const edge = hosts.edgeSession as Session;
+    expect((await edge.wait(submission.id)).status).toBe("succeeded");
+    expectFiveOnce(hosts);
+  });
+
+  it("fences a partitioned tab: once the edge took over, its pushes are refused and its writer closes", async () => {
+    const hosts = new TwoHosts(10_000);
+    const { linked } = await hosts.openTab();
+    await linked.session.commit((d) =>
+      d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json),
+    );
+    await linked.flush();
+    hosts.partitioned = true;
+    await linked.session.commit((d) =>
+      d.setDocument("plan", "email-plan", { ...approvedPlan(), body: "edited offline" } as unknown as Json),
+    );
+    hosts.clock.advance(10_001);
+    expect(await hosts.host.expire(SESSION)).toBe(true);
+    const edgeVersion = (hosts.edgeSession as Session).version;
+    hosts.partitioned = false;
+    hosts.timers.advance(8_000); // the tab's retry fires; the edge refuses it
+    await settle();
+    expect(linked.status).toBe("fenced");
+    expect(linked.session.status).toBe("closed");
+    // The edge never took the offline edit, and its copy did not move.
+    const edge = await hosts.edgeReader();
+    expect(edge.version).toBe(edgeVersion);
+    expect(edge.view().documents[0]?.value).toMatchObject({ body: "Approved notice" });
+  });
+
+  it("a tab that comes back catches up from the edge, shows its result and leads again", async () => {
+    const hosts = new TwoHosts();
+    const first = await hosts.openTab();
+    hosts.mail.onAccepted = (_receipt, count) => {
+      if (count === 3) void first.linked.handOff();
+    };
+    const submission = await startCampaign(first.linked.session);
+    await settle();
+    hosts.mail.onAccepted = undefined;
+    const edge = hosts.edgeSession as Session;
+    await edge.wait(submission.id);
+    const edgeView = edge.view();
+    // The tab returns: its copy is behind; the claim fences the edge writer and the tab applies the rest.
+    const second = await hosts.openTab();
+    expect(hosts.edgeSession).toBeUndefined();
+    expect(second.linked.session.epoch).toBeGreaterThan(edge.epoch);
+    expect(second.linked.session.submission(submission.id)?.status).toBe("succeeded");
+    expect(comparable({ ...second.linked.session.view(), epoch: 0 })).toEqual(
+      comparable({ ...edgeView, epoch: 0 }),
+    );
+    // It leads again: a new commit reaches the edge.
+    await second.linked.session.commit((d) =>
+      d.setDocument("note", "email-plan", approvedPlan() as unknown as Json),
+    );
+    await second.linked.flush();
+    const stored = await hosts.edgeReader();
+    expect(stored.version).toBe(second.linked.session.version);
+    expect(stored.view().documents.map((d) => d.id)).toContain("note");
+    expectFiveOnce(hosts);
+  });
+
+  it("refuses to lead from a copy whose unsent commits the edge has written past, changing nothing", async () => {
+    const hosts = new TwoHosts(10_000);
+    const first = await hosts.openTab();
+    await first.linked.session.commit((d) =>
+      d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json),
+    );
+    await first.linked.flush();
+    hosts.partitioned = true;
+    await first.linked.session.commit((d) =>
+      d.setDocument("local", "email-plan", approvedPlan() as unknown as Json),
+    );
+    first.disk.kill();
+    hosts.clock.advance(10_001);
+    await hosts.host.expire(SESSION);
+    await (hosts.edgeSession as Session).commit((d) =>
+      d.setDocument("edge-only", "email-plan", approvedPlan() as unknown as Json),
+    );
+    hosts.partitioned = false;
+    const before = (await hosts.tabReader()).version;
+    const error = await hosts.openTab().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ReplicationDivergedError);
+    expect((error as ReplicationDivergedError).version).toBe(2);
+    expect((await hosts.tabReader()).version).toBe(before);
+    expect(
+      (await hosts.edgeReader())
+        .view()
+        .documents.map((d) => d.id)
+        .sort(),
+    ).toEqual(["edge-only", "plan"]);
+  });
+
+  it("refuses a second tab while the first holds the lease, naming the holder", async () => {
+    const hosts = new TwoHosts(10_000);
+    await hosts.openTab("tab-1");
+    const error = await hosts.openTab("tab-2").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OwnedElsewhereError);
+    expect((error as OwnedElsewhereError).holder).toBe("tab-1");
+  });
+
+  it("refuses a malformed push by field and stores nothing", async () => {
+    const hosts = new TwoHosts();
+    const { linked } = await hosts.openTab();
+    await linked.flush();
+    const before = (await hosts.edgeReader()).version;
+    const bad = { version: before + 1, epoch: linked.epoch, at: "yesterday" };
+    const error = await hosts.host
+      .push(SESSION, { holder: "tab-1", epoch: linked.epoch, commits: [bad as never] })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect((error as InvalidArgumentError).issues[0]?.path).toBe("commits.0");
+    expect((await hosts.edgeReader()).version).toBe(before);
+    const stale = await hosts.host
+      .push(SESSION, { holder: "tab-2", epoch: linked.epoch, commits: [] })
+      .catch((e: unknown) => e);
+    expect(stale).toBeInstanceOf(OwnedElsewhereError);
+  });
+});
