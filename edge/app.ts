@@ -19,6 +19,11 @@
  * | `POST /sessions/:id/signals/:key` `{ requestId, payload }` | signal | 201 + the receipt (200 for a repeat); 400 bad payload, 404 unknown key, 409 resolved differently or not awaited |
  * | `POST /sessions/:id/signals/:key/callback-url` | signal | the key's callback URL for a third party |
  * | `POST /hooks/:id/:key/:mac` payload | (the URL is the credential) | resolves that one key, like `…/signals/:key` |
+ * | `GET /sessions/:id/replica` | read | who writes the session: the edge, or a linked tab and its lease |
+ * | `POST /sessions/:id/replica/claim` `{ holder, version, epoch }` | replicate | a tab claims the session: the epoch to write with and the edge's head (409 while another tab's lease stands) |
+ * | `POST /sessions/:id/replica/push` `{ holder, epoch, commits }` | replicate | the leading tab's next commits; renews its lease; the version the edge holds (409 once fenced) |
+ * | `POST /sessions/:id/replica/release` `{ holder, epoch, version }` | replicate | the tab hands the session to the edge, which takes over at once (204) |
+ * | `GET /sessions/:id/replica/changes?after=v&limit=n` | replicate | the edge's commits after `v` (a returning tab catching up) |
  *
  * Errors are `application/problem+json` with a stable `code` and the request's `requestId` (also the
  * `x-request-id` header); only descriptions of the caller's own mistake are returned, anything else is
@@ -56,6 +61,7 @@ import {
   SubmitBodySchema,
   TasksFilterSchema,
 } from "./protocol.ts";
+import { mountReplicaRoutes } from "./replica-routes.ts";
 
 /** The parts of a `DurableObjectNamespace` binding the router uses. */
 export interface DurableObjectNamespaceLike {
@@ -81,6 +87,8 @@ export interface EdgeAppOptions<Env> {
   readonly streamTokenTtlMs?: number;
   /** Largest accepted request body in bytes (default 64 KiB). */
   readonly maxBodyBytes?: number;
+  /** Largest accepted replica push in bytes (default 4 MiB: one commit may carry a large document). */
+  readonly maxPushBytes?: number;
   /** Longest `?wait=` a client may ask for (default 25 s). */
   readonly maxWaitMs?: number;
   /** How long one event stream stays open before the client must reconnect (default 5 min). */
@@ -127,6 +135,7 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     options.callbackSecret ??
     ((env: Env) => (env as { SIGNAL_CALLBACK_SECRET?: string }).SIGNAL_CALLBACK_SECRET);
   const maxBodyBytes = options.maxBodyBytes ?? 64 * 1024;
+  const maxPushBytes = options.maxPushBytes ?? 4 * 1024 * 1024;
   const maxWaitMs = options.maxWaitMs ?? 25_000;
   const maxStreamMs = options.maxStreamMs ?? 300_000;
   const log = options.log ?? ((requestId, error) => console.error(`durable-agent [${requestId}]:`, error));
@@ -167,13 +176,14 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
       }),
     );
   }
-  app.use(
-    "*",
+  const limitBody = (maxSize: number) =>
     bodyLimit({
-      maxSize: maxBodyBytes,
-      onError: () => problemResponse(413, "body-too-large", `the body is larger than ${maxBodyBytes} bytes`),
-    }),
-  );
+      maxSize,
+      onError: () => problemResponse(413, "body-too-large", `the body is larger than ${maxSize} bytes`),
+    });
+  const bodyBound = limitBody(maxBodyBytes);
+  const pushBound = limitBody(maxPushBytes);
+  app.use("*", (c, next) => (c.req.path.endsWith("/replica/push") ? pushBound(c, next) : bodyBound(c, next)));
 
   /**
    * Authorizes the request for `action` on its session (`params.id`, parsed exactly as it is routed), then
@@ -357,6 +367,8 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     if (requestId instanceof Response) return requestId;
     return forward(c, { op: "signal", sessionId, key }, { requestId, payload: body.value });
   });
+
+  mountReplicaRoutes(app, guard, forward);
 
   app.notFound(() => problemResponse(404, "not-found", "no such route"));
   app.onError((error, c) => problemFromError(error, (e) => log(c.get("requestId") ?? "-", e)));

@@ -18,7 +18,7 @@ import {
 import { problemResponse } from "./problem.ts";
 
 /** What a request does to its session. */
-export const EDGE_ACTIONS = ["read", "submit", "signal", "cancel", "admin"] as const;
+export const EDGE_ACTIONS = ["read", "submit", "signal", "cancel", "replicate", "admin"] as const;
 export type EdgeAction = (typeof EDGE_ACTIONS)[number];
 
 /** Who a request acts for, as an authorizer established it. */
@@ -89,7 +89,7 @@ export interface JwtAuthorizerOptions<Env> {
    * ending in `*` (`"team-7:*"`).
    */
   readonly sessionsClaim?: string;
-  /** The claim listing its actions (default `actions`; absent: every action but `admin`). */
+  /** The claim listing its actions (default `actions`; absent: every action but `admin` and `replicate`). */
   readonly actionsClaim?: string;
 }
 
@@ -117,7 +117,9 @@ export function jwtAuthorizer<Env>(options: JwtAuthorizerOptions<Env>): Authoriz
     if (typeof payload.sub !== "string" || payload.sub === "")
       return unauthorized("the token names no subject");
     const sessions = stringList(payload[sessionsClaim]);
-    const actions = stringList(payload[actionsClaim]) ?? EDGE_ACTIONS.filter((a) => a !== "admin");
+    // `replicate` lets a browser tab lead the session and write its records: granted only when named.
+    const actions =
+      stringList(payload[actionsClaim]) ?? EDGE_ACTIONS.filter((a) => a !== "admin" && a !== "replicate");
     if (!sessions?.some((pattern) => matchesSession(pattern, sessionId)) || !actions.includes(action))
       return forbidden(sessionId, action);
     return { id: `jwt:${payload.sub}` };

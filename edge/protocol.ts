@@ -96,6 +96,16 @@ export type InternalRoute =
       readonly sessionId: string;
       readonly since: number;
       readonly maxStreamMs: number;
+    }
+  | {
+      readonly op: "replica" | "replica-claim" | "replica-push" | "replica-release";
+      readonly sessionId: string;
+    }
+  | {
+      readonly op: "replica-changes";
+      readonly sessionId: string;
+      readonly after: number;
+      readonly limit: number;
     };
 
 const ORIGIN = "https://session.internal";
@@ -143,6 +153,11 @@ const InternalRouteSchema = z.discriminatedUnion("op", [
   z.object({ op: z.literal("pending"), sessionId: IdSchema }),
   z.object({ op: z.literal("signal"), sessionId: IdSchema, key: SignalKeySchema }),
   z.object({ op: z.literal("events"), sessionId: IdSchema, since: CountSchema, maxStreamMs: CountSchema }),
+  z.object({ op: z.literal("replica"), sessionId: IdSchema }),
+  z.object({ op: z.literal("replica-claim"), sessionId: IdSchema }),
+  z.object({ op: z.literal("replica-push"), sessionId: IdSchema }),
+  z.object({ op: z.literal("replica-release"), sessionId: IdSchema }),
+  z.object({ op: z.literal("replica-changes"), sessionId: IdSchema, after: CountSchema, limit: CountSchema }),
 ]);
 
 /** The route a session object was called with, or undefined for anything else. */

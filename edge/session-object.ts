@@ -33,6 +33,7 @@ import {
   parseSignalBody,
   REQUEST_ID_HEADER,
 } from "./protocol.ts";
+import { type ReplicaRoute, SessionReplica, sqliteOwnership } from "./replica-object.ts";
 import { commitEventStream } from "./sse.ts";
 
 /** The parts of `DurableObjectState` the host uses (structural: no Cloudflare types needed). */
@@ -63,6 +64,11 @@ export interface SessionObjectOptions<Env> {
   readonly maxRestarts?: (env: Env) => number | undefined;
   /** Caps on one session: open streams, waiting requests, unfinished Submissions (see `SessionLimits`). */
   readonly limits?: SessionLimits;
+  /**
+   * How long a linked browser tab leads the session without a push or renewal (default 15 s): after that,
+   * this object takes the session over with a new epoch and resumes it.
+   */
+  readonly leaseMs?: (env: Env) => number;
 }
 
 /** A Durable Object class hosting one session (see {@link defineSessionObject}). */
@@ -128,6 +134,8 @@ class SessionHost<Env> {
   private readonly limits: Required<SessionLimits>;
   private readonly streams: Gauge;
   private readonly waiters: Gauge;
+  /** The linked-session side: who leads, the replica routes, reads while a tab leads. */
+  private readonly replica: SessionReplica;
 
   constructor(
     private readonly ctx: DurableObjectStateLike,
@@ -139,6 +147,23 @@ class SessionHost<Env> {
     this.limits = { ...DEFAULT_SESSION_LIMITS, ...options.limits };
     this.streams = new Gauge(this.limits.streams);
     this.waiters = new Gauge(this.limits.waiters);
+    const leaseMs = options.leaseMs?.(env);
+    this.replica = new SessionReplica({
+      storage: this.storage,
+      ownership: sqliteOwnership(ctx.storage),
+      registry: () => options.registry(env),
+      ...(leaseMs !== undefined && { leaseMs }),
+      stopWriter: async () => {
+        const writer = this.session;
+        this.session = undefined;
+        await writer?.close();
+      },
+      startWriter: async (sessionId) => void (await this.ensure(sessionId, false)),
+      setAlarm: (at) => {
+        this.alarmAt = at;
+        void this.ctx.storage.setAlarm(at).catch(reportAlarmError);
+      },
+    });
   }
 
   async fetch(request: Request): Promise<Response> {
@@ -169,6 +194,8 @@ class SessionHost<Env> {
     this.alarmAt = undefined; // a fired alarm is gone; whatever is still due is scheduled again below
     const sessionId = this.storage.sessionIds()[0];
     if (sessionId === undefined) return;
+    // While a linked tab leads, the alarm watches its lease (and takes over once it has run out).
+    if (!(await this.replica.onAlarm(sessionId))) return;
     const session = await this.ensure(sessionId, false);
     if (!session) return;
     this.schedule(session.wakeInfo());
@@ -183,6 +210,7 @@ class SessionHost<Env> {
       case "submit": {
         // Validated in full before anything exists: a request that fails creates no session.
         const input = parseSubmitInput(await request.json());
+        await this.replica.assertWritable(route.sessionId);
         const known =
           this.session?.status === "open"
             ? await this.session.readSubmissionForRequest(input.requestId)
@@ -226,7 +254,7 @@ class SessionHost<Env> {
       }
       case "cancel": {
         const { reason } = parseCancelBody(await request.json());
-        const session = await this.required(route.sessionId);
+        const session = await this.writable(route.sessionId);
         if (!(await session.readSubmission(route.submissionId))) return unknownSubmission(route.submissionId);
         return Response.json(await session.cancelSubmission(route.submissionId, reason));
       }
@@ -264,7 +292,7 @@ class SessionHost<Env> {
       }
       case "signal": {
         const { requestId, payload } = parseSignalBody(await request.json());
-        const session = await this.required(route.sessionId);
+        const session = await this.writable(route.sessionId);
         const receipt = await session.signal(route.key, payload, { requestId });
         return Response.json(receipt, { status: receipt.duplicate ? 200 : 201 });
       }
@@ -280,6 +308,12 @@ class SessionHost<Env> {
         if (!release) return tooManyRequests("too many open event streams on this session", BUSY_RETRY_MS);
         return commitEventStream(session, route.since, route.maxStreamMs, release);
       }
+      case "replica":
+      case "replica-claim":
+      case "replica-push":
+      case "replica-release":
+      case "replica-changes":
+        return this.replica.handle(route as ReplicaRoute, request);
     }
   }
 
@@ -313,6 +347,12 @@ class SessionHost<Env> {
     return limit === undefined ? {} : { maxRestarts: limit };
   }
 
+  /** The session to write: refused (409, naming who leads) while a linked tab leads it. */
+  private async writable(sessionId: string): Promise<Session> {
+    await this.replica.assertWritable(sessionId);
+    return this.required(sessionId);
+  }
+
   /** Closes and deletes a session that a failed request created, so nothing of it remains. */
   private async forget(session: Session): Promise<void> {
     await session.close();
@@ -322,7 +362,10 @@ class SessionHost<Env> {
     await this.ctx.storage.deleteAlarm().catch(reportAlarmError);
   }
 
+  /** The session to read: this object's writer, or while a linked tab leads, the replica it pushes. */
   private async required(sessionId: string): Promise<Session> {
+    if (this.storage.sessionIds().includes(sessionId) && (await this.replica.ledElsewhere(sessionId)))
+      return this.replica.reader(sessionId);
     const session = await this.ensure(sessionId, false);
     if (!session) throw new SessionNotFoundError(sessionId);
     return session;

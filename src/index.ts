@@ -40,6 +40,8 @@ export * from "./records/schemas.ts";
 export { describeIssues } from "./records/validate.ts";
 export type { RegistryInput, SubmissionTask, TaskResolution } from "./registry.ts";
 export { createRegistry, Registry } from "./registry.ts";
+export type { EdgeReplicaOptions } from "./replication/edge-replica.ts";
+export { edgeReplica } from "./replication/edge-replica.ts";
 export type { LinkOptions, LinkStatus } from "./replication/link-session.ts";
 export { LinkedSession, linkSession } from "./replication/link-session.ts";
 export type {
@@ -60,7 +62,7 @@ export {
   ReleaseRequestSchema,
 } from "./replication/protocol.ts";
 export type { OwnershipStore, ReplicaHostOptions } from "./replication/replica-host.ts";
-export { memoryOwnership, ReplicaHost } from "./replication/replica-host.ts";
+export { memoryOwnership, ownedElsewhere, ReplicaHost } from "./replication/replica-host.ts";
 export type { ServerEvent } from "./server-events.ts";
 export { serverEvents } from "./server-events.ts";
 export type { CommitResult } from "./session/commit-pipeline.ts";

@@ -44,6 +44,8 @@ export interface Env {
   readonly PLAN_APPROVAL?: string;
   readonly PLAN_APPROVAL_DEADLINE_MS?: string;
   readonly SIGNAL_CALLBACK_SECRET?: string;
+  /** How long a linked browser tab leads a session without a push before this edge takes it over. */
+  readonly LEASE_MS?: string;
 }
 
 const mailbox = (env: Env) => env.MAIL.get(env.MAIL.idFromName("mailbox"));
@@ -89,6 +91,7 @@ export class AgentSession extends defineSessionObject<Env>({
     await session.commit((draft) => draft.setDocument("plan", "email-plan", plan as unknown as Json));
   },
   watchdogMs: (env) => Number(env.WATCHDOG_MS ?? 30_000),
+  leaseMs: (env) => Number(env.LEASE_MS ?? 15_000),
 }) {}
 
 interface SqlState {
@@ -172,17 +175,33 @@ const app = createEdgeApp<Env>({
   rateLimit,
   corsOrigins: (env) => env.CORS_ORIGINS?.split(",").map((o) => o.trim()),
 });
-/** What the mail provider really delivered: for the root token only (an operator's view, not a user's). */
+/** The mail provider stand-in's own API, for the root token only (an operator, or a linked tab's demo). */
+const operator = (c: { req: { raw: Request }; env: Env }) =>
+  root({ sessionId: "", action: "admin", token: bearerToken(c.req.raw), request: c.req.raw, env: c.env });
+/** What the mail provider really delivered. */
 app.get("/mail/deliveries", async (c) => {
-  const granted = await root({
-    sessionId: "",
-    action: "admin",
-    token: bearerToken(c.req.raw),
-    request: c.req.raw,
-    env: c.env,
-  });
+  const granted = await operator(c);
   if (granted instanceof Response) return granted;
   return mailbox(c.env).fetch(new Request("https://mail/deliveries"));
+});
+/** Send and look up, as the session objects do: a browser tab leading a linked session uses the same provider. */
+app.post("/mail/send", async (c) => {
+  const granted = await operator(c);
+  if (granted instanceof Response) return granted;
+  const body = await c.req.json<{ to?: unknown; idempotencyKey?: unknown }>().catch(() => ({}) as never);
+  if (typeof body.to !== "string" || typeof body.idempotencyKey !== "string")
+    return c.json({ error: "expected { to, idempotencyKey }" }, 400);
+  const message = { to: body.to, idempotencyKey: body.idempotencyKey };
+  return mailbox(c.env).fetch(
+    new Request("https://mail/send", { method: "POST", body: JSON.stringify(message) }),
+  );
+});
+app.get("/mail/lookup", async (c) => {
+  const granted = await operator(c);
+  if (granted instanceof Response) return granted;
+  return mailbox(c.env).fetch(
+    new Request(`https://mail/lookup?op=${encodeURIComponent(c.req.query("op") ?? "")}`),
+  );
 });
 
 export default app;

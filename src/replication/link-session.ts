@@ -7,7 +7,7 @@
  * intent. When the other host fences this writer (it took the session over), the local session is closed.
  */
 import { systemClock, systemTimers, type TimerHandle } from "../clock.ts";
-import { KernelError, OwnedElsewhereError, ReplicationDivergedError, StaleOwnerError } from "../errors.ts";
+import { KernelError, OwnedElsewhereError, ReplicationDivergedError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import { openSession } from "../session/open-session.ts";
 import type { OpenSessionOptions } from "../session/options.ts";
@@ -263,9 +263,8 @@ export class LinkedSession {
         this.renewLater();
         if (changes.length === 0) return;
       } catch (error) {
-        if (error instanceof OwnedElsewhereError || error instanceof StaleOwnerError)
-          return this.fence(error);
-        if (error instanceof ReplicationDivergedError) return this.fence(error);
+        // A refusal (fenced, diverged, not allowed) ends the link; a dropped connection or a 5xx is retried.
+        if (error instanceof KernelError) return this.fence(error);
         this.retryLater();
         return;
       }

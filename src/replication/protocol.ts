@@ -19,8 +19,8 @@ export const DEFAULT_LEASE_MS = 15_000;
 const Holder = z
   .string()
   .min(1)
-  .max(128)
-  .regex(/^[A-Za-z0-9_.:-]+$/, "letters, digits and _ . : - only")
+  .max(160)
+  .regex(/^[A-Za-z0-9_.:~-]+$/, "letters, digits and _ . : ~ - only")
   .refine((h) => h !== EDGE_HOLDER, `"${EDGE_HOLDER}" is the edge's own name`);
 const Count = z.number().int().nonnegative();
 

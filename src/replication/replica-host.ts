@@ -79,7 +79,7 @@ export class ReplicaHost {
       const current = await this.options.ownership.get(sessionId);
       const now = clock.now();
       if (current && current.holder !== EDGE_HOLDER && current.holder !== request.holder) {
-        if (current.leaseUntil !== null && current.leaseUntil > now) throw ledBy(sessionId, current);
+        if (current.leaseUntil !== null && current.leaseUntil > now) throw ownedElsewhere(sessionId, current);
       }
       if (!current || current.holder === EDGE_HOLDER) await this.options.stopWriter(sessionId);
       const stored = await storage.open(sessionId, { mode: "read", at: now, ...OPEN });
@@ -177,11 +177,14 @@ export class ReplicaHost {
   private async leading(sessionId: string, holder: string, epoch: number): Promise<Ownership> {
     const current = await this.options.ownership.get(sessionId);
     if (!current || current.holder !== holder || current.epoch !== epoch) {
-      throw ledBy(sessionId, current ?? { holder: EDGE_HOLDER, epoch: 0, leaseUntil: null, version: 0 });
+      throw ownedElsewhere(
+        sessionId,
+        current ?? { holder: EDGE_HOLDER, epoch: 0, leaseUntil: null, version: 0 },
+      );
     }
     if (current.leaseUntil !== null && current.leaseUntil <= this.options.clock.now()) {
       await this.takeOver(sessionId, current);
-      throw ledBy(sessionId, { ...current, holder: EDGE_HOLDER, leaseUntil: null });
+      throw ownedElsewhere(sessionId, { ...current, holder: EDGE_HOLDER, leaseUntil: null });
     }
     return current;
   }
@@ -208,9 +211,10 @@ export class ReplicaHost {
   }
 }
 
-/** The error a host that no longer leads (or never did) gets, naming who leads. */
-function ledBy(sessionId: string, current: Ownership): OwnedElsewhereError {
-  const who = current.holder === EDGE_HOLDER ? "the edge" : `holder ${current.holder}`;
+/** The error a host that may not write the session now gets, saying who does. */
+export function ownedElsewhere(sessionId: string, current: Ownership): OwnedElsewhereError {
+  // The holder's name stays out of the message: an HTTP caller may be another principal.
+  const who = current.holder === EDGE_HOLDER ? "its edge host" : "a linked browser tab";
   const until = current.leaseUntil === null ? "" : ` until ${new Date(current.leaseUntil).toISOString()}`;
   return new OwnedElsewhereError(
     `session ${sessionId} is written by ${who} (epoch ${current.epoch})${until}`,
