@@ -391,6 +391,16 @@ export class DurableObjectSqliteStorage implements Storage {
   }
 
   /** Deletes every row of the store: a session created by a request that then failed leaves nothing. */
+  async deleteSession(sessionId: string): Promise<void> {
+    if (!this.hasTables()) return;
+    this.run(() =>
+      this.storage.transactionSync(() => {
+        this.storage.sql.exec("DELETE FROM da_rows WHERE session = ?", sessionId);
+        this.storage.sql.exec("DELETE FROM da_sessions WHERE id = ?", sessionId);
+      }),
+    );
+  }
+
   deleteAll(): void {
     if (!this.hasTables()) return;
     this.run(() =>

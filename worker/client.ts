@@ -45,6 +45,9 @@ export function connectSessionWorker(endpoint: Comlink.Endpoint): SessionWorkerC
     signal: (key, payload, options) => remote.signal(key, payload, options),
     changes: (afterVersion, limit) => remote.changes(afterVersion, limit),
     subscriptionCount: () => remote.subscriptionCount(),
+    link: () => remote.link(),
+    handOff: () => remote.handOff(),
+    takeBack: () => remote.takeBack(),
     async close() {
       await remote.close();
       remote[Comlink.releaseProxy]();

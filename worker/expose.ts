@@ -61,6 +61,9 @@ export function exposeSessionWorker(
       const session = (await starting).session;
       return session ? (await session.readChanges(afterVersion, limit)).changes : [];
     },
+    link: async () => (await starting).linkState(),
+    handOff: async () => (await starting).handOff(),
+    takeBack: async () => (await starting).takeBack(),
     async close() {
       for (const stop of subscriptions.values()) stop();
       subscriptions.clear();

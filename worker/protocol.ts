@@ -46,6 +46,14 @@ export interface SessionWorkerApi {
   subscriptionCount(): Promise<number>;
   /** Committed changes after a version, from the change log (devtools, catch-up, benchmarks). */
   changes(afterVersion: number, limit?: number): Promise<CommitRecord[]>;
+  /** A linked session's state while this tab leads it (`link` option of the worker), else undefined. */
+  link(): Promise<
+    { status: "leading" | "fenced" | "released" | "closed"; epoch: number; acknowledged: number } | undefined
+  >;
+  /** Hands a linked session to its edge host, which takes over at once; this tab follows its copy. */
+  handOff(): Promise<void>;
+  /** Claims a linked session back from its edge host and leads it here again. */
+  takeBack(): Promise<void>;
   close(): Promise<void>;
 }
 

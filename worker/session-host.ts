@@ -11,9 +11,13 @@ import {
   isSubmissionFinished,
   type Json,
   KernelError,
+  type LinkedSession,
+  type LinkStatus,
+  linkSession,
   openSession,
   parseSubmitInput,
   type Registry,
+  type ReplicaRemote,
   type Session,
   SessionNotFoundError,
   type SignalOptions,
@@ -49,6 +53,18 @@ export interface BrowserSessionHostOptions {
    * closed or crashed tab is re-entered before the task gives up (a tool call then asks `confirm`).
    */
   readonly maxRestarts?: number;
+  /**
+   * Link the session to its edge host: while this tab leads, its commits are pushed there, unsafe effects
+   * wait until the edge holds their intent, and the edge takes over when this tab hands off, closes or goes
+   * quiet past the lease. Leading starts with a claim (catching up on what the edge wrote meanwhile).
+   */
+  readonly link?: {
+    readonly remote: ReplicaRemote;
+    /** This browser's stable name at the edge (a tab reopened within the lease reclaims at once). */
+    readonly holder?: string;
+    /** Told of the link's state: `leading`, `fenced`, `released`, `closed`, or `refused` with why. */
+    readonly onStatus?: (status: LinkStatus | "refused", error?: Error) => void;
+  };
 }
 
 /** A page's subscription, carried across this tab's role changes. */
@@ -77,6 +93,7 @@ export class BrowserSessionHost {
   private readonly inbox: DurableInbox;
   private readonly leadership: Leadership;
   private draining: Promise<void> | undefined;
+  private linked: LinkedSession | undefined;
 
   private constructor(private readonly options: BrowserSessionHostOptions) {
     this.channel = new BroadcastChannel(`durable-agent:${options.database}:${options.sessionId}`);
@@ -202,6 +219,7 @@ export class BrowserSessionHost {
   /** Stops driving and following; unfinished work stays stored for whichever tab leads next. */
   async close(): Promise<void> {
     this.role = "closed";
+    await this.linked?.close();
     this.leadership.release();
     this.channel.close();
     for (const entry of this.listeners) entry.stop?.();
@@ -221,9 +239,63 @@ export class BrowserSessionHost {
     this.options.onRole?.("follower");
   }
 
+  /**
+   * Hands the session to its edge host (linked sessions only): this tab stops writing, pushes what is
+   * left, and follows its own copy; `takeBack` leads again.
+   */
+  async handOff(): Promise<void> {
+    const linked = this.linked;
+    if (!linked || this.role !== "leader")
+      throw new KernelError("invalid-argument", "this tab does not lead a linked session");
+    this.role = "follower";
+    this.linked = undefined;
+    await linked.handOff();
+    await this.follow();
+  }
+
+  /** Claims the session back from the edge (after `handOff`, a fence, or a refused claim) and leads it. */
+  async takeBack(): Promise<void> {
+    if (this.role === "leader" || this.role === "closed") return;
+    await this.leadership.acquired;
+    await this.lead();
+  }
+
+  /** The link's state while this tab leads a linked session. */
+  linkState(): { status: LinkStatus; epoch: number; acknowledged: number } | undefined {
+    const linked = this.linked;
+    return linked && { status: linked.status, epoch: linked.epoch, acknowledged: linked.acknowledged };
+  }
+
+  /** The writer this tab leads with: a plain one, or linked to the edge (claimed first). */
+  private async openWriter(): Promise<Session | undefined> {
+    const link = this.options.link;
+    if (!link) return openSession({ ...this.sessionOptions(), mode: "write" });
+    try {
+      const linked = await linkSession({
+        ...this.sessionOptions(),
+        remote: link.remote,
+        ...(link.holder !== undefined && { holder: link.holder }),
+        onStatus: (status) => {
+          link.onStatus?.(status);
+          // The edge took the session over (this tab was quiet past its lease): follow, do not fight it.
+          if (status === "fenced" && this.linked === linked) {
+            this.linked = undefined;
+            void this.demote();
+          }
+        },
+      });
+      this.linked = linked;
+      return linked.session;
+    } catch (error) {
+      link.onStatus?.("refused", error as Error);
+      return undefined;
+    }
+  }
+
   private async lead(): Promise<void> {
     if (this.role === "closed") return;
-    const writer = await openSession({ ...this.sessionOptions(), mode: "write" });
+    const writer = await this.openWriter();
+    if (!writer) return; // a linked session whose claim was refused: this tab keeps following its copy
     await this.options.onLead?.(writer);
     this.role = "leader";
     this.replace(writer);

@@ -14,6 +14,7 @@ import type { OpenSessionOptions } from "../session/options.ts";
 import type { Session } from "../session/session.ts";
 import type { Storage } from "../storage/storage.ts";
 import { type Grant, MAX_PUSH_COMMITS, type ReplicaRemote } from "./protocol.ts";
+import { type LocalInput, rebaseDiverged, replayInputs } from "./rebase.ts";
 
 export interface LinkOptions extends Omit<OpenSessionOptions, "mode" | "epoch" | "effectGate"> {
   /** The session's other host (the edge), in process or over HTTP (`edgeReplica`). */
@@ -24,6 +25,14 @@ export interface LinkOptions extends Omit<OpenSessionOptions, "mode" | "epoch" |
   readonly onStatus?: (status: LinkStatus) => void;
   /** How long to wait before retrying a push that failed to arrive (default 500 ms, doubling to 8 s). */
   readonly retryMs?: number;
+  /**
+   * This copy wrote commits the other host never received, and the other host has written past them
+   * (this tab was closed or cut off mid-run and taken over). `rebase` (default): keep the Submissions and
+   * signals those commits hold, discard the copy, copy the other host's history and give those inputs
+   * again (no unsafe effect can have started from an unacknowledged commit). `refuse`: throw
+   * `ReplicationDivergedError` and change nothing.
+   */
+  readonly onDiverged?: "rebase" | "refuse";
 }
 
 /**
@@ -43,8 +52,19 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
   const head = local?.meta.value as { version: number; epoch: number } | undefined;
   const localVersion = head?.version ?? 0;
   const grant = await remote.claim({ holder, version: localVersion, epoch: head?.epoch ?? 0 });
-  if (!local) await storage.open(id, { mode: "write", at: clock.now(), entryTail: 0, settled: 0, epoch: 0 });
-  await reconcile(storage, remote, id, localVersion, grant);
+  const create = () =>
+    storage.open(id, { mode: "write", at: clock.now(), entryTail: 0, settled: 0, epoch: 0 });
+  if (!local) await create();
+  let kept: LocalInput[] = [];
+  try {
+    await reconcile(storage, remote, id, localVersion, grant);
+  } catch (error) {
+    if (!(error instanceof ReplicationDivergedError) || options.onDiverged === "refuse") throw error;
+    kept = await rebaseDiverged(storage, remote, id, localVersion, grant.version, error, async () => {
+      await create();
+      await reconcile(storage, remote, id, 0, grant);
+    });
+  }
   const link = new LinkedSession(options, holder, grant);
   const session = await openSession({
     ...options,
@@ -53,6 +73,7 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
     effectGate: (version, signal) => link.replicated(version, signal),
   });
   link.start(session);
+  await replayInputs(session, kept);
   return link;
 }
 

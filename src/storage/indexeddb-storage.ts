@@ -104,6 +104,15 @@ export class IndexedDbStorage implements Storage {
     });
   }
 
+  async deleteSession(sessionId: string): Promise<void> {
+    await this.transaction("readwrite", async (tx) => {
+      await Promise.all([
+        tx.objectStore(SESSIONS).delete(sessionId),
+        ...TABLES.map((table) => tx.objectStore(table).delete(sessionRange(sessionId))),
+      ]);
+    });
+  }
+
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     const last = commits.at(-1);
     if (!last) return;
@@ -290,7 +299,9 @@ export class IndexedDbStorage implements Storage {
 function reader(tx: Tx, sessionId: string): SessionRowReader {
   return {
     all: (table) => readRows(tx, table, sessionRange(sessionId)),
-    range: (table, id, from, to) => readRows(tx, table, numberRange(sessionId, [id], from, to)),
+    // An empty range (a tail of no entries) reads nothing: IndexedDB refuses a lower bound above the upper.
+    range: async (table, id, from, to) =>
+      from > to ? [] : readRows(tx, table, numberRange(sessionId, [id], from, to)),
     get: async (table, key) => {
       const value: unknown = await tx.objectStore(table).get([sessionId, ...key]);
       return value === undefined ? undefined : { key: recordName(table, key), value };

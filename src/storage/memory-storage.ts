@@ -214,6 +214,11 @@ export class MemoryStorage implements Storage {
     rows.meta = { ...meta, version: last.version, updatedAt: last.at };
   }
 
+  async deleteSession(sessionId: string): Promise<void> {
+    this.assertOpen();
+    this.sessions.delete(sessionId);
+  }
+
   async readEntries(sessionId: string, conversationId: string, fromSeq: number, toSeq: number) {
     this.assertOpen();
     const rows = this.sessions.get(sessionId);

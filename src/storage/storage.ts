@@ -131,6 +131,11 @@ export interface Storage {
     before: number,
     limit: number,
   ): Promise<{ items: StoredItem[]; submissions: StoredRecord[] }>;
+  /**
+   * Removes one session and every row of it, atomically (other sessions stay). Optional: a linked browser
+   * session uses it to discard a copy whose unsent commits its edge host has written past.
+   */
+  deleteSession?(sessionId: string): Promise<void>;
   /** Releases connections. The store may be opened again by creating a new instance. */
   close(): Promise<void>;
 }

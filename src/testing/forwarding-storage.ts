@@ -23,6 +23,11 @@ export class ForwardingStorage implements Storage {
   readTaskTree: Storage["readTaskTree"] = async (...args) => this.target().readTaskTree(...args);
   readItems: Storage["readItems"] = async (...args) => this.target().readItems(...args);
   close: Storage["close"] = async () => undefined;
+  async deleteSession(sessionId: string): Promise<void> {
+    const target = this.target();
+    if (!target.deleteSession) throw new Error("this store cannot delete a session");
+    await target.deleteSession(sessionId);
+  }
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     await this.target().commit(guard, commits);
   }

@@ -192,7 +192,7 @@ describe("linked session: a tab leads, the edge follows", () => {
     expectFiveOnce(hosts);
   });
 
-  it("refuses to lead from a copy whose unsent commits the edge has written past, changing nothing", async () => {
+  it("refuses (if asked to) to lead from a copy whose unsent commits the edge has written past, changing nothing", async () => {
     const hosts = new TwoHosts(10_000);
     const first = await hosts.openTab();
     await first.linked.session.commit((d) =>
@@ -211,7 +211,7 @@ describe("linked session: a tab leads, the edge follows", () => {
     );
     hosts.partitioned = false;
     const before = (await hosts.tabReader()).version;
-    const error = await hosts.openTab().catch((e: unknown) => e);
+    const error = await hosts.openTab("tab-1", { onDiverged: "refuse" }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ReplicationDivergedError);
     expect((error as ReplicationDivergedError).version).toBe(2);
     expect((await hosts.tabReader()).version).toBe(before);
@@ -221,6 +221,42 @@ describe("linked session: a tab leads, the edge follows", () => {
         .documents.map((d) => d.id)
         .sort(),
     ).toEqual(["edge-only", "plan"]);
+  });
+
+  it("rebases a diverged copy: the edge's history, plus the inputs the lost commits held, given again", async () => {
+    const hosts = new TwoHosts(10_000);
+    const first = await hosts.openTab();
+    await first.linked.session.commit((d) =>
+      d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json),
+    );
+    await first.linked.flush();
+    hosts.partitioned = true;
+    // Offline: a person's message and a draft, committed here, never received by the edge.
+    await first.linked.session.submit({
+      requestId: "offline-1",
+      conversationId: "main",
+      input: "typed offline",
+    });
+    await first.linked.session.commit((d) =>
+      d.setDocument("draft", "email-plan", approvedPlan() as unknown as Json),
+    );
+    first.disk.kill();
+    hosts.clock.advance(10_001);
+    await hosts.host.expire(SESSION);
+    await (hosts.edgeSession as Session).commit((d) =>
+      d.setDocument("edge-only", "email-plan", approvedPlan() as unknown as Json),
+    );
+    hosts.partitioned = false;
+    const back = await hosts.openTab();
+    const view = back.linked.session.view();
+    // The edge's history is kept; the lost draft is gone; the person's message is there again, once.
+    expect(view.documents.map((d) => d.id).sort()).toEqual(["edge-only", "plan"]);
+    expect(back.linked.session.submissionForRequest("offline-1")?.input).toBe("typed offline");
+    expect(view.submissions.filter((s) => s.requestId === "offline-1")).toHaveLength(1);
+    await back.linked.flush();
+    const edge = await hosts.edgeReader();
+    expect(edge.submissionForRequest("offline-1")).toBeDefined();
+    expect(comparable(edge.view())).toEqual(comparable(back.linked.session.view()));
   });
 
   it("refuses a second tab while the first holds the lease, naming the holder", async () => {

@@ -80,6 +80,8 @@ export class RemoteStorage implements Storage {
   readItems: Storage["readItems"] = (...args) =>
     this.call("readItems", args) as ReturnType<Storage["readItems"]>;
   close: Storage["close"] = async () => undefined;
+  deleteSession = async (sessionId: string): Promise<void> =>
+    void (await this.call("deleteSession", [sessionId]));
 
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     // The write hook cannot cross into workerd: find the row it would fail at here, and have the store

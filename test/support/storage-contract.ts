@@ -480,6 +480,10 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       await writer.commit((d) => d.setDocument("plan", "plan", { steps: ["a"], approved: false }));
       const logOf = async (after: number) =>
         (await store.readChanges(source, after, 100)).changes.map((c) => c.value as CommitRecord);
+      // A host reads another's head without its entries (the claim and the link do).
+      const head = await store.open(source, { mode: "read", at: 1_000, entryTail: 0, settled: 0 });
+      expect(head?.meta.value).toMatchObject({ version: 2 });
+      expect(head?.entries).toEqual([]);
       // The replica is created at the owner's epoch and takes its commits as they are.
       const request = { mode: "write" as const, at: 1_000, entryTail: 50, settled: 20 };
       await store.open(replica, { ...request, epoch: writer.epoch });
@@ -511,6 +515,27 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
         steps: ["b"],
         approved: true,
       });
+    });
+
+    it("deletes one session with every row of it, and leaves the others as they were", async () => {
+      const store = harness.storage();
+      const gone = freshId("deleted");
+      const kept = freshId("kept");
+      for (const id of [gone, kept]) {
+        const session = await open(store, id);
+        await session.submit({ requestId: "r1", conversationId: "main", input: "hello" });
+        await session.commit((d) => d.setDocument("plan", "plan", { steps: ["a"], approved: true }));
+      }
+      const before = durable((await open(store, kept, "read")).view());
+      expect(store.deleteSession).toBeDefined();
+      await store.deleteSession?.(gone);
+      await expect(open(store, gone, "read")).rejects.toBeInstanceOf(SessionNotFoundError);
+      expect((await store.readChanges(gone, 0, 10)).changes).toEqual([]);
+      expect(await store.readRequest(gone, "r1")).toBeUndefined();
+      expect(durable((await open(store, kept, "read")).view())).toEqual(before);
+      // The id can be used again from nothing.
+      const fresh = await open(store, gone);
+      expect([fresh.version, fresh.view().submissions]).toEqual([0, []]);
     });
   });
 }

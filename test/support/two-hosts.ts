@@ -9,6 +9,7 @@ import { MailService, type Receipt } from "../../examples/five-emails/mail-servi
 import {
   ClaimRequestSchema,
   type LinkedSession,
+  type LinkOptions,
   linkSession,
   ManualClock,
   ManualTimers,
@@ -124,7 +125,10 @@ export class TwoHosts {
   }
 
   /** Opens the tab's writer over a fresh handle on its store (a new tab process), linked to the edge. */
-  async openTab(holder = "tab-1"): Promise<{ linked: LinkedSession; disk: CrashingStorage }> {
+  async openTab(
+    holder = "tab-1",
+    extra: Partial<LinkOptions> = {},
+  ): Promise<{ linked: LinkedSession; disk: CrashingStorage }> {
     const disk = new TabStorage(this.tabDisk.reopen(), (count) => this.onTabCommit?.(count));
     const remote: ReplicaRemote = {
       claim: (r) => this.fromTab(disk, () => this.remote.claim(r)),
@@ -141,6 +145,7 @@ export class TwoHosts {
       clock: this.clock,
       timers: this.timers,
       ids: sequentialIds(100_000 * ++this.opens),
+      ...extra,
     });
     return { linked, disk };
   }

@@ -1,0 +1,113 @@
+/**
+ * One session, two real hosts (issue 21): the linked-session page in real Chromium (the kernel in a Web
+ * Worker over on-disk IndexedDB) and the shipped edge example on workerd. The tab starts the five-email
+ * run and is closed mid-send; the edge takes over on its own alarm once the tab's lease has run out and
+ * finishes it, each mail once. The tab is opened again: it catches up from the edge, shows the edge's
+ * result and leads again.
+ */
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RECIPIENTS } from "../../examples/five-emails/app.ts";
+import { serveWithVite, withChromiumProfile } from "../support/chromium.ts";
+import { bundleWorker, EdgeExample } from "../support/workerd.ts";
+
+const artifacts = join(process.cwd(), "test-artifacts");
+const LEASE_MS = 1_500;
+let server: Awaited<ReturnType<typeof serveWithVite>> | undefined;
+let edge: EdgeExample | undefined;
+
+beforeAll(async () => {
+  server = await serveWithVite(join(process.cwd(), "web"));
+  const script = await bundleWorker(
+    fileURLToPath(new URL("../edge/fixtures/edge-example.ts", import.meta.url)),
+  );
+  edge = await EdgeExample.start(script, {
+    corsOrigins: server.url,
+    mailDelayMs: 250,
+    vars: { LEASE_MS: String(LEASE_MS) },
+  });
+  mkdirSync(artifacts, { recursive: true });
+}, 60_000);
+
+afterAll(async () => {
+  await edge?.dispose();
+  await server?.close();
+});
+
+const statusIs = (page: Page, wanted: string) =>
+  page.waitForFunction((s) => document.querySelector("#status")?.getAttribute("data-status") === s, wanted, {
+    timeout: 30_000,
+  });
+
+async function until<T>(read: () => Promise<T>, ok: (value: T) => boolean, what: string): Promise<T> {
+  for (let i = 0; i < 200; i++) {
+    const value = await read();
+    if (ok(value)) return value;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe("a linked session: Chromium tab + workerd edge", () => {
+  it("the edge finishes a run whose tab closed mid-send; the reopened tab shows it and leads again", async () => {
+    const api = edge as EdgeExample;
+    const session = "linked-e2e";
+    const url = `${server?.url}/linked/?edge=${encodeURIComponent(api.url)}&token=${EdgeExample.token}&session=${session}&holder=browser-1`;
+    const ownership = async () =>
+      (await api.json<{ ownership: { holder: string } | null }>(`/sessions/${session}/replica`)).ownership;
+    const before = (await api.deliveries()).length;
+    await withChromiumProfile(async (context) => {
+      const page = await context.newPage();
+      await page.goto(url);
+      await statusIs(page, "leading");
+      expect((await ownership())?.holder).toMatch(/~browser-1$/);
+      await page.click("#start");
+      // Mid-send: the first mail is out, the run is not over.
+      await until(
+        () => api.deliveries(),
+        (d) => d.length > before,
+        "the first mail",
+      );
+      expect((await api.deliveries()).length - before).toBeLessThan(5);
+      await page.close(); // the tab is gone: no hand-off, its lease simply stops being renewed
+
+      // The edge takes over on its alarm (no request touches the session meanwhile) and finishes.
+      await until(ownership, (o) => o?.holder === "edge", "the edge to take over");
+      const view = await until(
+        () =>
+          api.json<{ submissions: { status: string; result?: { text?: string } }[] }>(
+            `/sessions/${session}/view`,
+          ),
+        (v) => v.submissions.some((s) => s.status === "succeeded"),
+        "the run to end at the edge",
+      );
+      expect(view.submissions[0]?.result?.text).toBe("Done: 5 of 5 notices delivered.");
+      const mails = (await api.deliveries()).slice(before).map((d) => d.to);
+      expect([...mails].sort()).toEqual([...RECIPIENTS].sort());
+
+      // The tab comes back: it claims the session, catches up and shows what the edge did.
+      const back = await context.newPage();
+      await back.goto(url);
+      await statusIs(back, "leading");
+      await back.waitForFunction(
+        () => document.querySelector("#result")?.getAttribute("data-status") === "succeeded",
+        undefined,
+        {
+          timeout: 30_000,
+        },
+      );
+      expect(await back.textContent("#result")).toContain("Done: 5 of 5 notices delivered.");
+      expect((await ownership())?.holder).toMatch(/~browser-1$/);
+      await back.screenshot({ path: join(artifacts, "linked-session-back.png"), fullPage: true });
+      // Handing off from the page moves ownership to the edge at once.
+      await back.click("#handoff");
+      await statusIs(back, "released");
+      expect((await ownership())?.holder).toBe("edge");
+    });
+    // No mail was sent twice, across both hosts and the reopened tab.
+    expect((await api.deliveries()).length - before).toBe(5);
+  });
+});

@@ -1,0 +1,89 @@
+/**
+ * The linked-session page: one session held by this tab and by its edge host. Shows who leads, this tab's
+ * copy of the campaign (what its IndexedDB holds), and lets the user hand the session to the edge or take
+ * it back. State is also on `data-status` attributes, which the end-to-end test reads.
+ */
+import type { CommitRecord } from "../../src/index.ts";
+import { connectSessionWorker } from "../../worker/index.ts";
+import type { LinkedConfig } from "./linked.worker.ts";
+
+const params = new URLSearchParams(location.search);
+const holder =
+  localStorage.getItem("durable-agent-linked-holder") ?? `browser-${crypto.randomUUID().slice(0, 8)}`;
+localStorage.setItem("durable-agent-linked-holder", holder);
+const config: LinkedConfig = {
+  type: "linked-config",
+  edge: params.get("edge") ?? "http://127.0.0.1:8787",
+  token: params.get("token") ?? "dev-token",
+  sessionId: params.get("session") ?? "linked-demo",
+  holder: params.get("holder") ?? holder,
+};
+const REQUEST_KEY = `durable-agent-linked-request:${config.sessionId}`;
+
+const status = document.querySelector("#status") as HTMLElement;
+const result = document.querySelector("#result") as HTMLElement;
+const log = document.querySelector("#log") as HTMLElement;
+const show = (state: string, text: string) => {
+  status.dataset.status = state;
+  status.textContent = text;
+};
+
+const worker = new Worker(new URL("./linked.worker.ts", import.meta.url), { type: "module" });
+const ready = new Promise<void>((resolve) => {
+  worker.addEventListener(
+    "message",
+    (event: MessageEvent<{ type: string; status?: string; error?: string }>) => {
+      const message = event.data;
+      if (message.type === "linked-ready") resolve();
+      if (message.type !== "link-status" || !message.status) return;
+      const texts: Record<string, string> = {
+        leading: "this tab leads the session; the edge follows",
+        fenced:
+          "the edge took the session over (this tab was away past its lease); this tab follows its copy",
+        released: "handed to the edge; this tab follows its copy",
+        closed: "closed",
+        refused: `could not lead: ${message.error ?? "refused"}`,
+      };
+      show(message.status, texts[message.status] ?? message.status);
+    },
+  );
+});
+worker.postMessage(config);
+await ready;
+const client = connectSessionWorker(worker);
+
+async function render(): Promise<void> {
+  const requestId = localStorage.getItem(REQUEST_KEY);
+  if (!requestId) return;
+  const submission = await client.submissionForRequest(requestId);
+  if (!submission) return;
+  result.dataset.status = submission.status;
+  const text = (submission.result as { text?: string } | undefined)?.text;
+  result.textContent = `campaign ${submission.status}${text ? `: ${text}` : ""}`;
+}
+
+await client.subscribe(0, (change: CommitRecord) => {
+  for (const task of change.tasks) {
+    if (task.state.status !== "succeeded" || (task.input as { name?: string }).name !== "send_email")
+      continue;
+    const outcome = task.state.result as { via?: string; output?: { to?: string } };
+    const li = document.createElement("li");
+    li.textContent = `send_email → ${outcome.output?.to ?? "?"} (${outcome.via ?? "run"})`;
+    log.append(li);
+  }
+  void render();
+});
+void render();
+
+document.querySelector("#start")?.addEventListener("click", async () => {
+  const requestId = crypto.randomUUID();
+  localStorage.setItem(REQUEST_KEY, requestId);
+  await client.submit({
+    requestId,
+    conversationId: "main",
+    input: "Send the approved notice to five customers",
+  });
+  void render();
+});
+document.querySelector("#handoff")?.addEventListener("click", () => void client.handOff());
+document.querySelector("#takeback")?.addEventListener("click", () => void client.takeBack());
