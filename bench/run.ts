@@ -119,6 +119,19 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
   "signal/roundtrip/chromium-indexeddb": async () => inChromium("runSignalBench", "ms"),
   "signal/waiting-10000-vs-100/signal": async () => ({ ...(await waiting()).signal, unit: "ms/signal" }),
   "signal/waiting-10000-vs-100/open": async () => ({ ...(await waiting()).open, unit: "ms/open" }),
+  // A linked session (bench/handoff.ts): commits with replication on vs off; hand-off to the edge's first commit.
+  "handoff/replication": async () => {
+    const { replicationBench } = await import("./handoff.ts");
+    return { ...(await replicationBench()), unit: "ms/commit" };
+  },
+  "handoff/latency": async () => {
+    const { latencyBench } = await import("./handoff.ts");
+    return { ...(await latencyBench(false)), unit: "ms" };
+  },
+  "handoff/latency-crashed": async () => {
+    const { latencyBench } = await import("./handoff.ts");
+    return { ...(await latencyBench(true)), unit: "ms" };
+  },
 };
 
 let toolCallRun: ReturnType<typeof toolCallBench> | undefined;

@@ -19,6 +19,7 @@ import {
   type RecoveryPlan,
   type Registry,
   type Session,
+  SessionClosedError,
   SessionNotFoundError,
   type Submission,
   type WakeInfo,
@@ -171,8 +172,8 @@ class SessionHost<Env> {
       const route = parseInternalRoute(request);
       if (!route) return problemResponse(404, "not-found", "no such route");
       if ("waitMs" in route && route.waitMs > 0)
-        return await this.whileWaiting(() => this.handle(route, request));
-      return await this.handle(route, request);
+        return await this.whileWaiting(() => this.handleRead(route, request));
+      return await this.handleRead(route, request);
     } catch (error) {
       const requestId = request.headers.get(REQUEST_ID_HEADER) ?? "-";
       return problemFromError(error, (e) => console.error(`durable-agent [${requestId}]:`, e));
@@ -187,6 +188,19 @@ class SessionHost<Env> {
       return await handle();
     } finally {
       release();
+    }
+  }
+
+  /**
+   * A read that was waiting on the replica when this object took the session over (the replica's reader
+   * closes then) is answered again from the writer, instead of failing or missing what comes next.
+   */
+  private async handleRead(route: InternalRoute, request: Request): Promise<Response> {
+    try {
+      return await this.handle(route, request);
+    } catch (error) {
+      if (!(error instanceof SessionClosedError) || request.method !== "GET") throw error;
+      return this.handle(route, request);
     }
   }
 

@@ -128,6 +128,16 @@ export function toolTask(
           return `${name}: mark interrupted (unsafe to re-run and no confirmation hook)`;
       }
     },
+    cannotContinue: (task) => {
+      const name = (task.input as { name?: string }).name ?? "?";
+      const tool = tools.get(name);
+      if (!tool) return `tool "${name}" is not registered here`;
+      const saved =
+        task.checkpoint.phase === "execute" ? (task.checkpoint.data as unknown as Intent) : undefined;
+      if (saved?.replay === "unsafe" && tool.replay === "safe")
+        return `tool "${name}" was unsafe when this call's intent was saved and is declared safe here: its recovery would re-run it`;
+      return undefined;
+    },
     // An approval's edited arguments are checked against the tool's schema when the decision is sent.
     checkSignal: (task, _key, payload) => {
       const edited = (payload as { arguments?: Json } | null)?.arguments;

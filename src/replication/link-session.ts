@@ -25,6 +25,8 @@ export interface LinkOptions extends Omit<OpenSessionOptions, "mode" | "epoch" |
   readonly onStatus?: (status: LinkStatus) => void;
   /** How long to wait before retrying a push that failed to arrive (default 500 ms, doubling to 8 s). */
   readonly retryMs?: number;
+  /** How long commits gather before they are pushed together (default 5 ms; an effect waiting pushes at once). */
+  readonly batchMs?: number;
   /**
    * This copy wrote commits the other host never received, and the other host has written past them
    * (this tab was closed or cut off mid-run and taken over). `rebase` (default): keep the Submissions and
@@ -139,9 +141,12 @@ export class LinkedSession {
   #again = false;
   #renewal: TimerHandle | undefined;
   #retry: TimerHandle | undefined;
+  #batch: TimerHandle | undefined;
   #retryMs: number;
   #fencedBy: KernelError | undefined;
   #unsubscribe: (() => void) | undefined;
+  /** Commits as this session adopted them, not yet acknowledged: pushed without reading them back. */
+  #recent: CommitRecord[] = [];
   readonly #waiters = new Set<{ version: number; resolve: () => void; reject: (e: unknown) => void }>();
   readonly #timers;
 
@@ -176,9 +181,15 @@ export class LinkedSession {
     this.#session = session;
     // After reconciling, both copies hold the same history through the granted version.
     this.#acknowledged = this.grant.version;
-    this.#unsubscribe = session.subscribe(session.version, () => this.schedulePush(), {
-      onError: () => undefined,
-    });
+    this.#unsubscribe = session.subscribe(
+      session.version,
+      (change) => {
+        // Bounded: offline for long, the rest is read back from the change log when the link returns.
+        if (this.#recent.length < MAX_PUSH_COMMITS * 4) this.#recent.push(change);
+        this.pushSoon();
+      },
+      { onError: () => undefined },
+    );
     this.schedulePush();
     this.options.onStatus?.("leading");
   }
@@ -239,6 +250,18 @@ export class LinkedSession {
     if (this.#status !== "leading") throw this.#fencedBy;
   }
 
+  /**
+   * A commit was adopted: push within `batchMs` (default 5 ms), so a burst of commits costs the tab one
+   * push, not one each. An effect waiting for the edge (`replicated`) pushes at once.
+   */
+  private pushSoon(): void {
+    if (this.#batch !== undefined || this.#status !== "leading") return;
+    this.#batch = this.#timers.setTimeout(() => {
+      this.#batch = undefined;
+      this.schedulePush();
+    }, this.options.batchMs ?? 5);
+  }
+
   private schedulePush(): void {
     if (this.#status !== "leading") return;
     if (this.#pushing !== undefined) {
@@ -255,34 +278,19 @@ export class LinkedSession {
   }
 
   private async pushLoop(): Promise<void> {
-    const { storage, remote, id } = this.options;
+    const { remote } = this.options;
     do {
       const target = this.session.version;
       if (this.#acknowledged >= target && this.#renewal !== undefined) return;
       try {
-        const { changes, oldestRetained } = await storage.readChanges(
-          id,
-          this.#acknowledged,
-          MAX_PUSH_COMMITS,
-        );
-        if (oldestRetained > this.#acknowledged + 1) {
-          return this.fence(
-            new ReplicationDivergedError(
-              `session ${id}: the commits after version ${this.#acknowledged} are no longer in this copy's change log`,
-              this.#acknowledged,
-            ),
-          );
-        }
-        const ack = await remote.push({
-          holder: this.holder,
-          epoch: this.epoch,
-          commits: changes.map((c) => c.value as CommitRecord),
-        });
+        const commits = await this.nextCommits();
+        if (!commits) return;
+        const ack = await remote.push({ holder: this.holder, epoch: this.epoch, commits });
         this.#retryMs = this.options.retryMs ?? 500;
         this.#acknowledged = Math.max(this.#acknowledged, ack.version);
         this.settleWaiters();
         this.renewLater();
-        if (changes.length === 0) return;
+        if (commits.length === 0) return;
       } catch (error) {
         // A refusal (fenced, diverged, not allowed) ends the link; a dropped connection or a 5xx is retried.
         if (error instanceof KernelError) return this.fence(error);
@@ -290,6 +298,25 @@ export class LinkedSession {
         return;
       }
     } while (this.#acknowledged < this.session.version);
+  }
+
+  /**
+   * The next commits to push after the acknowledged version: from what this session adopted when they
+   * follow on directly, else (a backlog from before this session, or after a gap) from the change log.
+   * Undefined when the change log no longer holds them (the link is then fenced: it cannot go on).
+   */
+  private async nextCommits(): Promise<CommitRecord[] | undefined> {
+    const after = this.#acknowledged;
+    this.#recent = this.#recent.filter((c) => c.version > after);
+    if (this.#recent[0]?.version === after + 1) return this.#recent.slice(0, MAX_PUSH_COMMITS);
+    const { storage, id } = this.options;
+    const { changes, oldestRetained } = await storage.readChanges(id, after, MAX_PUSH_COMMITS);
+    if (oldestRetained > after + 1) {
+      const why = `the commits after version ${after} are no longer in this copy's change log`;
+      this.fence(new ReplicationDivergedError(`session ${id}: ${why}`, after));
+      return undefined;
+    }
+    return changes.map((c) => c.value as CommitRecord);
   }
 
   /** Renews the lease a third of its length after the last push, while nothing else is pushed. */
@@ -329,9 +356,9 @@ export class LinkedSession {
     if (this.#status !== "leading") return;
     this.#status = status;
     this.#unsubscribe?.();
-    for (const handle of [this.#renewal, this.#retry])
+    for (const handle of [this.#renewal, this.#retry, this.#batch])
       if (handle !== undefined) this.#timers.clearTimeout(handle);
-    this.#renewal = this.#retry = undefined;
+    this.#renewal = this.#retry = this.#batch = undefined;
     const error =
       this.#fencedBy ??
       new OwnedElsewhereError(`this host no longer writes session ${this.options.id}`, "edge", null);

@@ -1,10 +1,11 @@
 /** Observe-only waits: resolve once a condition on committed state holds, re-checked after every change. */
-import { InvalidArgumentError } from "../errors.ts";
+import { InvalidArgumentError, SessionClosedError } from "../errors.ts";
 import { isSubmissionFinished, type Submission } from "../records/schemas.ts";
 import type { ChangeListener, SubscribeOptions, Unsubscribe } from "./subscriptions.ts";
 
 /** What observing needs: the current version and a subscription to what is committed after it. */
 export interface Observable {
+  readonly id: string;
   readonly version: number;
   subscribe(fromVersion: number, listener: ChangeListener, options?: SubscribeOptions): Unsubscribe;
 }
@@ -44,7 +45,11 @@ export function observeUntil<T>(
         }
         if (done !== undefined) finish(() => resolve(done));
       },
-      { onError: (error) => finish(() => reject(error)) },
+      {
+        onError: (error) => finish(() => reject(error)),
+        // Closed while waiting: nothing more will come through this session object; say so, never hang.
+        onEnd: () => finish(() => reject(new SessionClosedError(session.id))),
+      },
     );
     signal?.addEventListener("abort", onAbort, { once: true });
   });

@@ -248,6 +248,12 @@ export interface TaskDefinition<Input = Json, Data extends PhaseDataMap = AnyPha
     key: string,
     payload: Json,
   ) => readonly { readonly path: string; readonly message: string }[] | undefined;
+  /**
+   * Why this host could not continue a stored, unfinished task of this kind (the tool task: a tool this
+   * registry no longer has, or one whose replay policy changed since the call's intent was saved), or
+   * undefined. `checkEnvironment` and hand-offs between hosts ask it before taking a session over.
+   */
+  readonly cannotContinue?: (task: Task) => string | undefined;
 }
 
 /**
