@@ -72,6 +72,7 @@ function statusOf(code: string): number {
     case "signal-not-awaited":
     case "owned-elsewhere":
     case "replication-diverged":
+    case "environment-mismatch":
       return 409;
     case "record-too-large":
       return 413;
@@ -122,6 +123,7 @@ const CALLER_ERRORS: ReadonlySet<string> = new Set([
   "signal-not-awaited",
   "owned-elsewhere",
   "replication-diverged",
+  "environment-mismatch",
 ]);
 
 /**

@@ -6,6 +6,7 @@
  */
 import type { z } from "zod";
 import {
+  assertCanContinue,
   ClaimRequestSchema,
   type CommitRecord,
   describeIssues,
@@ -99,6 +100,7 @@ export class SessionReplica {
       clock: systemClock,
       ...(options.leaseMs !== undefined && { leaseMs: options.leaseMs }),
       stopWriter: options.stopWriter,
+      canContinue: (sessionId) => assertCanContinue(options.storage, sessionId, options.registry()),
       startWriter: async (sessionId) => {
         await this.dropFollower();
         await options.startWriter(sessionId);

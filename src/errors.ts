@@ -29,6 +29,7 @@ export const KERNEL_ERROR_CODES = [
   "signal-not-awaited",
   "owned-elsewhere",
   "replication-diverged",
+  "environment-mismatch",
   "internal",
 ] as const;
 export type KernelErrorCode = (typeof KERNEL_ERROR_CODES)[number];
@@ -305,6 +306,21 @@ export class ReplicationDivergedError extends KernelError {
     readonly version: number,
   ) {
     super("replication-diverged", message);
+  }
+}
+
+/**
+ * This host's registry cannot continue the session's unfinished work (a task kind or version it lacks, a
+ * tool it no longer has, or one whose replay policy changed): it does not take the session over, which
+ * stays with the host that can. `problems` names each task and why.
+ */
+export class EnvironmentError extends KernelError {
+  override readonly name = "EnvironmentError";
+  constructor(
+    message: string,
+    readonly problems: readonly { readonly taskId?: string; readonly reason: string }[],
+  ) {
+    super("environment-mismatch", message);
   }
 }
 

@@ -42,6 +42,8 @@ export type { RegistryInput, SubmissionTask, TaskResolution } from "./registry.t
 export { createRegistry, Registry } from "./registry.ts";
 export type { EdgeReplicaOptions } from "./replication/edge-replica.ts";
 export { edgeReplica } from "./replication/edge-replica.ts";
+export type { EnvironmentProblem, EnvironmentReport } from "./replication/environment.ts";
+export { assertCanContinue, checkEnvironment } from "./replication/environment.ts";
 export type { LinkOptions, LinkStatus } from "./replication/link-session.ts";
 export { LinkedSession, linkSession } from "./replication/link-session.ts";
 export type {

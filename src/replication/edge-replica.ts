@@ -9,6 +9,7 @@
  * const linked = await linkSession({ id, storage, registry, remote: edgeReplica({ baseUrl, token, sessionId: id }) });
  */
 import {
+  EnvironmentError,
   InvalidArgumentError,
   OwnedElsewhereError,
   RefusedWriteError,
@@ -66,6 +67,8 @@ async function refusal(response: Response): Promise<Error> {
       return new OwnedElsewhereError(detail, "", null);
     case "replication-diverged":
       return new ReplicationDivergedError(detail, 0);
+    case "environment-mismatch":
+      return new EnvironmentError(detail, []);
     case "invalid-argument":
       return new InvalidArgumentError(detail, problem.errors ?? []);
   }

@@ -13,6 +13,7 @@ import { openSession } from "../session/open-session.ts";
 import type { OpenSessionOptions } from "../session/options.ts";
 import type { Session } from "../session/session.ts";
 import type { Storage } from "../storage/storage.ts";
+import { assertCanContinue } from "./environment.ts";
 import { type Grant, MAX_PUSH_COMMITS, type ReplicaRemote } from "./protocol.ts";
 import { type LocalInput, rebaseDiverged, replayInputs } from "./rebase.ts";
 
@@ -67,6 +68,8 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
       await reconcile(storage, remote, id, 0, grant);
     });
   }
+  // A copy this registry could not continue is not led from here (the edge keeps it until the lease ends).
+  if (options.registry) await assertCanContinue(storage, id, options.registry);
   const link = new LinkedSession(options, holder, grant);
   const session = await openSession({
     ...options,
@@ -225,8 +228,15 @@ export class LinkedSession {
   async handOff(): Promise<void> {
     const session = this.session;
     await session.close();
-    await this.drain();
-    await this.options.remote.release({ holder: this.holder, epoch: this.epoch, version: session.version });
+    try {
+      await this.drain();
+      await this.options.remote.release({ holder: this.holder, epoch: this.epoch, version: session.version });
+    } catch (error) {
+      // Not handed over (the edge cannot continue the session, or cannot be reached): this writer is
+      // closed all the same; link again to lead, and the lease keeps the session this host's meanwhile.
+      this.end("closed");
+      throw error;
+    }
     this.end("released");
   }
 

@@ -5,7 +5,7 @@
  * Host-agnostic: the Durable Object uses it over its SQLite store, tests over the in-memory one.
  */
 import type { Clock } from "../clock.ts";
-import { InvalidArgumentError, OwnedElsewhereError, StaleOwnerError } from "../errors.ts";
+import { EnvironmentError, InvalidArgumentError, OwnedElsewhereError, StaleOwnerError } from "../errors.ts";
 import { type CommitRecord, CommitRecordSchema } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
 import {
@@ -44,6 +44,11 @@ export interface ReplicaHostOptions {
   stopWriter(sessionId: string): Promise<void>;
   /** This host writes the session from now on (released to it, or the lease ran out): open and resume. */
   startWriter(sessionId: string): Promise<void>;
+  /**
+   * Throws `EnvironmentError` if this host's registry cannot continue the session (`assertCanContinue`):
+   * it then does not take the session over, which stays with its remote holder.
+   */
+  canContinue?(sessionId: string): Promise<void>;
 }
 
 const OPEN = { entryTail: 0, settled: 0 } as const;
@@ -140,13 +145,21 @@ export class ReplicaHost {
     });
   }
 
-  /** Takes the session over if its remote holder's lease has run out. True if it did. */
+  /**
+   * Takes the session over if its remote holder's lease has run out. True if it did; false also when this
+   * host cannot continue the session (the session then stays with its holder, whenever it comes back).
+   */
   expire(sessionId: string): Promise<boolean> {
     return this.serial(sessionId, async () => {
       const current = await this.options.ownership.get(sessionId);
       if (!current || current.holder === EDGE_HOLDER || current.leaseUntil === null) return false;
       if (current.leaseUntil > this.options.clock.now()) return false;
-      await this.takeOver(sessionId, current);
+      try {
+        await this.takeOver(sessionId, current);
+      } catch (error) {
+        if (error instanceof EnvironmentError) return false;
+        throw error;
+      }
       return true;
     });
   }
@@ -162,6 +175,7 @@ export class ReplicaHost {
   }
 
   private async takeOver(sessionId: string, current: Ownership): Promise<void> {
+    await this.options.canContinue?.(sessionId);
     // The writer this host starts opens with the next epoch, so the old holder's pushes are refused by it too.
     const taken = {
       holder: EDGE_HOLDER,
@@ -183,7 +197,13 @@ export class ReplicaHost {
       );
     }
     if (current.leaseUntil !== null && current.leaseUntil <= this.options.clock.now()) {
-      await this.takeOver(sessionId, current);
+      try {
+        await this.takeOver(sessionId, current);
+      } catch (error) {
+        // This host cannot continue the session: the late holder still leads it.
+        if (error instanceof EnvironmentError) return current;
+        throw error;
+      }
       throw ownedElsewhere(sessionId, { ...current, holder: EDGE_HOLDER, leaseUntil: null });
     }
     return current;

@@ -7,6 +7,7 @@
 import { campaignRegistry } from "../../examples/five-emails/app.ts";
 import { MailService, type Receipt } from "../../examples/five-emails/mail-service.ts";
 import {
+  assertCanContinue,
   ClaimRequestSchema,
   type LinkedSession,
   type LinkOptions,
@@ -18,6 +19,7 @@ import {
   memoryStorage,
   openSession,
   PushRequestSchema,
+  type Registry,
   ReleaseRequestSchema,
   ReplicaHost,
   type ReplicaRemote,
@@ -94,7 +96,11 @@ export class TwoHosts {
   /** The remote the tab uses: the host's calls, through the (cuttable) link, validated as the edge does. */
   readonly remote: ReplicaRemote;
 
-  constructor(readonly leaseMs = 10_000) {
+  constructor(
+    readonly leaseMs = 10_000,
+    /** The edge's registry (its code may lack what the tab's has). */
+    readonly edgeRegistry: (mail: MailService) => Registry = (mail) => campaignRegistry(mail),
+  ) {
     this.host = new ReplicaHost({
       storage: this.edgeDisk,
       ownership: this.ownership,
@@ -105,6 +111,7 @@ export class TwoHosts {
         this.edgeSession = undefined;
       },
       startWriter: () => this.startEdgeWriter(),
+      canContinue: (id) => assertCanContinue(this.edgeDisk, id, this.edgeRegistry(this.mail)),
     });
     const link = async <T>(call: () => Promise<T>): Promise<T> => {
       await Promise.resolve();
@@ -158,7 +165,7 @@ export class TwoHosts {
     this.edgeSession = await openSession({
       id: SESSION,
       storage: handle,
-      registry: campaignRegistry(this.mail.from(() => !handle.isDead)),
+      registry: this.edgeRegistry(this.mail.from(() => !handle.isDead)),
       clock: this.clock,
       timers: this.timers,
       ids: sequentialIds(100_000 * ++this.opens),
