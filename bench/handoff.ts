@@ -154,7 +154,7 @@ export async function latencyBench(crashed: boolean, runs = 5): Promise<{ ours: 
         disk,
         () => !disk.isDead,
         (n) => {
-          if (n !== 2 || moment) return;
+          if (n !== 2 || moment !== undefined) return;
           moment = (async () => {
             if (crashed) {
               await linked.flush().catch(() => undefined);

@@ -20,11 +20,11 @@ import {
   createAgent,
   createRegistry,
   defineTool,
-  type ToolDefinition,
   EnvironmentError,
   type Json,
   memoryStorage,
   openSession,
+  type ToolDefinition,
 } from "../../src/index.ts";
 import { CrashingStorage } from "../../src/testing/index.ts";
 import { SESSION, TwoHosts } from "../support/two-hosts.ts";
