@@ -117,7 +117,8 @@ export function jwtAuthorizer<Env>(options: JwtAuthorizerOptions<Env>): Authoriz
     if (typeof payload.sub !== "string" || payload.sub === "")
       return unauthorized("the token names no subject");
     const sessions = stringList(payload[sessionsClaim]);
-    // `replicate` lets a browser tab lead the session and write its records: granted only when named.
+    // `replicate` lets a browser tab lead the session and write any of its records (the edge acts on them
+    // when it takes over): full trust in the session, so granted only when named.
     const actions =
       stringList(payload[actionsClaim]) ?? EDGE_ACTIONS.filter((a) => a !== "admin" && a !== "replicate");
     if (!sessions?.some((pattern) => matchesSession(pattern, sessionId)) || !actions.includes(action))

@@ -390,7 +390,7 @@ export class DurableObjectSqliteStorage implements Storage {
     this.created = true;
   }
 
-  /** Deletes every row of the store: a session created by a request that then failed leaves nothing. */
+  /** Deletes one session's rows and its session row, in one transaction. */
   async deleteSession(sessionId: string): Promise<void> {
     if (!this.hasTables()) return;
     this.run(() =>
@@ -401,6 +401,7 @@ export class DurableObjectSqliteStorage implements Storage {
     );
   }
 
+  /** Deletes every row of the store: a session created by a request that then failed leaves nothing. */
   deleteAll(): void {
     if (!this.hasTables()) return;
     this.run(() =>

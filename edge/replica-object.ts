@@ -10,6 +10,7 @@ import {
   ClaimRequestSchema,
   type CommitRecord,
   describeIssues,
+  EDGE_HOLDER,
   InvalidArgumentError,
   type Ownership,
   type OwnershipStore,
@@ -143,7 +144,11 @@ export class SessionReplica {
     if (!(await this.host.ledElsewhere(sessionId))) return true;
     if (await this.host.expire(sessionId)) return true;
     const current = await this.host.ownership(sessionId);
-    if (current?.leaseUntil != null) this.options.setAlarm(current.leaseUntil);
+    if (current?.leaseUntil == null) return false;
+    // Renewed: watch the new end. Ran out, but this object cannot continue the session: look again a lease
+    // later (its code may be deployed by then) rather than at once, over and over.
+    const now = Date.now();
+    this.options.setAlarm(current.leaseUntil > now ? current.leaseUntil : now + this.host.leaseMs);
     return false;
   }
 
@@ -151,8 +156,17 @@ export class SessionReplica {
   async handle(route: ReplicaRoute, request: Request): Promise<Response> {
     const { sessionId } = route;
     switch (route.op) {
-      case "replica":
-        return Response.json({ ownership: (await this.host.ownership(sessionId)) ?? null });
+      case "replica": {
+        // Who writes, not who they are: a holder's name (its principal's digest) stays on this side.
+        const current = await this.host.ownership(sessionId);
+        const ownership = current && {
+          holder: current.holder === EDGE_HOLDER ? EDGE_HOLDER : "tab",
+          epoch: current.epoch,
+          leaseUntil: current.leaseUntil,
+          version: current.version,
+        };
+        return Response.json({ ownership: ownership ?? null });
+      }
       case "replica-claim": {
         const claim = parseBody(ClaimRequestSchema, await request.json(), "claim");
         const grant = await this.host.claim(sessionId, claim);

@@ -327,7 +327,11 @@ class SessionHost<Env> {
       case "replica-push":
       case "replica-release":
       case "replica-changes":
-        return this.replica.handle(route as ReplicaRoute, request);
+        // A claim stops this object's writer: nothing else runs meanwhile (a request that slipped in
+        // between could open a writer of its own).
+        return route.op === "replica-claim"
+          ? this.ctx.blockConcurrencyWhile(() => this.replica.handle(route as ReplicaRoute, request))
+          : this.replica.handle(route as ReplicaRoute, request);
     }
   }
 

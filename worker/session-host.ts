@@ -249,8 +249,11 @@ export class BrowserSessionHost {
       throw new KernelError("invalid-argument", "this tab does not lead a linked session");
     this.role = "follower";
     this.linked = undefined;
-    await linked.handOff();
-    await this.follow();
+    try {
+      await linked.handOff();
+    } finally {
+      await this.follow(); // handed over or not, this tab's writer is closed: follow its copy
+    }
   }
 
   /** Claims the session back from the edge (after `handOff`, a fence, or a refused claim) and leads it. */
@@ -271,19 +274,24 @@ export class BrowserSessionHost {
     const link = this.options.link;
     if (!link) return openSession({ ...this.sessionOptions(), mode: "write" });
     try {
-      const linked = await linkSession({
+      let linked: LinkedSession | undefined;
+      let fenced = false;
+      linked = await linkSession({
         ...this.sessionOptions(),
         remote: link.remote,
         ...(link.holder !== undefined && { holder: link.holder }),
         onStatus: (status) => {
           link.onStatus?.(status);
           // The edge took the session over (this tab was quiet past its lease): follow, do not fight it.
-          if (status === "fenced" && this.linked === linked) {
+          if (status !== "fenced" && status !== "closed") return;
+          fenced = true;
+          if (linked && this.linked === linked) {
             this.linked = undefined;
             void this.demote();
           }
         },
       });
+      if (fenced) return undefined; // fenced while it was still linking: keep following
       this.linked = linked;
       return linked.session;
     } catch (error) {

@@ -54,7 +54,8 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
   const local = await storage.open(id, { mode: "read", at: clock.now(), entryTail: 0, settled: 0 });
   const head = local?.meta.value as { version: number; epoch: number } | undefined;
   const localVersion = head?.version ?? 0;
-  const grant = await remote.claim({ holder, version: localVersion, epoch: head?.epoch ?? 0 });
+  const claimedAt = clock.now();
+  const grant = await remote.claim({ holder, epoch: head?.epoch ?? 0 });
   const create = () =>
     storage.open(id, { mode: "write", at: clock.now(), entryTail: 0, settled: 0, epoch: 0 });
   if (!local) await create();
@@ -63,14 +64,18 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
     await reconcile(storage, remote, id, localVersion, grant);
   } catch (error) {
     if (!(error instanceof ReplicationDivergedError) || options.onDiverged === "refuse") throw error;
-    kept = await rebaseDiverged(storage, remote, id, localVersion, grant.version, error, async () => {
+    kept = await rebaseDiverged(storage, remote, id, localVersion, grant.version, error, async (commits) => {
       await create();
-      await reconcile(storage, remote, id, 0, grant);
+      for (let at = 0; at < commits.length; at += MAX_PUSH_COMMITS) {
+        const page = commits.slice(at, at + MAX_PUSH_COMMITS);
+        const guard = { sessionId: id, epoch: grant.epoch - 1, expectedVersion: at, replica: true };
+        await storage.commit(guard, page);
+      }
     });
   }
   // A copy this registry could not continue is not led from here (the edge keeps it until the lease ends).
   if (options.registry) await assertCanContinue(storage, id, options.registry);
-  const link = new LinkedSession(options, holder, grant);
+  const link = new LinkedSession(options, holder, grant, claimedAt);
   const session = await openSession({
     ...options,
     mode: "write",
@@ -150,6 +155,14 @@ export class LinkedSession {
   #unsubscribe: (() => void) | undefined;
   /** Commits as this session adopted them, not yet acknowledged: pushed without reading them back. */
   #recent: CommitRecord[] = [];
+  /**
+   * Until when (this host's clock) an acknowledgement still stands for an effect: three quarters of the
+   * lease after the push that got it was sent. Past it the other host may be taking over, so a gated
+   * effect first renews the lease (a push) and waits for a fresh acknowledgement.
+   */
+  #freshUntil: number;
+  #handingOff = false;
+  readonly #clock;
   readonly #waiters = new Set<{ version: number; resolve: () => void; reject: (e: unknown) => void }>();
   readonly #timers;
 
@@ -157,8 +170,11 @@ export class LinkedSession {
     private readonly options: LinkOptions,
     readonly holder: string,
     readonly grant: Grant,
+    claimedAt: number,
   ) {
     this.#timers = options.timers ?? systemTimers;
+    this.#clock = options.clock ?? systemClock;
+    this.#freshUntil = claimedAt + (grant.leaseMs * 3) / 4;
     this.#retryMs = options.retryMs ?? 500;
   }
 
@@ -187,11 +203,19 @@ export class LinkedSession {
     this.#unsubscribe = session.subscribe(
       session.version,
       (change) => {
-        // Bounded: offline for long, the rest is read back from the change log when the link returns.
-        if (this.#recent.length < MAX_PUSH_COMMITS * 4) this.#recent.push(change);
+        // Consecutive and bounded: offline for long, the rest is read back from the change log.
+        const last = this.#recent.at(-1)?.version ?? this.#acknowledged;
+        if (change.version === last + 1 && this.#recent.length < MAX_PUSH_COMMITS * 4)
+          this.#recent.push(change);
         this.pushSoon();
       },
-      { onError: () => undefined },
+      {
+        // The local writer stopped (a storage failure) or closed: stop leading, so the lease lapses.
+        onError: () => this.end("closed"),
+        onEnd: () => {
+          if (!this.#handingOff) this.end("closed");
+        },
+      },
     );
     this.schedulePush();
     this.options.onStatus?.("leading");
@@ -199,7 +223,7 @@ export class LinkedSession {
 
   /** Resolves once the other host holds `version` (an unsafe effect's gate); rejects when fenced or closed. */
   replicated(version: number, signal?: AbortSignal): Promise<void> {
-    if (this.#acknowledged >= version) return Promise.resolve();
+    if (this.#acknowledged >= version && this.#clock.now() < this.#freshUntil) return Promise.resolve();
     if (this.#status !== "leading")
       return Promise.reject(
         this.#fencedBy ??
@@ -227,6 +251,7 @@ export class LinkedSession {
    */
   async handOff(): Promise<void> {
     const session = this.session;
+    this.#handingOff = true;
     await session.close();
     try {
       await this.drain();
@@ -248,14 +273,17 @@ export class LinkedSession {
 
   /** Pushes until the other host holds the local version (used by `handOff` with the writer closed). */
   private async drain(): Promise<void> {
-    while (this.#status === "leading" && this.#acknowledged < this.session.version) {
+    for (let failures = 0; this.#status === "leading" && this.#acknowledged < this.session.version; ) {
       this.schedulePush();
       await this.#pushing;
-      if (this.#acknowledged < this.session.version && this.#retry !== undefined) {
+      if (this.#acknowledged >= this.session.version || this.#retry === undefined) continue;
+      // A push did not arrive: try again at once a few times before giving the hand-off up.
+      this.#timers.clearTimeout(this.#retry);
+      this.#retry = undefined;
+      if (++failures >= 3)
         throw (
           this.#fencedBy ?? new KernelError("storage-failed", "could not reach the other host to hand over")
         );
-      }
     }
     if (this.#status !== "leading") throw this.#fencedBy;
   }
@@ -289,25 +317,30 @@ export class LinkedSession {
 
   private async pushLoop(): Promise<void> {
     const { remote } = this.options;
-    do {
-      const target = this.session.version;
-      if (this.#acknowledged >= target && this.#renewal !== undefined) return;
+    for (;;) {
+      const behind = this.#acknowledged < this.session.version;
+      // Nothing to push, a renewal already planned, and no effect waiting on a stale answer: done.
+      if (!behind && this.#renewal !== undefined && !this.staleWaiters()) return;
       try {
         const commits = await this.nextCommits();
         if (!commits) return;
+        const sentAt = this.#clock.now();
         const ack = await remote.push({ holder: this.holder, epoch: this.epoch, commits });
         this.#retryMs = this.options.retryMs ?? 500;
         this.#acknowledged = Math.max(this.#acknowledged, ack.version);
+        this.#freshUntil = Math.max(this.#freshUntil, sentAt + (this.grant.leaseMs * 3) / 4);
         this.settleWaiters();
         this.renewLater();
-        if (commits.length === 0) return;
+        // An answer that came back too late for the lease to vouch for it is renewed before any effect.
+        if (commits.length === 0 && !this.staleWaiters()) return;
+        if (this.#status !== "leading") return;
       } catch (error) {
         // A refusal (fenced, diverged, not allowed) ends the link; a dropped connection or a 5xx is retried.
         if (error instanceof KernelError) return this.fence(error);
         this.retryLater();
         return;
       }
-    } while (this.#acknowledged < this.session.version);
+    }
   }
 
   /**
@@ -347,7 +380,15 @@ export class LinkedSession {
     this.#retryMs = Math.min(this.#retryMs * 2, 8_000);
   }
 
+  /** Whether a gated effect waits on a version already acknowledged, but too long ago to vouch for it. */
+  private staleWaiters(): boolean {
+    if (this.#clock.now() < this.#freshUntil) return false;
+    for (const waiter of this.#waiters) if (waiter.version <= this.#acknowledged) return true;
+    return false;
+  }
+
   private settleWaiters(): void {
+    if (this.#clock.now() >= this.#freshUntil) return;
     for (const waiter of this.#waiters) {
       if (waiter.version > this.#acknowledged) continue;
       this.#waiters.delete(waiter);

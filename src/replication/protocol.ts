@@ -24,18 +24,21 @@ const Holder = z
   .refine((h) => h !== EDGE_HOLDER, `"${EDGE_HOLDER}" is the edge's own name`);
 const Count = z.number().int().nonnegative();
 
-/** A claim: who asks to lead, and the head of its own copy (version 0 and epoch 0 when it has none). */
+/** Epochs stay far below 2^53, where `epoch + 1` would stop fencing anyone. */
+const MAX_EPOCH = 2 ** 31;
+const Epoch = z.number().int().positive().max(MAX_EPOCH);
+
+/** A claim: who asks to lead, and the owner epoch of its own copy (0 when it has none). */
 export const ClaimRequestSchema = z.object({
   holder: Holder,
-  version: Count,
-  epoch: Count,
+  epoch: Count.max(MAX_EPOCH),
 });
 export type ClaimRequest = z.infer<typeof ClaimRequestSchema>;
 
 /** One push: the holder's epoch and its next commits, oldest first (none: only renew the lease). */
 export const PushRequestSchema = z.object({
   holder: Holder,
-  epoch: z.number().int().positive(),
+  epoch: Epoch,
   commits: z.array(z.unknown()).max(MAX_PUSH_COMMITS),
 });
 export type PushRequest = Omit<z.infer<typeof PushRequestSchema>, "commits"> & {
@@ -45,7 +48,7 @@ export type PushRequest = Omit<z.infer<typeof PushRequestSchema>, "commits"> & {
 /** A release: the holder stopped writing and every commit through `version` was pushed. */
 export const ReleaseRequestSchema = z.object({
   holder: Holder,
-  epoch: z.number().int().positive(),
+  epoch: Epoch,
   version: Count,
 });
 export type ReleaseRequest = z.infer<typeof ReleaseRequestSchema>;

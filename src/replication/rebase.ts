@@ -15,7 +15,7 @@ import type { ReplicaRemote } from "./protocol.ts";
 
 /** What people gave in the discarded commits, to be given again. */
 export type LocalInput =
-  | { readonly kind: "submit"; readonly input: SubmitInput }
+  | { readonly kind: "submit"; readonly input: SubmitInput; readonly cancelled?: string }
   | { readonly kind: "signal"; readonly key: string; readonly payload: Json; readonly requestId: string };
 
 const WINDOW = 256;
@@ -45,17 +45,28 @@ async function commonVersion(
   return common;
 }
 
-/** The inputs of this copy's commits after `version`, first appearance each, in commit order. */
+/**
+ * The inputs of this copy's commits after `version`, first appearance each, in commit order; a Submission
+ * cancelled there is cancelled again after it is given again.
+ */
 async function inputsAfter(storage: Storage, id: string, version: number): Promise<LocalInput[]> {
   const inputs: LocalInput[] = [];
   const seen = new Set<string>();
+  const cancelled = new Map<string, string>();
+  const requestOf = new Map<string, string>();
   for (let after = version; ; ) {
     const { changes } = await storage.readChanges(id, after, WINDOW);
-    if (changes.length === 0) return inputs;
+    if (changes.length === 0)
+      return inputs.map((i) => {
+        const reason = i.kind === "submit" ? cancelled.get(i.input.requestId) : undefined;
+        return reason === undefined ? i : { ...i, cancelled: reason };
+      });
     for (const { value } of changes) {
       const commit = value as CommitRecord;
       after = commit.version;
       for (const s of commit.submissions) {
+        requestOf.set(s.id, s.requestId);
+        if (s.status === "cancelled") cancelled.set(s.requestId, s.error?.message ?? "cancelled");
         if (seen.has(`r:${s.requestId}`)) continue;
         seen.add(`r:${s.requestId}`);
         const input = {
@@ -64,6 +75,12 @@ async function inputsAfter(storage: Storage, id: string, version: number): Promi
           input: s.input as SubmitInput["input"],
         };
         inputs.push({ kind: "submit", input });
+      }
+      // A cancellation asked for but not yet carried out: the Submission's task holds the request.
+      for (const task of commit.tasks) {
+        const requestId = task.submissionId === undefined ? undefined : requestOf.get(task.submissionId);
+        if (requestId !== undefined && task.cancelRequested !== undefined)
+          cancelled.set(requestId, task.cancelRequested);
       }
       for (const s of commit.signals ?? []) {
         if (seen.has(`s:${s.key}`)) continue;
@@ -75,9 +92,11 @@ async function inputsAfter(storage: Storage, id: string, version: number): Promi
 }
 
 /**
- * Discards this diverged copy after keeping its inputs, and copies the other host's history into a fresh
- * one (through `copyFrom`, which applies the other host's commits from version 0). Refused — nothing
- * deleted — when the store cannot delete a session or the other host no longer keeps its whole history.
+ * Discards this diverged copy after keeping its inputs, and rebuilds it from the other host's history
+ * (`copy` writes the given commits into a fresh copy). Everything is read first — the other host's whole
+ * history through `remoteVersion`, this copy's inputs — so that between deleting the copy and giving the
+ * inputs again there is only local work. Refused, nothing deleted, when the store cannot delete a session
+ * or the other host no longer keeps its whole history.
  */
 export async function rebaseDiverged(
   storage: Storage,
@@ -86,27 +105,33 @@ export async function rebaseDiverged(
   localVersion: number,
   remoteVersion: number,
   diverged: ReplicationDivergedError,
-  copyFrom: () => Promise<void>,
+  copy: (commits: readonly CommitRecord[]) => Promise<void>,
 ): Promise<LocalInput[]> {
   if (!storage.deleteSession) throw diverged;
-  const { oldestRetained } = await remote.changes(0, 1);
-  if (oldestRetained > 1)
-    throw new ReplicationDivergedError(
-      `${diverged.message}; this copy cannot be rebuilt: the other host keeps its history only from version ${oldestRetained}`,
-      diverged.version,
-    );
+  const history: CommitRecord[] = [];
+  while (history.length < remoteVersion) {
+    const { changes, oldestRetained } = await remote.changes(history.length, WINDOW);
+    if (oldestRetained > 1 || changes.length === 0)
+      throw new ReplicationDivergedError(
+        `${diverged.message}; this copy cannot be rebuilt: the other host keeps its history only from version ${oldestRetained}`,
+        diverged.version,
+      );
+    history.push(...(changes as CommitRecord[]));
+  }
   const common = await commonVersion(storage, remote, id, Math.min(localVersion, remoteVersion));
   const inputs = await inputsAfter(storage, id, common);
   await storage.deleteSession(id);
-  await copyFrom();
+  await copy(history.slice(0, remoteVersion));
   return inputs;
 }
 
 /** Gives the kept inputs again; one the session no longer takes (a wait that ended) is dropped. */
 export async function replayInputs(session: Session, inputs: readonly LocalInput[]): Promise<void> {
   for (const input of inputs) {
-    if (input.kind === "submit") await session.submit(input.input);
-    else
+    if (input.kind === "submit") {
+      const submission = await session.submit(input.input);
+      if (input.cancelled !== undefined) await session.cancelSubmission(submission.id, input.cancelled);
+    } else
       await session.signal(input.key, input.payload, { requestId: input.requestId }).catch(() => undefined);
   }
 }

@@ -54,7 +54,8 @@ export interface ReplicaHostOptions {
 const OPEN = { entryTail: 0, settled: 0 } as const;
 
 export class ReplicaHost {
-  private readonly leaseMs: number;
+  /** How long a claim or push keeps a remote holder's lease. */
+  readonly leaseMs: number;
   /** One operation per session at a time: claims, pushes and take-overs must not interleave. */
   private readonly queues = new Map<string, Promise<unknown>>();
 

@@ -237,6 +237,12 @@ describe("linked session: a tab leads, the edge follows", () => {
       conversationId: "main",
       input: "typed offline",
     });
+    const regretted = await first.linked.session.submit({
+      requestId: "offline-2",
+      conversationId: "side",
+      input: "oops",
+    });
+    await first.linked.session.cancelSubmission(regretted.id, "sent by mistake");
     await first.linked.session.commit((d) =>
       d.setDocument("draft", "email-plan", approvedPlan() as unknown as Json),
     );
@@ -253,10 +259,89 @@ describe("linked session: a tab leads, the edge follows", () => {
     expect(view.documents.map((d) => d.id).sort()).toEqual(["edge-only", "plan"]);
     expect(back.linked.session.submissionForRequest("offline-1")?.input).toBe("typed offline");
     expect(view.submissions.filter((s) => s.requestId === "offline-1")).toHaveLength(1);
+
     await back.linked.flush();
     const edge = await hosts.edgeReader();
     expect(edge.submissionForRequest("offline-1")).toBeDefined();
     expect(comparable(edge.view())).toEqual(comparable(back.linked.session.view()));
+    // One cancelled offline stays cancelled.
+    await back.linked.session.resume();
+    const again = back.linked.session.submissionForRequest("offline-2");
+    expect((await back.linked.session.wait(again?.id ?? "")).status).toBe("cancelled");
+  });
+
+  it("never lets an effect through on an acknowledgement older than the lease can vouch for", async () => {
+    const hosts = new TwoHosts(10_000);
+    const { linked } = await hosts.openTab();
+    await linked.session.commit((d) =>
+      d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json),
+    );
+    await linked.flush();
+    const version = linked.session.version;
+    // Connected: an old acknowledgement is renewed by a push before the effect may start.
+    hosts.clock.advance(8_000);
+    let renewed = false;
+    void linked.replicated(version).then(() => (renewed = true));
+    await settle();
+    expect(renewed).toBe(true);
+    // Cut off: the acknowledgement ages past three quarters of the lease; the gate holds, the edge takes over.
+    hosts.partitioned = true;
+    hosts.clock.advance(8_000);
+    let outcome: unknown = "pending";
+    linked.replicated(version).then(
+      () => (outcome = "passed"),
+      (error: unknown) => (outcome = error),
+    );
+    await settle();
+    expect(outcome).toBe("pending");
+    hosts.clock.advance(2_001);
+    expect(await hosts.host.expire(SESSION)).toBe(true);
+    hosts.partitioned = false;
+    hosts.timers.advance(1_000); // the tab's retry reaches the edge, which refuses it
+    await settle();
+    expect(outcome).toBeInstanceOf(OwnedElsewhereError);
+    expect(linked.status).toBe("fenced");
+  });
+
+  it("pushes a long offline stretch in order once the link returns (more than it keeps in memory)", async () => {
+    const hosts = new TwoHosts(1_000_000);
+    const { linked } = await hosts.openTab();
+    await linked.flush();
+    hosts.partitioned = true;
+    for (let i = 0; i < 1_200; i++)
+      await linked.session.commit((d) => d.appendEntry("log", { kind: "note", text: `offline ${i}` }));
+    hosts.partitioned = false;
+    for (let i = 0; i < 10 && linked.acknowledged < linked.session.version; i++) {
+      hosts.timers.advance(10_000);
+      await settle(40);
+    }
+    expect(linked.status).toBe("leading");
+    expect(linked.acknowledged).toBe(linked.session.version);
+    const edge = await hosts.edgeReader();
+    expect(edge.version).toBe(linked.session.version);
+    expect((await edge.readEntries("log", 0)).map((e) => (e.content as { text: string }).text).at(-1)).toBe(
+      "offline 1199",
+    );
+  });
+
+  it("stops renewing the lease once the local writer has stopped, so the edge takes over", async () => {
+    const hosts = new TwoHosts(10_000);
+    const { linked, disk } = await hosts.openTab();
+    await linked.session.commit((d) =>
+      d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json),
+    );
+    await linked.flush();
+    disk.kill(); // the tab's store fails (its disk is full, say); the writer stops on its next commit
+    await expect(
+      linked.session.commit((d) => d.setDocument("x", "email-plan", approvedPlan() as unknown as Json)),
+    ).rejects.toThrow();
+    await settle();
+    expect(linked.status).toBe("closed");
+    for (let step = 0; step < 20; step++) {
+      hosts.timers.advance(600);
+      await settle(3);
+    }
+    expect(await hosts.host.expire(SESSION)).toBe(true);
   });
 
   it("refuses a second tab while the first holds the lease, naming the holder", async () => {
