@@ -12,10 +12,10 @@ import type { CommitRecord } from "../records/schemas.ts";
 import { openSession } from "../session/open-session.ts";
 import type { OpenSessionOptions } from "../session/options.ts";
 import type { Session } from "../session/session.ts";
-import type { Storage } from "../storage/storage.ts";
 import { assertCanContinue } from "./environment.ts";
 import { type Grant, MAX_PUSH_COMMITS, type ReplicaRemote } from "./protocol.ts";
 import { type LocalInput, rebaseDiverged, replayInputs } from "./rebase.ts";
+import { reconcile } from "./reconcile.ts";
 
 export interface LinkOptions extends Omit<OpenSessionOptions, "mode" | "epoch" | "effectGate"> {
   /** The session's other host (the edge), in process or over HTTP (`edgeReplica`). */
@@ -43,8 +43,6 @@ export interface LinkOptions extends Omit<OpenSessionOptions, "mode" | "epoch" |
  * closed; reopen with `linkSession` to lead again); `released`: handed over on purpose; `closed`.
  */
 export type LinkStatus = "leading" | "fenced" | "released" | "closed";
-
-const CATCH_UP_PAGE = 256;
 
 /** Claims the session from its other host and opens it here as the writer that host follows. */
 export async function linkSession(options: LinkOptions): Promise<LinkedSession> {
@@ -85,59 +83,6 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
   link.start(session);
   await replayInputs(session, kept);
   return link;
-}
-
-/**
- * Brings the local copy to the history both hosts share. The same version with the same epoch is the same
- * commit (one writer per epoch), so comparing the epochs of the shorter copy's head tells behind, ahead and
- * diverged apart. Behind: the other host's newer commits are applied here as a replica. Ahead: they are
- * pushed once the session runs. Diverged: refused, nothing changed on either side.
- */
-async function reconcile(
-  storage: Storage,
-  remote: ReplicaRemote,
-  id: string,
-  localVersion: number,
-  grant: Grant,
-): Promise<void> {
-  const shared = Math.min(localVersion, grant.version);
-  if (shared > 0) {
-    const localAt = await epochAt(storage, id, shared);
-    const remoteAt = shared === grant.version ? grant.headEpoch : await remoteEpochAt(remote, shared);
-    if (localAt === null || remoteAt === null || localAt !== remoteAt) {
-      throw new ReplicationDivergedError(
-        `session ${id}: this copy and the other host's differ at version ${shared} (epoch ${localAt} here, ${remoteAt} there); this copy's later commits were never received there`,
-        shared,
-      );
-    }
-  }
-  // Behind: apply what the other host wrote since, as a replica under an epoch below the granted one.
-  let version = localVersion;
-  while (version < grant.version) {
-    const { changes, oldestRetained } = await remote.changes(version, CATCH_UP_PAGE);
-    if (oldestRetained > version + 1 || changes.length === 0) {
-      throw new ReplicationDivergedError(
-        `session ${id}: the other host no longer keeps the commits after version ${version} in its change log`,
-        version,
-      );
-    }
-    const commits = changes as CommitRecord[];
-    const guard = { sessionId: id, epoch: grant.epoch - 1, expectedVersion: version, replica: true };
-    await storage.commit(guard, commits);
-    version = commits.at(-1)?.version ?? version;
-  }
-}
-
-async function epochAt(storage: Storage, id: string, version: number): Promise<number | null> {
-  const { changes } = await storage.readChanges(id, version - 1, 1);
-  const commit = changes[0]?.value as CommitRecord | undefined;
-  return commit?.version === version ? commit.epoch : null;
-}
-
-async function remoteEpochAt(remote: ReplicaRemote, version: number): Promise<number | null> {
-  const { changes } = await remote.changes(version - 1, 1);
-  const commit = changes[0] as CommitRecord | undefined;
-  return commit?.version === version ? commit.epoch : null;
 }
 
 /** A session this host leads while its other host follows. */
