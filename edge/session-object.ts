@@ -22,6 +22,7 @@ import {
   SessionClosedError,
   SessionNotFoundError,
   type Submission,
+  takePlacedCalls,
   type WakeInfo,
 } from "../src/index.ts";
 import { DurableObjectSqliteStorage, type DurableObjectStorageLike } from "./do-sqlite-storage.ts";
@@ -407,6 +408,7 @@ class SessionHost<Env> {
         id: sessionId,
         storage: this.storage,
         registry: this.options.registry(this.env),
+        host: "edge",
         onWake: (wake) => this.schedule(wake),
         ...this.restartLimit(),
       });
@@ -420,6 +422,7 @@ class SessionHost<Env> {
         }
       }
       await session.resume();
+      await takePlacedCalls(session, "edge"); // calls of edge-only tools that waited for the edge
       this.session = session;
       return session;
     });

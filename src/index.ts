@@ -26,6 +26,8 @@ export type {
 export { ModelError } from "./agent/model.ts";
 export type { OpenAiCompatibleOptions } from "./agent/openai-compatible.ts";
 export { openAiCompatibleModel } from "./agent/openai-compatible.ts";
+export type { HostKind } from "./agent/placement.ts";
+export { runOnKey, runsHere, takePlacedCalls } from "./agent/placement.ts";
 export type { ScriptedModelOptions, ScriptedTurn } from "./agent/scripted-model.ts";
 export { scriptedModel } from "./agent/scripted-model.ts";
 export type { ToolOutcome, ToolResult } from "./agent/tool-task.ts";

@@ -27,6 +27,7 @@ import {
   type Submission,
   type SubmitInput,
   type Timers,
+  takePlacedCalls,
 } from "../src/index.ts";
 import { DurableInbox, isInboxSignal } from "./inbox.ts";
 import { type Leadership, requestLeadership } from "./leadership.ts";
@@ -311,6 +312,7 @@ export class BrowserSessionHost {
     this.channel.postMessage({ type: "leader" } satisfies Message);
     this.options.onRole?.("leader");
     await writer.resume();
+    await takePlacedCalls(writer, "browser"); // calls of browser-only tools that waited for a tab
     this.draining = this.drainInbox();
     await this.draining;
   }
@@ -427,6 +429,7 @@ export class BrowserSessionHost {
         this.options.storage?.(database) ??
         indexedDbStorage(database, { durability: durability ?? "strict" }),
       registry: registry(),
+      host: "browser" as const,
       ...(clock !== undefined && { clock }),
       ...(timers !== undefined && { timers }),
       ...(maxRestarts !== undefined && { maxRestarts }),

@@ -48,6 +48,12 @@ export interface ToolDefinition<Args = unknown> {
    * share a file, an account, a rate limit). Other calls still run alongside. Default: all in parallel.
    */
   readonly exclusive?: boolean | string;
+  /**
+   * Where the tool may run: `anywhere` (default), `browser` (it needs the page, the user's credentials or
+   * local files) or `edge`. On a host of another kind (`openSession({ host })`) the call waits, durably and
+   * visibly in `view().pending`, until a host of this kind leads the session and runs it.
+   */
+  readonly runsOn?: "anywhere" | "browser" | "edge";
   /** Runs the tool. Give either `execute` or `task`. */
   readonly execute?: (args: Args, context: ToolContext) => Promise<Json> | Json;
   /**

@@ -15,6 +15,7 @@ import {
   type TaskDefinition,
 } from "../tasks/define-task.ts";
 import type { ToolDefinition } from "./define-tool.ts";
+import { runOnKey, runsHere } from "./placement.ts";
 
 export const TOOL_TASK = "agent.tool";
 /**
@@ -86,7 +87,9 @@ type ToolPhases = {
   call: null;
   decided: Received<Intent>;
   collect: null;
-  execute: Intent;
+  /** `recovering`: a call that had started before it waited for a host of another kind. */
+  execute: Intent & { recovering?: boolean };
+  placed: Received<Intent & { recovering?: boolean }>;
   settle: GiveUpData;
 };
 
@@ -211,7 +214,18 @@ export function toolTask(
             output: { error: `tool "${ctx.input.name}" is no longer available` },
             via: "unknown",
           });
-        const recovering = ctx.restarts > 0;
+        const recovering = ctx.restarts > 0 || intent.recovering === true;
+        // A tool for another kind of host: wait (durably, listed as pending) for one to take the call.
+        if (!runsHere(tool.runsOn, ctx.hostKind)) {
+          const about = {
+            tool: tool.name,
+            toolCallId: ctx.input.toolCallId,
+            arguments: intent.args,
+            runsOn: tool.runsOn ?? null,
+          };
+          const data = { ...intent, recovering } as unknown as Json;
+          return ctx.waitFor(runOnKey(ctx.task.id, ctx.attempt), { next: "placed", about }, data);
+        }
         const recovery = recovering ? recoveryOf(intent, tool) : undefined;
         if (recovery === "interrupted") {
           const partial = ctx.document(progressDocumentId(ctx.task.id))?.value as
@@ -254,6 +268,7 @@ export function toolTask(
           });
         }
       },
+      placed: (ctx) => ctx.next("execute", ctx.data.data),
       settle: (ctx) => settle(ctx, tools.get(ctx.input.name)),
     },
   });

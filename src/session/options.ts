@@ -40,6 +40,11 @@ export interface OpenSessionOptions {
    * session resolves once its edge holds that version, so no host can take over without knowing the intent.
    */
   readonly effectGate?: (version: number, signal: AbortSignal) => Promise<void>;
+  /**
+   * The kind of host running this session. A call of a tool that may run only on another kind
+   * (`defineTool({ runsOn })`) waits for such a host instead of running here. Default: none (runs all).
+   */
+  readonly host?: "browser" | "edge";
   /** Restart limit for task kinds that do not set their own `maxRestarts`. Default 3. */
   readonly maxRestarts?: number;
 }

@@ -92,6 +92,7 @@ export class Session {
         progress: (build) => void this.commit(build, { deferred: true }).catch(() => undefined),
         readEntries: (conversationId, fromSeq) => this.history.readEntriesFrom(conversationId, fromSeq),
         beforeEffect: (signal) => options.effectGate?.(this.version, signal) ?? Promise.resolve(),
+        ...(options.host !== undefined && { hostKind: options.host }),
       });
     }
   }

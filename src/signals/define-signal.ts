@@ -52,6 +52,8 @@ export const KERNEL_SIGNALS: readonly SignalDefinition<unknown>[] = [
   { key: "approval:*", schema: ApprovalSchema, early: false },
   // The end of a Submission, for the turn queued behind it (follow-ups): the kernel's own, never outside input.
   { key: "turn:*", schema: JsonSchema, early: false },
+  // A host of the kind a tool call waits for took it (`takePlacedCalls`).
+  { key: "run-on:*", schema: z.object({ host: z.enum(["browser", "edge"]) }), early: false },
 ];
 
 /** Keys only the kernel signals (a queued turn's wait): refused from outside, not listed as pending. */

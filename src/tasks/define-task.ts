@@ -117,6 +117,8 @@ export interface PhaseContext<
   /** Aborted when the task is cancelled or the host closes. */
   readonly signal: AbortSignal;
   readonly clock: Clock;
+  /** The kind of host running the session (`openSession({ host })`), if it declared one. */
+  readonly hostKind: "browser" | "edge" | undefined;
   /** A conversation's record (its `entryCount` is the position of the next entry). */
   conversation(id: string): Conversation | undefined;
   /** A committed document, as of when the phase started. */

@@ -32,6 +32,7 @@ export interface PhaseHost {
   readEntries(conversationId: string, fromSeq: number): Promise<Entry[]>;
   progress(build: (draft: ProgressDraft) => void): void;
   beforeEffect(signal: AbortSignal): Promise<void>;
+  readonly hostKind?: "browser" | "edge";
 }
 
 /**
@@ -62,6 +63,9 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
 
   get signal(): AbortSignal {
     return this.signalOf();
+  }
+  get hostKind(): "browser" | "edge" | undefined {
+    return this.host.hostKind;
   }
   document(id: string): DocumentState | undefined {
     return this.state.document(id);

@@ -36,6 +36,7 @@ export interface SchedulerHost {
   readEntries(conversationId: string, fromSeq: number): Promise<Entry[]>;
   /** Resolves when an outside effect may start (see `PhaseContext.beforeEffect`). */
   beforeEffect(signal: AbortSignal): Promise<void>;
+  readonly hostKind?: "browser" | "edge";
   block(taskId: string, reason: string): void;
   unblock(taskId: string): void;
 }
@@ -76,6 +77,7 @@ export class Scheduler {
       readEntries: (conversationId, fromSeq) => host.readEntries(conversationId, fromSeq),
       progress: (build) => host.progress(build),
       beforeEffect: (signal) => host.beforeEffect(signal),
+      ...(host.hostKind !== undefined && { hostKind: host.hostKind }),
     });
     for (const task of host.state.tasks.values()) {
       const at = wakeTimeOf(task);

@@ -25,6 +25,7 @@ import {
   type ReplicaRemote,
   type Session,
   sequentialIds,
+  takePlacedCalls,
 } from "../../src/index.ts";
 import { CrashingStorage } from "../../src/testing/index.ts";
 
@@ -100,6 +101,8 @@ export class TwoHosts {
     readonly leaseMs = 10_000,
     /** The edge's registry (its code may lack what the tab's has). */
     readonly edgeRegistry: (mail: MailService) => Registry = (mail) => campaignRegistry(mail),
+    /** The tab's registry. */
+    readonly tabRegistry: (mail: MailService) => Registry = (mail) => campaignRegistry(mail),
   ) {
     this.host = new ReplicaHost({
       storage: this.edgeDisk,
@@ -148,7 +151,8 @@ export class TwoHosts {
       storage: disk,
       remote,
       holder,
-      registry: campaignRegistry(this.mail.from(() => !disk.isDead)),
+      registry: this.tabRegistry(this.mail.from(() => !disk.isDead)),
+      host: "browser",
       clock: this.clock,
       timers: this.timers,
       ids: sequentialIds(100_000 * ++this.opens),
@@ -166,11 +170,13 @@ export class TwoHosts {
       id: SESSION,
       storage: handle,
       registry: this.edgeRegistry(this.mail.from(() => !handle.isDead)),
+      host: "edge",
       clock: this.clock,
       timers: this.timers,
       ids: sequentialIds(100_000 * ++this.opens),
     });
     await this.edgeSession.resume();
+    await takePlacedCalls(this.edgeSession, "edge");
   }
 
   /** A call the tab's process makes: it fails once that process is dead. */
