@@ -26,7 +26,7 @@ export interface LinkOptions extends Omit<OpenSessionOptions, "mode" | "epoch" |
   readonly onStatus?: (status: LinkStatus) => void;
   /** How long to wait before retrying a push that failed to arrive (default 500 ms, doubling to 8 s). */
   readonly retryMs?: number;
-  /** How long commits gather before they are pushed together (default 5 ms; an effect waiting pushes at once). */
+  /** How long commits gather before they are pushed together (default 25 ms; an effect waiting pushes at once). */
   readonly batchMs?: number;
   /**
    * This copy wrote commits the other host never received, and the other host has written past them
@@ -234,7 +234,7 @@ export class LinkedSession {
   }
 
   /**
-   * A commit was adopted: push within `batchMs` (default 5 ms), so a burst of commits costs the tab one
+   * A commit was adopted: push within `batchMs` (default 25 ms), so a burst of commits costs the tab one
    * push, not one each. An effect waiting for the edge (`replicated`) pushes at once.
    */
   private pushSoon(): void {
@@ -242,7 +242,7 @@ export class LinkedSession {
     this.#batch = this.#timers.setTimeout(() => {
       this.#batch = undefined;
       this.schedulePush();
-    }, this.options.batchMs ?? 5);
+    }, this.options.batchMs ?? 25);
   }
 
   private schedulePush(): void {
