@@ -40,6 +40,27 @@ function expectFiveOnce(hosts: TwoHosts) {
   expect([...hosts.mail.attempts.values()].every((n) => n === 1)).toBe(true);
 }
 
+/**
+ * A tab whose copy diverged: the plan reached the edge, then, cut off, the tab committed `offline` and died;
+ * the edge took the session over and wrote a document of its own.
+ */
+async function divergedTab(hosts: TwoHosts, offline: (session: Session) => Promise<unknown>) {
+  const first = await hosts.openTab();
+  await first.linked.session.commit((d) =>
+    d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json),
+  );
+  await first.linked.flush();
+  hosts.partitioned = true;
+  await offline(first.linked.session);
+  first.disk.kill();
+  hosts.clock.advance(10_001);
+  await hosts.host.expire(SESSION);
+  await (hosts.edgeSession as Session).commit((d) =>
+    d.setDocument("edge-only", "email-plan", approvedPlan() as unknown as Json),
+  );
+  hosts.partitioned = false;
+}
+
 describe("linked session: a tab leads, the edge follows", () => {
   it("pushes every commit in order; the edge's stored copy equals the tab's", async () => {
     const hosts = new TwoHosts();
@@ -194,22 +215,9 @@ describe("linked session: a tab leads, the edge follows", () => {
 
   it("refuses (if asked to) to lead from a copy whose unsent commits the edge has written past, changing nothing", async () => {
     const hosts = new TwoHosts(10_000);
-    const first = await hosts.openTab();
-    await first.linked.session.commit((d) =>
-      d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json),
+    await divergedTab(hosts, (session) =>
+      session.commit((d) => d.setDocument("local", "email-plan", approvedPlan() as unknown as Json)),
     );
-    await first.linked.flush();
-    hosts.partitioned = true;
-    await first.linked.session.commit((d) =>
-      d.setDocument("local", "email-plan", approvedPlan() as unknown as Json),
-    );
-    first.disk.kill();
-    hosts.clock.advance(10_001);
-    await hosts.host.expire(SESSION);
-    await (hosts.edgeSession as Session).commit((d) =>
-      d.setDocument("edge-only", "email-plan", approvedPlan() as unknown as Json),
-    );
-    hosts.partitioned = false;
     const before = (await hosts.tabReader()).version;
     const error = await hosts.openTab("tab-1", { onDiverged: "refuse" }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ReplicationDivergedError);
@@ -225,34 +233,21 @@ describe("linked session: a tab leads, the edge follows", () => {
 
   it("rebases a diverged copy: the edge's history, plus the inputs the lost commits held, given again", async () => {
     const hosts = new TwoHosts(10_000);
-    const first = await hosts.openTab();
-    await first.linked.session.commit((d) =>
-      d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json),
-    );
-    await first.linked.flush();
-    hosts.partitioned = true;
-    // Offline: a person's message and a draft, committed here, never received by the edge.
-    await first.linked.session.submit({
-      requestId: "offline-1",
-      conversationId: "main",
-      input: "typed offline",
+    await divergedTab(hosts, async (session) => {
+      // Offline: a person's message and a draft, committed here, never received by the edge.
+      await session.submit({
+        requestId: "offline-1",
+        conversationId: "main",
+        input: "typed offline",
+      });
+      const regretted = await session.submit({
+        requestId: "offline-2",
+        conversationId: "side",
+        input: "oops",
+      });
+      await session.cancelSubmission(regretted.id, "sent by mistake");
+      await session.commit((d) => d.setDocument("draft", "email-plan", approvedPlan() as unknown as Json));
     });
-    const regretted = await first.linked.session.submit({
-      requestId: "offline-2",
-      conversationId: "side",
-      input: "oops",
-    });
-    await first.linked.session.cancelSubmission(regretted.id, "sent by mistake");
-    await first.linked.session.commit((d) =>
-      d.setDocument("draft", "email-plan", approvedPlan() as unknown as Json),
-    );
-    first.disk.kill();
-    hosts.clock.advance(10_001);
-    await hosts.host.expire(SESSION);
-    await (hosts.edgeSession as Session).commit((d) =>
-      d.setDocument("edge-only", "email-plan", approvedPlan() as unknown as Json),
-    );
-    hosts.partitioned = false;
     const back = await hosts.openTab();
     const view = back.linked.session.view();
     // The edge's history is kept; the lost draft is gone; the person's message is there again, once.
