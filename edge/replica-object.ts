@@ -147,7 +147,7 @@ export class SessionReplica {
     if (current?.leaseUntil == null) return false;
     // Renewed: watch the new end. Ran out, but this object cannot continue the session: look again a lease
     // later (its code may be deployed by then) rather than at once, over and over.
-    const now = Date.now();
+    const now = systemClock.now(); // the clock the replica host keeps its leases by
     this.options.setAlarm(current.leaseUntil > now ? current.leaseUntil : now + this.host.leaseMs);
     return false;
   }

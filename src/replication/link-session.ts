@@ -62,14 +62,8 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
     await reconcile(storage, remote, id, localVersion, grant);
   } catch (error) {
     if (!(error instanceof ReplicationDivergedError) || options.onDiverged === "refuse") throw error;
-    kept = await rebaseDiverged(storage, remote, id, localVersion, grant.version, error, async (commits) => {
-      await create();
-      for (let at = 0; at < commits.length; at += MAX_PUSH_COMMITS) {
-        const page = commits.slice(at, at + MAX_PUSH_COMMITS);
-        const guard = { sessionId: id, epoch: grant.epoch - 1, expectedVersion: at, replica: true };
-        await storage.commit(guard, page);
-      }
-    });
+    const epoch = grant.epoch - 1;
+    kept = await rebaseDiverged(storage, remote, id, localVersion, grant.version, error, epoch, create);
   }
   // A copy this registry could not continue is not led from here (the edge keeps it until the lease ends).
   if (options.registry) await assertCanContinue(storage, id, options.registry);
@@ -119,7 +113,7 @@ export class LinkedSession {
   ) {
     this.#timers = options.timers ?? systemTimers;
     this.#clock = options.clock ?? systemClock;
-    this.#freshUntil = claimedAt + (grant.leaseMs * 3) / 4;
+    this.#freshUntil = this.vouchedUntil(claimedAt);
     this.#retryMs = options.retryMs ?? 500;
   }
 
@@ -169,18 +163,20 @@ export class LinkedSession {
   /** Resolves once the other host holds `version` (an unsafe effect's gate); rejects when fenced or closed. */
   replicated(version: number, signal?: AbortSignal): Promise<void> {
     if (this.#acknowledged >= version && this.#clock.now() < this.#freshUntil) return Promise.resolve();
-    if (this.#status !== "leading")
-      return Promise.reject(
-        this.#fencedBy ??
-          new OwnedElsewhereError(`this host no longer writes session ${this.options.id}`, "edge", null),
-      );
+    if (this.#status !== "leading") return Promise.reject(this.whyStopped());
     return new Promise((resolve, reject) => {
       const waiter = { version, resolve, reject };
       this.#waiters.add(waiter);
-      signal?.addEventListener("abort", () => {
+      const onAbort = () => {
         this.#waiters.delete(waiter);
-        reject(signal.reason);
-      });
+        reject(signal?.reason);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      // Settled either way, the waiter lets go of the signal (a phase's signal outlives many waits).
+      waiter.resolve = () => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      };
       this.schedulePush();
     });
   }
@@ -273,7 +269,7 @@ export class LinkedSession {
         const ack = await remote.push({ holder: this.holder, epoch: this.epoch, commits });
         this.#retryMs = this.options.retryMs ?? 500;
         this.#acknowledged = Math.max(this.#acknowledged, ack.version);
-        this.#freshUntil = Math.max(this.#freshUntil, sentAt + (this.grant.leaseMs * 3) / 4);
+        this.#freshUntil = Math.max(this.#freshUntil, this.vouchedUntil(sentAt));
         this.settleWaiters();
         this.renewLater();
         // An answer that came back too late for the lease to vouch for it is renewed before any effect.
@@ -325,6 +321,19 @@ export class LinkedSession {
     this.#retryMs = Math.min(this.#retryMs * 2, 8_000);
   }
 
+  /** Until when an acknowledgement of a push sent at `sentAt` vouches for an effect: 3/4 of the lease. */
+  private vouchedUntil(sentAt: number): number {
+    return sentAt + (this.grant.leaseMs * 3) / 4;
+  }
+
+  /** Why a gated effect may not start any more: the fence, or this host having stopped leading. */
+  private whyStopped(): KernelError {
+    return (
+      this.#fencedBy ??
+      new OwnedElsewhereError(`this host no longer writes session ${this.options.id}`, "edge", null)
+    );
+  }
+
   /** Whether a gated effect waits on a version already acknowledged, but too long ago to vouch for it. */
   private staleWaiters(): boolean {
     if (this.#clock.now() < this.#freshUntil) return false;
@@ -355,9 +364,7 @@ export class LinkedSession {
     for (const handle of [this.#renewal, this.#retry, this.#batch])
       if (handle !== undefined) this.#timers.clearTimeout(handle);
     this.#renewal = this.#retry = this.#batch = undefined;
-    const error =
-      this.#fencedBy ??
-      new OwnedElsewhereError(`this host no longer writes session ${this.options.id}`, "edge", null);
+    const error = this.whyStopped();
     for (const waiter of this.#waiters) waiter.reject(error);
     this.#waiters.clear();
     this.options.onStatus?.(status);

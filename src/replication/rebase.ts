@@ -12,6 +12,7 @@ import type { Session } from "../session/session.ts";
 import type { SubmitInput } from "../session/submit.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { ReplicaRemote } from "./protocol.ts";
+import { applyAsReplica, remoteHistory } from "./reconcile.ts";
 
 /** What people gave in the discarded commits, to be given again. */
 export type LocalInput =
@@ -93,7 +94,7 @@ async function inputsAfter(storage: Storage, id: string, version: number): Promi
 
 /**
  * Discards this diverged copy after keeping its inputs, and rebuilds it from the other host's history
- * (`copy` writes the given commits into a fresh copy). Everything is read first — the other host's whole
+ * (`recreate` makes the fresh copy; the commits go in under `epoch`). Everything is read first — the other host's whole
  * history through `remoteVersion`, this copy's inputs — so that between deleting the copy and giving the
  * inputs again there is only local work. Refused, nothing deleted, when the store cannot delete a session
  * or the other host no longer keeps its whole history.
@@ -105,23 +106,22 @@ export async function rebaseDiverged(
   localVersion: number,
   remoteVersion: number,
   diverged: ReplicationDivergedError,
-  copy: (commits: readonly CommitRecord[]) => Promise<void>,
+  epoch: number,
+  recreate: () => Promise<unknown>,
 ): Promise<LocalInput[]> {
   if (!storage.deleteSession) throw diverged;
-  const history: CommitRecord[] = [];
-  while (history.length < remoteVersion) {
-    const { changes, oldestRetained } = await remote.changes(history.length, WINDOW);
-    if (oldestRetained > 1 || changes.length === 0)
-      throw new ReplicationDivergedError(
-        `${diverged.message}; this copy cannot be rebuilt: the other host keeps its history only from version ${oldestRetained}`,
-        diverged.version,
-      );
-    history.push(...(changes as CommitRecord[]));
-  }
+  const history = await remoteHistory(remote, id, 0, remoteVersion).catch((error: unknown) => {
+    if (!(error instanceof ReplicationDivergedError)) throw error;
+    throw new ReplicationDivergedError(
+      `${diverged.message}; this copy cannot be rebuilt: ${error.message}`,
+      diverged.version,
+    );
+  });
   const common = await commonVersion(storage, remote, id, Math.min(localVersion, remoteVersion));
   const inputs = await inputsAfter(storage, id, common);
   await storage.deleteSession(id);
-  await copy(history.slice(0, remoteVersion));
+  await recreate();
+  await applyAsReplica(storage, id, epoch, history);
   return inputs;
 }
 

@@ -33,23 +33,55 @@ export async function reconcile(
     }
   }
   // Behind: apply what the other host wrote since, as a replica under an epoch below the granted one.
-  let version = localVersion;
-  while (version < grant.version) {
+  if (localVersion < grant.version) {
+    const commits = await remoteHistory(remote, id, localVersion, grant.version);
+    await applyAsReplica(storage, id, grant.epoch - 1, commits);
+  }
+}
+
+/**
+ * The other host's commits after version `after` through `through`, oldest first. Refused when its change
+ * log no longer holds them all.
+ */
+export async function remoteHistory(
+  remote: ReplicaRemote,
+  id: string,
+  after: number,
+  through: number,
+): Promise<CommitRecord[]> {
+  const commits: CommitRecord[] = [];
+  for (let version = after; version < through; ) {
     const { changes, oldestRetained } = await remote.changes(version, CATCH_UP_PAGE);
-    if (oldestRetained > version + 1 || changes.length === 0) {
+    const page = (changes as CommitRecord[]).filter((c) => c.version <= through);
+    if (oldestRetained > version + 1 || page.length === 0) {
       throw new ReplicationDivergedError(
         `session ${id}: the other host no longer keeps the commits after version ${version} in its change log`,
         version,
       );
     }
-    const commits = changes as CommitRecord[];
-    const guard = { sessionId: id, epoch: grant.epoch - 1, expectedVersion: version, replica: true };
-    await storage.commit(guard, commits);
-    version = commits.at(-1)?.version ?? version;
+    commits.push(...page);
+    version = (page.at(-1) as CommitRecord).version;
+  }
+  return commits;
+}
+
+/** Writes another host's consecutive commits into this copy as a replica, a page per transaction. */
+export async function applyAsReplica(
+  storage: Storage,
+  id: string,
+  epoch: number,
+  commits: readonly CommitRecord[],
+): Promise<void> {
+  for (let at = 0; at < commits.length; at += CATCH_UP_PAGE) {
+    const page = commits.slice(at, at + CATCH_UP_PAGE);
+    const expectedVersion = (page[0] as CommitRecord).version - 1;
+    await storage.commit({ sessionId: id, epoch, expectedVersion, replica: true }, page);
   }
 }
 
-async function epochAt(storage: Storage, id: string, version: number): Promise<number | null> {
+/** The epoch of the commit at `version` in this copy's change log; null at 0 or when no longer there. */
+export async function epochAt(storage: Storage, id: string, version: number): Promise<number | null> {
+  if (version === 0) return null;
   const { changes } = await storage.readChanges(id, version - 1, 1);
   const commit = changes[0]?.value as CommitRecord | undefined;
   return commit?.version === version ? commit.epoch : null;

@@ -18,6 +18,7 @@ import {
   type PushRequest,
   type ReleaseRequest,
 } from "./protocol.ts";
+import { epochAt } from "./reconcile.ts";
 
 /** Where a host keeps each session's ownership record. */
 export interface OwnershipStore {
@@ -98,7 +99,7 @@ export class ReplicaHost {
       return {
         epoch,
         version,
-        headEpoch: await this.epochAt(sessionId, version),
+        headEpoch: await epochAt(storage, sessionId, version),
         leaseUntil,
         leaseMs: this.leaseMs,
       };
@@ -208,13 +209,6 @@ export class ReplicaHost {
       throw ownedElsewhere(sessionId, { ...current, holder: EDGE_HOLDER, leaseUntil: null });
     }
     return current;
-  }
-
-  private async epochAt(sessionId: string, version: number): Promise<number | null> {
-    if (version === 0) return null;
-    const { changes } = await this.options.storage.readChanges(sessionId, version - 1, 1);
-    const commit = changes[0]?.value as { version?: number; epoch?: number } | undefined;
-    return commit?.version === version ? (commit.epoch ?? null) : null;
   }
 
   private serial<T>(sessionId: string, run: () => Promise<T>): Promise<T> {

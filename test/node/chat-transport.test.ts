@@ -67,19 +67,21 @@ const userMessage = (id: string, text: string) => ({
   parts: [{ type: "text", text }],
 });
 
+/** The user's question as a fresh page (or a page reloaded and retrying) sends it. */
+const sendWeatherQuestion = (transport: ReturnType<typeof chatTransport>) =>
+  transport.sendMessages({
+    trigger: "submit-message",
+    chatId: "c1",
+    messageId: undefined,
+    messages: [userMessage("m1", "Weather in Lisbon and Atlantis?")],
+    abortSignal: undefined,
+  });
+
 describe("chatTransport", () => {
   it("streams a run from its commits: text, tool calls, results and errors, then finish; a reconnect replays the same", async () => {
     const session = await weatherSession();
     const transport = chatTransport(backendOf(session));
-    const live = await readAll(
-      await transport.sendMessages({
-        trigger: "submit-message",
-        chatId: "c1",
-        messageId: undefined,
-        messages: [userMessage("m1", "Weather in Lisbon and Atlantis?")],
-        abortSignal: undefined,
-      }),
-    );
+    const live = await readAll(await sendWeatherQuestion(transport));
     const submission = await session.readSubmissionForRequest("m1");
     expect(submission?.status).toBe("succeeded");
     expect(live[0]).toEqual({ type: "start", messageId: `assistant:${submission?.id}` });
@@ -101,15 +103,7 @@ describe("chatTransport", () => {
     expect(ended).toEqual(opened);
 
     // The same message sent again (a reloaded page retrying) is the same run, not a second one.
-    const again = await readAll(
-      await transport.sendMessages({
-        trigger: "submit-message",
-        chatId: "c1",
-        messageId: undefined,
-        messages: [userMessage("m1", "Weather in Lisbon and Atlantis?")],
-        abortSignal: undefined,
-      }),
-    );
+    const again = await readAll(await sendWeatherQuestion(transport));
     expect(again).toEqual(live); // replayed from storage: what the live reader got, chunk for chunk
     expect(session.view().submissions).toHaveLength(1);
     // Nothing is running: there is no stream to resume.
