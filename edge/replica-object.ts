@@ -29,10 +29,11 @@ import type { InternalRoute } from "./protocol.ts";
 
 /** Ownership records in the object's SQLite database, next to the session's own tables. */
 export function sqliteOwnership(storage: DurableObjectStorageLike): OwnershipStore {
-  let exists = false;
-  // Reads never create the table: a read of a session that was never linked must store nothing.
+  // Reads never create the table: a read of a session that was never linked must store nothing. Only this
+  // object writes its database, so whether the table exists is looked up once, then known.
+  let exists: boolean | undefined;
   const hasTable = () => {
-    exists ||=
+    exists ??=
       storage.sql
         .exec("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'replica_ownership'")
         .toArray().length > 0;

@@ -369,7 +369,9 @@ class SessionHost<Env> {
   /** The session to write: refused (409, naming who leads) while a linked tab leads it. */
   private async writable(sessionId: string): Promise<Session> {
     await this.replica.assertWritable(sessionId);
-    return this.required(sessionId);
+    const session = await this.ensure(sessionId, false);
+    if (!session) throw new SessionNotFoundError(sessionId);
+    return session;
   }
 
   /** Closes and deletes a session that a failed request created, so nothing of it remains. */
