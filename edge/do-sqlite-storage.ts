@@ -31,6 +31,7 @@ import { DEFAULT_RETAIN_CHANGES } from "../src/storage/storage.ts";
 import {
   readItemPage,
   readRequest,
+  readSettledPage,
   readStoredSession,
   readTrees,
   type SessionRowReader,
@@ -226,6 +227,10 @@ export class DurableObjectSqliteStorage implements Storage {
     return this.read(() => readItemPage(this.reader(sessionId), before, limit), none);
   }
 
+  async readSettled(sessionId: string, limit: number) {
+    return this.read(() => readSettledPage(this.reader(sessionId), limit), { items: [], count: 0 });
+  }
+
   async close(): Promise<void> {
     // The platform owns the database; nothing to release.
   }
@@ -303,6 +308,21 @@ export class DurableObjectSqliteStorage implements Storage {
           )
           .toArray()
           .map((row) => this.record(table, row)),
+      earliest: (table: "settled", limit: number) =>
+        this.storage.sql
+          .exec(
+            "SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = 'settled' ORDER BY n ASC, id ASC LIMIT ?",
+            sessionId,
+            limit,
+          )
+          .toArray()
+          .map((row) => this.record(table, row)),
+      count: (_table: "settled") =>
+        Number(
+          this.storage.sql
+            .exec("SELECT COUNT(*) AS c FROM da_rows WHERE session = ? AND tbl = 'settled'", sessionId)
+            .toArray()[0]?.c ?? 0,
+        ),
     } satisfies SessionRowReader;
   }
 

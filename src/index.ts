@@ -85,7 +85,9 @@ export { openSession } from "./session/open-session.ts";
 export type { OpenSessionOptions, SessionStatus, WaitOptions } from "./session/options.ts";
 export type { PendingWait } from "./session/pending.ts";
 export { pendingWaits } from "./session/pending.ts";
+export type { ArchivedItem, CollectResult, RetentionPolicy } from "./session/retention.ts";
 export { Session } from "./session/session.ts";
+export { SessionReads } from "./session/session-reads.ts";
 export type { BlockedRecord, DocumentState } from "./session/state.ts";
 export type { SubmitInput } from "./session/submit.ts";
 export { parseSubmitInput, SubmitInputSchema } from "./session/submit.ts";
@@ -108,6 +110,7 @@ export type {
   StorageOptions,
   StoredChanges,
   StoredDocument,
+  StoredItem,
   StoredRecord,
   StoredSession,
 } from "./storage/storage.ts";

@@ -53,6 +53,7 @@ function processHandle(disk: MemoryStorage): Storage & { kill(): void } {
     readTaskTree: async (...args) => alive().readTaskTree(...args),
     readSignal: async (...args) => alive().readSignal(...args),
     readItems: async (...args) => alive().readItems(...args),
+    readSettled: async (...args) => alive().readSettled(...args),
     close: async () => undefined,
   };
 }

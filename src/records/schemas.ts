@@ -329,6 +329,20 @@ export function headAfter(change: DocumentChange, at: number): DocumentHead {
 }
 
 /**
+ * A finished item (a Submission with its task tree, or a root task tree) that a retention policy removed
+ * from storage (DESIGN §9): the keys of every row it had, so each store and every replica deletes the same.
+ */
+export const RemovedItemSchema = z.object({
+  /** The item's place in the order of inputs (below 0 for items of a migrated session). */
+  version: z.number().int(),
+  id: Id,
+  submission: Id.optional(),
+  root: Id.optional(),
+  tasks: z.array(z.object({ id: Id, parentId: Id.optional(), childIndex: Version.optional() })),
+});
+export type RemovedItem = z.infer<typeof RemovedItemSchema>;
+
+/**
  * One committed change: what a single commit wrote. This is the unit of the change log, of subscriptions
  * and of the in-memory reducer. Not compiled (see `compiled`): it is parsed only where the change log is
  * read (catch-ups, history), and compiling it would add about half of all the record schemas' compile time
@@ -347,5 +361,7 @@ export const CommitRecordSchema = z.object({
   submissions: z.array(SubmissionSchema),
   /** Signals accepted or consumed by this commit (absent in commits stored before signals existed). */
   signals: z.array(SignalSchema).optional(),
+  /** Finished items removed by retention (absent in every other commit). */
+  removed: z.array(RemovedItemSchema).optional(),
 });
 export type CommitRecord = z.infer<typeof CommitRecordSchema>;

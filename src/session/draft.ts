@@ -17,6 +17,7 @@ import type {
   EntryContent,
   Json,
   PatchOperation,
+  RemovedItem,
   Signal,
   Submission,
   Task,
@@ -24,14 +25,13 @@ import type {
 import {
   ConversationSchema,
   EntrySchema,
-  findNonJson,
   JsonSchema,
   SignalSchema,
   SubmissionSchema,
   TaskSchema,
   TextSchema,
 } from "../records/schemas.ts";
-import { deepFreeze, validateRecord } from "../records/validate.ts";
+import { assertStorable, deepFreeze, validateAll, validateRecord } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
 import { ChildIndex } from "./child-index.ts";
 import type { EntryLinks } from "./draft-types.ts";
@@ -60,31 +60,11 @@ export function freezeSealed(sealed: SealedCommit): void {
 /** A document's id and type, checked like every other id (an app's value schema does not cover them). */
 const DocumentKeySchema = z.object({ id: TextSchema.min(1).max(256), type: TextSchema.min(1).max(256) });
 
-/** Throws a {@link ValidationError} unless `value` is JSON with well-formed strings all the way down. */
-function assertStorable(value: unknown, record: string): void {
-  const bad = findNonJson(value);
-  if (bad !== undefined)
-    throw new ValidationError(`invalid ${record}: ${bad}`, record, [
-      { path: bad.split(":")[0] ?? "", message: bad },
-    ]);
-}
-
 /** How often a progress document without a definition of its own (a model stream) is stored in full. */
 const PROGRESS_BASELINE_EVERY = 1024;
 
 /** Shared by every draft until it writes: most commits touch one or two kinds of record. */
 const NONE: ReadonlyMap<never, never> = new Map<never, never>();
-
-/**
- * Validates each record (named by `name` only when it fails). Every commit gets its own lists, even empty
- * ones: one shared frozen empty array would send the store's JSON.stringify of the whole commit down V8's
- * slow path (frozen arrays leave the fast serializer: 1.8 instead of 0.7 µs per change-log row in workerd).
- */
-function validateAll<T>(records: Iterable<T>, schema: z.ZodType<T>, name: (record: T) => string): T[] {
-  const checked: T[] = [];
-  for (const record of records) checked.push(validateRecord(schema, record, name));
-  return checked;
-}
 
 /** Sets `key` in `map`, first giving the draft its own map if it still shares {@link NONE}. */
 function put<K, V>(map: ReadonlyMap<K, V>, key: K, value: V): Map<K, V> {
@@ -105,6 +85,7 @@ export class KernelDraft implements StateReader {
   private requestIndex: ReadonlyMap<string, string> = NONE;
   private signals: ReadonlyMap<string, Signal> = NONE;
   private children: ChildIndex | undefined;
+  private removed: RemovedItem[] | undefined;
 
   constructor(
     private readonly base: StateReader,
@@ -259,12 +240,12 @@ export class KernelDraft implements StateReader {
     this.children.track(before, task);
   }
 
-  /** Stores a signal (new, or taken by a wait). Only the task machine calls it (`tasks/awaiting.ts`). */
   /** The signal this draft wrote for `key` (consumed or not), if it wrote one. */
   writtenSignal(key: string): Signal | undefined {
     return this.signals.get(key);
   }
 
+  /** Stores a signal (new, or taken by a wait). Only the task machine calls it (`tasks/awaiting.ts`). */
   writeSignal(signal: Signal): void {
     this.signals = put(this.signals, signal.key, signal);
   }
@@ -284,6 +265,12 @@ export class KernelDraft implements StateReader {
     this.requestIndex = put(this.requestIndex, submission.requestId, submission.id);
   }
 
+  /** Removes a finished item's rows from storage (retention only, `session/retention.ts`). */
+  removeSettled(item: RemovedItem): void {
+    this.removed ??= [];
+    this.removed.push(item);
+  }
+
   /** True when the draft changes nothing. */
   get isEmpty(): boolean {
     return (
@@ -292,7 +279,8 @@ export class KernelDraft implements StateReader {
       this.tasks.size === 0 &&
       this.submissions.size === 0 &&
       this.signals.size === 0 &&
-      this.conversations.size === 0
+      this.conversations.size === 0 &&
+      this.removed === undefined
     );
   }
 
@@ -369,6 +357,7 @@ export class KernelDraft implements StateReader {
       ...(this.signals.size > 0 && {
         signals: validateAll(this.signals.values(), SignalSchema, (s) => `signals/${s.key}`),
       }),
+      ...(this.removed && { removed: this.removed }),
     };
     return { commit, documentValues };
   }
@@ -387,6 +376,7 @@ export class KernelDraft implements StateReader {
     for (const id of this.tasks.keys()) refuse(`tasks/${id}`, "a task");
     for (const id of this.submissions.keys()) refuse(`submissions/${id}`, "a Submission");
     for (const key of this.signals.keys()) refuse(`signals/${key}`, "a signal");
+    if (this.removed) refuse(`items/${this.removed[0]?.id}`, "a removal");
     for (const [id, { type }] of this.documents)
       if (!this.registry.isProgressDocument(type))
         refuse(`documents/${id}`, `a document of type "${type}", which is not declared as progress`);

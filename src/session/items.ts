@@ -99,6 +99,18 @@ export class ItemTracker {
     return this.observe([], [], records, 0);
   }
 
+  /** Drops an item from memory's bookkeeping (retention removed it); returns it if it was held. */
+  forget(id: string): WorkItem | undefined {
+    const item = this.items.get(id);
+    if (!item) return undefined;
+    this.items.delete(id);
+    if (item.submission !== undefined) this.keyOf.delete(item.submission);
+    if (item.root !== undefined) this.keyOf.delete(item.root);
+    const at = this.settled.indexOf(item);
+    if (at >= 0) this.settled.splice(at, 1);
+    return item;
+  }
+
   private add(item: WorkItem): void {
     this.items.set(item.id, item);
     if (item.submission !== undefined) this.keyOf.set(item.submission, item.id);

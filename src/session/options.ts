@@ -3,6 +3,7 @@ import type { Clock, IdSource, Timers } from "../clock.ts";
 import type { Registry } from "../registry.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { WakeInfo } from "../tasks/wake-info.ts";
+import type { RetentionPolicy } from "./retention.ts";
 
 export interface OpenSessionOptions {
   readonly id: string;
@@ -32,6 +33,11 @@ export interface OpenSessionOptions {
    * `readTask` and the requestId index find them. Memory and open time do not grow with history.
    */
   readonly retainSettled?: number;
+  /**
+   * What finished work may be removed from storage, by count and/or age, optionally archived first
+   * (DESIGN §9; `session.collect()`). Default: none — finished work is kept forever.
+   */
+  readonly retention?: RetentionPolicy;
   /** Called after every commit with `{ runnableNow, nextWakeAt }`: hosts turn it into timers or alarms. */
   readonly onWake?: (wake: WakeInfo) => void;
   /**

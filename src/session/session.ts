@@ -25,13 +25,15 @@ import type { CommitResult, KernelCommit, KernelCommitOptions } from "./commit-p
 import { CommitPipeline } from "./commit-pipeline.ts";
 import type { SealedCommit } from "./draft.ts";
 import type { BuildCommit, BuildProgress, CommitOptions } from "./draft-types.ts";
-import { CHANGE_PAGE, SessionHistory, type SubmissionPage } from "./history.ts";
+import { CHANGE_PAGE } from "./history.ts";
 import { registerKernelCommit } from "./kernel-access.ts";
 import { observeUntil, untilEnded, untilSubmissionEnded } from "./observe.ts";
 import type { OpenSessionOptions, SessionStatus, WaitOptions } from "./options.ts";
 import { type PendingWait, pendingWaits } from "./pending.ts";
+import { type CollectResult, Retention } from "./retention.ts";
 import { AppDraft, ProgressOnlyDraft } from "./role-drafts.ts";
 import { sessionScheduler } from "./scheduler-host.ts";
+import { SessionReads } from "./session-reads.ts";
 import type { SessionState } from "./state.ts";
 import { reduceSession } from "./state.ts";
 import type { SubmitInput } from "./submit.ts";
@@ -41,12 +43,12 @@ import { Subscriptions } from "./subscriptions.ts";
 import type { SessionView, ViewOptions } from "./view.ts";
 import { buildView } from "./view.ts";
 
-export class Session {
+export class Session extends SessionReads {
   private readonly pipeline: CommitPipeline;
   private readonly subscriptions: Subscriptions;
   private readonly scheduler: Scheduler | undefined;
-  private readonly history: SessionHistory;
   private readonly signalHost: SignalHost;
+  private readonly retention: Retention | undefined;
   private currentStatus: SessionStatus = "open";
   private stopError: KernelError | undefined;
   /** The id source this session uses for new records. */
@@ -54,17 +56,17 @@ export class Session {
 
   /** @internal Use {@link openSession}. */
   constructor(
-    private readonly state: SessionState,
+    state: SessionState,
     /** `write` or `read`. */
     readonly mode: "write" | "read",
     storage: Storage,
     readonly registry: Registry,
     private readonly options: OpenSessionOptions,
   ) {
+    super(state, storage);
     const clock = options.clock ?? systemClock;
     const timers = options.timers ?? systemTimers;
     this.ids = options.ids ?? randomIds;
-    this.history = new SessionHistory(state, storage);
     this.signalHost = signalHost(state, registry, storage, (build) => this.pipeline.commit(build));
     registerKernelCommit(this, (build, commitOptions) => this.kernelCommit(build, commitOptions));
     this.pipeline = new CommitPipeline({
@@ -94,19 +96,9 @@ export class Session {
         beforeEffect: (signal) => options.effectGate?.(this.version, signal) ?? Promise.resolve(),
         ...(options.host !== undefined && { hostKind: options.host }),
       });
+      const policy = options.retention;
+      if (policy) this.retention = new Retention({ state, storage, clock, policy, ...this.retentionHost() });
     }
-  }
-
-  get id(): string {
-    return this.state.id;
-  }
-  /** The version of the last commit this session adopted. */
-  get version(): number {
-    return this.state.version;
-  }
-  /** The owner epoch this session writes with (read-only sessions: the epoch they loaded). */
-  get epoch(): number {
-    return this.state.epoch;
   }
   get status(): SessionStatus {
     return this.currentStatus;
@@ -161,30 +153,6 @@ export class Session {
     return precheckSignal(this.signalHost, key, payload, options);
   }
 
-  /** A Submission by id, also one that left the working set (read from storage). */
-  readSubmission(submissionId: string): Promise<Submission | undefined> {
-    return this.history.readSubmission(submissionId);
-  }
-
-  /** The Submission accepted for a client's `requestId`, also one that left the working set. */
-  readSubmissionForRequest(requestId: string): Promise<Submission | undefined> {
-    return this.history.readSubmissionForRequest(requestId);
-  }
-
-  /** Submissions newest first, a page at a time (`before`: the `next` of the previous page). */
-  readSubmissions(options?: { before?: number; limit?: number }): Promise<SubmissionPage> {
-    return this.history.readSubmissions(options);
-  }
-
-  /** A task by id, also one that left the working set; `readTaskTree` reads a whole tree by its root. */
-  readTask(taskId: string): Promise<Task | undefined> {
-    return this.history.readTask(taskId);
-  }
-
-  readTaskTree(rootId: string): Promise<Task[]> {
-    return this.history.readTaskTree(rootId);
-  }
-
   /** Creates a top-level task; it runs once the session is resumed. */
   async spawn(
     kind: string,
@@ -219,6 +187,13 @@ export class Session {
   async resume(): Promise<void> {
     this.assertUsable("resume");
     await this.scheduler?.resume();
+    this.retention?.start();
+  }
+
+  /** Removes one batch of finished work the `retention` policy allows (DESIGN §9); without one, nothing. */
+  collect(): Promise<CollectResult> {
+    this.assertUsable("collect");
+    return this.retention?.collect() ?? Promise.resolve({ removed: [], more: false });
   }
 
   /**
@@ -268,41 +243,6 @@ export class Session {
     this.registry.registerTask(definition);
   }
 
-  /** One Submission as of the current version, or undefined when there is none with this id. */
-  submission(submissionId: string): Submission | undefined {
-    return this.state.submission(submissionId);
-  }
-
-  /** One task as of the current version, if the working set holds it (`readTask` reads evicted ones). */
-  task(taskId: string): Task | undefined {
-    return this.state.task(taskId);
-  }
-
-  /** What the session waits for from outside (also `view().pending`). */
-  pending(): PendingWait[] {
-    return pendingWaits(this.state.tasks.values());
-  }
-
-  /** How many Submissions have not ended yet (accepted or running). O(1). */
-  unfinishedSubmissions(): number {
-    return this.state.unfinishedSubmissions;
-  }
-
-  /** The Submission accepted for a client's `requestId`, if any. */
-  submissionForRequest(requestId: string): Submission | undefined {
-    return this.state.submissionByRequest(requestId);
-  }
-
-  /** A snapshot of the session at its current version; `options` trim it for display. */
-  view(options?: ViewOptions): SessionView {
-    return buildView(this.state, options);
-  }
-
-  /** One conversation's record (its `entryCount` is the seq its next entry gets), if it exists. */
-  conversation(conversationId: string): Conversation | undefined {
-    return this.state.conversation(conversationId);
-  }
-
   /**
    * Delivers every committed change with version > `fromVersion`, in order, without gaps or duplicates:
    * first the missing ones from the change log, then live ones as they are committed.
@@ -315,16 +255,6 @@ export class Session {
       return () => undefined;
     }
     return this.subscriptions.subscribe(fromVersion, listener, options);
-  }
-
-  /** Entries `fromSeq` ≤ seq < `toSeq` of a conversation, read from storage and validated. */
-  readEntries(conversationId: string, fromSeq: number, toSeq?: number): Promise<Entry[]> {
-    return this.history.readEntries(conversationId, fromSeq, toSeq);
-  }
-
-  /** Committed changes after `afterVersion` from the change log, validated, oldest first. */
-  readChanges(afterVersion: number, limit = CHANGE_PAGE) {
-    return this.history.readChanges(afterVersion, limit);
   }
 
   /**
@@ -375,6 +305,14 @@ export class Session {
     });
     this.subscriptions.publish(sealed.commit);
     this.scheduler?.onCommitted(sealed.commit);
+    this.retention?.observe(sealed.commit);
+  }
+
+  private retentionHost() {
+    return {
+      commit: (build: KernelCommit<void>) => this.kernelCommit(build),
+      usable: () => this.currentStatus === "open",
+    };
   }
 
   private stop(error: KernelError): void {

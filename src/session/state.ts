@@ -243,6 +243,11 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
   for (const signal of commit.signals ?? []) state.putSignal(signal);
   for (const item of state.items.observe(commit.submissions, commit.tasks, state, commit.version))
     state.evict(item);
+  // Retention removes only items outside the writer's working set; a replica may still hold one.
+  for (const removed of commit.removed ?? []) {
+    const item = state.items.forget(removed.id);
+    if (item) state.evict(item);
+  }
   state.version = commit.version;
 }
 

@@ -176,6 +176,10 @@ export function applyChangeToView(view: SessionView, change: CommitRecord): Sess
   for (const task of change.tasks) tasks.set(task.id, task);
   const submissions = new Map(view.submissions.map((s) => [s.id, s]));
   for (const submission of change.submissions) submissions.set(submission.id, submission);
+  for (const item of change.removed ?? []) {
+    if (item.submission !== undefined) submissions.delete(item.submission);
+    for (const task of item.tasks) tasks.delete(task.id);
+  }
   evictSettled(tasks, submissions, view.limits.settled, change.version);
   return {
     ...view,

@@ -31,6 +31,7 @@ import { DEFAULT_RETAIN_CHANGES } from "./storage.ts";
 import {
   readItemPage,
   readRequest,
+  readSettledPage,
   readStoredSession,
   readTrees,
   type SessionRowReader,
@@ -224,6 +225,10 @@ export class IndexedDbStorage implements Storage {
     return this.read(sessionId, (r) => readItemPage(r, before, limit));
   }
 
+  async readSettled(sessionId: string, limit: number) {
+    return this.read(sessionId, (r) => readSettledPage(r, limit));
+  }
+
   private read<T>(sessionId: string, body: (reader: SessionRowReader) => Promise<T>): Promise<T> {
     return this.transaction("readonly", (tx) => body(reader(tx, sessionId)));
   }
@@ -321,6 +326,8 @@ function reader(tx: Tx, sessionId: string): SessionRowReader {
       }
       return rows;
     },
+    earliest: (table, limit) => readRows(tx, table, sessionRange(sessionId), limit),
+    count: (table) => tx.objectStore(table).count(sessionRange(sessionId)),
   };
 }
 

@@ -5,6 +5,7 @@
  */
 import { SessionNotFoundError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
+import { Rows, sortedRange } from "./memory-rows.ts";
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import {
   checkCreate,
@@ -31,95 +32,13 @@ import { DEFAULT_RETAIN_CHANGES } from "./storage.ts";
 import {
   readItemPage,
   readRequest,
+  readSettledPage,
   readStoredSession,
   readTrees,
   type SessionRowReader,
   type StoredItem,
   upgradeRowsSync,
 } from "./working-set.ts";
-
-interface Row {
-  readonly key: readonly KeyPart[];
-  readonly value: unknown;
-}
-
-/**
- * One table's rows by encoded key, also grouped by their first key part (conversation, document, …), so a
- * range read of one id touches only that id's rows, not the whole table.
- */
-class Rows {
-  private readonly rows = new Map<string, Row>();
-  private readonly groups = new Map<KeyPart, Map<string, Row>>();
-  /** The range of numeric first key parts ever written (item and change versions), for `latest`. */
-  private lowest = Number.POSITIVE_INFINITY;
-  private highest = Number.NEGATIVE_INFINITY;
-
-  get(key: readonly KeyPart[]): Row | undefined {
-    return this.rows.get(encode(key));
-  }
-
-  delete(key: readonly KeyPart[]): void {
-    const encoded = encode(key);
-    if (!this.rows.delete(encoded)) return;
-    const first = key[0] as KeyPart;
-    const group = this.groups.get(first);
-    group?.delete(encoded);
-    if (group?.size === 0) this.groups.delete(first);
-  }
-
-  set(key: readonly KeyPart[], value: unknown): void {
-    const encoded = encode(key);
-    const row = { key, value };
-    this.rows.set(encoded, row);
-    const first = key[0] as KeyPart;
-    if (typeof first === "number") {
-      this.lowest = Math.min(this.lowest, first);
-      this.highest = Math.max(this.highest, first);
-    }
-    const group = this.groups.get(first) ?? new Map<string, Row>();
-    if (group.size === 0) this.groups.set(first, group);
-    group.set(encoded, row);
-  }
-
-  /** Deletes the rows of `id` (every row when undefined) for which `doomed` holds. */
-  deleteWhere(id: KeyPart | undefined, doomed: (key: readonly KeyPart[]) => boolean): void {
-    const scope = id === undefined ? this.rows : this.groups.get(id);
-    if (!scope) return;
-    for (const [encoded, row] of scope) {
-      if (!doomed(row.key)) continue;
-      this.rows.delete(encoded);
-      const first = row.key[0] as KeyPart;
-      const group = this.groups.get(first);
-      group?.delete(encoded);
-      if (group?.size === 0) this.groups.delete(first);
-    }
-  }
-
-  /** Every row, or those of one id, as [encoded key, row]. */
-  scan(id?: KeyPart): Iterable<[string, Row]> {
-    return id === undefined ? this.rows : (this.groups.get(id) ?? []);
-  }
-
-  /** How many rows `id` has. */
-  size(id: KeyPart): number {
-    return this.groups.get(id)?.size ?? 0;
-  }
-
-  /**
-   * Up to `limit` rows whose numeric first part is below `before`, highest first (then by the rest of the
-   * key, highest first): found by stepping down through the versions, never by sorting the whole table.
-   */
-  latest(before: number, limit: number): Row[] {
-    const found: Row[] = [];
-    for (let n = Math.min(before - 1, this.highest); n >= this.lowest && found.length < limit; n--) {
-      const group = this.groups.get(n);
-      if (!group) continue;
-      const rows = [...group.entries()].sort((a, b) => (a[0] < b[0] ? 1 : a[0] > b[0] ? -1 : 0));
-      for (const [, row] of rows) if (found.length < limit) found.push(row);
-    }
-    return found;
-  }
-}
 
 interface SessionRows {
   meta: unknown;
@@ -137,12 +56,6 @@ export interface MemoryStorageOptions extends StorageOptions {
    */
   readonly maxRowBytes?: number;
 }
-
-/** A key as a string that sorts like the key: numbers offset to be non-negative (item keys may be below 0). */
-const encode = (key: readonly KeyPart[]): string =>
-  key
-    .map((part) => (typeof part === "number" ? (part + 2 ** 52).toString(36).padStart(11, "0") : `s${part}`))
-    .join("\u0000");
 
 /** The in-memory store. Create one with {@link memoryStorage}. */
 export class MemoryStorage implements Storage {
@@ -270,6 +183,10 @@ export class MemoryStorage implements Storage {
     return this.read(sessionId, (reader) => readItemPage(reader, before, limit), none);
   }
 
+  async readSettled(sessionId: string, limit: number) {
+    return this.read(sessionId, (reader) => readSettledPage(reader, limit), { items: [], count: 0 });
+  }
+
   async close(): Promise<void> {
     this.closed = true;
   }
@@ -330,6 +247,11 @@ export class MemoryStorage implements Storage {
         rows.tables[table]
           .latest(before, limit)
           .map((row) => ({ key: recordName(table, row.key), value: row.value })),
+      earliest: (table: "settled", limit: number) =>
+        rows.tables[table]
+          .earliest(limit)
+          .map((row) => ({ key: recordName(table, row.key), value: row.value })),
+      count: (table: "settled") => rows.tables[table].count,
     } satisfies SessionRowReader;
   }
 
@@ -344,37 +266,6 @@ function emptyTables(): Record<Table, Rows> {
 
 function sameRow(a: RowWrite, b: RowWrite): boolean {
   return a.table === b.table && a.key.length === b.key.length && a.key.every((part, i) => part === b.key[i]);
-}
-
-/**
- * Rows of a table (of one id, when given) whose numeric key part lies in [from, to], sorted by key. The
- * numeric part is the id's sequence number (entry seq, document version), or the key itself (change log).
- */
-function sortedRange(
-  rows: Rows,
-  table: Table,
-  id: KeyPart | undefined,
-  from: number,
-  to: number,
-): StoredRecord[] {
-  // A short range of one id's numbered rows (a conversation's tail) is read key by key, not by a scan.
-  if (id !== undefined && Number.isFinite(from) && to - from < rows.size(id) / 4 && to - from < 10_000) {
-    const found: StoredRecord[] = [];
-    for (let n = Math.max(0, from); n <= to; n++) {
-      const row = rows.get([id, n]);
-      if (row) found.push({ key: recordName(table, row.key), value: row.value });
-    }
-    return found;
-  }
-  const at = id === undefined ? 0 : 1;
-  const out: { sort: string; record: StoredRecord }[] = [];
-  for (const [sort, row] of rows.scan(id)) {
-    const n = row.key[at];
-    if (typeof n === "number" && (n < from || n > to)) continue;
-    out.push({ sort, record: { key: recordName(table, row.key), value: row.value } });
-  }
-  out.sort((a, b) => (a.sort < b.sort ? -1 : a.sort > b.sort ? 1 : 0));
-  return out.map((o) => o.record);
 }
 
 /** Creates an in-memory store. */

@@ -15,6 +15,7 @@ import type {
   DocumentChange,
   DocumentHead,
   DocumentRow,
+  RemovedItem,
   SessionMeta,
 } from "../records/schemas.ts";
 import {
@@ -164,7 +165,20 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     if (signal.consumedBy === undefined) rows.push({ table: "earlySignals", key: [signal.key], value: null });
     else if (!isNew) rows.push({ table: "earlySignals", key: [signal.key], value: null, op: "delete" });
   }
+  for (const item of commit.removed ?? []) rows.push(...removedRows(item));
   rows.push({ table: "changes", key: [commit.version], value: commit });
+  return rows;
+}
+
+/** Every row a removed item had: its index rows, its Submission, each task and each child link. */
+function removedRows(item: RemovedItem): RowWrite[] {
+  const doomed = (table: Table, key: KeyPart[]): RowWrite => ({ table, key, value: null, op: "delete" });
+  const rows = [doomed("items", [item.version, item.id]), doomed("settled", [item.version, item.id])];
+  if (item.submission !== undefined) rows.push(doomed("submissions", [item.submission]));
+  for (const task of item.tasks) {
+    rows.push(doomed("tasks", [task.id]));
+    if (task.parentId !== undefined) rows.push(doomed("children", [task.parentId, task.childIndex ?? 0]));
+  }
   return rows;
 }
 

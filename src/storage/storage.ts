@@ -132,6 +132,11 @@ export interface Storage {
     limit: number,
   ): Promise<{ items: StoredItem[]; submissions: StoredRecord[] }>;
   /**
+   * Up to `limit` finished items, oldest first, and how many finished items the session stores: what a
+   * retention policy may remove (`session.collect()`).
+   */
+  readSettled(sessionId: string, limit: number): Promise<{ items: StoredItem[]; count: number }>;
+  /**
    * Removes one session and every row of it, atomically (other sessions stay). Optional: a linked browser
    * session uses it to discard a copy whose unsent commits its edge host has written past.
    */

@@ -28,6 +28,10 @@ export interface SessionRowReader {
     before: number,
     limit: number,
   ): Promise<StoredRecord[]> | StoredRecord[];
+  /** Up to `limit` rows of the `settled` index, lowest version first. */
+  earliest(table: "settled", limit: number): Promise<StoredRecord[]> | StoredRecord[];
+  /** How many rows of the `settled` index the session holds. */
+  count(table: "settled"): Promise<number> | number;
 }
 
 /** An `items` or `live` row as an item: `items/12/sub_3` is version 12, id `sub_3` (ids may hold `/`). */
@@ -167,6 +171,15 @@ export async function readItemPage(
     if (row) submissions.push(row);
   }
   return { items, submissions };
+}
+
+/** The oldest finished items (for retention, DESIGN §9), and how many finished items are stored. */
+export async function readSettledPage(
+  reader: SessionRowReader,
+  limit: number,
+): Promise<{ items: StoredItem[]; count: number }> {
+  const items = (await reader.earliest("settled", limit)).map(itemOfRow);
+  return { items, count: await reader.count("settled") };
 }
 
 /** The Submission a requestId was accepted as, if any. */

@@ -22,6 +22,7 @@ export class ForwardingStorage implements Storage {
   readSignal: Storage["readSignal"] = async (...args) => this.target().readSignal(...args);
   readTaskTree: Storage["readTaskTree"] = async (...args) => this.target().readTaskTree(...args);
   readItems: Storage["readItems"] = async (...args) => this.target().readItems(...args);
+  readSettled: Storage["readSettled"] = async (...args) => this.target().readSettled(...args);
   close: Storage["close"] = async () => undefined;
   async deleteSession(sessionId: string): Promise<void> {
     const target = this.target();

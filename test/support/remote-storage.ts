@@ -5,6 +5,7 @@
 import {
   type CommitGuard,
   type CommitRecord,
+  DuplicateRequestError,
   KernelError,
   type KeyPart,
   RecordTooLargeError,
@@ -35,6 +36,10 @@ function rebuild(wire: WireError): KernelError {
   if (wire.name === "RecordTooLargeError") {
     const d = wire.details as { record: string; bytes: number; limit: number; version: number };
     return new RecordTooLargeError(wire.message, d.record, d.bytes, d.limit, d.version);
+  }
+  if (wire.name === "DuplicateRequestError") {
+    const d = wire.details as { record: string; version: number };
+    return new DuplicateRequestError(d.record.slice("requests/".length), d.version);
   }
   const error = new KernelError(wire.code as KernelError["code"], wire.message);
   const cls = classes[wire.name];
@@ -79,6 +84,8 @@ export class RemoteStorage implements Storage {
     this.call("readTaskTree", args) as ReturnType<Storage["readTaskTree"]>;
   readItems: Storage["readItems"] = (...args) =>
     this.call("readItems", args) as ReturnType<Storage["readItems"]>;
+  readSettled: Storage["readSettled"] = (...args) =>
+    this.call("readSettled", args) as ReturnType<Storage["readSettled"]>;
   close: Storage["close"] = async () => undefined;
   deleteSession = async (sessionId: string): Promise<void> =>
     void (await this.call("deleteSession", [sessionId]));

@@ -9,6 +9,7 @@ import {
   type CommitRecord,
   CorruptRecordError,
   createRegistry,
+  DuplicateRequestError,
   defineDocument,
   HistoryTruncatedError,
   type KeyPart,
@@ -21,6 +22,7 @@ import {
   StaleOwnerError,
   type Storage,
   type StorageOptions,
+  type StoredItem,
   sequentialIds,
   type Table,
   type WriteHook,
@@ -515,6 +517,58 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
         steps: ["b"],
         approved: true,
       });
+    });
+
+    it("lists finished items oldest first, and removes one item's every row for retention", async () => {
+      const store = harness.storage();
+      const id = freshId("retention");
+      const session = await open(store, id);
+      const done = { state: { status: "succeeded" as const, result: 1 } };
+      await commitAsKernel(session, (d) => {
+        d.writeTask(created(d, { ...task("a"), ...done }));
+        d.writeTask(created(d, { ...task("a.0"), ...done, parentId: "a", childIndex: 0 }));
+      });
+      await commitAsKernel(session, (d) => d.writeTask(created(d, { ...task("b"), ...done })));
+      const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "hello" });
+      await session.cancelSubmission(sub.id, "not needed");
+      await commitAsKernel(session, (d) => d.writeTask(created(d, task("open")))); // unfinished: never listed
+      const before = await store.readSettled(id, 10);
+      expect([before.items.map((i) => i.id), before.count]).toEqual([["a", "b", sub.id], 3]);
+      expect((await store.readSettled(id, 2)).items.map((i) => i.id)).toEqual(["a", "b"]);
+      const [a, , s] = before.items as StoredItem[];
+      await commitAsKernel(session, (d) => {
+        d.removeSettled({
+          version: a?.version as number,
+          id: "a",
+          root: "a",
+          tasks: [{ id: "a" }, { id: "a.0", parentId: "a", childIndex: 0 }],
+        });
+        d.removeSettled({ version: s?.version as number, id: sub.id, submission: sub.id, tasks: [] });
+      });
+      const after = await store.readSettled(id, 10);
+      expect([after.items.map((i) => i.id), after.count]).toEqual([["b"], 1]);
+      expect([await store.readTask(id, "a"), await store.readTask(id, "a.0")]).toEqual([
+        undefined,
+        undefined,
+      ]);
+      expect(await store.readTaskTree(id, "a")).toEqual([]);
+      expect(await store.readSubmission(id, sub.id)).toBeUndefined();
+      const { items } = await store.readItems(id, Number.MAX_SAFE_INTEGER, 10);
+      expect(items.map((i) => i.id).sort()).toEqual(["b", "open"]);
+      const reopened = await open(store, id);
+      expect(
+        reopened
+          .view()
+          .tasks.map((t) => t.id)
+          .sort(),
+      ).toEqual(["b", "open"]);
+      expect(reopened.view().submissions).toEqual([]);
+      // The requestId stays taken: a retry is refused, never accepted as new work.
+      await expect(
+        reopened.submit({ requestId: "r1", conversationId: "main", input: "hello" }),
+      ).rejects.toBeInstanceOf(DuplicateRequestError);
+      const { changes } = await store.readChanges(id, 0, 100);
+      expect((changes.at(-1)?.value as CommitRecord).removed?.map((r) => r.id)).toEqual(["a", sub.id]);
     });
 
     it("deletes one session with every row of it, and leaves the others as they were", async () => {

@@ -1,0 +1,105 @@
+/**
+ * What every session answers without committing — from memory (its working set) or from storage (settled
+ * work that left memory): records by id, pages, views, the change log. The base of {@link Session}.
+ */
+import type { CommitRecord, Conversation, Entry, Submission, Task } from "../records/schemas.ts";
+import type { Storage } from "../storage/storage.ts";
+import { CHANGE_PAGE, SessionHistory, type SubmissionPage } from "./history.ts";
+import { type PendingWait, pendingWaits } from "./pending.ts";
+import type { SessionState } from "./state.ts";
+import { buildView, type SessionView, type ViewOptions } from "./view.ts";
+
+export class SessionReads {
+  protected readonly history: SessionHistory;
+
+  constructor(
+    protected readonly state: SessionState,
+    storage: Storage,
+  ) {
+    this.history = new SessionHistory(state, storage);
+  }
+
+  /** The session's id. */
+  get id(): string {
+    return this.state.id;
+  }
+
+  /** The version of the last commit this session adopted. */
+  get version(): number {
+    return this.state.version;
+  }
+
+  /** The owner epoch this session writes with (read-only sessions: the epoch they loaded). */
+  get epoch(): number {
+    return this.state.epoch;
+  }
+
+  /** A Submission by id, also one that left the working set (read from storage). */
+  readSubmission(submissionId: string): Promise<Submission | undefined> {
+    return this.history.readSubmission(submissionId);
+  }
+
+  /** The Submission accepted for a client's `requestId`, also one that left the working set. */
+  readSubmissionForRequest(requestId: string): Promise<Submission | undefined> {
+    return this.history.readSubmissionForRequest(requestId);
+  }
+
+  /** Submissions newest first, a page at a time (`before`: the `next` of the previous page). */
+  readSubmissions(options?: { before?: number; limit?: number }): Promise<SubmissionPage> {
+    return this.history.readSubmissions(options);
+  }
+
+  /** A task by id, also one that left the working set; `readTaskTree` reads a whole tree by its root. */
+  readTask(taskId: string): Promise<Task | undefined> {
+    return this.history.readTask(taskId);
+  }
+
+  readTaskTree(rootId: string): Promise<Task[]> {
+    return this.history.readTaskTree(rootId);
+  }
+
+  /** One Submission as of the current version, or undefined when there is none with this id. */
+  submission(submissionId: string): Submission | undefined {
+    return this.state.submission(submissionId);
+  }
+
+  /** One task as of the current version, if the working set holds it (`readTask` reads evicted ones). */
+  task(taskId: string): Task | undefined {
+    return this.state.task(taskId);
+  }
+
+  /** What the session waits for from outside (also `view().pending`). */
+  pending(): PendingWait[] {
+    return pendingWaits(this.state.tasks.values());
+  }
+
+  /** How many Submissions have not ended yet (accepted or running). O(1). */
+  unfinishedSubmissions(): number {
+    return this.state.unfinishedSubmissions;
+  }
+
+  /** The Submission accepted for a client's `requestId`, if any. */
+  submissionForRequest(requestId: string): Submission | undefined {
+    return this.state.submissionByRequest(requestId);
+  }
+
+  /** A snapshot of the session at its current version; `options` trim it for display. */
+  view(options?: ViewOptions): SessionView {
+    return buildView(this.state, options);
+  }
+
+  /** One conversation's record (its `entryCount` is the seq its next entry gets), if it exists. */
+  conversation(conversationId: string): Conversation | undefined {
+    return this.state.conversation(conversationId);
+  }
+
+  /** Entries `fromSeq` ≤ seq < `toSeq` of a conversation, read from storage and validated. */
+  readEntries(conversationId: string, fromSeq: number, toSeq?: number): Promise<Entry[]> {
+    return this.history.readEntries(conversationId, fromSeq, toSeq);
+  }
+
+  /** Committed changes after `afterVersion` from the change log, validated, oldest first. */
+  readChanges(afterVersion: number, limit = CHANGE_PAGE) {
+    return this.history.readChanges(afterVersion, limit);
+  }
+}
