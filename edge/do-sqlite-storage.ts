@@ -5,12 +5,14 @@
  */
 import { ensureError, KernelError, StorageError } from "../src/errors.ts";
 import type { CommitRecord } from "../src/records/schemas.ts";
+import { changesOverBytesSync } from "../src/storage/change-log.ts";
 import type { WriteHook } from "../src/storage/memory-storage.ts";
 import type { KeyPart, Table } from "../src/storage/rows.ts";
 import {
   checkCreate,
   checkGuard,
   checkRowSize,
+  loggedChange,
   nextWriterMeta,
   opsOfGroup,
   type RowWrite,
@@ -27,7 +29,7 @@ import type {
   StoredRecord,
   StoredSession,
 } from "../src/storage/storage.ts";
-import { DEFAULT_RETAIN_CHANGES } from "../src/storage/storage.ts";
+import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "../src/storage/storage.ts";
 import {
   readItemPage,
   readRequest,
@@ -109,6 +111,7 @@ function keyOf(table: Table, id: string, n: number): KeyPart[] {
 /** The DO SQLite store. Create one per Durable Object with `new DurableObjectSqliteStorage(ctx.storage)`. */
 export class DurableObjectSqliteStorage implements Storage {
   private readonly retain: number;
+  private readonly retainBytes: number;
   private readonly maxRowBytes: number;
   /** Whether the tables exist: created by the first write only, so reads never create a database. */
   private created = false;
@@ -118,6 +121,7 @@ export class DurableObjectSqliteStorage implements Storage {
     private readonly options: DurableObjectSqliteStorageOptions = {},
   ) {
     this.retain = options.retainChanges ?? DEFAULT_RETAIN_CHANGES;
+    this.retainBytes = options.retainChangeBytes ?? DEFAULT_RETAIN_CHANGE_BYTES;
     this.maxRowBytes = options.maxRowBytes ?? DO_SQLITE_MAX_ROW_BYTES;
   }
 
@@ -154,6 +158,7 @@ export class DurableObjectSqliteStorage implements Storage {
       this.storage.transactionSync(() => {
         const meta = checkGuard(this.hasTables() ? this.readMeta(guard.sessionId) : undefined, guard);
         let index = 0;
+        let logEnd = rawNumber(meta, "logEnd") ?? 0;
         // In order: a document deleted by one commit and created again by the next keeps its new rows.
         for (const op of opsOfGroup(commits, this.retain)) {
           if (op.kind === "obsolete")
@@ -163,18 +168,15 @@ export class DurableObjectSqliteStorage implements Storage {
               op.documentId,
               op.below,
             );
-          else if (op.kind === "prune")
-            this.storage.sql.exec(
-              "DELETE FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = '' AND n <= ?",
-              guard.sessionId,
-              op.through,
-            );
+          else if (op.kind === "prune") this.prune(guard.sessionId, op.through, op.version, logEnd);
           else {
-            this.options.onWrite?.(op.row, index++);
-            this.put(guard.sessionId, op.row, op.version);
+            const row = op.row.table === "changes" ? loggedChange(op.row, logEnd) : op.row;
+            this.options.onWrite?.(row, index++);
+            const written = this.put(guard.sessionId, row, op.version);
+            if (row.table === "changes") logEnd += written;
           }
         }
-        this.writeMeta(guard.sessionId, { ...meta, version: last.version, updatedAt: last.at });
+        this.writeMeta(guard.sessionId, { ...meta, version: last.version, updatedAt: last.at, logEnd });
       }),
     );
   }
@@ -241,8 +243,40 @@ export class DurableObjectSqliteStorage implements Storage {
     return this.run(() => body());
   }
 
-  /** Writes one row of the layout (a `create` row fails the transaction when its key exists). */
-  private put(sessionId: string, row: RowWrite, version = 0): void {
+  /** Deletes the change-log rows beyond the count bound (`through`) or the byte bound, whichever is more. */
+  private prune(sessionId: string, through: number, newest: number, logEnd: number): void {
+    const { sql } = this.storage;
+    const oldest = sql
+      .exec("SELECT MIN(n) AS n FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = ''", sessionId)
+      .toArray()[0]?.n;
+    if (typeof oldest !== "number") return;
+    const logStartOf = (v: number) => {
+      const start = sql
+        .exec(
+          "SELECT json_extract(v, '$.logStart') AS s FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = '' AND n = ?",
+          sessionId,
+          v,
+        )
+        .toArray()[0]?.s;
+      return typeof start === "number" ? start : undefined;
+    };
+    const bound = Math.max(
+      through,
+      changesOverBytesSync(logStartOf, oldest, newest, logEnd, this.retainBytes),
+    );
+    if (bound >= oldest)
+      sql.exec(
+        "DELETE FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = '' AND n <= ?",
+        sessionId,
+        bound,
+      );
+  }
+
+  /**
+   * Writes one row of the layout (a `create` row fails the transaction when its key exists); returns the
+   * length of the JSON it stored (0 for a delete).
+   */
+  private put(sessionId: string, row: RowWrite, version = 0): number {
     const [id, n] = columns(row.table, row.key);
     if (row.op === "delete") {
       this.storage.sql.exec(
@@ -252,7 +286,7 @@ export class DurableObjectSqliteStorage implements Storage {
         id,
         n,
       );
-      return;
+      return 0;
     }
     const json = JSON.stringify(row.value);
     checkRowSize(row, json, this.maxRowBytes, version);
@@ -276,6 +310,7 @@ export class DurableObjectSqliteStorage implements Storage {
       n,
       json,
     );
+    return json.length;
   }
 
   /** The rows of one session, for the shared working-set reads (SQLite calls are synchronous). */

@@ -20,7 +20,8 @@ import {
   scriptedModel,
   sequentialIds,
 } from "../../src/index.ts";
-import { documentRowsObsoleteBelow, pruneChangesThrough, rowsOfCommit } from "../../src/storage/rows.ts";
+import { pruneChangesThrough } from "../../src/storage/change-log.ts";
+import { documentRowsObsoleteBelow, rowsOfCommit } from "../../src/storage/rows.ts";
 import { DEFAULT_RETAIN_CHANGES } from "../../src/storage/storage.ts";
 import { rawWrites, runToolCalls } from "../tool-call.ts";
 import { benchRegistry, commitStep, renumber } from "../workload.ts";

@@ -43,6 +43,8 @@ export const SessionMetaSchema = compiled(
     epoch: Version,
     createdAt: Time,
     updatedAt: Time,
+    /** Characters of JSON the change log has taken so far (see `loggedChange`); absent before any. */
+    logEnd: Version.optional(),
   }),
 );
 export type SessionMeta = z.infer<typeof SessionMetaSchema>;

@@ -6,11 +6,13 @@ import type { IDBPDatabase, IDBPTransaction } from "idb";
 import { wrap } from "idb";
 import { ensureError, KernelError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
+import { changesOverBytesAsync } from "./change-log.ts";
 import type { WriteHook } from "./memory-storage.ts";
 import type { KeyPart, Table } from "./rows.ts";
 import {
   checkCreate,
   checkGuard,
+  loggedChange,
   nextWriterMeta,
   opsOfGroup,
   rawNumber,
@@ -27,7 +29,7 @@ import type {
   StoredRecord,
   StoredSession,
 } from "./storage.ts";
-import { DEFAULT_RETAIN_CHANGES } from "./storage.ts";
+import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";
 import {
   readItemPage,
   readRequest,
@@ -73,6 +75,7 @@ export class IndexedDbStorage implements Storage {
   private database: Promise<Db> | undefined;
   private closedReason: string | undefined;
   private readonly retain: number;
+  private readonly retainBytes: number;
   private readonly durability: "strict" | "relaxed" | "default";
 
   constructor(
@@ -81,6 +84,7 @@ export class IndexedDbStorage implements Storage {
     private readonly options: IndexedDbStorageOptions = {},
   ) {
     this.retain = options.retainChanges ?? DEFAULT_RETAIN_CHANGES;
+    this.retainBytes = options.retainChangeBytes ?? DEFAULT_RETAIN_CHANGE_BYTES;
     this.durability = options.durability ?? "strict";
   }
 
@@ -134,6 +138,8 @@ export class IndexedDbStorage implements Storage {
       const writes: Promise<unknown>[] = [];
       try {
         let index = 0;
+        // The change log's size so far is in the session row: read before the first change row is queued.
+        let logEnd: number | undefined;
         for (const op of ops) {
           if (op.kind === "obsolete") {
             const obsolete = numberRange(guard.sessionId, [op.documentId], 0, op.below - 1);
@@ -141,10 +147,21 @@ export class IndexedDbStorage implements Storage {
             continue;
           }
           if (op.kind === "prune") {
-            writes.push(tx.objectStore("changes").delete(numberRange(guard.sessionId, [], 0, op.through)));
+            const through = Math.max(
+              op.through,
+              await this.overBytes(tx, guard.sessionId, op.version, logEnd),
+            );
+            if (through > 0)
+              writes.push(tx.objectStore("changes").delete(numberRange(guard.sessionId, [], 0, through)));
             continue;
           }
-          const { row } = op;
+          let { row } = op;
+          if (row.table === "changes") {
+            meta ??= checkGuard(await stored, guard);
+            logEnd ??= rawNumber(meta, "logEnd") ?? 0;
+            row = loggedChange(row, logEnd);
+            logEnd += JSON.stringify(row.value).length;
+          }
           this.options.onWrite?.(row, index++);
           const store = tx.objectStore(row.table);
           const key = [guard.sessionId, ...row.key];
@@ -158,7 +175,10 @@ export class IndexedDbStorage implements Storage {
           );
         }
         meta ??= checkGuard(await stored, guard);
-        writes.push(sessions.put({ ...meta, version: last.version, updatedAt: last.at }, guard.sessionId));
+        const log = logEnd === undefined ? {} : { logEnd };
+        writes.push(
+          sessions.put({ ...meta, version: last.version, updatedAt: last.at, ...log }, guard.sessionId),
+        );
       } catch (error) {
         // The transaction will abort and every request issued so far will reject: keep those handled.
         for (const write of writes) write.catch(() => undefined);
@@ -166,6 +186,15 @@ export class IndexedDbStorage implements Storage {
       }
       await Promise.all(writes);
     });
+  }
+
+  /** The highest change version the byte bound deletes once the log holds `logEnd` characters (0: none). */
+  private async overBytes(tx: Tx, sessionId: string, newest: number, logEnd: number | undefined) {
+    const store = tx.objectStore("changes");
+    const first = (await store.getKey(sessionRange(sessionId))) as KeyPart[] | undefined;
+    if (!first || logEnd === undefined) return 0;
+    const logStartOf = async (v: number) => rawNumber(await store.get([sessionId, v]), "logStart");
+    return changesOverBytesAsync(logStartOf, Number(first[1]), newest, logEnd, this.retainBytes);
   }
 
   async readEntries(sessionId: string, conversationId: string, fromSeq: number, toSeq: number) {

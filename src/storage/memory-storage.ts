@@ -5,6 +5,7 @@
  */
 import { SessionNotFoundError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
+import { changesOverBytesSync } from "./change-log.ts";
 import { Rows, sortedRange } from "./memory-rows.ts";
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import {
@@ -12,6 +13,7 @@ import {
   checkGuard,
   checkRowSize,
   type GroupOp,
+  loggedChange,
   nextWriterMeta,
   opsOfGroup,
   rawNumber,
@@ -28,7 +30,7 @@ import type {
   StoredRecord,
   StoredSession,
 } from "./storage.ts";
-import { DEFAULT_RETAIN_CHANGES } from "./storage.ts";
+import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";
 import {
   readItemPage,
   readRequest,
@@ -61,10 +63,12 @@ export interface MemoryStorageOptions extends StorageOptions {
 export class MemoryStorage implements Storage {
   private readonly sessions = new Map<string, SessionRows>();
   private readonly retain: number;
+  private readonly retainBytes: number;
   private closed = false;
 
   constructor(private readonly options: MemoryStorageOptions = {}) {
     this.retain = options.retainChanges ?? DEFAULT_RETAIN_CHANGES;
+    this.retainBytes = options.retainChangeBytes ?? DEFAULT_RETAIN_CHANGE_BYTES;
   }
 
   async open(sessionId: string, request: OpenRequest): Promise<StoredSession | undefined> {
@@ -94,14 +98,20 @@ export class MemoryStorage implements Storage {
     // Stage everything first: a fault while staging leaves the stored rows untouched, like an aborted
     // transaction would.
     const ops = opsOfGroup(commits, this.retain);
-    const staged: GroupOp[] = [];
+    const staged: (GroupOp & { logEnd?: number })[] = [];
     let index = 0;
+    let logEnd = rawNumber(meta, "logEnd") ?? 0;
     for (const op of ops) {
       if (op.kind !== "row") {
-        staged.push(op);
+        staged.push({ ...op, logEnd });
         continue;
       }
-      const { row, version } = op;
+      const { version } = op;
+      let { row } = op;
+      if (row.table === "changes") {
+        row = loggedChange(row, logEnd);
+        logEnd += JSON.stringify(row.value).length;
+      }
       this.options.onWrite?.(row, index++);
       const limit = this.options.maxRowBytes;
       if (limit !== undefined) checkRowSize(row, JSON.stringify(row.value), limit, version);
@@ -117,14 +127,20 @@ export class MemoryStorage implements Storage {
     if (!last) return;
     // Applied in order: a document deleted by one commit and created again by the next keeps its new rows.
     for (const op of staged) {
-      if (op.kind === "prune")
-        rows.tables.changes.deleteWhere(undefined, (key) => (key[0] as number) <= op.through);
-      else if (op.kind === "obsolete")
+      if (op.kind === "prune") {
+        const changes = rows.tables.changes;
+        const oldest = changes.earliest(1)[0]?.key[0];
+        if (typeof oldest !== "number") continue;
+        const logStartOf = (v: number) => rawNumber(changes.get([v])?.value, "logStart");
+        const bytes = changesOverBytesSync(logStartOf, oldest, op.version, op.logEnd ?? 0, this.retainBytes);
+        const through = Math.max(op.through, bytes);
+        if (through >= oldest) changes.deleteWhere(undefined, (key) => (key[0] as number) <= through);
+      } else if (op.kind === "obsolete")
         rows.tables.documentRows.deleteWhere(op.documentId, (key) => (key[1] as number) < op.below);
       else if (op.row.op === "delete") rows.tables[op.row.table].delete(op.row.key);
       else rows.tables[op.row.table].set(op.row.key, op.row.value);
     }
-    rows.meta = { ...meta, version: last.version, updatedAt: last.at };
+    rows.meta = { ...meta, version: last.version, updatedAt: last.at, logEnd };
   }
 
   async deleteSession(sessionId: string): Promise<void> {

@@ -25,6 +25,7 @@ import {
   STORAGE_FORMAT,
   utf8Length,
 } from "../records/schemas.ts";
+import { pruneChangesThrough } from "./change-log.ts";
 import type { CommitGuard } from "./storage.ts";
 
 /** Tables of the layout, keyed by the parts after the session id. */
@@ -85,9 +86,6 @@ export interface RowWrite {
    */
   readonly op?: "put" | "create" | "delete";
 }
-
-/** Log pruning happens only at these boundaries, so most commits pay nothing for it. */
-export const PRUNE_EVERY = 256;
 
 /** The rows one commit writes, in a stable order. */
 export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
@@ -272,11 +270,13 @@ export function documentRowsObsoleteBelow(change: DocumentChange): number | unde
   return change.baseline !== undefined && change.version > 1 ? change.version : undefined;
 }
 
-/** The highest log version to delete after writing `version`, or undefined when this commit prunes nothing. */
-export function pruneChangesThrough(version: number, retain: number): number | undefined {
-  if (version % PRUNE_EVERY !== 0) return undefined;
-  const through = version - retain;
-  return through > 0 ? through : undefined;
+/**
+ * A change-log row as stored: its commit plus `logStart`, how many characters of JSON the session's change
+ * log had taken before it (the session row keeps the running total as `logEnd`). Readers validate change
+ * rows with the commit schema, which drops the field.
+ */
+export function loggedChange(row: RowWrite, logStart: number): RowWrite {
+  return { ...row, value: { ...(row.value as CommitRecord), logStart } };
 }
 
 /** A new session row. */

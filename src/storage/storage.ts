@@ -152,6 +152,13 @@ export interface StorageOptions {
    * pruned in the commit that crosses each 256-version boundary. Default 10 000.
    */
   readonly retainChanges?: number;
+  /**
+   * How many characters of JSON the change log keeps at most (a bound by bytes besides the count: a large
+   * document's baselines or big tool outputs must not fill storage). Pruned at the same boundaries; the
+   * newest commit always stays. Default 32 MiB.
+   */
+  readonly retainChangeBytes?: number;
 }
 
 export const DEFAULT_RETAIN_CHANGES = 10_000;
+export const DEFAULT_RETAIN_CHANGE_BYTES = 32 * 1024 * 1024;

@@ -47,4 +47,14 @@ describe("Durable Object SQLite row limit (workerd)", () => {
       .conversations[0]?.entries.map((e) => (e.content.kind === "note" ? e.content.text.length : -1));
     expect(texts).toEqual([5, 1_990_000]);
   });
+
+  it("creates a 1.5 MB document: its value is stored once per row (the change log's row and its own)", async () => {
+    const id = freshId("big-doc");
+    const session = await open(new RemoteStorage(post), id);
+    const steps = Array.from({ length: 1_500 }, (_, i) => `${i}`.padEnd(1_000, "."));
+    await session.commit((d) => d.setDocument("plan", "plan", { steps, approved: false }));
+    await session.commit((d) => d.patchDocument("plan", [{ op: "replace", path: "/approved", value: true }]));
+    const reopened = await open(new RemoteStorage(post), id);
+    expect(reopened.view().documents[0]?.value).toEqual({ steps, approved: true });
+  });
 });

@@ -52,7 +52,11 @@ function rebuild(wire: WireError): KernelError {
 export class RemoteStorage implements Storage {
   constructor(
     private readonly post: Post,
-    private readonly options: { retainChanges?: number; onWrite?: WriteHook } = {},
+    private readonly options: {
+      retainChanges?: number;
+      retainChangeBytes?: number;
+      onWrite?: WriteHook;
+    } = {},
   ) {}
 
   private async call(method: string, args: unknown[], failAtRow?: number): Promise<unknown> {
@@ -60,6 +64,9 @@ export class RemoteStorage implements Storage {
       method,
       args,
       ...(this.options.retainChanges !== undefined && { retainChanges: this.options.retainChanges }),
+      ...(this.options.retainChangeBytes !== undefined && {
+        retainChangeBytes: this.options.retainChangeBytes,
+      }),
       ...(failAtRow !== undefined && { failAtRow }),
     });
     if (!reply.ok && reply.error) throw rebuild(reply.error);

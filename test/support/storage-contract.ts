@@ -343,6 +343,34 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(errors[0]).toBeInstanceOf(HistoryTruncatedError);
     });
 
+    it("bounds the change log by bytes as well: the oldest rows go once the log passes the limit", async () => {
+      const id = freshId("log-bytes");
+      const storage = harness.storage({ retainChangeBytes: 100_000 });
+      const session = await openSession({ id, storage, registry: contractRegistry, ids: sequentialIds() });
+      for (let i = 0; i < 600; i++)
+        await session.commit((d) =>
+          d.appendEntry("main", { kind: "note", text: `${i} ${"x".repeat(1_000)}` }),
+        );
+      const { changes, oldestRetained } = await storage.readChanges(id, 0, 1_000);
+      const versions = changes.map((c) => (c.value as CommitRecord).version);
+      expect(versions).toEqual(Array.from({ length: 601 - oldestRetained }, (_, i) => oldestRetained + i));
+      // At the last pruning boundary (version 512) what stayed fit the limit, and about one row more would not.
+      const kept = changes
+        .filter((c) => (c.value as CommitRecord).version <= 512)
+        .reduce((sum, c) => sum + JSON.stringify(c.value).length, 0);
+      expect(kept).toBeLessThanOrEqual(100_000);
+      expect(kept).toBeGreaterThan(100_000 - 1_300);
+      // Every row is still whole: a reader folds the retained tail into the same entries.
+      const tail = await session.readChanges(oldestRetained - 1, 1_000);
+      expect(tail.changes.flatMap((c) => c.entries.map((e) => e.seq))).toEqual(
+        Array.from({ length: 601 - oldestRetained }, (_, i) => oldestRetained - 1 + i),
+      );
+      const errors: Error[] = [];
+      session.subscribe(1, () => undefined, { onError: (e) => errors.push(e) });
+      await expect.poll(() => errors.length).toBe(1);
+      expect(errors[0]).toBeInstanceOf(HistoryTruncatedError);
+    });
+
     it("delivers exactly the missing changes to a subscriber that reconnects from an old version", async () => {
       const id = freshId("reconnect");
       const session = await open(harness.storage(), id);
@@ -568,7 +596,8 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
         reopened.submit({ requestId: "r1", conversationId: "main", input: "hello" }),
       ).rejects.toBeInstanceOf(DuplicateRequestError);
       const { changes } = await store.readChanges(id, 0, 100);
-      expect((changes.at(-1)?.value as CommitRecord).removed?.map((r) => r.id)).toEqual(["a", sub.id]);
+      const last = changes.at(-1)?.value as CommitRecord | undefined;
+      expect(last?.removed?.map((r) => r.id)).toEqual(["a", sub.id]);
     });
 
     it("deletes one session with every row of it, and leaves the others as they were", async () => {
