@@ -73,6 +73,7 @@ function statusOf(code: string): number {
     case "owned-elsewhere":
     case "replication-diverged":
     case "environment-mismatch":
+    case "duplicate-request":
       return 409;
     case "record-too-large":
       return 413;
@@ -99,6 +100,8 @@ function statusOf(code: string): number {
 const PUBLIC_DETAIL: Record<string, string> = {
   "invalid-record": "the request holds data that cannot be stored",
   "record-too-large": "the request's data is too large to store",
+  "duplicate-request":
+    "this requestId was accepted before and its Submission is no longer stored (removed by retention); it is not run again",
   "stale-owner": "the session moved to another instance while the request ran; retry it",
   "storage-failed": "the session's storage failed; retry later",
   "storage-closed": "the session's storage is closed; retry later",

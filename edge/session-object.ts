@@ -14,6 +14,7 @@
 import {
   InvalidArgumentError,
   isSubmissionFinished,
+  type OpenSessionOptions,
   openSession,
   parseSubmitInput,
   type RecoveryPlan,
@@ -71,6 +72,11 @@ export interface SessionObjectOptions<Env> {
    * this object takes the session over with a new epoch and resumes it.
    */
   readonly leaseMs?: (env: Env) => number;
+  /**
+   * Each session's working set and retention (`openSession`'s `retainSettled`, `entryTail`, `retention`):
+   * what stays in memory, and what finished work may leave storage (DESIGN §9). Default: the kernel's.
+   */
+  readonly session?: (env: Env) => Pick<OpenSessionOptions, "retainSettled" | "entryTail" | "retention">;
 }
 
 /** A Durable Object class hosting one session (see {@link defineSessionObject}). */
@@ -353,6 +359,7 @@ class SessionHost<Env> {
       registry: this.options.registry(this.env),
       mode: "read",
       ...this.restartLimit(),
+      ...this.options.session?.(this.env),
     });
     try {
       return reader.previewRecovery();
@@ -413,6 +420,7 @@ class SessionHost<Env> {
         host: "edge",
         onWake: (wake) => this.schedule(wake),
         ...this.restartLimit(),
+        ...this.options.session?.(this.env),
       });
       if (isNew) {
         try {

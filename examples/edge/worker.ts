@@ -46,6 +46,8 @@ export interface Env {
   readonly SIGNAL_CALLBACK_SECRET?: string;
   /** How long a linked browser tab leads a session without a push before this edge takes it over. */
   readonly LEASE_MS?: string;
+  /** Keep at most this many finished Submissions (with their task trees) in storage; unset: keep all. */
+  readonly KEEP_SETTLED?: string;
 }
 
 const mailbox = (env: Env) => env.MAIL.get(env.MAIL.idFromName("mailbox"));
@@ -92,6 +94,7 @@ export class AgentSession extends defineSessionObject<Env>({
   },
   watchdogMs: (env) => Number(env.WATCHDOG_MS ?? 30_000),
   leaseMs: (env) => Number(env.LEASE_MS ?? 15_000),
+  session: (env) => (env.KEEP_SETTLED ? { retention: { keepSettled: Number(env.KEEP_SETTLED) } } : {}),
 }) {}
 
 interface SqlState {

@@ -24,7 +24,9 @@ export async function openSession(options: OpenSessionOptions): Promise<Session>
   const clock = options.clock ?? systemClock;
   const entryTail = options.entryTail ?? DEFAULT_ENTRY_TAIL;
   const registry = options.registry ?? createRegistry();
-  const settled = options.retainSettled ?? DEFAULT_SETTLED;
+  // Memory holds no more finished work than a retention policy keeps in storage (unless told otherwise).
+  const settled =
+    options.retainSettled ?? Math.min(DEFAULT_SETTLED, options.retention?.keepSettled ?? Infinity);
   const request = { mode, at: clock.now(), entryTail, settled };
   const stored = await options.storage.open(
     options.id,

@@ -35,7 +35,9 @@ export interface OpenSessionOptions {
   readonly retainSettled?: number;
   /**
    * What finished work may be removed from storage, by count and/or age, optionally archived first
-   * (DESIGN §9; `session.collect()`). Default: none — finished work is kept forever.
+   * (DESIGN §9; `session.collect()`). Default: none — finished work is kept forever. With `keepSettled`
+   * below the default `retainSettled`, memory keeps that many too (an explicit `retainSettled` wins:
+   * what the working set holds is never removed).
    */
   readonly retention?: RetentionPolicy;
   /** Called after every commit with `{ runnableNow, nextWakeAt }`: hosts turn it into timers or alarms. */

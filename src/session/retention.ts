@@ -94,7 +94,8 @@ export class Retention {
   observe(commit: CommitRecord): void {
     if (this.host.policy.auto === false) return;
     for (const s of commit.submissions) if (isSubmissionFinished(s)) this.finishedSince++;
-    for (const t of commit.tasks) if (t.parentId === undefined && isTerminal(t)) this.finishedSince++;
+    for (const t of commit.tasks)
+      if (t.parentId === undefined && t.submissionId === undefined && isTerminal(t)) this.finishedSince++;
     if (this.finishedSince >= AUTO_EVERY) this.start();
   }
 
