@@ -8,11 +8,13 @@ export type ChromiumEntry =
   | "runAgentBench"
   | "runWorkerCommitBench"
   | "runSignalBench"
-  | "runToolCallBench";
+  | "runToolCallBench"
+  | "runLongLifeBench";
 
 /** Runs `window[entry]()` of bench/browser/index.html in Chromium and returns its result. */
 export async function runInChromium(
   entry: ChromiumEntry,
+  args: readonly string[] = [],
 ): Promise<{ ours: number; floor: number; hop?: number }> {
   const server = await serveWithVite(join(import.meta.dirname, "browser"));
   try {
@@ -20,6 +22,7 @@ export async function runInChromium(
       const page = await context.newPage();
       await page.goto(`${server.url}/index.html`);
       await page.waitForFunction((name) => name in window, entry, { timeout: 60_000 });
+      page.setDefaultTimeout(0);
       return page.evaluate(
         (name) =>
           (window as unknown as Record<string, () => Promise<{ ours: number; floor: number; hop?: number }>>)[
@@ -27,7 +30,7 @@ export async function runInChromium(
           ]?.() ?? Promise.reject(new Error(`no ${name}`)),
         entry,
       );
-    });
+    }, args);
   } finally {
     await server.close();
   }

@@ -96,6 +96,14 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     ...(await longLife("fake-indexeddb")).heap,
     unit: "KiB",
   }),
+  "session/open-50000-vs-100/chromium-indexeddb": async () => {
+    const run = await chromiumLongLife();
+    return run && { ours: run.ours, floor: run.floor, unit: "ms/open" };
+  },
+  "session/heap-50000-vs-100/chromium-indexeddb": async () => {
+    const run = await chromiumLongLife();
+    return run && { ours: run.heapOurs, floor: run.heapFloor, unit: "KiB" };
+  },
   "agent/turn-20000-vs-20": async () => ({ ...(await turnBench()), unit: "ms/turn" }),
   "session/open-50000-vs-100/do-sqlite": async () => {
     const { historyHeap } = await import("../test/support/history-heap.ts");
@@ -155,12 +163,22 @@ function waiting() {
   return waitingRun;
 }
 
+let chromiumLongLifeRun: Promise<(Result & { heapOurs: number; heapFloor: number }) | undefined> | undefined;
+/** The Chromium open and heap lines share one run (real IndexedDB on disk; GC and exact heap sizes on). */
+function chromiumLongLife() {
+  chromiumLongLifeRun ??= inChromium("runLongLifeBench", "ms/open", [
+    "--js-flags=--expose-gc",
+    "--enable-precise-memory-info",
+  ]) as Promise<(Result & { heapOurs: number; heapFloor: number }) | undefined>;
+  return chromiumLongLifeRun;
+}
+
 const longLifeRuns = new Map<string, ReturnType<typeof openBench>>();
 /** The open and heap lines of one store share one run. */
 function longLife(store: "memory" | "fake-indexeddb") {
   let run = longLifeRuns.get(store);
   if (!run) {
-    run = openBench(store);
+    run = openBench(store === "memory" ? "memory" : "indexeddb");
     longLifeRuns.set(store, run);
   }
   return run;
@@ -177,6 +195,7 @@ function workerCommit() {
 async function inChromium(
   entry: ChromiumEntry,
   unit: string,
+  args: readonly string[] = [],
 ): Promise<(Result & { hop?: number }) | undefined> {
   // Loaded only here: Vite and Playwright would otherwise bloat the heap every other benchmark runs in.
   const { chromiumPath } = await import("../test/support/chromium.ts");
@@ -185,7 +204,7 @@ async function inChromium(
     return undefined;
   }
   const { runInChromium } = await import("./chromium.ts");
-  return { ...(await runInChromium(entry)), unit };
+  return { ...(await runInChromium(entry, args)), unit };
 }
 
 const filter = process.argv[2] ?? "";

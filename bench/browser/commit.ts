@@ -21,3 +21,8 @@ benches.runToolCallBench = async () => {
   );
   return { ours: result.ours, floor: result.floor };
 };
+benches.runLongLifeBench = async () => {
+  const { openBench } = await import("../long-life.ts");
+  const { open, heap } = await openBench("indexeddb");
+  return { ours: open.ours, floor: open.floor, heapOurs: heap.ours, heapFloor: heap.floor };
+};

@@ -23,12 +23,15 @@ export const chromiumArgs = [
 ];
 
 /** Runs `run` in a Chromium with a fresh on-disk profile, removed afterwards. */
-export async function withChromiumProfile<T>(run: (context: BrowserContext) => Promise<T>): Promise<T> {
+export async function withChromiumProfile<T>(
+  run: (context: BrowserContext) => Promise<T>,
+  extraArgs: readonly string[] = [],
+): Promise<T> {
   const profile = mkdtempSync(join(tmpdir(), "chromium-profile-"));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: chromiumPath,
     headless: true,
-    args: chromiumArgs,
+    args: [...chromiumArgs, ...extraArgs],
   });
   try {
     return await run(context);
