@@ -146,6 +146,8 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     entries: CountSchema.optional(),
     submissions: CountSchema.optional(),
     tasks: TasksFilterSchema.optional(),
+    documents: CountSchema.optional(),
+    documentsAfter: IdSchema.optional(),
   });
   const PageQuery = z.object({
     before: CountSchema.optional(),
@@ -274,6 +276,8 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
       entries: c.req.query("entries"),
       submissions: c.req.query("submissions"),
       tasks: c.req.query("tasks"),
+      documents: c.req.query("documents"),
+      documentsAfter: c.req.query("documentsAfter"),
     });
     if (trim instanceof Response) return trim;
     return forward(c, { op: "view", sessionId: g.sessionId, atLeast, waitMs, ...trim });

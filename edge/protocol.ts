@@ -80,6 +80,8 @@ export type InternalRoute =
       readonly entries?: number | undefined;
       readonly submissions?: number | undefined;
       readonly tasks?: "active" | "all" | undefined;
+      readonly documents?: number | undefined;
+      readonly documentsAfter?: string | undefined;
     }
   | {
       readonly op: "entries";
@@ -141,6 +143,8 @@ const InternalRouteSchema = z.discriminatedUnion("op", [
     entries: CountSchema.optional(),
     submissions: CountSchema.optional(),
     tasks: TasksFilterSchema.optional(),
+    documents: CountSchema.optional(),
+    documentsAfter: IdSchema.optional(),
   }),
   z.object({
     op: z.literal("entries"),

@@ -287,6 +287,8 @@ class SessionHost<Env> {
           ...(route.entries !== undefined && { entries: route.entries }),
           ...(route.submissions !== undefined && { submissions: route.submissions }),
           ...(route.tasks !== undefined && { tasks: route.tasks }),
+          ...(route.documents !== undefined && { documents: route.documents }),
+          ...(route.documentsAfter !== undefined && { documentsAfter: route.documentsAfter }),
         };
         return Response.json(session.view(trim), { headers: { etag: `"v${session.version}"` } });
       }

@@ -63,6 +63,10 @@ export interface ViewOptions {
   readonly submissions?: number;
   /** `"active"`: only tasks that have not ended. Default `"all"`. */
   readonly tasks?: "active" | "all";
+  /** At most this many documents (in id order), for a session with many: a page. */
+  readonly documents?: number;
+  /** Only documents whose id sorts after this one: the next page after the last id shown. */
+  readonly documentsAfter?: string;
 }
 
 const byId = <T extends { id: string }>(a: T, b: T) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
@@ -86,6 +90,7 @@ function checkCount(name: string, value: number | undefined): void {
 export function buildView(state: SessionState, options: ViewOptions = {}): SessionView {
   checkCount("entries", options.entries);
   checkCount("submissions", options.submissions);
+  checkCount("documents", options.documents);
   // Memory may hold more of a conversation than a view shows (it trims in chunks): a view shows the tail.
   const keep = Math.min(options.entries ?? state.entryTail, state.entryTail);
   return {
@@ -96,15 +101,7 @@ export function buildView(state: SessionState, options: ViewOptions = {}): Sessi
     conversations: [...state.conversations.values()]
       .map(({ record, entries }) => ({ ...record, entries: keep === 0 ? [] : entries.slice(-keep) }))
       .sort(byId),
-    documents: [...state.documents.values()]
-      .map(({ head, value }) => ({
-        id: head.id,
-        type: head.type,
-        version: head.version,
-        updatedAt: head.updatedAt,
-        value,
-      }))
-      .sort(byId),
+    documents: documentPage(state, options),
     tasks: [...state.tasks.values()]
       .filter((task) => options.tasks !== "active" || !isTerminal(task))
       .sort(byId),
@@ -120,6 +117,18 @@ export function buildView(state: SessionState, options: ViewOptions = {}): Sessi
       })),
     ].sort((a, b) => (a.record < b.record ? -1 : a.record > b.record ? 1 : 0)),
   };
+}
+
+/** The documents a view shows: all of them, or one page (after `documentsAfter`, at most `documents`). */
+function documentPage(state: SessionState, options: ViewOptions): DocumentView[] {
+  const after = options.documentsAfter;
+  const page: DocumentView[] = [];
+  for (const { head, value } of state.documents.values()) {
+    if (after !== undefined && head.id <= after) continue;
+    page.push({ id: head.id, type: head.type, version: head.version, updatedAt: head.updatedAt, value });
+  }
+  page.sort(byId);
+  return options.documents === undefined ? page : page.slice(0, options.documents);
 }
 
 /** The view of a session that has no commits yet (version 0): the start of {@link applyChangeToView}. */

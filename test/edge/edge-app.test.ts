@@ -251,6 +251,12 @@ describe("edge host on workerd", () => {
       expect(trimmed.conversations[0]?.entries).toEqual(all.slice(-2));
       expect(trimmed.submissions.map((s) => s.requestId)).toEqual(["r2"]);
       expect(trimmed.tasks).toEqual([]); // every task has ended
+      const firstDocument = await edge.json<SessionView>("/sessions/pages/view?documents=1");
+      expect(firstDocument.documents).toEqual(full.documents.slice(0, 1));
+      const rest = await edge.json<SessionView>(
+        `/sessions/pages/view?documentsAfter=${encodeURIComponent(full.documents[0]?.id ?? "")}`,
+      );
+      expect(rest.documents).toEqual(full.documents.slice(1));
 
       type Page = { conversationId: string; entries: typeof all; next: number | null };
       const pages: Page[] = [];

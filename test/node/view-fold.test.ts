@@ -87,4 +87,28 @@ describe("views trimmed for display", () => {
     expect(() => session.view({ entries: -1 })).toThrow(InvalidArgumentError);
     expect(() => session.view({ submissions: 1.5 })).toThrow(/submissions must be a non-negative integer/);
   });
+
+  it("pages a session's documents: pages in id order that together are exactly the full list", async () => {
+    const session = await openSession({ id: "docs", storage: memoryStorage(), ids: sequentialIds() });
+    for (let i = 0; i < 1_000; i += 100)
+      await session.commit((d) => {
+        for (let j = i; j < i + 100; j++)
+          d.setDocument(`customer-${String(j).padStart(4, "0")}`, "note", { n: j });
+      });
+    const full = session.view().documents;
+    expect(full.length).toBe(1_000);
+    const pages: (typeof full)[] = [];
+    for (let after: string | undefined; ; ) {
+      const page = session.view({
+        documents: 128,
+        ...(after !== undefined && { documentsAfter: after }),
+      }).documents;
+      if (page.length === 0) break;
+      pages.push(page);
+      after = page.at(-1)?.id;
+    }
+    expect(pages.map((p) => p.length)).toEqual([128, 128, 128, 128, 128, 128, 128, 104]);
+    expect(pages.flat()).toEqual(full);
+    expect(() => session.view({ documents: -1 })).toThrow(/documents must be a non-negative integer/);
+  });
 });
