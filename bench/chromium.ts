@@ -9,7 +9,8 @@ export type ChromiumEntry =
   | "runWorkerCommitBench"
   | "runSignalBench"
   | "runToolCallBench"
-  | "runLongLifeBench";
+  | "runLongLifeBench"
+  | "runTurnBench";
 
 /** Runs `window[entry]()` of bench/browser/index.html in Chromium and returns its result. */
 export async function runInChromium(

@@ -112,8 +112,8 @@ export async function openBench(store: "memory" | "indexeddb") {
 }
 
 /** One more turn in a conversation of `entries` entries, compaction on; ms per turn. */
-async function turnCost(entries: number): Promise<number> {
-  const disk = memoryStorage();
+async function turnCost(entries: number, store: () => Storage): Promise<number> {
+  const disk = store();
   // The conversation's history: alternating questions and answers, written straight to the store.
   const history: CommitRecord[] = [];
   for (let i = 0; i < entries / 2; i++) {
@@ -146,7 +146,7 @@ async function turnCost(entries: number): Promise<number> {
       submissions: [],
     });
   }
-  await writeHistory(disk.reopen(), "chat", history);
+  await writeHistory(disk, "chat", history);
   const model = scriptedModel([{ text: "ok" }]);
   const agent = createAgent({
     model,
@@ -154,7 +154,7 @@ async function turnCost(entries: number): Promise<number> {
   });
   const session = await openSession({
     id: "chat",
-    storage: disk.reopen(),
+    storage: disk,
     registry: createRegistry({ ...agent }),
     ids: sequentialIds(),
   });
@@ -174,13 +174,25 @@ async function turnCost(entries: number): Promise<number> {
   return median(times);
 }
 
-export async function turnBench(): Promise<{ ours: number; floor: number }> {
-  await turnCost(20);
+/**
+ * `agent/turn-20000-vs-20` on one kind of store: the memory store, or IndexedDB (real and on disk in
+ * Chromium), a fresh session per case.
+ */
+export async function turnBench(
+  kind: "memory" | "indexeddb" = "memory",
+): Promise<{ ours: number; floor: number }> {
+  let n = 0;
+  const stamp = Date.now();
+  const store = () =>
+    kind === "memory"
+      ? memoryStorage()
+      : indexedDbStorage(`turns-${stamp}-${n++}`, { durability: "relaxed" });
+  await turnCost(20, store);
   const ours: number[] = [];
   const floor: number[] = [];
   for (let r = 0; r < 3; r++) {
-    ours.push(await turnCost(20_000));
-    floor.push(await turnCost(20));
+    ours.push(await turnCost(20_000, store));
+    floor.push(await turnCost(20, store));
   }
   return { ours: median(ours), floor: median(floor) };
 }

@@ -105,6 +105,7 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     return run && { ours: run.heapOurs, floor: run.heapFloor, unit: "KiB" };
   },
   "agent/turn-20000-vs-20": async () => ({ ...(await turnBench()), unit: "ms/turn" }),
+  "agent/turn-20000-vs-20/chromium-indexeddb": async () => inChromium("runTurnBench", "ms/turn"),
   "session/open-50000-vs-100/do-sqlite": async () => {
     const { historyHeap } = await import("../test/support/history-heap.ts");
     const big: number[] = [];

@@ -26,3 +26,7 @@ benches.runLongLifeBench = async () => {
   const { open, heap } = await openBench("indexeddb");
   return { ours: open.ours, floor: open.floor, heapOurs: heap.ours, heapFloor: heap.floor };
 };
+benches.runTurnBench = async () => {
+  const { turnBench } = await import("../long-life.ts");
+  return turnBench("indexeddb");
+};
