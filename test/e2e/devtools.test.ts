@@ -220,6 +220,12 @@ describe("devtools page in Chromium", () => {
       const diff = (await devtools.textContent("[data-testid=document-diff]")) ?? "";
       expect(diff).toContain("add /result");
       expect(diff).not.toContain("no difference");
+      // The value as a JSON tree: every node names its path, the one the diff added included.
+      const paths = await devtools.$$eval("[data-testid=document-value] li[data-path]", (items) =>
+        items.map((li) => li.getAttribute("data-path")),
+      );
+      expect(paths).toContain("result");
+      expect(paths).toContain("approved");
 
       // Keyboard: arrow keys move between the views.
       await devtools.focus("[data-testid=tab-documents]");
@@ -237,6 +243,18 @@ describe("devtools page in Chromium", () => {
       const conversation = (await devtools.textContent("[data-testid=conversation]")) ?? "";
       expect(conversation).toContain("Done: 5 of 5 notices delivered.");
       expect(conversation).toContain("send_email");
+      // An entry's whole record, opened on request: the last tool result as stored, field by field.
+      const results = await devtools.$$("[data-testid=conversation] li.entry.tool-result");
+      const last = results.at(-1);
+      await (await last?.$("button.record"))?.click();
+      const record = await devtools.waitForSelector("[data-testid^=entry-record-]", TIMEOUT);
+      const leaf = async (path: string) => (await record.$(`li[data-path="${path}"] > span`))?.textContent();
+      expect(await leaf("content.kind")).toBe('"tool-result"');
+      // The same tool and outcome the line itself shows.
+      const shown = await last?.$eval("span:not(.meta) > code", (code) => code.textContent);
+      expect(await leaf("content.toolName")).toBe(JSON.stringify(shown));
+      expect(await leaf("content.outcome")).toBe('"ok"');
+      expect(await last?.textContent()).toContain("ok");
       await shoot(devtools, "conversation");
     });
   }, 120_000);

@@ -1,4 +1,5 @@
 /** The devtools views of one session version: submissions, conversation, documents, timeline, wake info. */
+
 import { useState } from "preact/hooks";
 import {
   type CommitRecord,
@@ -12,10 +13,10 @@ import {
 } from "../../src/index.ts";
 import { describeCommit, formatTime, wakeOfView } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
+import { JsonView } from "./json-view.tsx";
 import { type RecoveryMark, submissionOutcome } from "./outcome.ts";
 import { treeOf } from "./tree.ts";
 
-const json = (value: unknown) => JSON.stringify(value, null, 2);
 
 /**
  * Submissions with how they ended (the problems of their tool calls counted: a succeeded turn whose calls
@@ -209,6 +210,26 @@ function formatAge(ms: number): string {
   return m < 120 ? `${m} min` : `${Math.floor(m / 60)} h`;
 }
 
+/** An entry's whole stored record as a JSON tree, built only once asked for (a conversation has thousands). */
+function EntryRecord({ entry }: { entry: Entry }) {
+  const [open, setOpen] = useState(false);
+  const name = `entries/${entry.conversationId}/${entry.seq}`;
+  return (
+    <>
+      <button
+        type="button"
+        class="record"
+        aria-expanded={open}
+        aria-label={`${open ? "hide" : "show"} the record ${name}`}
+        onClick={() => setOpen(!open)}
+      >
+        {open ? "hide record" : "record"}
+      </button>
+      {open && <JsonView value={entry} label={name} testId={`entry-record-${entry.seq}`} />}
+    </>
+  );
+}
+
 /** Every conversation's entries in order, interrupted records and tool outcomes marked. */
 export function ConversationView({ view }: { view: SessionView }) {
   if (view.conversations.length === 0) return <p class="empty">No conversation at this version.</p>;
@@ -225,7 +246,7 @@ export function ConversationView({ view }: { view: SessionView }) {
                 <span class="meta">
                   #{entry.seq} v{entry.version} {entry.content.kind}
                 </span>{" "}
-                <EntryLine entry={entry} />
+                <EntryLine entry={entry} /> <EntryRecord entry={entry} />
               </li>
             ))}
           </ol>
@@ -290,7 +311,7 @@ export function DocumentsView(props: { view: SessionView; history: SessionHistor
         <h3 data-testid="document-title">
           {current.id} — v{current.version} ({current.type})
         </h3>
-        <pre data-testid="document-value">{json(current.value)}</pre>
+        <JsonView value={current.value} label={current.id} testId="document-value" />
         <h4>Diff between versions</h4>
         <VersionSelect label="from" versions={versions} value={left} onChange={setFrom} />{" "}
         <VersionSelect label="to" versions={versions} value={right} onChange={setTo} />
