@@ -4,8 +4,8 @@
  * the task graph and timeline update as commits land, scrubbing shows an old version's tasks and
  * documents, and the recovery preview matches what resume then does. Screenshots of every view are kept.
  */
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -256,6 +256,38 @@ describe("devtools page in Chromium", () => {
       expect(await leaf("content.outcome")).toBe('"ok"');
       expect(await last?.textContent()).toContain("ok");
       await shoot(devtools, "conversation");
+
+      await (await last?.$("button.record"))?.click(); // closes the record again
+
+      // Export the history, then open the file instead: the same versions, the same conversation.
+      const [download] = await Promise.all([
+        devtools.waitForEvent("download"),
+        devtools.click("[data-testid=export]"),
+      ]);
+      const saved = await download.path();
+      const attached = await versions(devtools);
+      await devtools.setInputFiles("[data-testid=import]", saved);
+      await devtools.waitForSelector("[data-testid=source]:has-text('file ')", TIMEOUT);
+      expect(await versions(devtools)).toEqual(attached);
+      await tab(devtools, "conversation");
+      expect(await devtools.textContent("[data-testid=conversation]")).toBe(conversation);
+      await shoot(devtools, "imported-history");
+      // A file that is not a history is refused, naming why; what is shown stays as it was.
+      const bad = join(dirname(saved), "not-a-history.json");
+      writeFileSync(
+        bad,
+        JSON.stringify({
+          format: "durable-agent-history",
+          formatVersion: 1,
+          base: { id: "x", version: 0 },
+          changes: [{ version: 2 }],
+        }),
+      );
+      await devtools.setInputFiles("[data-testid=import]", bad);
+      expect(await devtools.textContent("[role=alert]")).toContain(
+        "not-a-history.json: change #0 is not a commit record",
+      );
+      expect(await versions(devtools)).toEqual(attached);
     });
   }, 120_000);
 

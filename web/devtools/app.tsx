@@ -8,7 +8,16 @@ import type { RecoveryPlan, Registry } from "../../src/index.ts";
 import { formatTime } from "./derive.ts";
 import { SessionHistory } from "./history.ts";
 import { type RecoveryMark, recoveryLane } from "./outcome.ts";
-import { edgeSource, localSessions, localSource, type SessionSource } from "./sources.ts";
+import {
+  type ExportedHistory,
+  edgeSource,
+  exportHistory,
+  fileSource,
+  localSessions,
+  localSource,
+  parseExportedHistory,
+  type SessionSource,
+} from "./sources.ts";
 import { TaskGraph } from "./task-graph.tsx";
 import {
   ConversationView,
@@ -26,7 +35,8 @@ export interface DevtoolsOptions {
 
 type Target =
   | { kind: "local"; database: string; session: string }
-  | { kind: "edge"; url: string; token: string; session: string };
+  | { kind: "edge"; url: string; token: string; session: string }
+  | { kind: "file"; name: string; history: ExportedHistory };
 
 const TABS = ["submissions", "pending", "conversation", "tasks", "documents", "timeline", "wake"] as const;
 type Tab = (typeof TABS)[number];
@@ -50,8 +60,46 @@ function targetFromUrl(): Target | undefined {
   return { kind: "local", database: params.get("local") ?? "durable-agent-demo", session };
 }
 
+/** Opens a history file saved with Export (read-only, nothing live); a file that is not one says why. */
+function ImportFile(props: { onAttach: (target: Target) => void; onError: (message: string) => void }) {
+  return (
+    <label class="import">
+      Open a saved history{" "}
+      <input
+        type="file"
+        accept=".json,application/json"
+        data-testid="import"
+        onChange={async (event) => {
+          const file = event.currentTarget.files?.[0];
+          if (!file) return;
+          try {
+            props.onAttach({
+              kind: "file",
+              name: file.name,
+              history: parseExportedHistory(await file.text()),
+            });
+          } catch (error) {
+            props.onError(`${file.name}: ${(error as Error).message}`);
+          }
+        }}
+      />
+    </label>
+  );
+}
+
+/** Saves the attached session's history (its base and every change held) as a JSON file. */
+function exportFile(source: SessionSource, history: SessionHistory): void {
+  const saved = exportHistory(source.label, history.base, history.commits, Date.now());
+  const blob = new Blob([JSON.stringify(saved)], { type: "application/json" });
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(blob);
+  link.download = `${history.base.id}-v${history.latest.version}.durable-agent.json`;
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
+}
+
 function AttachForm(props: { onAttach: (target: Target) => void; initial: Target | undefined }) {
-  const [kind, setKind] = useState<"local" | "edge">(props.initial?.kind ?? "local");
+  const [kind, setKind] = useState<"local" | "edge">(props.initial?.kind === "edge" ? "edge" : "local");
   const form = useRef<HTMLFormElement>(null);
   return (
     <form
@@ -104,7 +152,7 @@ function AttachForm(props: { onAttach: (target: Target) => void; initial: Target
         name="session"
         aria-label="session id"
         placeholder="session id"
-        value={props.initial?.session ?? "support-42"}
+        value={props.initial?.kind === "file" ? "" : (props.initial?.session ?? "support-42")}
       />
       <button type="submit">Attach (read-only)</button>
     </form>
@@ -161,7 +209,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
 
   // The attached session is in the URL, so it can be linked and reloaded (an edge token never is).
   useEffect(() => {
-    if (!target) return;
+    if (!target || target.kind === "file") return;
     const params = new URLSearchParams(location.search);
     for (const key of ["local", "edge", "session"]) params.delete(key);
     if (target.kind === "local") params.set("local", target.database);
@@ -184,7 +232,9 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
               target.session,
               options.registryFor?.(target.database, target.session),
             )
-          : await edgeSource(target.url, target.token, target.session);
+          : target.kind === "edge"
+            ? await edgeSource(target.url, target.token, target.session)
+            : fileSource(target.name, target.history);
       if (closed) return void (await opened.close());
       const held = new SessionHistory(opened.base);
       setSource(opened);
@@ -199,6 +249,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
         (e) => setError(e.message),
         setConnection,
       );
+      setVersion(held.latest.version); // a file delivers all it has at once: show its last version
     };
     open().catch((e: unknown) => setError((e as Error).message));
     return () => {
@@ -244,6 +295,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
       <header>
         <h1>durable-agent devtools</h1>
         <AttachForm initial={target ?? linked} onAttach={setTarget} />
+        <ImportFile onAttach={setTarget} onError={setError} />
       </header>
       {error && (
         <p class="error" role="alert">
@@ -287,7 +339,14 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                 connection lost: reconnecting, newer changes may be missing
               </span>
             )}
-            <span class="meta">{source?.label}</span>
+            <span class="meta" data-testid="source">
+              {source?.label}
+            </span>
+            {source && (
+              <button type="button" data-testid="export" onClick={() => exportFile(source, history)}>
+                Export history
+              </button>
+            )}
           </div>
           <div role="tablist" aria-label="views" class="tabs">
             {TABS.map((t) => (

@@ -9,7 +9,9 @@
  */
 
 import {
+  applyChangeToView,
   type CommitRecord,
+  CommitRecordSchema,
   emptyView,
   followEdgeChanges,
   indexedDbStorage,
@@ -260,4 +262,78 @@ async function problemDetail(response: Response): Promise<string> {
   } catch {
     return text;
   }
+}
+
+/** A session's history as the devtools save it: the base view and every change after it, as JSON. */
+export interface ExportedHistory {
+  readonly format: "durable-agent-history";
+  readonly formatVersion: 1;
+  /** Where it was read from (`local db / session`, `edge url / session`). */
+  readonly label: string;
+  readonly exportedAt: number;
+  readonly base: SessionView;
+  readonly changes: readonly CommitRecord[];
+}
+
+/** What the devtools write to a file for `label`'s history. */
+export function exportHistory(
+  label: string,
+  base: SessionView,
+  changes: readonly CommitRecord[],
+  exportedAt: number,
+): ExportedHistory {
+  return { format: "durable-agent-history", formatVersion: 1, label, exportedAt, base, changes };
+}
+
+/**
+ * Reads an exported history back, refusing — with what is wrong and where — anything that is not one: not
+ * JSON, another format, a change that is not a valid commit record, or changes that do not follow the base
+ * one by one (the file is folded whole before it is shown).
+ */
+export function parseExportedHistory(text: string): ExportedHistory {
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (error) {
+    throw new Error(`not a durable-agent history: the file is not JSON (${(error as Error).message})`);
+  }
+  const file = data as Partial<ExportedHistory> | null;
+  if (file?.format !== "durable-agent-history" || file.formatVersion !== 1)
+    throw new Error(
+      'not a durable-agent history: "format" must be "durable-agent-history", "formatVersion" 1',
+    );
+  const base = file.base as SessionView | undefined;
+  if (typeof base?.id !== "string" || !Number.isSafeInteger(base.version) || !Array.isArray(file.changes))
+    throw new Error("not a durable-agent history: it needs a base view (id, version) and a list of changes");
+  const changes: CommitRecord[] = [];
+  let view = base;
+  for (const [i, raw] of file.changes.entries()) {
+    const parsed = CommitRecordSchema.safeParse(raw);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new Error(
+        `change #${i} is not a commit record: ${issue?.path.join(".") || "(root)"}: ${issue?.message}`,
+      );
+    }
+    try {
+      view = applyChangeToView(view, parsed.data);
+    } catch (error) {
+      throw new Error(`change #${i}: ${(error as Error).message}`);
+    }
+    changes.push(parsed.data);
+  }
+  return { ...(file as ExportedHistory), base, changes };
+}
+
+/** An exported history, opened from a file: everything it holds at once, nothing live. */
+export function fileSource(name: string, history: ExportedHistory): SessionSource {
+  return {
+    label: `file ${name} (${history.label}, exported ${new Date(history.exportedAt).toISOString()})`,
+    base: history.base,
+    follow(onChanges) {
+      onChanges([...history.changes]);
+      return () => undefined;
+    },
+    async close() {},
+  };
 }

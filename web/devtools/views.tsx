@@ -17,7 +17,6 @@ import { JsonView } from "./json-view.tsx";
 import { type RecoveryMark, submissionOutcome } from "./outcome.ts";
 import { treeOf } from "./tree.ts";
 
-
 /**
  * Submissions with how they ended (the problems of their tool calls counted: a succeeded turn whose calls
  * failed is not shown as plain success) and timing; an open one says how long nothing has committed. A
