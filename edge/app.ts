@@ -309,7 +309,15 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
         ? parse("headers.last-event-id", CountSchema, lastEventId)
         : parse("query.since", CountSchema, c.req.query("since") ?? "0");
     if (since instanceof Response) return since;
-    return forward(c, { op: "events", sessionId: g.sessionId, since, maxStreamMs });
+    const previews = parse("query.previews", z.enum(["0", "1"]).optional(), c.req.query("previews"));
+    if (previews instanceof Response) return previews;
+    return forward(c, {
+      op: "events",
+      sessionId: g.sessionId,
+      since,
+      maxStreamMs,
+      ...(previews === "1" && { previews: true }),
+    });
   });
 
   app.post("/sessions/:id/stream-token", async (c) => {

@@ -98,6 +98,7 @@ export type InternalRoute =
       readonly sessionId: string;
       readonly since: number;
       readonly maxStreamMs: number;
+      readonly previews?: boolean | undefined;
     }
   | {
       readonly op: "replica" | "replica-claim" | "replica-push" | "replica-release";
@@ -156,7 +157,16 @@ const InternalRouteSchema = z.discriminatedUnion("op", [
   z.object({ op: z.literal("recovery"), sessionId: IdSchema }),
   z.object({ op: z.literal("pending"), sessionId: IdSchema }),
   z.object({ op: z.literal("signal"), sessionId: IdSchema, key: SignalKeySchema }),
-  z.object({ op: z.literal("events"), sessionId: IdSchema, since: CountSchema, maxStreamMs: CountSchema }),
+  z.object({
+    op: z.literal("events"),
+    sessionId: IdSchema,
+    since: CountSchema,
+    maxStreamMs: CountSchema,
+    previews: z
+      .enum(["true", "false"])
+      .transform((v) => v === "true")
+      .optional(),
+  }),
   z.object({ op: z.literal("replica"), sessionId: IdSchema }),
   z.object({ op: z.literal("replica-claim"), sessionId: IdSchema }),
   z.object({ op: z.literal("replica-push"), sessionId: IdSchema }),

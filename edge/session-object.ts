@@ -329,7 +329,7 @@ class SessionHost<Env> {
         }
         const release = this.streams.acquire();
         if (!release) return tooManyRequests("too many open event streams on this session", BUSY_RETRY_MS);
-        return commitEventStream(session, route.since, route.maxStreamMs, release);
+        return commitEventStream(session, route.since, route.maxStreamMs, release, route.previews === true);
       }
       case "replica":
       case "replica-claim":

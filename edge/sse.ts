@@ -19,6 +19,7 @@ export function commitEventStream(
   since: number,
   maxStreamMs: number,
   onClose: () => void = () => undefined,
+  previews = false,
 ): Response {
   const encoder = new TextEncoder();
   let finish: () => void = () => undefined;
@@ -39,6 +40,11 @@ export function commitEventStream(
           },
           // The object closed this session (it reopens one from storage): end here so the client reconnects.
           onEnd: () => finish(),
+          // Asked for (`?previews=1`): the model's text as it streams, as `preview` events without an id (a
+          // reconnect resumes from commits; previews it missed are covered by the committed text).
+          ...(previews && {
+            onPreview: (preview) => send(`event: preview\ndata: ${JSON.stringify(preview)}\n\n`),
+          }),
         });
         const heartbeat = setInterval(() => send(": keep-alive\n\n"), HEARTBEAT_MS);
         const deadline = setTimeout(() => finish(), maxStreamMs);

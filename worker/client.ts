@@ -9,8 +9,8 @@
  */
 import * as Comlink from "comlink";
 import { deserializeError, type SerializedError } from "../src/errors.ts";
-import type { ChangeListener } from "../src/index.ts";
-import { installErrorTransfer, type SessionWorkerApi } from "./protocol.ts";
+import type { ChangeListener, CommitRecord, Preview } from "../src/index.ts";
+import { installErrorTransfer, type PreviewItem, type SessionWorkerApi } from "./protocol.ts";
 
 /** The worker's API as the page uses it: a subscription is stopped by the function `subscribe` resolves with. */
 export interface SessionWorkerClient extends Omit<SessionWorkerApi, "subscribe" | "unsubscribe" | "close"> {
@@ -19,6 +19,8 @@ export interface SessionWorkerClient extends Omit<SessionWorkerApi, "subscribe" 
     fromVersion: number,
     listener: ChangeListener,
     onError?: (error: Error) => void,
+    /** Previews (the model's text as it streams, uncommitted), in order with the changes. */
+    onPreview?: (preview: Preview) => void,
   ): Promise<() => Promise<void>>;
   /** Closes the host in the worker and releases the connection. */
   close(): Promise<void>;
@@ -33,11 +35,14 @@ export function connectSessionWorker(endpoint: Comlink.Endpoint): SessionWorkerC
     wait: (submissionId) => remote.wait(submissionId),
     submissionForRequest: (requestId) => remote.submissionForRequest(requestId),
     view: (options) => remote.view(options),
-    async subscribe(fromVersion, listener, onError) {
+    async subscribe(fromVersion, listener, onError, onPreview) {
+      const deliver = (item: CommitRecord | PreviewItem) =>
+        "preview" in item ? onPreview?.(item.preview) : listener(item);
       const id = await remote.subscribe(
         fromVersion,
-        Comlink.proxy(listener),
+        Comlink.proxy(deliver),
         onError && Comlink.proxy((wire: SerializedError) => onError(deserializeError(wire))),
+        onPreview !== undefined,
       );
       return () => remote.unsubscribe(id);
     },

@@ -9,7 +9,6 @@
  */
 import * as Comlink from "comlink";
 import { type SerializedError, serializeError } from "../src/errors.ts";
-import type { ChangeListener } from "../src/index.ts";
 import { installErrorTransfer, type SessionWorkerApi } from "./protocol.ts";
 import { BrowserSessionHost, type BrowserSessionHostOptions } from "./session-host.ts";
 
@@ -28,16 +27,23 @@ export function exposeSessionWorker(
     wait: async (submissionId) => (await starting).wait(submissionId),
     submissionForRequest: async (requestId) => (await starting).session?.readSubmissionForRequest(requestId),
     view: async (options) => (await starting).session?.view(options),
-    async subscribe(fromVersion, listener: ChangeListener, onError?: (error: SerializedError) => void) {
+    async subscribe(
+      fromVersion,
+      listener,
+      onError?: (error: SerializedError) => void,
+      withPreviews?: boolean,
+    ) {
       const host = await starting;
       const id = nextId++;
-      const remote = listener as ChangeListener & { [Comlink.releaseProxy]?: () => void };
+      const remote = listener as typeof listener & { [Comlink.releaseProxy]?: () => void };
+      // Changes and previews through one proxy (one port), so the page gets them in the order they happened.
       const stop = host.subscribe(
         fromVersion,
         (change) => void remote(change),
         // Sent in the kernel's error wire format: the page rebuilds the typed error (name, code, fields).
         onError &&
           ((error) => void (onError as unknown as (wire: SerializedError) => void)(serializeError(error))),
+        withPreviews ? (preview) => void remote({ preview }) : undefined,
       );
       subscriptions.set(id, () => {
         stop();

@@ -5,9 +5,9 @@
  */
 import * as Comlink from "comlink";
 import type {
-  ChangeListener,
   CommitRecord,
   Json,
+  Preview,
   SessionView,
   SignalOptions,
   SignalReceipt,
@@ -16,6 +16,11 @@ import type {
   ViewOptions,
 } from "../src/index.ts";
 import { deserializeError, type SerializedError, serializeError } from "../src/index.ts";
+
+/** A preview as a subscription delivers it next to committed changes (see `subscribe`). */
+export interface PreviewItem {
+  readonly preview: Preview;
+}
 
 /** The API a session worker exposes. */
 export interface SessionWorkerApi {
@@ -35,8 +40,9 @@ export interface SessionWorkerApi {
    */
   subscribe(
     fromVersion: number,
-    listener: ChangeListener,
+    listener: (item: CommitRecord | PreviewItem) => void,
     onError?: (error: SerializedError) => void,
+    withPreviews?: boolean,
   ): Promise<number>;
   unsubscribe(id: number): void;
   cancelSubmission(submissionId: string, reason?: string): Promise<Submission | undefined>;

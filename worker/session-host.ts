@@ -15,6 +15,7 @@ import {
   type LinkStatus,
   linkSession,
   openSession,
+  type Preview,
   parseSubmitInput,
   type Registry,
   type ReplicaRemote,
@@ -73,6 +74,8 @@ interface ListenerEntry {
   last: number;
   listener: ChangeListener;
   onError?: (error: Error) => void;
+  /** Previews of the leading session in this tab (a follower tab's session produces none). */
+  onPreview?: (preview: Preview) => void;
   stop?: () => void;
 }
 
@@ -198,10 +201,16 @@ export class BrowserSessionHost {
   }
 
   /** Every committed change after `fromVersion`, in order, across role changes of this tab. */
-  subscribe(fromVersion: number, listener: ChangeListener, onError?: (error: Error) => void): () => void {
+  subscribe(
+    fromVersion: number,
+    listener: ChangeListener,
+    onError?: (error: Error) => void,
+    onPreview?: (preview: Preview) => void,
+  ): () => void {
     const entry: ListenerEntry = {
       last: fromVersion,
       ...(onError && { onError }),
+      ...(onPreview && { onPreview }),
       listener: (change) => {
         // After a role change the new session may replay versions this listener already saw.
         if (change.version <= entry.last) return;
@@ -391,11 +400,10 @@ export class BrowserSessionHost {
   private attach(entry: ListenerEntry): void {
     const session = this.current;
     if (!session) return;
-    entry.stop = session.subscribe(
-      Math.min(entry.last, session.version),
-      entry.listener,
-      entry.onError ? { onError: entry.onError } : undefined,
-    );
+    entry.stop = session.subscribe(Math.min(entry.last, session.version), entry.listener, {
+      ...(entry.onError && { onError: entry.onError }),
+      ...(entry.onPreview && { onPreview: entry.onPreview }),
+    });
   }
 
   private readonly observers = new Set<() => void>();

@@ -94,6 +94,11 @@ export interface GenerationOptions {
    * reads it before its next model round; its own turn then finds it answered). Per conversation.
    */
   readonly followUp?: FollowUp | ((conversationId: string) => FollowUp);
+  /**
+   * How often streamed text is stored as progress (default 1,000 ms; the first piece at once). Subscribers
+   * with `onPreview` get every piece as it streams; a crash loses at most this much of a round's text.
+   */
+  readonly streamCheckpointMs?: number;
 }
 
 /** The checkpoint data of each phase of a generation task. */
@@ -157,7 +162,7 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
           }
           const response = await options.model.generate(request, {
             signal: ctx.signal,
-            onText: streamer(ctx, round.round),
+            onText: streamer(ctx, round.round, options.streamCheckpointMs),
           });
           return await respond(ctx, { ...round, readThroughSeq }, response);
         } catch (error) {

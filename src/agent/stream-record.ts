@@ -1,7 +1,10 @@
 /**
- * The model's streamed text while a round runs: a progress record per round and attempt
- * (`stream:<generation task id>`), appended chunk by chunk, deleted by the commit that holds the answer. A
- * crash keeps what was streamed as an interrupted record.
+ * The model's streamed text while a round runs. Every piece goes at once to the session's live subscribers
+ * as a preview (`subscribe(…, { onPreview })`); durably, a progress record per round and attempt
+ * (`stream:<generation task id>`) takes the text in checkpoints — the first piece at once, then at most
+ * one append per `checkpointMs` (default 1 s) — and is deleted by the commit that holds the answer. A crash
+ * keeps what was checkpointed as an interrupted record. Checkpoints instead of a write per flush: a
+ * 2,000-character answer streamed over a second costs two small writes, not twenty.
  */
 import type { PhaseContext } from "../tasks/define-task.ts";
 
@@ -9,21 +12,37 @@ export const STREAM_DOCUMENT = "model-stream";
 
 export const streamDocumentId = (taskId: string) => `stream:${taskId}`;
 
+/** How often streamed text is checkpointed durably unless the agent says otherwise. */
+export const DEFAULT_STREAM_CHECKPOINT_MS = 1_000;
+
 // biome-ignore lint/suspicious/noExplicitAny: the generation task's context, whatever its phase data
 type StreamingContext = PhaseContext<{ conversationId: string }, any>;
 
 /**
- * The model's streamed text as loss-tolerant progress, appended as chunks: every delta that arrives before
- * a deferred flush becomes one chunk, so a flush stores only the text that is new since the last one.
+ * The model's streamed text: each delta previewed at once, and checkpointed as loss-tolerant progress,
+ * appended as chunks (a checkpoint stores only the text that is new since the last one).
  */
-export function streamer(ctx: StreamingContext, round: number): (delta: string) => void {
+export function streamer(
+  ctx: StreamingContext,
+  round: number,
+  checkpointMs = DEFAULT_STREAM_CHECKPOINT_MS,
+): (delta: string) => void {
   const id = streamDocumentId(ctx.task.id);
   const attempt = ctx.attempt;
+  const { conversationId } = ctx.input;
   let pending = "";
   let queued = false;
+  let offset = 0;
+  let checkpointed = Number.NEGATIVE_INFINITY;
   return (delta) => {
+    if (delta === "") return;
+    ctx.preview({ type: "text", taskId: ctx.task.id, conversationId, round, attempt, offset, text: delta });
+    offset += delta.length;
     pending += delta;
     if (queued) return;
+    const now = ctx.clock.now();
+    if (now - checkpointed < checkpointMs) return;
+    checkpointed = now;
     queued = true;
     // The build runs when the deferred commit is made: it takes whatever text arrived by then.
     ctx.progress((draft) => {

@@ -2,7 +2,7 @@
  * What every session answers without committing — from memory (its working set) or from storage (settled
  * work that left memory): records by id, pages, views, the change log. The base of {@link Session}.
  */
-import type { CommitRecord, Conversation, Entry, Submission, Task } from "../records/schemas.ts";
+import type { Conversation, Entry, Submission, Task } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
 import { CHANGE_PAGE, SessionHistory, type SubmissionPage } from "./history.ts";
 import { type PendingWait, pendingWaits } from "./pending.ts";

@@ -5,7 +5,7 @@
 import type { IdSource } from "../clock.ts";
 import { afterThisTick, randomIds, systemClock, systemTimers } from "../clock.ts";
 import { type KernelError, ReadOnlyError, SessionClosedError, SessionStoppedError } from "../errors.ts";
-import type { Conversation, Entry, Json, Submission, Task } from "../records/schemas.ts";
+import type { Json, Submission, Task } from "../records/schemas.ts";
 import { isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import {
@@ -29,7 +29,6 @@ import { CHANGE_PAGE } from "./history.ts";
 import { registerKernelCommit } from "./kernel-access.ts";
 import { observeUntil, untilEnded, untilSubmissionEnded } from "./observe.ts";
 import type { OpenSessionOptions, SessionStatus, WaitOptions } from "./options.ts";
-import { type PendingWait, pendingWaits } from "./pending.ts";
 import { type CollectResult, Retention } from "./retention.ts";
 import { AppDraft, ProgressOnlyDraft } from "./role-drafts.ts";
 import { sessionScheduler } from "./scheduler-host.ts";
@@ -40,8 +39,6 @@ import type { SubmitInput } from "./submit.ts";
 import { submitOnce } from "./submit.ts";
 import type { ChangeListener, SubscribeOptions, Unsubscribe } from "./subscriptions.ts";
 import { Subscriptions } from "./subscriptions.ts";
-import type { SessionView, ViewOptions } from "./view.ts";
-import { buildView } from "./view.ts";
 
 export class Session extends SessionReads {
   private readonly pipeline: CommitPipeline;
@@ -92,6 +89,7 @@ export class Session extends SessionReads {
         commit: (build, commitOptions) => this.kernelCommit(build, commitOptions),
         // Loss-tolerant: a lost progress commit is fine, and a stopped session just drops it.
         progress: (build) => void this.commit(build, { deferred: true }).catch(() => undefined),
+        preview: (preview) => this.subscriptions.preview(preview),
         readEntries: (conversationId, fromSeq) => this.history.readEntriesFrom(conversationId, fromSeq),
         beforeEffect: (signal) => options.effectGate?.(this.version, signal) ?? Promise.resolve(),
         ...(options.host !== undefined && { hostKind: options.host }),

@@ -5,6 +5,7 @@
  */
 import { ensureError, HistoryTruncatedError, InvalidArgumentError, type KernelError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
+import type { Preview } from "../tasks/preview.ts";
 
 /** Receives one committed change. */
 export type ChangeListener = (change: CommitRecord) => void;
@@ -14,6 +15,12 @@ export interface SubscribeOptions {
   readonly onError?: (error: Error) => void;
   /** Called once when the session closes normally: no more changes will come from this session object. */
   readonly onEnd?: () => void;
+  /**
+   * Hears previews — what phases produce before it is committed, such as the model's text as it streams —
+   * in order with the changes, once the subscription is live (none while it catches up). Never stored:
+   * a preview may be lost in a crash; the committed changes that follow are what holds.
+   */
+  readonly onPreview?: (preview: Preview) => void;
 }
 
 /** Stops a subscription. Safe to call more than once. */
@@ -32,6 +39,7 @@ interface Subscriber {
   readonly listener: ChangeListener;
   readonly onError: ((error: Error) => void) | undefined;
   readonly onEnd: (() => void) | undefined;
+  readonly onPreview: ((preview: Preview) => void) | undefined;
 }
 
 export class Subscriptions {
@@ -58,6 +66,7 @@ export class Subscriptions {
       listener,
       onError: options.onError,
       onEnd: options.onEnd,
+      onPreview: options.onPreview,
     };
     this.subscribers.add(subscriber);
     if (!subscriber.live) void this.catchUp(subscriber);
@@ -72,6 +81,18 @@ export class Subscriptions {
     for (const subscriber of this.subscribers) {
       if (subscriber.live) this.deliver(subscriber, change);
       else subscriber.buffer.push(change);
+    }
+  }
+
+  /** Hands a preview to every live subscriber that listens for them. */
+  preview(preview: Preview): void {
+    for (const subscriber of this.subscribers) {
+      if (!subscriber.live || !subscriber.active || !subscriber.onPreview) continue;
+      try {
+        subscriber.onPreview(preview);
+      } catch (error) {
+        subscriber.onError?.(ensureError(error));
+      }
     }
   }
 

@@ -27,7 +27,6 @@ import type {
   Storage,
   StorageOptions,
   StoredChanges,
-  StoredRecord,
   StoredSession,
 } from "./storage.ts";
 import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";

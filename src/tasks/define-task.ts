@@ -18,6 +18,7 @@ import type {
 import { compiled } from "../records/schemas.ts";
 import type { EntryLinks, ProgressDraft } from "../session/draft-types.ts";
 import type { DocumentState } from "../session/state.ts";
+import type { Preview } from "./preview.ts";
 
 /** What a phase ends with. Built with the context's `next`, `sleep`, `wait`, `complete` and `fail`. */
 export type Transition =
@@ -139,6 +140,8 @@ export interface PhaseContext<
    * documents can be written there.
    */
   progress(build: (draft: ProgressDraft) => void): void;
+  /** Sends what the phase produces before it is committed to the session's live listeners (never stored). */
+  preview(preview: Preview): void;
   /**
    * Resolves when an outside effect may start: everything committed so far is held by every host that could
    * take the session over (a linked browser session: once its edge has acknowledged it). Call it before an

@@ -23,6 +23,7 @@ import type {
 } from "./define-task.ts";
 import { errorInfo } from "./error-info.ts";
 import { dispatch } from "./machine.ts";
+import type { Preview } from "./preview.ts";
 
 /** A change a phase staged, applied to the kernel's draft of its transition's commit. */
 export type StagedChange = (draft: KernelDraft) => void;
@@ -31,6 +32,7 @@ export type StagedChange = (draft: KernelDraft) => void;
 export interface PhaseHost {
   readEntries(conversationId: string, fromSeq: number): Promise<Entry[]>;
   progress(build: (draft: ProgressDraft) => void): void;
+  preview(preview: Preview): void;
   beforeEffect(signal: AbortSignal): Promise<void>;
   readonly hostKind?: "browser" | "edge";
 }
@@ -78,6 +80,9 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
   }
   progress(build: (draft: ProgressDraft) => void): void {
     this.host.progress(build);
+  }
+  preview(preview: Preview): void {
+    this.host.preview(preview);
   }
   beforeEffect(): Promise<void> {
     return this.host.beforeEffect(this.signal);

@@ -16,6 +16,7 @@ import type { SessionState } from "../session/state.ts";
 import { errorInfo } from "./error-info.ts";
 import { dispatch, isApplicable, type TaskEvent } from "./machine.ts";
 import { PhaseAbort, PhaseRunner } from "./phase-runner.ts";
+import type { Preview } from "./preview.ts";
 import { applyRecovery, planRecovery } from "./recovery.ts";
 import { isRunnableStatus, type WakeInfo, wakeTimeOf } from "./wake-info.ts";
 import { WakeQueue } from "./wake-queue.ts";
@@ -32,6 +33,8 @@ export interface SchedulerHost {
   commit<T>(build: KernelCommit<T>, options?: KernelCommitOptions): Promise<{ value: T; version: number }>;
   /** Commits loss-tolerant progress as a deferred commit (progress documents only). */
   progress(build: (draft: ProgressDraft) => void): void;
+  /** Hands a preview (uncommitted output) to the session's live listeners. */
+  preview(preview: Preview): void;
   /** Committed entries of a conversation from `fromSeq` on (memory first, then storage). */
   readEntries(conversationId: string, fromSeq: number): Promise<Entry[]>;
   /** Resolves when an outside effect may start (see `PhaseContext.beforeEffect`). */
@@ -76,6 +79,7 @@ export class Scheduler {
       ids: host.ids,
       readEntries: (conversationId, fromSeq) => host.readEntries(conversationId, fromSeq),
       progress: (build) => host.progress(build),
+      preview: (preview) => host.preview(preview),
       beforeEffect: (signal) => host.beforeEffect(signal),
       ...(host.hostKind !== undefined && { hostKind: host.hostKind }),
     });

@@ -1,10 +1,12 @@
 /**
  * AI SDK UI on a durable session: a `ChatTransport` for `useChat` (`ai` / `@ai-sdk/react`). A message is a
  * Submission (its UI message id is the requestId: sending it again after a reload returns the same run);
- * what the UI streams is read from committed changes only — the model's streamed chunks, its answer, each
- * tool call and its result — so a reloaded page that calls `resumeStream()` replays the run from its
- * Submission's first commit and then follows it live, exactly as storage holds it. Structurally typed (no
- * import from `ai`): `chatTransport(backend)` is assignable to `ChatTransport<UIMessage>`.
+ * what the UI streams is read from committed changes — the model's streamed chunks, its answer, each tool
+ * call and its result — plus, while a round streams, its text previews (a backend that offers them): text
+ * parts still streaming, which the committed answer then completes. A reloaded page that calls
+ * `resumeStream()` replays the run from its Submission's first commit, exactly as storage holds it, then
+ * follows it live. Structurally typed (no import from `ai`): `chatTransport(backend)` is assignable to
+ * `ChatTransport<UIMessage>`.
  */
 import { streamDocumentId } from "../agent/stream-record.ts";
 import { applyJsonPatch } from "../documents/json-patch.ts";
@@ -12,17 +14,22 @@ import type { CommitRecord, DocumentChange, Entry, Json, Submission } from "../r
 import { isSubmissionFinished } from "../records/schemas.ts";
 import type { SubmitInput } from "../session/submit.ts";
 import type { SessionView, ViewOptions } from "../session/view.ts";
+import type { Preview } from "../tasks/preview.ts";
 
 /** What the transport needs of a session host: the worker client (`connectSessionWorker`) has it all. */
 export interface ChatBackend {
   submit(input: SubmitInput): Promise<Submission>;
   submissionForRequest(requestId: string): Promise<Submission | undefined>;
   view(options?: ViewOptions): Promise<SessionView | undefined>;
-  /** Every committed change after `fromVersion`, in order; resolves to a stop function. */
+  /**
+   * Every committed change after `fromVersion`, in order; resolves to a stop function. `onPreview`, where
+   * the backend has it, hears the model's text as it streams, in order with the changes.
+   */
   subscribe(
     fromVersion: number,
     listener: (change: CommitRecord) => void,
     onError?: (error: Error) => void,
+    onPreview?: (preview: Preview) => void,
   ): Promise<() => unknown> | (() => unknown);
   cancelSubmission?(submissionId: string, reason?: string): Promise<unknown>;
 }
@@ -147,6 +154,9 @@ function runStream(
           if (follow.ended) close();
         },
         fail,
+        (preview) => {
+          if (!closed) for (const chunk of follow.previewed(preview)) controller.enqueue(chunk);
+        },
       );
       if (closed) void stop();
     },
@@ -256,6 +266,24 @@ class RunFollower {
   }
 
   /**
+   * A preview of the text a round is streaming: sent as it comes when it continues what this part has
+   * sent; a piece that skips ahead (one missed while the follow caught up) waits for the committed text.
+   */
+  *previewed(preview: Preview): Generator<ChatChunk> {
+    if (this.ended || preview.type !== "text" || preview.taskId !== this.root) return;
+    const key = `${preview.round}:${preview.attempt}`;
+    if (this.text?.round !== key) {
+      if (preview.offset !== 0) return;
+      yield* this.endText();
+      yield* this.say(preview.text, key);
+      return;
+    }
+    const sent = this.text.sent.length;
+    if (preview.offset > sent || preview.offset + preview.text.length <= sent) return;
+    yield* this.say(preview.text.slice(sent - preview.offset), key);
+  }
+
+  /**
    * Streamed text: the kernel's stream record of this run's generation task (one per round and attempt),
    * followed as a value — whatever patch encodes each change — and sent as the text that is new in it. A
    * retried attempt (after a crash cut one off) starts a part of its own.
@@ -273,9 +301,12 @@ class RunFollower {
     const key = `${round}:${attempt}`;
     const text = Array.isArray(chunks) ? chunks.filter((c) => typeof c === "string").join("") : "";
     const sent = this.text?.sent;
-    if (sent !== undefined && this.text?.round === key && text.startsWith(sent)) {
-      yield* this.say(text.slice(sent.length), key);
-      return;
+    if (sent !== undefined && this.text?.round === key) {
+      if (sent.startsWith(text)) return; // previews already sent this much (and maybe more)
+      if (text.startsWith(sent)) {
+        yield* this.say(text.slice(sent.length), key);
+        return;
+      }
     }
     yield* this.endText();
     yield* this.say(text, key);

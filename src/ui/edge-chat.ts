@@ -10,6 +10,7 @@ import type { CommitRecord, Submission } from "../records/schemas.ts";
 import { serverEvents } from "../server-events.ts";
 import type { SubmitInput } from "../session/submit.ts";
 import type { SessionView } from "../session/view.ts";
+import type { Preview } from "../tasks/preview.ts";
 import type { ChatBackend } from "./chat-transport.ts";
 
 export interface EdgeChatOptions {
@@ -66,7 +67,7 @@ export function edgeChatBackend(options: EdgeChatOptions): ChatBackend {
           body: { reason },
         }),
       ),
-    subscribe: (fromVersion, listener, onError) =>
+    subscribe: (fromVersion, listener, onError, onPreview) =>
       followEdgeChanges({
         url: `${root}/events`,
         headers,
@@ -75,6 +76,7 @@ export function edgeChatBackend(options: EdgeChatOptions): ChatBackend {
         timers,
         onChange: listener,
         ...(onError && { onError }),
+        ...(onPreview && { onPreview }),
       }),
   };
 }
@@ -89,6 +91,8 @@ export interface EdgeFollowOptions {
   readonly fetch?: typeof fetch;
   readonly timers?: Timers;
   onChange(change: CommitRecord): void;
+  /** Previews (the model's text as it streams, uncommitted), in order with the changes: asks for them. */
+  onPreview?(preview: Preview): void;
   /** Following ended for good: the server refused the stream (401, 403, 404, 410) or reported an error. */
   onError?(error: Error): void;
   /** `live` once a stream is open; `reconnecting` after it dropped, while backing off. */
@@ -117,7 +121,10 @@ export function followEdgeChanges(options: EdgeFollowOptions): () => void {
     let failures = 0;
     while (!controller.signal.aborted) {
       try {
-        const response = await send(options.url, {
+        const url = options.onPreview
+          ? `${options.url}${options.url.includes("?") ? "&" : "?"}previews=1`
+          : options.url;
+        const response = await send(url, {
           headers: { ...options.headers, "last-event-id": String(last) },
           signal: controller.signal,
         });
@@ -133,6 +140,10 @@ export function followEdgeChanges(options: EdgeFollowOptions): () => void {
             return options.onError?.(
               new Error((JSON.parse(event.data) as { message?: string }).message ?? event.data),
             );
+          if (event.event === "preview") {
+            options.onPreview?.(JSON.parse(event.data) as Preview);
+            continue;
+          }
           if (event.event !== "commit") continue;
           const change = JSON.parse(event.data) as CommitRecord;
           if (change.version <= last) continue;

@@ -6,7 +6,15 @@
  */
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chatTransport, EdgeRequestError, edgeChatBackend } from "../../src/index.ts";
+import {
+  type CommitRecord,
+  chatTransport,
+  EdgeRequestError,
+  edgeChatBackend,
+  followEdgeChanges,
+  type Preview,
+  type Submission,
+} from "../../src/index.ts";
 import { readAll } from "../support/streams.ts";
 import { bundleWorker, EdgeExample } from "../support/workerd.ts";
 
@@ -58,6 +66,56 @@ describe("chat transport over the edge API", () => {
     const deliveries = await edge.json<{ to: string }[]>("/mail/deliveries");
     expect(new Set(deliveries.map((d) => d.to)).size).toBe(deliveries.length);
   }, 60_000);
+
+  it("sends the model's text as previews over SSE when asked (?previews=1), in order with the commits", async () => {
+    const post = (requestId: string) =>
+      edge.json<Submission>("/sessions/chat-previews/submissions?wait=20000", {
+        body: { requestId, conversationId: "main", input: "Send the approved notice" },
+      });
+    const first = await post("p1"); // creates the session
+    const events: ({ preview: Preview } | { change: CommitRecord })[] = [];
+    const stop = followEdgeChanges({
+      url: `${edge.url}/sessions/chat-previews/events`,
+      headers: { authorization: `Bearer ${EdgeExample.token}` },
+      after: first.acceptedVersion ?? 0,
+      onChange: (change) => events.push({ change }),
+      onPreview: (preview) => events.push({ preview }),
+    });
+    try {
+      const second = await post("p2");
+      const ended = () =>
+        events.some(
+          (e) =>
+            "change" in e && e.change.submissions.some((s) => s.id === second.id && s.status === "succeeded"),
+        );
+      await expect.poll(ended, { timeout: 20_000 }).toBe(true);
+      // Each model round's previews, put together, are the text that round committed, and come before it.
+      const answers = events.flatMap((e, i) =>
+        "change" in e
+          ? e.change.entries.flatMap((entry) =>
+              entry.taskId === second.taskId && entry.content.kind === "model" && entry.content.text
+                ? [{ i, text: entry.content.text }]
+                : [],
+            )
+          : [],
+      );
+      expect(answers.length).toBeGreaterThan(0);
+      for (const answer of answers) {
+        const before = events
+          .slice(0, answer.i)
+          .flatMap((e) => ("preview" in e && e.preview.taskId === second.taskId ? [e.preview] : []));
+        const round = before.at(-1)?.round;
+        expect(
+          before
+            .filter((p) => p.round === round)
+            .map((p) => p.text)
+            .join(""),
+        ).toBe(answer.text);
+      }
+    } finally {
+      stop();
+    }
+  });
 
   it("refuses a bad token with a typed error, writing nothing", async () => {
     const backend = edgeChatBackend({ baseUrl: edge.url, token: "wrong", sessionId: "chat-2" });
