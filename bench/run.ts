@@ -116,6 +116,12 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     }
     return { ours: median(big), floor: median(small), unit: "ms/open" };
   },
+  "session/heap-50000-vs-100/do-sqlite": async () => {
+    const { historyHeap } = await import("../test/support/history-heap.ts");
+    const big = await historyHeap(50_000);
+    const small = await historyHeap(100);
+    return { ours: big.heap / 1024, floor: small.heap / 1024, unit: "KiB" };
+  },
   // Heap of the workerd isolate with the session open, in MB: 100,000 settled Submissions vs 100 (target ≤ 32).
   "edge/heap-100000": async () => {
     const { historyHeap } = await import("../test/support/history-heap.ts");
