@@ -179,6 +179,17 @@ describe("devtools page in Chromium", () => {
       const history = (await devtools.textContent("[data-testid=task-history]")) ?? "";
       expect(history).toContain("restarts 1");
       await shoot(devtools, "task-graph");
+      // The waterfall: a bar per task of the tree shown, each as long as the task took (its details say so).
+      const bars = await devtools.$$eval("[data-testid=waterfall] li", (items) =>
+        items.map((li) => ({ task: li.getAttribute("data-task"), ms: Number(li.getAttribute("data-ms")) })),
+      );
+      expect(bars.map((b) => b.task).sort()).toEqual(finalNodes.map((n) => n.task).sort());
+      const took = (await devtools.textContent("[data-testid=task-took]")) ?? "";
+      expect(took).toMatch(new RegExp(`^${bars.find((b) => b.task === restarted[0]?.task)?.ms} ms`));
+      // Token totals of the run's model calls, and their cost at the prices the page was given.
+      expect(await devtools.textContent("[data-testid=token-totals]")).toMatch(
+        /scripted: \d+ calls, \d+ in \/ \d+ out tokens · \$\d+\.\d{4} at the page's prices/,
+      );
 
       // Scrub back to the commit where the first mail task started: that version's tasks and documents.
       await tab(devtools, "timeline");

@@ -27,10 +27,13 @@ import {
   TimelineView,
   WakeView,
 } from "./views.tsx";
+import type { ModelPrice } from "./waterfall.tsx";
 
 export interface DevtoolsOptions {
   /** The app's registry for a local session (recovery preview); omit when there is none. */
   readonly registryFor?: (database: string, sessionId: string) => Registry | undefined;
+  /** Dollars per million tokens by model id: the waterfall adds a run's cost to its token totals. */
+  readonly prices?: Readonly<Record<string, ModelPrice>>;
 }
 
 type Target =
@@ -408,6 +411,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                 onSelect={setSelectedTask}
                 now={now}
                 older={source}
+                prices={options.prices}
               />
             )}
             {tab === "pending" && (

@@ -7,4 +7,6 @@ mountDevtools(document.getElementById("app") as HTMLElement, {
     if (database !== "durable-agent-demo") return undefined;
     return sessionId === "stream-demo" ? streamingRegistry() : demoRegistry(new BrowserMailService());
   },
+  // Illustrative prices (dollars per million tokens) for the demo's scripted model: a real app passes its own.
+  prices: { scripted: { input: 3, output: 15 } },
 });

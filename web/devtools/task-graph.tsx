@@ -6,6 +6,7 @@ import type { SessionHistory } from "./history.ts";
 import { JsonView } from "./json-view.tsx";
 import { taskOutcome, taskTitle } from "./outcome.ts";
 import type { SessionSource } from "./sources.ts";
+import { type ModelPrice, Waterfall } from "./waterfall.tsx";
 import { rootOf, storedItem, treeOf, type WorkItem, workItems } from "./work-items.ts";
 
 /** The node's third line: where a live task stands, or how an ended one ended and why. */
@@ -46,6 +47,8 @@ export function TaskGraph(props: {
   now: number;
   /** Pages of Submissions beyond the view's working set, and their trees, from storage (local sessions). */
   older?: Pick<SessionSource, "readSubmissions" | "readTaskTree"> | undefined;
+  /** Dollars per million tokens by model id, for the waterfall's cost total. */
+  prices?: Readonly<Record<string, ModelPrice>> | undefined;
 }) {
   const { view } = props;
   const held = useMemo(() => workItems(view, props.now), [view, props.now]);
@@ -93,133 +96,140 @@ export function TaskGraph(props: {
   );
   if (view.tasks.length === 0) return <p class="empty">No tasks at this version.</p>;
   return (
-    <div class="split graph-split">
-      <nav class="work-list" aria-label="submissions and root tasks">
-        <label>
-          status{" "}
-          <select data-testid="work-status" value={status} onChange={(e) => setStatus(e.currentTarget.value)}>
-            {["all", "running", "accepted", "succeeded", "problems", "failed", "cancelled"].map((s) => (
-              <option key={s} value={s}>
-                {s === "problems" ? "succeeded with problems" : s}
-              </option>
-            ))}
-          </select>
-        </label>
-        <input
-          type="search"
-          aria-label="search submissions"
-          data-testid="work-search"
-          placeholder="id, requestId or input"
-          value={query}
-          onInput={(e) => setQuery(e.currentTarget.value)}
-        />
-        <p class="meta" data-testid="work-count">
-          {matching.length} of {items.length}
-        </p>
-        <ul data-testid="work-items">
-          {matching.slice(0, shownCount).map((i) => (
-            <li key={i.id}>
-              <button
-                type="button"
-                aria-pressed={i.id === item?.id}
-                data-item={i.id}
-                onClick={() => setChosen(i.id)}
-              >
-                <span class={`status tone-${i.tone}`}>{i.status}</span> {i.label}
-              </button>
-            </li>
-          ))}
-        </ul>
-        {props.older?.readSubmissions && (stored === undefined || stored.next !== null) && (
-          <button type="button" data-testid="load-older" onClick={() => void loadOlder()}>
-            load older from storage
-          </button>
-        )}
-        {stored && (
-          <p class="meta" data-testid="older-note">
-            {stored.items.length} older read from storage{stored.next === null ? " (all of them)" : ""}; shown
-            as stored now, whatever version is scrubbed to
+    <>
+      <div class="split graph-split">
+        <nav class="work-list" aria-label="submissions and root tasks">
+          <label>
+            status{" "}
+            <select
+              data-testid="work-status"
+              value={status}
+              onChange={(e) => setStatus(e.currentTarget.value)}
+            >
+              {["all", "running", "accepted", "succeeded", "problems", "failed", "cancelled"].map((s) => (
+                <option key={s} value={s}>
+                  {s === "problems" ? "succeeded with problems" : s}
+                </option>
+              ))}
+            </select>
+          </label>
+          <input
+            type="search"
+            aria-label="search submissions"
+            data-testid="work-search"
+            placeholder="id, requestId or input"
+            value={query}
+            onInput={(e) => setQuery(e.currentTarget.value)}
+          />
+          <p class="meta" data-testid="work-count">
+            {matching.length} of {items.length}
           </p>
-        )}
-        {matching.length > shownCount && (
-          <button type="button" onClick={() => setShownCount(shownCount + 100)}>
-            show more ({matching.length - shownCount})
-          </button>
-        )}
-      </nav>
-      <section
-        class="graph"
-        // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling area must take focus to be scrolled by keyboard
-        tabIndex={0}
-        aria-label={`task tree of ${item?.label ?? "nothing"}`}
-      >
-        <svg
-          data-testid="task-graph"
-          width={graph.width}
-          height={graph.height}
-          viewBox={`0 0 ${graph.width} ${graph.height}`}
-          aria-label="task tree"
+          <ul data-testid="work-items">
+            {matching.slice(0, shownCount).map((i) => (
+              <li key={i.id}>
+                <button
+                  type="button"
+                  aria-pressed={i.id === item?.id}
+                  data-item={i.id}
+                  onClick={() => setChosen(i.id)}
+                >
+                  <span class={`status tone-${i.tone}`}>{i.status}</span> {i.label}
+                </button>
+              </li>
+            ))}
+          </ul>
+          {props.older?.readSubmissions && (stored === undefined || stored.next !== null) && (
+            <button type="button" data-testid="load-older" onClick={() => void loadOlder()}>
+              load older from storage
+            </button>
+          )}
+          {stored && (
+            <p class="meta" data-testid="older-note">
+              {stored.items.length} older read from storage{stored.next === null ? " (all of them)" : ""};
+              shown as stored now, whatever version is scrubbed to
+            </p>
+          )}
+          {matching.length > shownCount && (
+            <button type="button" onClick={() => setShownCount(shownCount + 100)}>
+              show more ({matching.length - shownCount})
+            </button>
+          )}
+        </nav>
+        <section
+          class="graph"
+          // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling area must take focus to be scrolled by keyboard
+          tabIndex={0}
+          aria-label={`task tree of ${item?.label ?? "nothing"}`}
         >
-          {graph.edges.map((edge, i) => (
-            // biome-ignore lint/suspicious/noArrayIndexKey: a layout's edges are rebuilt whole on every change
-            <polyline key={i} class="edge" points={edge.points.map((p) => `${p.x},${p.y}`).join(" ")} />
-          ))}
-          {graph.nodes.map(({ task, x, y }) => {
-            const status = blocked.has(task.id) ? "blocked" : task.state.status;
-            const outcome = taskOutcome(task);
-            const tone = blocked.has(task.id) ? "bad" : outcome.tone;
-            const kind = `${clip(taskTitle(task), 30)}${task.restarts > 0 ? ` ↻${task.restarts}` : ""}`;
-            const id = task.id.length > 30 ? `…${task.id.slice(-29)}` : task.id;
-            const line = stateLine(task, blocked.get(task.id));
-            const activate = () => props.onSelect(task.id);
-            return (
-              // biome-ignore lint/a11y/useSemanticElements: an SVG node cannot be a <button>; it takes focus and Enter
-              <g
-                key={task.id}
-                class={`node ${status} tone-${tone}${task.id === props.selected ? " selected" : ""}`}
-                transform={`translate(${x},${y})`}
-                // Lowercase: on SVG, Preact writes attributes as spelled, and only `tabindex` makes it focusable.
-                tabindex={0}
-                role="button"
-                data-task={task.id}
-                data-status={status}
-                data-outcome={outcome.label}
-                // The name is the visible text as written (clipped parts included), then the whole.
-                aria-label={`${kind} ${id} ${clip(line, 34)}${id !== task.id || clip(line, 34) !== line ? ` (${task.id}: ${line})` : ""}`}
-                onClick={activate}
-                onKeyDown={(e) => {
-                  if (e.key === "Enter" || e.key === " ") {
-                    e.preventDefault();
-                    activate();
-                  }
-                }}
-              >
-                <rect width={NODE_WIDTH} height={NODE_HEIGHT} rx={6} />
-                {/* One text element, its lines spaced: its text reads as the name does. */}
-                <text>
-                  <tspan x={8} y={17} class="kind">
-                    {kind}
-                  </tspan>{" "}
-                  <tspan x={8} y={33} class="id">
-                    {id}
-                  </tspan>{" "}
-                  <tspan x={8} y={49} class="state">
-                    {clip(line, 34)}
-                  </tspan>
-                </text>
-              </g>
-            );
-          })}
-        </svg>
-      </section>
-      <aside class="details" data-testid="task-details">
-        {selected ? (
-          <TaskDetails task={selected} history={props.history} />
-        ) : (
-          <p class="empty">Select a task.</p>
-        )}
-      </aside>
-    </div>
+          <svg
+            data-testid="task-graph"
+            width={graph.width}
+            height={graph.height}
+            viewBox={`0 0 ${graph.width} ${graph.height}`}
+            aria-label="task tree"
+          >
+            {graph.edges.map((edge, i) => (
+              // biome-ignore lint/suspicious/noArrayIndexKey: a layout's edges are rebuilt whole on every change
+              <polyline key={i} class="edge" points={edge.points.map((p) => `${p.x},${p.y}`).join(" ")} />
+            ))}
+            {graph.nodes.map(({ task, x, y }) => {
+              const status = blocked.has(task.id) ? "blocked" : task.state.status;
+              const outcome = taskOutcome(task);
+              const tone = blocked.has(task.id) ? "bad" : outcome.tone;
+              const kind = `${clip(taskTitle(task), 30)}${task.restarts > 0 ? ` ↻${task.restarts}` : ""}`;
+              const id = task.id.length > 30 ? `…${task.id.slice(-29)}` : task.id;
+              const line = stateLine(task, blocked.get(task.id));
+              const activate = () => props.onSelect(task.id);
+              return (
+                // biome-ignore lint/a11y/useSemanticElements: an SVG node cannot be a <button>; it takes focus and Enter
+                <g
+                  key={task.id}
+                  class={`node ${status} tone-${tone}${task.id === props.selected ? " selected" : ""}`}
+                  transform={`translate(${x},${y})`}
+                  // Lowercase: on SVG, Preact writes attributes as spelled, and only `tabindex` makes it focusable.
+                  tabindex={0}
+                  role="button"
+                  data-task={task.id}
+                  data-status={status}
+                  data-outcome={outcome.label}
+                  // The name is the visible text as written (clipped parts included), then the whole.
+                  aria-label={`${kind} ${id} ${clip(line, 34)}${id !== task.id || clip(line, 34) !== line ? ` (${task.id}: ${line})` : ""}`}
+                  onClick={activate}
+                  onKeyDown={(e) => {
+                    if (e.key === "Enter" || e.key === " ") {
+                      e.preventDefault();
+                      activate();
+                    }
+                  }}
+                >
+                  <rect width={NODE_WIDTH} height={NODE_HEIGHT} rx={6} />
+                  {/* One text element, its lines spaced: its text reads as the name does. */}
+                  <text>
+                    <tspan x={8} y={17} class="kind">
+                      {kind}
+                    </tspan>{" "}
+                    <tspan x={8} y={33} class="id">
+                      {id}
+                    </tspan>{" "}
+                    <tspan x={8} y={49} class="state">
+                      {clip(line, 34)}
+                    </tspan>
+                  </text>
+                </g>
+              );
+            })}
+          </svg>
+        </section>
+        <aside class="details" data-testid="task-details">
+          {selected ? (
+            <TaskDetails task={selected} history={props.history} />
+          ) : (
+            <p class="empty">Select a task.</p>
+          )}
+        </aside>
+      </div>
+      <Waterfall tasks={tasks} view={view} now={props.now} prices={props.prices} />
+    </>
   );
 }
 
