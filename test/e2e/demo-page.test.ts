@@ -103,7 +103,10 @@ describe("demo page in Chromium", () => {
       expect(await page.textContent("#log li[data-kind=interrupted] .tag")).toBe("interrupted");
       // What it keeps is what storage held: a checkpointed start of the answer the retried attempt gave.
       const partial = await page.$eval("#log li[data-kind=interrupted]", (li) =>
-        /“([^”]*)”|"([^"]*)"/.exec(li.textContent ?? "")?.slice(1).find((t) => t !== undefined),
+        /“([^”]*)”|"([^"]*)"/
+          .exec(li.textContent ?? "")
+          ?.slice(1)
+          .find((t) => t !== undefined),
       );
       const answer = (await page.textContent("#log li[data-kind=model]")) ?? "";
       expect(partial).toMatch(/^Here is a/);

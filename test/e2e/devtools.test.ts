@@ -270,6 +270,32 @@ describe("devtools page in Chromium", () => {
 
       await (await last?.$("button.record"))?.click(); // closes the record again
 
+      // A deep link: the tab, a pinned version and a task in the URL open the page as they were.
+      await tab(devtools, "tasks");
+      const mail0 = restarted[0]?.task ?? "";
+      await devtools.click(`[data-testid=task-graph] g.node[data-task="${mail0}"]`);
+      await devtools.focus("[data-testid=scrubber]");
+      await devtools.keyboard.press("ArrowLeft"); // one version back: no longer live
+      const pinned = await versions(devtools);
+      await devtools.waitForFunction(
+        (v) => new URL(location.href).searchParams.get("v") === v,
+        String(pinned.shown),
+        TIMEOUT,
+      );
+      const link = new URL(devtools.url());
+      expect(link.searchParams.get("tab")).toBe("tasks");
+      expect(link.searchParams.get("v")).toBe(String(pinned.shown));
+      expect(link.searchParams.get("task")).toBe(mail0);
+      const linked = await context.newPage();
+      await linked.goto(link.toString());
+      await linked.waitForSelector(`[data-testid=task-graph] g.node.selected[data-task="${mail0}"]`, TIMEOUT);
+      expect((await versions(linked)).shown).toBe(pinned.shown);
+      expect(await linked.isChecked("[data-testid=live]")).toBe(false);
+      expect(await linked.textContent("[data-testid=task-details]")).toContain(mail0);
+      await linked.close();
+      await devtools.check("[data-testid=live]");
+      await tab(devtools, "conversation");
+
       // Export the history, then open the file instead: the same versions, the same conversation.
       const [download] = await Promise.all([
         devtools.waitForEvent("download"),

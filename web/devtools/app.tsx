@@ -53,6 +53,18 @@ const TAB_LABELS: Record<Tab, string> = {
   wake: "Wake & recovery",
 };
 
+/** What the URL pins besides the session (a deep link): the tab, a version (not live), a selected task. */
+function pinsFromUrl(): { tab: Tab; version: number | undefined; task: string | undefined } {
+  const params = new URLSearchParams(location.search);
+  const tab = params.get("tab");
+  const version = Number(params.get("v") ?? Number.NaN);
+  return {
+    tab: (TABS as readonly string[]).includes(tab ?? "") ? (tab as Tab) : "tasks",
+    version: Number.isSafeInteger(version) && version >= 0 ? version : undefined,
+    task: params.get("task") ?? undefined,
+  };
+}
+
 function targetFromUrl(): Target | undefined {
   const params = new URLSearchParams(location.search);
   const session = params.get("session");
@@ -202,11 +214,12 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   const [history, setHistory] = useState<SessionHistory | undefined>(undefined);
   const [error, setError] = useState<string | undefined>(undefined);
   const [, setTick] = useState(0);
-  const [live, setLive] = useState(true);
+  const [pins] = useState(pinsFromUrl);
+  const [live, setLive] = useState(pins.version === undefined);
   const [connection, setConnection] = useState<"live" | "reconnecting">("live");
   const [version, setVersion] = useState(0);
-  const [tab, setTab] = useState<Tab>("tasks");
-  const [selectedTask, setSelectedTask] = useState<string | undefined>(undefined);
+  const [tab, setTab] = useState<Tab>(pins.tab);
+  const [selectedTask, setSelectedTask] = useState<string | undefined>(pins.task);
   const liveRef = useRef(live);
   liveRef.current = live;
 
@@ -252,7 +265,8 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
         (e) => setError(e.message),
         setConnection,
       );
-      setVersion(held.latest.version); // a file delivers all it has at once: show its last version
+      // A file delivers all it has at once: show its last version, or the one the link pinned.
+      setVersion(liveRef.current ? held.latest.version : (pins.version ?? held.latest.version));
     };
     open().catch((e: unknown) => setError((e as Error).message));
     return () => {
@@ -263,6 +277,17 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   }, [target, options]);
 
   const latest = history?.latest.version ?? 0;
+  // The tab, a pinned version and the selected task are in the URL too: a link opens the page as it is.
+  useEffect(() => {
+    if (!target || target.kind === "file") return;
+    const params = new URLSearchParams(location.search);
+    params.set("tab", tab);
+    if (live) params.delete("v");
+    else params.set("v", String(version));
+    if (selectedTask) params.set("task", selectedTask);
+    else params.delete("task");
+    window.history.replaceState(null, "", `${location.pathname}?${params}`);
+  }, [target, tab, live, version, selectedTask]);
   // "Now" for ages on the page: taken again at each new commit and every 5 s (a stuck run's idle time grows).
   const [clockTick, setClockTick] = useState(0);
   useEffect(() => {
