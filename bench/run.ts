@@ -130,6 +130,14 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     return { ours: big.heap / 2 ** 20, floor: small.heap / 2 ** 20, unit: "MB" };
   },
   "stream/bytes-2000-chars": async () => ({ ...(await streamBench()), unit: "bytes" }),
+  "devtools/first-paint-20000-vs-100": async () => {
+    const run = await devtoolsRun();
+    return run && { ...run.paint, unit: "ms" };
+  },
+  "devtools/action-20000-vs-100": async () => {
+    const run = await devtoolsRun();
+    return run && { ...run.action, unit: "ms/action" };
+  },
   "signal/roundtrip": async () => ({ ...(await roundtripBench()), unit: "ms" }),
   "signal/roundtrip/chromium-indexeddb": async () => inChromium("runSignalBench", "ms"),
   "signal/waiting-10000-vs-100/signal": async () => ({ ...(await waiting()).signal, unit: "ms/signal" }),
@@ -168,6 +176,20 @@ let waitingRun: ReturnType<typeof waitingBench> | undefined;
 function waiting() {
   waitingRun ??= waitingBench();
   return waitingRun;
+}
+
+let devtoolsBenchRun:
+  | Promise<Awaited<ReturnType<typeof import("./devtools.ts").devtoolsBench>> | undefined>
+  | undefined;
+/** Both devtools lines share one run (a 20,000-commit history is written once). */
+function devtoolsRun() {
+  devtoolsBenchRun ??= (async () => {
+    const { chromiumPath } = await import("../test/support/chromium.ts");
+    if (!existsSync(chromiumPath)) return undefined;
+    const { devtoolsBench } = await import("./devtools.ts");
+    return devtoolsBench();
+  })();
+  return devtoolsBenchRun;
 }
 
 let chromiumLongLifeRun: Promise<(Result & { heapOurs: number; heapFloor: number }) | undefined> | undefined;
