@@ -134,6 +134,10 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     const run = await devtoolsRun();
     return run && { ...run.paint, unit: "ms" };
   },
+  "devtools/history-20000-vs-100": async () => {
+    const run = await devtoolsRun();
+    return run && { ...run.history, unit: "ms" };
+  },
   "devtools/action-20000-vs-100": async () => {
     const run = await devtoolsRun();
     return run && { ...run.action, unit: "ms/action" };

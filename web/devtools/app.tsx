@@ -4,7 +4,7 @@
  */
 import { render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import type { RecoveryPlan, Registry } from "../../src/index.ts";
+import { emptyView, type RecoveryPlan, type Registry } from "../../src/index.ts";
 import { formatTime } from "./derive.ts";
 import { SessionHistory } from "./history.ts";
 import { type RecoveryMark, recoveryLane } from "./outcome.ts";
@@ -217,6 +217,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   const [pins] = useState(pinsFromUrl);
   const [live, setLive] = useState(pins.version === undefined);
   const [connection, setConnection] = useState<"live" | "reconnecting">("live");
+  const [loadingEarlier, setLoadingEarlier] = useState(false);
   const [version, setVersion] = useState(0);
   const [tab, setTab] = useState<Tab>(pins.tab);
   const [selectedTask, setSelectedTask] = useState<string | undefined>(pins.task);
@@ -252,7 +253,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
             ? await edgeSource(target.url, target.token, target.session)
             : fileSource(target.name, target.history);
       if (closed) return void (await opened.close());
-      const held = new SessionHistory(opened.base);
+      let held = new SessionHistory(opened.base);
       setSource(opened);
       setHistory(held);
       setVersion(held.latest.version);
@@ -267,6 +268,19 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
       );
       // A file delivers all it has at once: show its last version, or the one the link pinned.
       setVersion(liveRef.current ? held.latest.version : (pins.version ?? held.latest.version));
+      // The history before the latest view, read in the background: then the page can scrub back to it.
+      const earlier = opened.earlier;
+      if (!earlier) return;
+      setLoadingEarlier(true);
+      const changes = await earlier();
+      if (closed) return;
+      const full = new SessionHistory(emptyView(opened.base.id, opened.base.limits));
+      full.append(changes);
+      full.append(held.commits); // what arrived live meanwhile
+      held = full;
+      setHistory(full);
+      setLoadingEarlier(false);
+      if (!liveRef.current && pins.version !== undefined) setVersion(pins.version);
     };
     open().catch((e: unknown) => setError((e as Error).message));
     return () => {
@@ -362,6 +376,11 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
               />{" "}
               live
             </label>
+            {loadingEarlier && (
+              <span class="meta" role="status" data-testid="history-loading">
+                reading the history before v{history.firstVersion}…
+              </span>
+            )}
             {connection === "reconnecting" && (
               <span class="warning" role="status" data-testid="reconnecting">
                 connection lost: reconnecting, newer changes may be missing

@@ -32,6 +32,12 @@ export interface SessionSource {
   readonly label: string;
   /** The history base (empty session, or the view at attach time when older changes were pruned). */
   readonly base: SessionView;
+  /**
+   * When `base` is the view at attach time but the change log reaches back to version 1: reads those
+   * earlier changes (1 … base.version), so the page shows the latest version at once and can scrub back
+   * once they are in.
+   */
+  earlier?(): Promise<CommitRecord[]>;
   /** Delivers retained changes after the base, then live ones, in order. Returns a stop function. */
   follow(
     onChanges: (changes: CommitRecord[]) => void,
@@ -120,11 +126,23 @@ export async function localSource(
     ...(registry && { registry }),
   });
   const first = await session.readChanges(0, 1);
-  const base = first.oldestRetained <= 1 ? emptyView(sessionId) : session.view();
+  // The latest view first (what the page shows at once); the history before it is read in the background.
+  const base = session.view();
   const channel = new BroadcastChannel(`durable-agent:${database}:${sessionId}`);
   return {
     label: `local ${database} / ${sessionId}`,
     base,
+    ...(first.oldestRetained <= 1 && {
+      async earlier() {
+        const changes: CommitRecord[] = [];
+        while ((changes.at(-1)?.version ?? 0) < base.version) {
+          const page = await session.readChanges(changes.at(-1)?.version ?? 0, 2_000);
+          if (page.changes.length === 0) break;
+          for (const change of page.changes) if (change.version <= base.version) changes.push(change);
+        }
+        return changes;
+      },
+    }),
     readSubmissions: (before, limit) =>
       session.readSubmissions({ ...(before !== undefined && { before }), limit }),
     readTaskTree: (rootId) => session.readTaskTree(rootId),
