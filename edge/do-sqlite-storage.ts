@@ -5,7 +5,7 @@
  */
 import { ensureError, KernelError, StorageError } from "../src/errors.ts";
 import type { CommitRecord } from "../src/records/schemas.ts";
-import { changesOverBytesSync } from "../src/storage/change-log.ts";
+import { changesOverBytesSync, pruneFloor } from "../src/storage/change-log.ts";
 import type { WriteHook } from "../src/storage/memory-storage.ts";
 import type { KeyPart, Table } from "../src/storage/rows.ts";
 import {
@@ -168,7 +168,8 @@ export class DurableObjectSqliteStorage implements Storage {
               op.documentId,
               op.below,
             );
-          else if (op.kind === "prune") this.prune(guard.sessionId, op.through, op.version, logEnd);
+          else if (op.kind === "prune")
+            this.prune(guard.sessionId, op.through, op.version, logEnd, guard.keepChangesAfter);
           else {
             const row = op.row.table === "changes" ? loggedChange(op.row, logEnd) : op.row;
             this.options.onWrite?.(row, index++);
@@ -244,7 +245,13 @@ export class DurableObjectSqliteStorage implements Storage {
   }
 
   /** Deletes the change-log rows beyond the count bound (`through`) or the byte bound, whichever is more. */
-  private prune(sessionId: string, through: number, newest: number, logEnd: number): void {
+  private prune(
+    sessionId: string,
+    through: number,
+    newest: number,
+    logEnd: number,
+    keepAfter?: number,
+  ): void {
     const { sql } = this.storage;
     const oldest = sql
       .exec("SELECT MIN(n) AS n FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = ''", sessionId)
@@ -264,11 +271,12 @@ export class DurableObjectSqliteStorage implements Storage {
       through,
       changesOverBytesSync(logStartOf, oldest, newest, logEnd, this.retainBytes),
     );
-    if (bound >= oldest)
+    const floor = pruneFloor(bound, keepAfter);
+    if (floor >= oldest)
       sql.exec(
         "DELETE FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = '' AND n <= ?",
         sessionId,
-        bound,
+        floor,
       );
   }
 

@@ -101,7 +101,7 @@ const PUBLIC_DETAIL: Record<string, string> = {
   "invalid-record": "the request holds data that cannot be stored",
   "record-too-large": "the request's data is too large to store",
   "duplicate-request":
-    "this requestId was accepted before and its Submission is no longer stored (removed by retention); it is not run again",
+    "this requestId was accepted before and that Submission cannot be returned (it may have been removed by retention); it is not run again",
   "stale-owner": "the session moved to another instance while the request ran; retry it",
   "storage-failed": "the session's storage failed; retry later",
   "storage-closed": "the session's storage is closed; retry later",

@@ -94,7 +94,13 @@ export class AgentSession extends defineSessionObject<Env>({
   },
   watchdogMs: (env) => Number(env.WATCHDOG_MS ?? 30_000),
   leaseMs: (env) => Number(env.LEASE_MS ?? 15_000),
-  session: (env) => (env.KEEP_SETTLED ? { retention: { keepSettled: Number(env.KEEP_SETTLED) } } : {}),
+  // Parsed strictly: a mistyped value is refused when a session opens (never read as "keep nothing").
+  session: (env) =>
+    env.KEEP_SETTLED === undefined || env.KEEP_SETTLED === ""
+      ? {}
+      : {
+          retention: { keepSettled: /^\d+$/.test(env.KEEP_SETTLED) ? Number(env.KEEP_SETTLED) : Number.NaN },
+        },
 }) {}
 
 interface SqlState {

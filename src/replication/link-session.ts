@@ -17,7 +17,8 @@ import { type Grant, MAX_PUSH_COMMITS, type ReplicaRemote } from "./protocol.ts"
 import { type LocalInput, rebaseDiverged, replayInputs } from "./rebase.ts";
 import { reconcile } from "./reconcile.ts";
 
-export interface LinkOptions extends Omit<OpenSessionOptions, "mode" | "epoch" | "effectGate"> {
+export interface LinkOptions
+  extends Omit<OpenSessionOptions, "mode" | "epoch" | "effectGate" | "changeLogFloor"> {
   /** The session's other host (the edge), in process or over HTTP (`edgeReplica`). */
   readonly remote: ReplicaRemote;
   /** This host's name in the other host's ownership record (default: a random one per link). */
@@ -73,6 +74,8 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
     mode: "write",
     epoch: grant.epoch,
     effectGate: (version, signal) => link.replicated(version, signal),
+    // Pushes read unacknowledged commits from the change log: pruning must not take them first.
+    changeLogFloor: () => link.acknowledged,
   });
   link.start(session);
   await replayInputs(session, kept);

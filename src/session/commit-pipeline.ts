@@ -74,6 +74,8 @@ export interface PipelineHost {
   readonly clock: Clock;
   readonly timers: Timers;
   readonly deferredFlushMs: number;
+  /** The change log must keep every commit after this version (see `OpenSessionOptions.changeLogFloor`). */
+  changeLogFloor?(): number | undefined;
   /** Adopts a confirmed commit into memory and publishes it. */
   adopt(sealed: SealedCommit): void;
   /** Storage failed while saving: the session must stop. */
@@ -156,8 +158,14 @@ export class CommitPipeline {
     if (group.sealed.length > 0) {
       const { state } = this.host;
       try {
+        const floor = this.host.changeLogFloor?.();
         const saving = this.host.storage.commit(
-          { sessionId: this.host.sessionId, epoch: state.epoch, expectedVersion: state.version },
+          {
+            sessionId: this.host.sessionId,
+            epoch: state.epoch,
+            expectedVersion: state.version,
+            ...(floor !== undefined && { keepChangesAfter: floor }),
+          },
           group.sealed.map((s) => s.commit),
         );
         // Frozen once the store has run up to its first await (the DO store serializes everything there),

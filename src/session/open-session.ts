@@ -5,6 +5,7 @@ import { createRegistry } from "../registry.ts";
 import { DEFAULT_ENTRY_TAIL, DEFAULT_SETTLED } from "./limits.ts";
 import { loadSessionState } from "./load.ts";
 import type { OpenSessionOptions } from "./options.ts";
+import { checkRetention } from "./retention.ts";
 import { Session } from "./session.ts";
 
 /**
@@ -20,6 +21,7 @@ export async function openSession(options: OpenSessionOptions): Promise<Session>
       { path: "id", message: "invalid session id" },
     ]);
   }
+  checkRetention(options);
   const mode = options.mode ?? "write";
   const clock = options.clock ?? systemClock;
   const entryTail = options.entryTail ?? DEFAULT_ENTRY_TAIL;

@@ -53,6 +53,11 @@ export interface OpenSessionOptions {
    * (`defineTool({ runsOn })`) waits for such a host instead of running here. Default: none (runs all).
    */
   readonly host?: "browser" | "edge";
+  /**
+   * The change log keeps every commit after the version this returns, whatever its bounds: a linked
+   * session's commits its other host has not acknowledged yet. Default: none.
+   */
+  readonly changeLogFloor?: () => number | undefined;
   /** Restart limit for task kinds that do not set their own `maxRestarts`. Default 3. */
   readonly maxRestarts?: number;
 }

@@ -6,15 +6,18 @@
  * one ordinary commit (epoch-checked, in the change log, pushed to replicas), so every store and every
  * follower removes the same rows. Entries stay (they are the conversation); so do the requestId index
  * (a retry of a removed Submission's requestId is refused, never run again) and consumed signals (a repeat
- * keeps its first outcome).
+ * keeps its first outcome). An `archive` is called before the removal commits: if that commit fails (or the
+ * process dies in between), the next pass archives the same items again — keep archives idempotent by
+ * item id.
  */
 import type { Clock } from "../clock.ts";
 import { afterThisTick } from "../clock.ts";
+import { InvalidArgumentError } from "../errors.ts";
 import type { CommitRecord, Submission, Task } from "../records/schemas.ts";
 import { isSubmissionFinished, isTerminal, SubmissionSchema, TaskSchema } from "../records/schemas.ts";
 import { validateRecord } from "../records/validate.ts";
 import type { Storage, StoredItem } from "../storage/storage.ts";
-import { turnKey } from "../tasks/follow-up.ts";
+import { submissionOfTurnKey } from "../tasks/follow-up.ts";
 import type { CommitResult, KernelCommit } from "./commit-pipeline.ts";
 import type { SessionState } from "./state.ts";
 
@@ -49,6 +52,32 @@ export interface CollectResult {
   readonly removed: readonly ArchivedItem[];
   /** More may be removable now (the batch was full): automatic collection goes on at once. */
   readonly more: boolean;
+}
+
+/**
+ * Refuses a policy or working set that is not what it looks like, before anything is opened: a count that
+ * is not a non-negative integer (NaN from a mistyped setting would otherwise mean "keep nothing"), an age
+ * that is not a finite number of milliseconds.
+ */
+export function checkRetention(options: {
+  readonly retention?: RetentionPolicy;
+  readonly retainSettled?: number;
+}): void {
+  const counts = [
+    ["retention.keepSettled", options.retention?.keepSettled],
+    ["retainSettled", options.retainSettled],
+  ] as const;
+  for (const [path, value] of counts)
+    if (value !== undefined && !(Number.isSafeInteger(value) && value >= 0))
+      throw new InvalidArgumentError(`${path} must be a non-negative integer, not ${String(value)}`, [
+        { path, message: "must be a non-negative integer" },
+      ]);
+  const age = options.retention?.maxAgeMs;
+  if (age !== undefined && !(Number.isFinite(age) && age >= 0))
+    throw new InvalidArgumentError(
+      `retention.maxAgeMs must be a finite number of ms ≥ 0, not ${String(age)}`,
+      [{ path: "retention.maxAgeMs", message: "must be a finite number ≥ 0" }],
+    );
 }
 
 /** Items looked at per pass (oldest first), items and tasks removed per commit at most. */
@@ -131,8 +160,11 @@ export class Retention {
       if (chosen.length === BATCH || tasks >= MAX_TASKS) return this.remove(chosen, true);
       if (i >= overCount && cutoff === undefined) break; // oldest first: the rest are within the count
       if (state.items.itemOf(item.id)) continue; // in the working set: memory and views hold it
-      const archived = await this.read(item);
-      if (!archived || archived.tasks.some((t) => referenced.has(t.id))) continue;
+      // An item whose records fail to load, or too large to remove in one commit, is left as it is: it
+      // must not stop every later pass at the oldest end.
+      const archived = await this.read(item).catch(() => undefined);
+      if (!archived || archived.tasks.length > MAX_TASKS) continue;
+      if (archived.tasks.some((t) => referenced.has(t.id))) continue;
       if (archived.submission && referenced.has(archived.submission.id)) continue;
       if (i >= overCount && lastChange(archived) > (cutoff as number)) continue;
       chosen.push(archived);
@@ -180,11 +212,7 @@ export class Retention {
           id: item.id,
           ...(item.submission && { submission: item.submission.id }),
           ...(item.root !== undefined && { root: item.root }),
-          tasks: item.tasks.map((t) => ({
-            id: t.id,
-            ...(t.parentId !== undefined && { parentId: t.parentId }),
-            ...(t.childIndex !== undefined && { childIndex: t.childIndex }),
-          })),
+          tasks: childLinks(item.tasks),
         });
       }
     });
@@ -202,10 +230,37 @@ function referencedByHeldWork(state: SessionState): Set<string> {
     if (task.parentId !== undefined) ids.add(task.parentId);
     if (task.state.status === "waiting") for (const child of task.state.children) ids.add(child);
     if (task.state.status === "awaiting")
-      for (const key of task.state.keys)
-        if (key.startsWith(turnKey(""))) ids.add(key.slice(turnKey("").length));
+      for (const key of task.state.keys) {
+        const turn = submissionOfTurnKey(key);
+        if (turn !== undefined) ids.add(turn);
+      }
   }
   return ids;
+}
+
+/**
+ * Each task with the key of the child link that names it: its `childIndex`, or — for a task stored before
+ * the field existed (a migrated session) — its place among its siblings by creation, as the migration
+ * numbered them.
+ */
+function childLinks(tasks: readonly Task[]): { id: string; parentId?: string; childIndex?: number }[] {
+  const siblings = new Map<string, Task[]>();
+  for (const t of tasks)
+    if (t.parentId !== undefined && t.childIndex === undefined)
+      siblings.set(t.parentId, [...(siblings.get(t.parentId) ?? []), t]);
+  const migrated = new Map<string, number>();
+  for (const list of siblings.values()) {
+    list.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1));
+    list.forEach((t, i) => migrated.set(t.id, i));
+  }
+  return tasks.map((t) => {
+    const childIndex = t.childIndex ?? migrated.get(t.id);
+    return {
+      id: t.id,
+      ...(t.parentId !== undefined && { parentId: t.parentId }),
+      ...(childIndex !== undefined && { childIndex }),
+    };
+  });
 }
 
 /** When an item's records last changed. */

@@ -74,6 +74,7 @@ export class Session extends SessionReads {
       clock,
       timers,
       deferredFlushMs: options.deferredFlushMs ?? 50,
+      ...(options.changeLogFloor && { changeLogFloor: options.changeLogFloor }),
       adopt: (sealed) => this.adopt(sealed),
       stop: (error) => this.stop(error),
     });

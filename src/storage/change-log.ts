@@ -24,7 +24,7 @@ export function* changesOverBytes(
   logEnd: number,
   limit: number,
 ): Generator<number, number, number | undefined> {
-  if (logEnd - ((yield oldest) ?? 0) <= limit) return 0;
+  if (logEnd - ((yield oldest) ?? 0) <= limit || oldest >= newest) return 0;
   let lo = oldest + 1;
   let hi = newest;
   while (lo < hi) {
@@ -34,6 +34,11 @@ export function* changesOverBytes(
     else lo = mid + 1;
   }
   return lo - 1;
+}
+
+/** The highest version a prune may delete: `through`, but never a row a guard says must stay. */
+export function pruneFloor(through: number, keepChangesAfter: number | undefined): number {
+  return keepChangesAfter === undefined ? through : Math.min(through, keepChangesAfter);
 }
 
 /** Runs {@link changesOverBytes} over synchronous reads (memory, SQLite). */

@@ -6,7 +6,7 @@ import type { IDBPDatabase, IDBPTransaction } from "idb";
 import { wrap } from "idb";
 import { ensureError, KernelError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
-import { changesOverBytesAsync } from "./change-log.ts";
+import { changesOverBytesAsync, pruneFloor } from "./change-log.ts";
 import type { WriteHook } from "./memory-storage.ts";
 import type { KeyPart, Table } from "./rows.ts";
 import {
@@ -147,10 +147,8 @@ export class IndexedDbStorage implements Storage {
             continue;
           }
           if (op.kind === "prune") {
-            const through = Math.max(
-              op.through,
-              await this.overBytes(tx, guard.sessionId, op.version, logEnd),
-            );
+            const bytes = await this.overBytes(tx, guard.sessionId, op.version, logEnd);
+            const through = pruneFloor(Math.max(op.through, bytes), guard.keepChangesAfter);
             if (through > 0)
               writes.push(tx.objectStore("changes").delete(numberRange(guard.sessionId, [], 0, through)));
             continue;

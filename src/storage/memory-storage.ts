@@ -5,7 +5,7 @@
  */
 import { SessionNotFoundError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
-import { changesOverBytesSync } from "./change-log.ts";
+import { changesOverBytesSync, pruneFloor } from "./change-log.ts";
 import { Rows, sortedRange } from "./memory-rows.ts";
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import {
@@ -132,7 +132,7 @@ export class MemoryStorage implements Storage {
         if (typeof oldest !== "number") continue;
         const logStartOf = (v: number) => rawNumber(changes.get([v])?.value, "logStart");
         const bytes = changesOverBytesSync(logStartOf, oldest, op.version, op.logEnd ?? 0, this.retainBytes);
-        const through = Math.max(op.through, bytes);
+        const through = pruneFloor(Math.max(op.through, bytes), guard.keepChangesAfter);
         if (through >= oldest) changes.deleteWhere(undefined, (key) => (key[0] as number) <= through);
       } else if (op.kind === "obsolete")
         rows.tables.documentRows.deleteWhere(op.documentId, (key) => (key[1] as number) < op.below);

@@ -71,6 +71,11 @@ export interface CommitGuard {
    * `epoch` in the same transaction.
    */
   readonly replica?: boolean;
+  /**
+   * Change-log rows with a higher version must stay, whatever the retention bounds say: a linked session's
+   * commits its other host has not acknowledged yet (they are pushed from the change log).
+   */
+  readonly keepChangesAfter?: number;
 }
 
 /** A slice of the change log. */

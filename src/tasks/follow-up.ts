@@ -22,6 +22,10 @@ export type { FollowUp };
 /** The kernel's key a queued turn waits on: the end of the Submission before it. */
 export const turnKey = (submissionId: string) => `turn:${submissionId}`;
 
+/** The Submission a turn key names, or undefined for any other key. */
+export const submissionOfTurnKey = (key: string): string | undefined =>
+  key.startsWith("turn:") ? key.slice("turn:".length) : undefined;
+
 /**
  * Applies the follow-up policy to a Submission just accepted with its root task: queues the root behind the
  * conversation's previous Submission if that one is unfinished (cancelling it first for `interrupt`).
@@ -44,7 +48,8 @@ export function followUp(
       const waiting: Task | undefined = at.taskId === undefined ? undefined : draft.task(at.taskId);
       const behind: string | undefined =
         waiting?.state.status === "awaiting" ? waiting.state.keys[0] : undefined;
-      at = behind?.startsWith("turn:") ? draft.submission(behind.slice("turn:".length)) : undefined;
+      const earlier: string | undefined = behind === undefined ? undefined : submissionOfTurnKey(behind);
+      at = earlier === undefined ? undefined : draft.submission(earlier);
     }
   }
   startAwaiting(

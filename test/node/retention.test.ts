@@ -18,6 +18,7 @@ import {
   DuplicateRequestError,
   defineTool,
   emptyView,
+  InvalidArgumentError,
   ManualClock,
   ManualTimers,
   type MemoryStorage,
@@ -390,5 +391,24 @@ describe("retention, case by case", () => {
     );
     // The conversation itself is kept whole: entries are not work items.
     expect((await s.readEntries("c", 0)).length).toBe(s.conversation("c")?.entryCount);
+  });
+
+  it("refuses a policy that is not what it looks like, before anything is opened or removed", async () => {
+    const disk = memoryStorage();
+    for (const retention of [
+      { keepSettled: Number.NaN },
+      { keepSettled: -1 },
+      { keepSettled: 2.5 },
+      { maxAgeMs: Number.NaN },
+    ]) {
+      await expect(openSession({ id: "bad", storage: disk, retention })).rejects.toBeInstanceOf(
+        InvalidArgumentError,
+      );
+    }
+    await expect(openSession({ id: "bad", storage: disk, retainSettled: -1 })).rejects.toThrow(
+      /retainSettled/,
+    );
+    // Nothing was created by the refused opens.
+    expect(await disk.open("bad", { mode: "read", at: 0, entryTail: 1, settled: 1 })).toBeUndefined();
   });
 });

@@ -369,6 +369,20 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       session.subscribe(1, () => undefined, { onError: (e) => errors.push(e) });
       await expect.poll(() => errors.length).toBe(1);
       expect(errors[0]).toBeInstanceOf(HistoryTruncatedError);
+      // A floor (a linked session's unacknowledged commits) is never pruned, whatever the bounds say.
+      const floored = freshId("log-floor");
+      const linked = await openSession({
+        id: floored,
+        storage,
+        registry: contractRegistry,
+        ids: sequentialIds(),
+        changeLogFloor: () => 40,
+      });
+      for (let i = 0; i < 300; i++)
+        await linked.commit((d) =>
+          d.appendEntry("main", { kind: "note", text: `${i} ${"x".repeat(1_000)}` }),
+        );
+      expect((await storage.readChanges(floored, 0, 1)).oldestRetained).toBe(41); // the bound wanted more
     });
 
     it("delivers exactly the missing changes to a subscriber that reconnects from an old version", async () => {
