@@ -52,6 +52,7 @@ import { problemFromError, problemResponse } from "./problem.ts";
 import {
   CancelBodySchema,
   CountSchema,
+  DocumentIdSchema,
   IdSchema,
   type InternalRoute,
   internalRequest,
@@ -147,7 +148,7 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     submissions: CountSchema.optional(),
     tasks: TasksFilterSchema.optional(),
     documents: CountSchema.optional(),
-    documentsAfter: IdSchema.optional(),
+    documentsAfter: DocumentIdSchema.optional(),
   });
   const PageQuery = z.object({
     before: CountSchema.optional(),

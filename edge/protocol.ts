@@ -20,6 +20,13 @@ export const RequestIdSchema = z
   .max(256)
   .refine(isWellFormedText, { message: "not well-formed Unicode" });
 
+/** A document id in a query (`?documentsAfter=`): any well-formed text a document id can be. */
+export const DocumentIdSchema = z
+  .string()
+  .min(1)
+  .max(256)
+  .refine(isWellFormedText, { message: "not well-formed Unicode" });
+
 /** `POST /sessions/:id/submissions`; unknown fields are refused rather than silently dropped. */
 export const SubmitBodySchema = SubmitInputSchema.strict();
 
@@ -145,7 +152,7 @@ const InternalRouteSchema = z.discriminatedUnion("op", [
     submissions: CountSchema.optional(),
     tasks: TasksFilterSchema.optional(),
     documents: CountSchema.optional(),
-    documentsAfter: IdSchema.optional(),
+    documentsAfter: DocumentIdSchema.optional(),
   }),
   z.object({
     op: z.literal("entries"),

@@ -251,7 +251,7 @@ function childLinks(tasks: readonly Task[]): { id: string; parentId?: string; ch
   const migrated = new Map<string, number>();
   for (const list of siblings.values()) {
     list.sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1));
-    list.forEach((t, i) => migrated.set(t.id, i));
+    for (const [i, t] of list.entries()) migrated.set(t.id, i);
   }
   return tasks.map((t) => {
     const childIndex = t.childIndex ?? migrated.get(t.id);

@@ -188,7 +188,7 @@ describe("devtools page in Chromium", () => {
       expect(took).toMatch(new RegExp(`^${bars.find((b) => b.task === restarted[0]?.task)?.ms} ms`));
       // Token totals of the run's model calls, and their cost at the prices the page was given.
       expect(await devtools.textContent("[data-testid=token-totals]")).toMatch(
-        /scripted: \d+ calls, \d+ in \/ \d+ out tokens · \$\d+\.\d{4} at the page's prices/,
+        /scripted: \d+ calls, \d+ in \/ \d+ out tokens \(model entries the view holds\) · \$\d+\.\d{4} at the page's prices/,
       );
 
       // Scrub back to the commit where the first mail task started: that version's tasks and documents.
@@ -289,6 +289,12 @@ describe("devtools page in Chromium", () => {
       const linked = await context.newPage();
       await linked.goto(link.toString());
       await linked.waitForSelector(`[data-testid=task-graph] g.node.selected[data-task="${mail0}"]`, TIMEOUT);
+      // The page shows the latest version first and reads the history before it: then the pinned one.
+      await linked.waitForFunction(
+        (v) => document.querySelector("[data-testid=version]")?.textContent?.startsWith(`v${v} `),
+        pinned.shown,
+        TIMEOUT,
+      );
       expect((await versions(linked)).shown).toBe(pinned.shown);
       expect(await linked.isChecked("[data-testid=live]")).toBe(false);
       expect(await linked.textContent("[data-testid=task-details]")).toContain(mail0);
@@ -316,13 +322,35 @@ describe("devtools page in Chromium", () => {
         JSON.stringify({
           format: "durable-agent-history",
           formatVersion: 1,
-          base: { id: "x", version: 0 },
+          base: {
+            id: "x",
+            version: 0,
+            epoch: 0,
+            limits: { settled: 20, entries: 200 },
+            ...{ conversations: [], documents: [], tasks: [], submissions: [], pending: [], blocked: [] },
+          },
           changes: [{ version: 2 }],
         }),
       );
       await devtools.setInputFiles("[data-testid=import]", bad);
       expect(await devtools.textContent("[role=alert]")).toContain(
         "not-a-history.json: change #0 is not a commit record",
+      );
+      expect(await versions(devtools)).toEqual(attached);
+      // A base that is not a view is refused too (it would not render).
+      const badBase = join(dirname(saved), "not-a-view.json");
+      writeFileSync(
+        badBase,
+        JSON.stringify({
+          format: "durable-agent-history",
+          formatVersion: 1,
+          base: { id: "x", version: 3 },
+          changes: [],
+        }),
+      );
+      await devtools.setInputFiles("[data-testid=import]", badBase);
+      await devtools.waitForFunction(() =>
+        document.querySelector("[role=alert]")?.textContent?.includes("needs a base view"),
       );
       expect(await versions(devtools)).toEqual(attached);
     });

@@ -213,8 +213,11 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   const [source, setSource] = useState<SessionSource | undefined>(undefined);
   const [history, setHistory] = useState<SessionHistory | undefined>(undefined);
   const [error, setError] = useState<string | undefined>(undefined);
-  const [, setTick] = useState(0);
+  // Bumped when the history grows (a change appended, the earlier history put in front): memos follow it.
+  const [tick, setTick] = useState(0);
   const [pins] = useState(pinsFromUrl);
+  // The link's pinned version applies to the first session attached, not to every later one.
+  const pinnedVersion = useRef(pins.version);
   const [live, setLive] = useState(pins.version === undefined);
   const [connection, setConnection] = useState<"live" | "reconnecting">("live");
   const [loadingEarlier, setLoadingEarlier] = useState(false);
@@ -241,6 +244,9 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
     let stop: () => void = () => undefined;
     let opened: SessionSource | undefined;
     setError(undefined);
+    setLoadingEarlier(false);
+    const pinned = pinnedVersion.current;
+    pinnedVersion.current = undefined;
     const open = async () => {
       opened =
         target.kind === "local"
@@ -253,7 +259,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
             ? await edgeSource(target.url, target.token, target.session)
             : fileSource(target.name, target.history);
       if (closed) return void (await opened.close());
-      let held = new SessionHistory(opened.base);
+      const held = new SessionHistory(opened.base);
       setSource(opened);
       setHistory(held);
       setVersion(held.latest.version);
@@ -267,20 +273,20 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
         setConnection,
       );
       // A file delivers all it has at once: show its last version, or the one the link pinned.
-      setVersion(liveRef.current ? held.latest.version : (pins.version ?? held.latest.version));
+      setVersion(liveRef.current ? held.latest.version : (pinned ?? held.latest.version));
       // The history before the latest view, read in the background: then the page can scrub back to it.
       const earlier = opened.earlier;
       if (!earlier) return;
       setLoadingEarlier(true);
-      const changes = await earlier();
-      if (closed) return;
-      const full = new SessionHistory(emptyView(opened.base.id, opened.base.limits));
-      full.append(changes);
-      full.append(held.commits); // what arrived live meanwhile
-      held = full;
-      setHistory(full);
-      setLoadingEarlier(false);
-      if (!liveRef.current && pins.version !== undefined) setVersion(pins.version);
+      try {
+        const changes = await earlier();
+        if (closed) return;
+        held.prepend(emptyView(opened.base.id, opened.base.limits), changes);
+        setTick((t) => t + 1);
+        if (!liveRef.current && pinned !== undefined) setVersion(pinned);
+      } finally {
+        if (!closed) setLoadingEarlier(false);
+      }
     };
     open().catch((e: unknown) => setError((e as Error).message));
     return () => {
@@ -309,14 +315,16 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
     return () => clearInterval(timer);
   }, []);
   // biome-ignore lint/correctness/useExhaustiveDependencies: a new commit or a tick is what makes it stale
-  const now = useMemo(() => Date.now(), [latest, clockTick]);
+  const wallNow = useMemo(() => Date.now(), [latest, clockTick]);
   const shown = live ? latest : version;
+  // Ages and durations of a past version are as of its commit: what was still running then is drawn to then.
+  const now = shown === latest ? wallNow : (history?.commit(shown)?.at ?? wallNow);
   // biome-ignore lint/correctness/useExhaustiveDependencies: the history grows in place; `latest` marks each new commit
-  const view = useMemo(() => history?.viewAt(shown), [history, shown, latest]);
+  const view = useMemo(() => history?.viewAt(shown), [history, shown, latest, tick]);
   // biome-ignore lint/correctness/useExhaustiveDependencies: the history grows in place; `latest` marks each new commit
   const recovery = useMemo(
     () => (history ? recoveryLane(history.commits, history.base) : new Map<number, RecoveryMark[]>()),
-    [history, latest],
+    [history, latest, tick],
   );
   const [preview, setPreview] = useState<RecoveryPlan | undefined>(undefined);
   useEffect(() => {

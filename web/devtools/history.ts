@@ -8,13 +8,43 @@ import { applyChangeToView, type CommitRecord, type SessionView, type Task } fro
 const CHECKPOINT_EVERY = 64;
 
 export class SessionHistory {
-  private readonly changes: CommitRecord[] = [];
+  private changes: CommitRecord[] = [];
   private readonly checkpoints = new Map<number, SessionView>();
+  /** Views kept whole at versions off the checkpoint grid (the view a history started from). */
+  private readonly anchors: number[] = [];
   private latestView: SessionView;
+  #base: SessionView;
 
-  constructor(readonly base: SessionView) {
+  constructor(base: SessionView) {
+    this.#base = base;
     this.latestView = base;
     this.checkpoints.set(base.version, base);
+    this.anchors.push(base.version);
+  }
+
+  get base(): SessionView {
+    return this.#base;
+  }
+
+  /**
+   * Puts the changes before the base in front (read after the page first showed the base): `earlier` must
+   * lead from `from` to the base, one by one. Views at or after the old base still start from it (it holds
+   * what a fold cannot know, such as records that failed to load).
+   */
+  prepend(from: SessionView, earlier: readonly CommitRecord[]): void {
+    let view = from;
+    const folded: CommitRecord[] = [];
+    for (const change of earlier) {
+      if (change.version > this.#base.version) break;
+      view = applyChangeToView(view, change);
+      folded.push(change);
+      if (change.version % CHECKPOINT_EVERY === 0) this.checkpoints.set(change.version, view);
+    }
+    if (view.version !== this.#base.version)
+      throw new Error(`the earlier history ends at v${view.version}, not at v${this.#base.version}`);
+    this.checkpoints.set(from.version, from);
+    this.changes = [...folded, ...this.changes];
+    this.#base = from;
   }
 
   /** The oldest version this history can show. */
@@ -49,6 +79,7 @@ export class SessionHistory {
     if (target === this.latestView.version) return this.latestView;
     let start = target - (target % CHECKPOINT_EVERY);
     while (!this.checkpoints.has(start) && start > this.firstVersion) start -= CHECKPOINT_EVERY;
+    for (const anchor of this.anchors) if (anchor <= target && anchor > start) start = anchor;
     let view = this.checkpoints.get(start) ?? this.base;
     for (const change of this.changes) {
       if (change.version <= view.version) continue;

@@ -135,10 +135,15 @@ export async function localSource(
     ...(first.oldestRetained <= 1 && {
       async earlier() {
         const changes: CommitRecord[] = [];
-        while ((changes.at(-1)?.version ?? 0) < base.version) {
-          const page = await session.readChanges(changes.at(-1)?.version ?? 0, 2_000);
-          if (page.changes.length === 0) break;
-          for (const change of page.changes) if (change.version <= base.version) changes.push(change);
+        for (let after = 0; after < base.version; ) {
+          const page = await session.readChanges(after, 2_000);
+          // Pruned meanwhile, or nothing more: the page keeps what it has (it starts from the base).
+          if (page.oldestRetained > after + 1)
+            throw new Error(`the history before v${base.version} was pruned meanwhile`);
+          const next = page.changes.filter((c) => c.version <= base.version);
+          if (next.length === 0) break;
+          changes.push(...next);
+          after = next.at(-1)?.version ?? base.version;
         }
         return changes;
       },
@@ -321,8 +326,17 @@ export function parseExportedHistory(text: string): ExportedHistory {
       'not a durable-agent history: "format" must be "durable-agent-history", "formatVersion" 1',
     );
   const base = file.base as SessionView | undefined;
-  if (typeof base?.id !== "string" || !Number.isSafeInteger(base.version) || !Array.isArray(file.changes))
-    throw new Error("not a durable-agent history: it needs a base view (id, version) and a list of changes");
+  const lists = ["conversations", "documents", "tasks", "submissions", "pending", "blocked"] as const;
+  if (
+    typeof base?.id !== "string" ||
+    !Number.isSafeInteger(base.version) ||
+    typeof base.limits !== "object" ||
+    lists.some((list) => !Array.isArray(base[list])) ||
+    !Array.isArray(file.changes)
+  )
+    throw new Error(
+      `not a durable-agent history: it needs a base view (id, version, limits, ${lists.join(", ")}) and a list of changes`,
+    );
   const changes: CommitRecord[] = [];
   let view = base;
   for (const [i, raw] of file.changes.entries()) {

@@ -92,7 +92,8 @@ export function Waterfall(props: {
         <p class="meta" data-testid="token-totals">
           {totals
             .map((t) => `${t.model}: ${t.calls} calls, ${t.inputTokens} in / ${t.outputTokens} out tokens`)
-            .join(" · ")}
+            .join(" · ")}{" "}
+          (model entries the view holds)
           {cost !== undefined && ` · $${cost.toFixed(4)} at the page's prices`}
         </p>
       )}
