@@ -96,7 +96,9 @@ export interface GenerationOptions {
   readonly followUp?: FollowUp | ((conversationId: string) => FollowUp);
   /**
    * How often streamed text is stored as progress (default 1,000 ms; the first piece at once). Subscribers
-   * with `onPreview` get every piece as it streams; a crash loses at most this much of a round's text.
+   * with `onPreview` get every piece as it streams; a crash loses the text since the last checkpoint (one
+   * is taken with the next piece once this long has passed, so a model that pauses keeps its last text
+   * unstored until it goes on or answers).
    */
   readonly streamCheckpointMs?: number;
 }
