@@ -236,6 +236,24 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     return forward(c, { op: "submit", sessionId: g.sessionId, waitMs }, input);
   });
 
+  // Submissions newest first, a page at a time (`before`: the `next` of the previous page), from storage.
+  app.get("/sessions/:id/submissions", async (c) => {
+    const g = await guard(c, "read");
+    if (g instanceof Response) return g;
+    const page = parse("query", PageQuery, { before: c.req.query("before"), limit: c.req.query("limit") });
+    if (page instanceof Response) return page;
+    return forward(c, { op: "submissions", sessionId: g.sessionId, ...page });
+  });
+
+  // Every task of the tree under `?root=` as storage holds it (also a tree that left the working set).
+  app.get("/sessions/:id/tree", async (c) => {
+    const g = await guard(c, "read");
+    if (g instanceof Response) return g;
+    const root = parse("query.root", DocumentIdSchema, c.req.query("root"));
+    if (root instanceof Response) return root;
+    return forward(c, { op: "tree", sessionId: g.sessionId, root });
+  });
+
   app.get("/sessions/:id/submissions/:sid", async (c) => {
     const g = await guard(c, "read");
     if (g instanceof Response) return g;

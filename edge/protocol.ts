@@ -78,6 +78,13 @@ export type InternalRoute =
       readonly waitMs: number;
     }
   | { readonly op: "request"; readonly sessionId: string; readonly requestId: string }
+  | {
+      readonly op: "submissions";
+      readonly sessionId: string;
+      readonly before?: number | undefined;
+      readonly limit: number;
+    }
+  | { readonly op: "tree"; readonly sessionId: string; readonly root: string }
   | { readonly op: "cancel"; readonly sessionId: string; readonly submissionId: string }
   | {
       readonly op: "view";
@@ -142,6 +149,13 @@ const InternalRouteSchema = z.discriminatedUnion("op", [
   z.object({ op: z.literal("submit"), sessionId: IdSchema, waitMs: CountSchema }),
   z.object({ op: z.literal("submission"), sessionId: IdSchema, submissionId: IdSchema, waitMs: CountSchema }),
   z.object({ op: z.literal("request"), sessionId: IdSchema, requestId: RequestIdSchema }),
+  z.object({
+    op: z.literal("submissions"),
+    sessionId: IdSchema,
+    before: CountSchema.optional(),
+    limit: CountSchema,
+  }),
+  z.object({ op: z.literal("tree"), sessionId: IdSchema, root: DocumentIdSchema }),
   z.object({ op: z.literal("cancel"), sessionId: IdSchema, submissionId: IdSchema }),
   z.object({
     op: z.literal("view"),

@@ -267,6 +267,18 @@ class SessionHost<Env> {
           );
         return Response.json(submission);
       }
+      case "submissions": {
+        const session = await this.required(route.sessionId);
+        const page = await session.readSubmissions({
+          limit: route.limit,
+          ...(route.before !== undefined && { before: route.before }),
+        });
+        return Response.json(page);
+      }
+      case "tree": {
+        const session = await this.required(route.sessionId);
+        return Response.json(await session.readTaskTree(route.root));
+      }
       case "submission": {
         const session = await this.required(route.sessionId);
         const submission = await session.readSubmission(route.submissionId);

@@ -232,6 +232,40 @@ describe("edge host on workerd", () => {
       expect(view).toEqual(server);
     });
 
+    it("pages a session's Submissions newest first from storage, and reads a task tree by its root", async () => {
+      const accepted: Submission[] = [];
+      for (const requestId of ["s1", "s2", "s3", "s4", "s5"]) {
+        const s = await edge.json<Submission>("/sessions/subs/submissions?wait=20000", {
+          body: notice(requestId),
+        });
+        accepted.push(s);
+      }
+      type Page = { submissions: Submission[]; next: number | null };
+      const seen: string[] = [];
+      let next: number | null = null;
+      do {
+        const query: string = next === null ? "limit=2" : `limit=2&before=${next}`;
+        const page: Page = await edge.json<Page>(`/sessions/subs/submissions?${query}`);
+        seen.push(...page.submissions.map((s) => s.requestId));
+        next = page.next;
+      } while (next !== null);
+      expect(seen).toEqual(["s5", "s4", "s3", "s2", "s1"]);
+      const root = accepted[0]?.taskId ?? "";
+      const tree = await edge.json<{ id: string; parentId?: string }[]>(
+        `/sessions/subs/tree?root=${encodeURIComponent(root)}`,
+      );
+      expect(tree[0]?.id).toBe(root);
+      expect(tree.length).toBeGreaterThan(5); // the turn, its tool call, the campaign and its five sends
+      expect(tree.every((t, i) => i === 0 || tree.some((p) => p.id === t.parentId))).toBe(true);
+      // Bad queries are refused by name; an unknown session is not created by a read.
+      const bad = await edge.request("/sessions/subs/submissions?limit=0");
+      expect([bad.status, ((await bad.json()) as { errors?: { path: string }[] }).errors?.[0]?.path]).toEqual(
+        [400, "query.limit"],
+      );
+      expect((await edge.request("/sessions/subs/tree")).status).toBe(400);
+      expect((await edge.request("/sessions/nobody-here/submissions")).status).toBe(404);
+    });
+
     it("trims the view for display and pages a conversation's entries back to its start", async () => {
       for (const requestId of ["r1", "r2"]) {
         const accepted = await edge.json<Submission>("/sessions/pages/submissions", {

@@ -217,9 +217,17 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
   const current = (await response.json()) as SessionView;
   const base = (await reachesVersionOne(root, headers)) ? emptyView(sessionId) : current;
   const following = new Set<() => void>();
+  const read = async <T>(path: string): Promise<T> => {
+    const answer = await fetch(`${root}${path}`, { headers });
+    if (!answer.ok) throw new Error(`${path}: ${answer.status} ${await problemDetail(answer)}`);
+    return (await answer.json()) as T;
+  };
   return {
     label: `edge ${baseUrl} / ${sessionId}`,
     base,
+    readSubmissions: (before, limit) =>
+      read(`/submissions?limit=${limit}${before === undefined ? "" : `&before=${before}`}`),
+    readTaskTree: (rootId) => read(`/tree?root=${encodeURIComponent(rootId)}`),
     follow(onChanges, onError, onStatus) {
       // Reconnects from the last change seen, shows "reconnecting" while it backs off (a stale page never
       // looks live), and stops on a refusal or a session error.
