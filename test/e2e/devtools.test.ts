@@ -647,4 +647,51 @@ describe("devtools page in Chromium", () => {
       await shoot(devtools, "many-submissions");
     });
   }, 120_000);
+
+  it("is interactive on a session of 20,000 Submissions with all 20,000 commits kept: latest first, then the whole history", async () => {
+    await withChromiumProfile(async (context) => {
+      const writer = await context.newPage();
+      await writer.goto(`${origin}/devtools/`);
+      const root = `/@fs${process.cwd()}`;
+      await writer.evaluate(`(async () => {
+        const { writeHistoryForTest } = await import("${root}/bench/long-life.ts");
+        const { indexedDbStorage } = await import("${root}/src/index.ts");
+        const store = indexedDbStorage("devtools-20000", { durability: "relaxed", retainChanges: 1000000 });
+        await writeHistoryForTest(store, "big", 20000);
+        await store.close();
+      })()`);
+      await writer.close();
+      const devtools = await context.newPage();
+      await devtools.goto(`${origin}/devtools/?local=devtools-20000&session=big&tab=submissions`);
+      await devtools.waitForFunction(
+        () => document.querySelector("[data-testid=version]")?.textContent === "v20000 of 20000",
+        undefined,
+        TIMEOUT,
+      );
+      // The working set's Submissions, newest first in the work list; one of them found by search.
+      await tab(devtools, "tasks");
+      expect(await devtools.textContent("[data-testid=work-items] li:first-child")).toContain("r19999");
+      await devtools.fill("[data-testid=work-search]", "r19990");
+      expect(await devtools.textContent("[data-testid=work-count]")).toBe("1 of 20");
+      await devtools.fill("[data-testid=work-search]", "");
+      // Once the history behind it is in, the slider reaches back to the session's start.
+      await devtools.waitForFunction(
+        () => !document.querySelector("[data-testid=history-loading]"),
+        undefined,
+        {
+          timeout: 120_000,
+        },
+      );
+      await devtools.focus("[data-testid=scrubber]");
+      await devtools.keyboard.press("Home");
+      expect((await versions(devtools)).shown).toBe(0);
+      await devtools.keyboard.press("End");
+      expect((await versions(devtools)).shown).toBe(20_000);
+      await tab(devtools, "timeline");
+      expect(await devtools.textContent("[data-testid=timeline] > li:first-child")).toContain("v20000");
+      expect(await devtools.$$eval("[data-testid=timeline] > li", (items) => items.length)).toBe(300); // paged
+      await tab(devtools, "tasks");
+      await shoot(devtools, "20000-submissions");
+    });
+  }, 180_000);
 });
