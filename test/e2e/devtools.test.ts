@@ -134,8 +134,13 @@ describe("devtools page in Chromium", () => {
       expect(before.some((n) => n.status !== "succeeded")).toBe(true);
       expect((await versions(devtools)).latest).toBeGreaterThan(attachedAt.latest);
 
+      // A tab leads it (it holds the session's Web Lock); the devtools say so.
+      await devtools.waitForSelector("[data-testid=writer][data-state=leading]", TIMEOUT);
       // The demo tab closes with tools running: its worker dies mid-send, like a crashed tab.
       await demo.close();
+      // Nothing drives the session now, and the page says so (open work waits for a tab).
+      await devtools.waitForSelector("[data-testid=writer][data-state=none]", TIMEOUT);
+      expect(await devtools.textContent("[data-testid=writer]")).toContain("no tab leads this session since");
       await tab(devtools, "wake");
       await devtools.waitForSelector("[data-testid=recovery] li", TIMEOUT);
       await shoot(devtools, "wake-recovery");
@@ -163,6 +168,7 @@ describe("devtools page in Chromium", () => {
       );
       await tab(devtools, "tasks");
       await everyTaskSucceeded(devtools);
+      await devtools.waitForSelector("[data-testid=writer][data-state=leading]", TIMEOUT);
       const after = await versions(devtools);
       expect(after.latest).toBeGreaterThan(attachedAt.latest);
       expect(after.shown).toBe(after.latest); // live mode follows the newest commit

@@ -221,6 +221,8 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   const [live, setLive] = useState(pins.version === undefined);
   const [connection, setConnection] = useState<"live" | "reconnecting">("live");
   const [loadingEarlier, setLoadingEarlier] = useState(false);
+  // Whether a writer drives the session (local: a tab holds its leader lock), asked every 2 s.
+  const [writer, setWriter] = useState<{ state: "leading" | "none"; since: number } | undefined>(undefined);
   const [version, setVersion] = useState(0);
   const [tab, setTab] = useState<Tab>(pins.tab);
   const [selectedTask, setSelectedTask] = useState<string | undefined>(pins.task);
@@ -295,6 +297,25 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
       void opened?.close();
     };
   }, [target, options]);
+
+  useEffect(() => {
+    setWriter(undefined);
+    const ask = source?.writer;
+    if (!ask) return;
+    let current = true;
+    const check = () =>
+      void ask().then(
+        (state) =>
+          current && setWriter((before) => (before?.state === state ? before : { state, since: Date.now() })),
+        () => undefined,
+      );
+    check();
+    const timer = setInterval(check, 2_000);
+    return () => {
+      current = false;
+      clearInterval(timer);
+    };
+  }, [source]);
 
   const latest = history?.latest.version ?? 0;
   // The tab, a pinned version and the selected task are in the URL too: a link opens the page as it is.
@@ -384,6 +405,18 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
               />{" "}
               live
             </label>
+            {writer && (
+              <span
+                class={`writer ${writer.state}`}
+                role="status"
+                data-testid="writer"
+                data-state={writer.state}
+              >
+                {writer.state === "leading"
+                  ? "a tab leads this session"
+                  : `no tab leads this session since ${formatTime(writer.since).slice(11, 19)}: its open work waits until one does`}
+              </span>
+            )}
             {loadingEarlier && (
               <span class="meta" role="status" data-testid="history-loading">
                 reading the history before v{history.firstVersion}…

@@ -64,6 +64,11 @@ export interface SessionSource {
     before: number | undefined,
     limit: number,
   ): Promise<{ submissions: readonly Submission[]; next: number | null }>;
+  /**
+   * Whether a writer drives the session now: local sessions ask the Web Locks API whether a tab holds the
+   * session's leader lock (the devtools never take it). Absent where it cannot be known.
+   */
+  writer?(): Promise<"leading" | "none">;
   /** A task tree as storage holds it now (for a Submission beyond the working set). */
   readTaskTree?(rootId: string): Promise<Task[]>;
   close(): Promise<void>;
@@ -151,6 +156,10 @@ export async function localSource(
     readSubmissions: (before, limit) =>
       session.readSubmissions({ ...(before !== undefined && { before }), limit }),
     readTaskTree: (rootId) => session.readTaskTree(rootId),
+    async writer() {
+      const held = (await navigator.locks.query()).held ?? [];
+      return held.some((lock) => lock.name === `durable-agent:${database}:${sessionId}`) ? "leading" : "none";
+    },
     follow(onChanges, onError) {
       // The session's own subscription replays the change log after the base, then delivers every change
       // refresh() adopts: no gap, no repeat, and the session is current when a change is delivered.
