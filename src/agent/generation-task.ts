@@ -241,8 +241,11 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
         reason: error.message,
       });
     }
-    if (!retryable || round.attempt >= maxAttempts)
+    if (!retryable || round.attempt >= maxAttempts) {
+      // The run ends here: its stream record goes with it (what it streamed is the interrupted entry above).
+      ctx.deleteDocument(streamDocumentId(ctx.task.id));
       return ctx.fail(error instanceof Error ? error : String(error));
+    }
     // A fresh attempt: no stale handle, and a retry-after only if this failure gave one.
     const { handle: _handle, retryAfterMs: _retryAfter, ...rest } = round;
     const next: Round = {

@@ -15,6 +15,7 @@ import {
   ManualClock,
   ManualTimers,
   type MemoryStorage,
+  ModelError,
   memoryStorage,
   openSession,
   type Preview,
@@ -172,5 +173,27 @@ describe("previews and stream checkpoints", () => {
     expect(partial.length).toBeLessThan(previews.join("").length); // the part after the last checkpoint was lost
     const answer = entries.findLast((e) => e.content.kind === "model");
     expect(answer?.content.kind === "model" && answer.content.text).toBe(ANSWER);
+  });
+
+  it("removes the stream record when the model fails for good mid-stream, keeping what it streamed as a record", async () => {
+    const model = {
+      id: "failing",
+      async generate(_request: unknown, options: { onText?: (delta: string) => void }) {
+        options.onText?.("half an ans");
+        throw new ModelError("upstream closed the stream", { retryable: false, partialText: "half an ans" });
+      },
+    };
+    const session = await openSession({
+      id: "fails",
+      storage: memoryStorage(),
+      registry: createRegistry({ ...createAgent({ model: model as never }) }),
+      ids: sequentialIds(),
+    });
+    await session.resume();
+    const s = await session.submit({ requestId: "r", conversationId: "main", input: "go" });
+    expect((await session.wait(s.id)).status).toBe("failed");
+    expect(session.view().documents).toEqual([]);
+    const kinds = session.view().conversations[0]?.entries.map((e) => e.content.kind);
+    expect(kinds).toEqual(["user", "interrupted"]);
   });
 });
