@@ -5,7 +5,7 @@
  */
 import { ensureError, KernelError, StorageError } from "../src/errors.ts";
 import type { CommitRecord } from "../src/records/schemas.ts";
-import { changesOverBytesSync, pruneFloor } from "../src/storage/change-log.ts";
+import { pruneThroughSync } from "../src/storage/change-log.ts";
 import type { WriteHook } from "../src/storage/memory-storage.ts";
 import type { KeyPart, Table } from "../src/storage/rows.ts";
 import {
@@ -267,11 +267,14 @@ export class DurableObjectSqliteStorage implements Storage {
         .toArray()[0]?.s;
       return typeof start === "number" ? start : undefined;
     };
-    const bound = Math.max(
+    const floor = pruneThroughSync(logStartOf, {
+      oldest,
+      newest,
+      logEnd,
+      limit: this.retainBytes,
       through,
-      changesOverBytesSync(logStartOf, oldest, newest, logEnd, this.retainBytes),
-    );
-    const floor = pruneFloor(bound, keepAfter);
+      keepChangesAfter: keepAfter,
+    });
     if (floor >= oldest)
       sql.exec(
         "DELETE FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = '' AND n <= ?",

@@ -36,29 +36,46 @@ export function* changesOverBytes(
   return lo - 1;
 }
 
-/** The highest version a prune may delete: `through`, but never a row a guard says must stay. */
-export function pruneFloor(through: number, keepChangesAfter: number | undefined): number {
-  return keepChangesAfter === undefined ? through : Math.min(through, keepChangesAfter);
+/** What a store knows at a pruning boundary: its log's span and size, and the bounds that apply. */
+export interface PruneRequest {
+  /** The oldest and newest change-log versions held. */
+  readonly oldest: number;
+  readonly newest: number;
+  /** The log's size in JSON characters after the newest row (the session row's `logEnd`). */
+  readonly logEnd: number;
+  /** The byte bound (`retainChangeBytes`). */
+  readonly limit: number;
+  /** What the count bound deletes ({@link pruneChangesThrough}). */
+  readonly through: number;
+  /** Rows above this version stay whatever the bounds say (`CommitGuard.keepChangesAfter`). */
+  readonly keepChangesAfter?: number | undefined;
 }
 
-/** Runs {@link changesOverBytes} over synchronous reads (memory, SQLite). */
-export function changesOverBytesSync(
+/** The highest version to delete: the count bound or the byte bound, whichever is more, never past the floor. */
+function* pruneBound(request: PruneRequest): Generator<number, number, number | undefined> {
+  const { oldest, newest, logEnd, limit, through, keepChangesAfter } = request;
+  const bound = Math.max(through, yield* changesOverBytes(oldest, newest, logEnd, limit));
+  return keepChangesAfter === undefined ? bound : Math.min(bound, keepChangesAfter);
+}
+
+/** {@link pruneBound} over synchronous reads of a row's `logStart` (memory, SQLite). */
+export function pruneThroughSync(
   logStartOf: (version: number) => number | undefined,
-  ...args: Parameters<typeof changesOverBytes>
+  request: PruneRequest,
 ): number {
-  const search = changesOverBytes(...args);
+  const search = pruneBound(request);
   for (let step = search.next(); ; ) {
     if (step.done) return step.value;
     step = search.next(logStartOf(step.value));
   }
 }
 
-/** Runs {@link changesOverBytes} over asynchronous reads (IndexedDB). */
-export async function changesOverBytesAsync(
+/** {@link pruneBound} over asynchronous reads (IndexedDB). */
+export async function pruneThroughAsync(
   logStartOf: (version: number) => Promise<number | undefined>,
-  ...args: Parameters<typeof changesOverBytes>
+  request: PruneRequest,
 ): Promise<number> {
-  const search = changesOverBytes(...args);
+  const search = pruneBound(request);
   for (let step = search.next(); ; ) {
     if (step.done) return step.value;
     step = search.next(await logStartOf(step.value));

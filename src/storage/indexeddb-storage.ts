@@ -6,7 +6,7 @@ import type { IDBPDatabase, IDBPTransaction } from "idb";
 import { wrap } from "idb";
 import { ensureError, KernelError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
-import { changesOverBytesAsync, pruneFloor } from "./change-log.ts";
+import { pruneThroughAsync } from "./change-log.ts";
 import type { WriteHook } from "./memory-storage.ts";
 import type { KeyPart, Table } from "./rows.ts";
 import {
@@ -65,6 +65,7 @@ type Db = IDBPDatabase<unknown>;
 // Typed as readwrite so one helper serves both modes; readonly bodies only read.
 type Tx = IDBPTransaction<unknown, string[], "readwrite">;
 
+type PruneOp = { readonly through: number; readonly version: number };
 const sessionRange = (sessionId: string, ...prefix: KeyPart[]) =>
   IDBKeyRange.bound([sessionId, ...prefix], [sessionId, ...prefix, []]);
 const numberRange = (sessionId: string, prefix: KeyPart[], from: number, to: number) =>
@@ -147,8 +148,7 @@ export class IndexedDbStorage implements Storage {
             continue;
           }
           if (op.kind === "prune") {
-            const bytes = await this.overBytes(tx, guard.sessionId, op.version, logEnd);
-            const through = pruneFloor(Math.max(op.through, bytes), guard.keepChangesAfter);
+            const through = await this.pruneThrough(tx, guard, op, logEnd);
             if (through > 0)
               writes.push(tx.objectStore("changes").delete(numberRange(guard.sessionId, [], 0, through)));
             continue;
@@ -186,13 +186,20 @@ export class IndexedDbStorage implements Storage {
     });
   }
 
-  /** The highest change version the byte bound deletes once the log holds `logEnd` characters (0: none). */
-  private async overBytes(tx: Tx, sessionId: string, newest: number, logEnd: number | undefined) {
+  /** The highest change version a pruning boundary deletes once the log holds `logEnd` characters (0: none). */
+  private async pruneThrough(tx: Tx, guard: CommitGuard, op: PruneOp, logEnd = 0): Promise<number> {
     const store = tx.objectStore("changes");
-    const first = (await store.getKey(sessionRange(sessionId))) as KeyPart[] | undefined;
-    if (!first || logEnd === undefined) return 0;
-    const logStartOf = async (v: number) => rawNumber(await store.get([sessionId, v]), "logStart");
-    return changesOverBytesAsync(logStartOf, Number(first[1]), newest, logEnd, this.retainBytes);
+    const first = (await store.getKey(sessionRange(guard.sessionId))) as KeyPart[] | undefined;
+    if (!first) return 0;
+    const logStartOf = async (v: number) => rawNumber(await store.get([guard.sessionId, v]), "logStart");
+    return pruneThroughAsync(logStartOf, {
+      oldest: Number(first[1]),
+      newest: op.version,
+      logEnd,
+      limit: this.retainBytes,
+      through: op.through,
+      keepChangesAfter: guard.keepChangesAfter,
+    });
   }
 
   async readEntries(sessionId: string, conversationId: string, fromSeq: number, toSeq: number) {

@@ -5,7 +5,7 @@
  */
 import { SessionNotFoundError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
-import { changesOverBytesSync, pruneFloor } from "./change-log.ts";
+import { pruneThroughSync } from "./change-log.ts";
 import { Rows, sortedRange } from "./memory-rows.ts";
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import {
@@ -107,13 +107,16 @@ export class MemoryStorage implements Storage {
       }
       const { version } = op;
       let { row } = op;
+      // A change row's JSON is measured once: for the log's size and, with a row limit, for that check.
+      let json: string | undefined;
       if (row.table === "changes") {
         row = loggedChange(row, logEnd);
-        logEnd += JSON.stringify(row.value).length;
+        json = JSON.stringify(row.value);
+        logEnd += json.length;
       }
       this.options.onWrite?.(row, index++);
       const limit = this.options.maxRowBytes;
-      if (limit !== undefined) checkRowSize(row, JSON.stringify(row.value), limit, version);
+      if (limit !== undefined) checkRowSize(row, json ?? JSON.stringify(row.value), limit, version);
       if (row.op === "create") {
         const exists =
           rows.tables[row.table].get(row.key) !== undefined ||
@@ -131,8 +134,14 @@ export class MemoryStorage implements Storage {
         const oldest = changes.earliest(1)[0]?.key[0];
         if (typeof oldest !== "number") continue;
         const logStartOf = (v: number) => rawNumber(changes.get([v])?.value, "logStart");
-        const bytes = changesOverBytesSync(logStartOf, oldest, op.version, op.logEnd ?? 0, this.retainBytes);
-        const through = pruneFloor(Math.max(op.through, bytes), guard.keepChangesAfter);
+        const through = pruneThroughSync(logStartOf, {
+          oldest,
+          newest: op.version,
+          logEnd: op.logEnd ?? 0,
+          limit: this.retainBytes,
+          through: op.through,
+          keepChangesAfter: guard.keepChangesAfter,
+        });
         if (through >= oldest) changes.deleteWhere(undefined, (key) => (key[0] as number) <= through);
       } else if (op.kind === "obsolete")
         rows.tables.documentRows.deleteWhere(op.documentId, (key) => (key[1] as number) < op.below);

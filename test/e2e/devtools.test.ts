@@ -7,7 +7,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Submission } from "../../src/index.ts";
 import { serveWithVite, withChromiumProfile } from "../support/chromium.ts";
@@ -30,6 +30,20 @@ afterAll(async () => {
 const TIMEOUT = { timeout: 30_000 };
 
 /** The version the devtools show and the latest they know: "v12 of 40". */
+/** The repository as the test's Vite server serves it (for imports inside pages). */
+const ROOT = `/@fs${process.cwd()}`;
+
+/**
+ * Runs `body` (statements) in a page of the devtools' origin, so what it writes lands in that origin's
+ * IndexedDB. A string, so the test runner does not rewrite the page's own dynamic imports.
+ */
+async function runInOrigin(context: BrowserContext, body: string): Promise<void> {
+  const writer = await context.newPage();
+  await writer.goto(`${origin}/devtools/`);
+  await writer.evaluate(`(async () => { ${body} })()`);
+  await writer.close();
+}
+
 async function versions(page: Page): Promise<{ shown: number; latest: number }> {
   const text = (await page.textContent("[data-testid=version]")) ?? "";
   const [, shown, latest] = /v(\d+) of (\d+)/.exec(text) ?? [];
@@ -480,17 +494,15 @@ describe("devtools page in Chromium", () => {
   it("shows a failed, interrupted and confirmed run as it is: outcomes on the nodes, problems on the Submission, the recovery lane", async () => {
     await withChromiumProfile(async (context) => {
       // The run is written by this origin's own page, into its IndexedDB, in two "processes".
-      const writer = await context.newPage();
-      await writer.goto(`${origin}/devtools/`);
-      const root = `/@fs${process.cwd()}`;
-      // A string, so the test runner does not rewrite the page's own dynamic imports.
-      await writer.evaluate(`(async () => {
-        const { writeFailedRun } = await import("${root}/test/support/failed-run.ts");
-        const { indexedDbStorage } = await import("${root}/src/index.ts");
+      await runInOrigin(
+        context,
+        `
+        const { writeFailedRun } = await import("${ROOT}/test/support/failed-run.ts");
+        const { indexedDbStorage } = await import("${ROOT}/src/index.ts");
         const { session } = await writeFailedRun(() => indexedDbStorage("devtools-failures"));
         await session.close();
-      })()`);
-      await writer.close();
+        `,
+      );
 
       // A mistyped database name is refused, and attaching creates nothing.
       const devtools = await context.newPage();
@@ -597,15 +609,14 @@ describe("devtools page in Chromium", () => {
 
   it("shows one unit of work at a time in a session of 300 submissions: listed newest first, filtered and searched", async () => {
     await withChromiumProfile(async (context) => {
-      const writer = await context.newPage();
-      await writer.goto(`${origin}/devtools/`);
-      const root = `/@fs${process.cwd()}`;
-      await writer.evaluate(`(async () => {
-        const { writeManyRuns } = await import("${root}/test/support/many-runs.ts");
-        const { indexedDbStorage } = await import("${root}/src/index.ts");
+      await runInOrigin(
+        context,
+        `
+        const { writeManyRuns } = await import("${ROOT}/test/support/many-runs.ts");
+        const { indexedDbStorage } = await import("${ROOT}/src/index.ts");
         await writeManyRuns(indexedDbStorage("devtools-many", { durability: "relaxed" }), 300);
-      })()`);
-      await writer.close();
+        `,
+      );
       const devtools = await context.newPage();
       await devtools.goto(`${origin}/devtools/?local=devtools-many&session=many`);
       // The change log is read page by page: wait until the newest run has arrived.
@@ -656,17 +667,16 @@ describe("devtools page in Chromium", () => {
 
   it("is interactive on a session of 20,000 Submissions with all 20,000 commits kept: latest first, then the whole history", async () => {
     await withChromiumProfile(async (context) => {
-      const writer = await context.newPage();
-      await writer.goto(`${origin}/devtools/`);
-      const root = `/@fs${process.cwd()}`;
-      await writer.evaluate(`(async () => {
-        const { writeHistoryForTest } = await import("${root}/bench/long-life.ts");
-        const { indexedDbStorage } = await import("${root}/src/index.ts");
+      await runInOrigin(
+        context,
+        `
+        const { writeHistoryForTest } = await import("${ROOT}/bench/long-life.ts");
+        const { indexedDbStorage } = await import("${ROOT}/src/index.ts");
         const store = indexedDbStorage("devtools-20000", { durability: "relaxed", retainChanges: 1000000 });
         await writeHistoryForTest(store, "big", 20000);
         await store.close();
-      })()`);
-      await writer.close();
+        `,
+      );
       const devtools = await context.newPage();
       await devtools.goto(`${origin}/devtools/?local=devtools-20000&session=big&tab=submissions`);
       await devtools.waitForFunction(

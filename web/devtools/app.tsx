@@ -229,17 +229,6 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   const liveRef = useRef(live);
   liveRef.current = live;
 
-  // The attached session is in the URL, so it can be linked and reloaded (an edge token never is).
-  useEffect(() => {
-    if (!target || target.kind === "file") return;
-    const params = new URLSearchParams(location.search);
-    for (const key of ["local", "edge", "session"]) params.delete(key);
-    if (target.kind === "local") params.set("local", target.database);
-    else params.set("edge", target.url);
-    params.set("session", target.session);
-    window.history.replaceState(null, "", `${location.pathname}?${params}`);
-  }, [target]);
-
   useEffect(() => {
     if (!target) return;
     let closed = false;
@@ -318,10 +307,15 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   }, [source]);
 
   const latest = history?.latest.version ?? 0;
-  // The tab, a pinned version and the selected task are in the URL too: a link opens the page as it is.
+  // The attached session, its tab, a pinned version and the selected task are in the URL, so a link opens the
+  // page as it is and a reload keeps it (an edge token never is in it). A file cannot be linked.
   useEffect(() => {
     if (!target || target.kind === "file") return;
     const params = new URLSearchParams(location.search);
+    for (const key of ["local", "edge", "session"]) params.delete(key);
+    if (target.kind === "local") params.set("local", target.database);
+    else params.set("edge", target.url);
+    params.set("session", target.session);
     params.set("tab", tab);
     if (live) params.delete("v");
     else params.set("v", String(version));

@@ -9,7 +9,6 @@
  */
 
 import {
-  applyChangeToView,
   type CommitRecord,
   CommitRecordSchema,
   emptyView,
@@ -328,7 +327,7 @@ export function exportHistory(
 /**
  * Reads an exported history back, refusing — with what is wrong and where — anything that is not one: not
  * JSON, another format, a change that is not a valid commit record, or changes that do not follow the base
- * one by one (the file is folded whole before it is shown).
+ * one by one.
  */
 export function parseExportedHistory(text: string): ExportedHistory {
   let data: unknown;
@@ -355,7 +354,6 @@ export function parseExportedHistory(text: string): ExportedHistory {
       `not a durable-agent history: it needs a base view (id, version, limits, ${lists.join(", ")}) and a list of changes`,
     );
   const changes: CommitRecord[] = [];
-  let view = base;
   for (const [i, raw] of file.changes.entries()) {
     const parsed = CommitRecordSchema.safeParse(raw);
     if (!parsed.success) {
@@ -364,11 +362,10 @@ export function parseExportedHistory(text: string): ExportedHistory {
         `change #${i} is not a commit record: ${issue?.path.join(".") || "(root)"}: ${issue?.message}`,
       );
     }
-    try {
-      view = applyChangeToView(view, parsed.data);
-    } catch (error) {
-      throw new Error(`change #${i}: ${(error as Error).message}`);
-    }
+    // The page folds them on from the base: each must follow the one before (as applyChangeToView demands).
+    const expected = base.version + i + 1;
+    if (parsed.data.version !== expected)
+      throw new Error(`change #${i}: version ${parsed.data.version} does not follow version ${expected - 1}`);
     changes.push(parsed.data);
   }
   return { ...(file as ExportedHistory), base, changes };
