@@ -59,18 +59,31 @@ export async function precheckSignal(
   payload: unknown,
   options: SignalOptions,
 ): Promise<SignalReceipt | undefined> {
+  return (await checkSignal(host, key, payload, options)).repeat;
+}
+
+type SignalCall = ReturnType<typeof checkCall>;
+
+/** The checked call (validated once), and the first outcome when it repeats one. */
+async function checkSignal(
+  host: Omit<SignalHost, "commit">,
+  key: string,
+  payload: unknown,
+  options: SignalOptions,
+): Promise<{ call: SignalCall; repeat?: SignalReceipt }> {
   const call = checkCall(host.registry, key, payload, options?.requestId);
   const held = host.state.signal(call.key);
-  if (held) return repeatOf(held, call.payload);
+  if (held) return { call, repeat: repeatOf(held, call.payload) };
   const awaiter = host.state.awaiter(call.key);
   if (!isEarlyAllowed(host.registry, call.key) && !awaiter) {
     // A repeat of a signal that was taken long ago (it left memory) still gets its first outcome.
     const row = await host.readSignal(call.key);
-    if (row) return repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload);
+    if (row)
+      return { call, repeat: repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload) };
     throw notAwaited(call.key);
   }
   if (awaiter) checkForAwaiter(host.registry, awaiter, call.key, call.payload);
-  return undefined;
+  return { call };
 }
 
 const isEarlyAllowed = (registry: Registry, key: string) => registry.signalFor(key)?.early !== false;
@@ -90,9 +103,8 @@ export async function deliverSignal(
   payload: unknown,
   options: SignalOptions,
 ): Promise<SignalReceipt> {
-  const repeat = await precheckSignal(host, key, payload, options);
+  const { call, repeat } = await checkSignal(host, key, payload, options);
   if (repeat) return repeat;
-  const call = checkCall(host.registry, key, payload, options.requestId);
   const early = isEarlyAllowed(host.registry, call.key);
   try {
     const { value } = await host.commit((draft) => {

@@ -2,13 +2,12 @@
  * The IndexedDB store (via `idb`): one readwrite transaction per commit group, compound keys
  * `[sessionId, …]` so every session lives in the same object stores and each read is one key range.
  */
-import type { IDBPDatabase, IDBPTransaction } from "idb";
-import { wrap } from "idb";
 import { ensureError, KernelError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import { pruneThroughAsync } from "./change-log.ts";
+import { finished, reader, readRows, requested, SessionRanges } from "./indexeddb-requests.ts";
 import type { WriteHook } from "./memory-storage.ts";
-import type { KeyPart, Table } from "./rows.ts";
+import type { KeyPart, RowWrite } from "./rows.ts";
 import {
   checkCreate,
   checkGuard,
@@ -16,7 +15,6 @@ import {
   nextWriterMeta,
   opsOfGroup,
   rawNumber,
-  recordName,
   TABLES,
   upgradedMeta,
 } from "./rows.ts";
@@ -48,8 +46,14 @@ export interface IndexedDbStorageOptions extends StorageOptions {
    * roughly halves commit latency in Chromium and still survives tab reloads and browser crashes.
    */
   readonly durability?: "strict" | "relaxed" | "default";
-  /** The IndexedDB factory. Default `globalThis.indexedDB`; tests pass fake-indexeddb's. */
+  /**
+   * The IndexedDB factory. Default `globalThis.indexedDB`. With another implementation (fake-indexeddb in
+   * Node, no `fake-indexeddb/auto` needed) pass its `IDBKeyRange` as `keyRange` too: the store reads no
+   * IndexedDB global then.
+   */
   readonly factory?: IDBFactory;
+  /** The `IDBKeyRange` of the same implementation as `factory`. Default `globalThis.IDBKeyRange`. */
+  readonly keyRange?: typeof IDBKeyRange;
   /** Called for each row a commit writes; throwing aborts the transaction (fault injection in tests). */
   readonly onWrite?: WriteHook;
 }
@@ -61,15 +65,10 @@ export interface IndexedDbStorageOptions extends StorageOptions {
 const DB_VERSION = 4;
 const SESSIONS = "sessions";
 const ALL_STORES = [SESSIONS, ...TABLES];
-type Db = IDBPDatabase<unknown>;
-// Typed as readwrite so one helper serves both modes; readonly bodies only read.
-type Tx = IDBPTransaction<unknown, string[], "readwrite">;
+type Db = IDBDatabase;
+type Tx = IDBTransaction;
 
 type PruneOp = { readonly through: number; readonly version: number };
-const sessionRange = (sessionId: string, ...prefix: KeyPart[]) =>
-  IDBKeyRange.bound([sessionId, ...prefix], [sessionId, ...prefix, []]);
-const numberRange = (sessionId: string, prefix: KeyPart[], from: number, to: number) =>
-  IDBKeyRange.bound([sessionId, ...prefix, from], [sessionId, ...prefix, to]);
 
 /** The IndexedDB store. Create one with {@link indexedDbStorage}. */
 export class IndexedDbStorage implements Storage {
@@ -78,6 +77,7 @@ export class IndexedDbStorage implements Storage {
   private readonly retain: number;
   private readonly retainBytes: number;
   private readonly durability: "strict" | "relaxed" | "default";
+  private ranges: SessionRanges | undefined;
 
   constructor(
     /** The IndexedDB database name; one database holds any number of sessions. */
@@ -90,31 +90,31 @@ export class IndexedDbStorage implements Storage {
   }
 
   async open(sessionId: string, request: OpenRequest): Promise<StoredSession | undefined> {
-    return this.transaction(request.mode === "write" ? "readwrite" : "readonly", async (tx) => {
+    return this.transaction(request.mode === "write" ? "readwrite" : "readonly", async (tx, keys) => {
       const sessions = tx.objectStore(SESSIONS);
-      let meta: unknown = await sessions.get(sessionId);
+      let meta: unknown = await requested(sessions.get(sessionId));
       if (request.mode === "write") {
         meta = nextWriterMeta(meta, sessionId, request.at, request.epoch);
         // An older format: the index rows it lacks are written in this same transaction.
-        const rows = await upgradeRows(rawNumber(meta, "format"), reader(tx, sessionId));
+        const rows = await upgradeRows(rawNumber(meta, "format"), reader(tx, keys, sessionId));
         if (rows) {
           await Promise.all(
-            rows.map((row) => tx.objectStore(row.table).put(row.value, [sessionId, ...row.key])),
+            rows.map((row) => requested(tx.objectStore(row.table).put(row.value, [sessionId, ...row.key]))),
           );
           meta = upgradedMeta(meta);
         }
-        await sessions.put(meta, sessionId);
+        await requested(sessions.put(meta, sessionId));
       }
       if (meta === undefined) return undefined;
-      return readStoredSession(sessionId, meta, request, reader(tx, sessionId));
+      return readStoredSession(sessionId, meta, request, reader(tx, keys, sessionId));
     });
   }
 
   async deleteSession(sessionId: string): Promise<void> {
-    await this.transaction("readwrite", async (tx) => {
+    await this.transaction("readwrite", async (tx, keys) => {
       await Promise.all([
-        tx.objectStore(SESSIONS).delete(sessionId),
-        ...TABLES.map((table) => tx.objectStore(table).delete(sessionRange(sessionId))),
+        requested(tx.objectStore(SESSIONS).delete(sessionId)),
+        ...TABLES.map((table) => requested(tx.objectStore(table).delete(keys.all(sessionId)))),
       ]);
     });
   }
@@ -122,20 +122,16 @@ export class IndexedDbStorage implements Storage {
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     const last = commits.at(-1);
     if (!last) return;
-    await this.transaction("readwrite", async (tx) => {
+    await this.transaction("readwrite", async (tx, keys) => {
       const sessions = tx.objectStore(SESSIONS);
       const ops = opsOfGroup(commits, this.retain);
       // The guard is read in this transaction. The writes queue up behind the read instead of waiting for
       // it (one round trip to the database, not two): a stale guard aborts the transaction, and nothing it
-      // queued is written. Create-only rows are checked before any write: a duplicate refuses the commit.
-      const stored = sessions.get(guard.sessionId);
+      // queued is written. A create-only row is an `add`, which fails on an existing key and aborts the
+      // transaction the same way: the duplicate refuses the whole commit without a read before it.
+      const stored = requested(sessions.get(guard.sessionId));
       stored.catch(() => undefined);
-      const creates = ops.flatMap((op) => (op.kind === "row" && op.row.op === "create" ? [op] : []));
-      let meta = creates.length > 0 ? checkGuard(await stored, guard) : undefined;
-      for (const { row, version } of creates) {
-        const found = await tx.objectStore(row.table).getKey([guard.sessionId, ...row.key]);
-        checkCreate(row, found !== undefined, version);
-      }
+      let meta: ReturnType<typeof checkGuard> | undefined;
       const writes: Promise<unknown>[] = [];
       try {
         let index = 0;
@@ -143,14 +139,16 @@ export class IndexedDbStorage implements Storage {
         let logEnd: number | undefined;
         for (const op of ops) {
           if (op.kind === "obsolete") {
-            const obsolete = numberRange(guard.sessionId, [op.documentId], 0, op.below - 1);
-            writes.push(tx.objectStore("documentRows").delete(obsolete));
+            const obsolete = keys.numbers(guard.sessionId, [op.documentId], 0, op.below - 1);
+            writes.push(requested(tx.objectStore("documentRows").delete(obsolete)));
             continue;
           }
           if (op.kind === "prune") {
-            const through = await this.pruneThrough(tx, guard, op, logEnd);
-            if (through > 0)
-              writes.push(tx.objectStore("changes").delete(numberRange(guard.sessionId, [], 0, through)));
+            const through = await this.pruneThrough(tx, keys, guard, op, logEnd);
+            if (through > 0) {
+              const pruned = keys.numbers(guard.sessionId, [], 0, through);
+              writes.push(requested(tx.objectStore("changes").delete(pruned)));
+            }
             continue;
           }
           let { row } = op;
@@ -166,16 +164,20 @@ export class IndexedDbStorage implements Storage {
           // `add` fails (and aborts the transaction) if the key exists: a requestId never changes owner.
           writes.push(
             row.op === "delete"
-              ? store.delete(key)
+              ? requested(store.delete(key))
               : row.op === "create"
-                ? store.add(row.value, key)
-                : store.put(row.value, key),
+                ? requested(store.add(row.value, key)).catch((error: unknown) =>
+                    refusedCreate(error, row, op.version),
+                  )
+                : requested(store.put(row.value, key)),
           );
         }
         meta ??= checkGuard(await stored, guard);
         const log = logEnd === undefined ? {} : { logEnd };
         writes.push(
-          sessions.put({ ...meta, version: last.version, updatedAt: last.at, ...log }, guard.sessionId),
+          requested(
+            sessions.put({ ...meta, version: last.version, updatedAt: last.at, ...log }, guard.sessionId),
+          ),
         );
       } catch (error) {
         // The transaction will abort and every request issued so far will reject: keep those handled.
@@ -187,11 +189,18 @@ export class IndexedDbStorage implements Storage {
   }
 
   /** The highest change version a pruning boundary deletes once the log holds `logEnd` characters (0: none). */
-  private async pruneThrough(tx: Tx, guard: CommitGuard, op: PruneOp, logEnd = 0): Promise<number> {
+  private async pruneThrough(
+    tx: Tx,
+    keys: SessionRanges,
+    guard: CommitGuard,
+    op: PruneOp,
+    logEnd = 0,
+  ): Promise<number> {
     const store = tx.objectStore("changes");
-    const first = (await store.getKey(sessionRange(guard.sessionId))) as KeyPart[] | undefined;
+    const first = (await requested(store.getKey(keys.all(guard.sessionId)))) as KeyPart[] | undefined;
     if (!first) return 0;
-    const logStartOf = async (v: number) => rawNumber(await store.get([guard.sessionId, v]), "logStart");
+    const logStartOf = async (v: number) =>
+      rawNumber(await requested(store.get([guard.sessionId, v])), "logStart");
     return pruneThroughAsync(logStartOf, {
       oldest: Number(first[1]),
       newest: op.version,
@@ -204,30 +213,30 @@ export class IndexedDbStorage implements Storage {
 
   async readEntries(sessionId: string, conversationId: string, fromSeq: number, toSeq: number) {
     if (toSeq <= fromSeq) return [];
-    return this.transaction("readonly", (tx) =>
-      readRows(tx, "entries", numberRange(sessionId, [conversationId], fromSeq, toSeq - 1)),
+    return this.transaction("readonly", (tx, keys) =>
+      readRows(tx, "entries", keys.numbers(sessionId, [conversationId], fromSeq, toSeq - 1)),
     );
   }
 
   async readChanges(sessionId: string, afterVersion: number, limit: number): Promise<StoredChanges> {
-    return this.transaction("readonly", async (tx) => {
+    return this.transaction("readonly", async (tx, keys) => {
       const store = tx.objectStore("changes");
-      const first = (await store.getKey(sessionRange(sessionId))) as KeyPart[] | undefined;
+      const first = (await requested(store.getKey(keys.all(sessionId)))) as KeyPart[] | undefined;
       const changes = await readRows(
         tx,
         "changes",
-        numberRange(sessionId, [], afterVersion + 1, Number.POSITIVE_INFINITY),
+        keys.numbers(sessionId, [], afterVersion + 1, Number.POSITIVE_INFINITY),
         limit,
       );
-      const meta = await tx.objectStore(SESSIONS).get(sessionId);
+      const meta = await requested(tx.objectStore(SESSIONS).get(sessionId));
       const oldestRetained = first ? Number(first[1]) : (rawNumber(meta, "version") ?? 0) + 1;
       return { changes, oldestRetained };
     });
   }
 
   async readDocumentRows(sessionId: string, documentId: string, fromVersion: number, toVersion: number) {
-    return this.transaction("readonly", (tx) =>
-      readRows(tx, "documentRows", numberRange(sessionId, [documentId], fromVersion, toVersion)),
+    return this.transaction("readonly", (tx, keys) =>
+      readRows(tx, "documentRows", keys.numbers(sessionId, [documentId], fromVersion, toVersion)),
     );
   }
 
@@ -264,14 +273,15 @@ export class IndexedDbStorage implements Storage {
   }
 
   private read<T>(sessionId: string, body: (reader: SessionRowReader) => Promise<T>): Promise<T> {
-    return this.transaction("readonly", (tx) => body(reader(tx, sessionId)));
+    return this.transaction("readonly", (tx, keys) => body(reader(tx, keys, sessionId)));
   }
 
   async close(): Promise<void> {
     this.closedReason ??= "closed by its owner";
     const database = this.database;
     this.database = undefined;
-    if (database) (await database.catch(() => undefined))?.close();
+    const db = await database?.catch(() => undefined);
+    db?.close();
   }
 
   private connect(): Promise<Db> {
@@ -290,12 +300,20 @@ export class IndexedDbStorage implements Storage {
   private async openDatabase(): Promise<Db> {
     const factory = this.options.factory ?? globalThis.indexedDB;
     if (!factory) throw new StorageError("storage-failed", "IndexedDB is not available in this environment");
+    const keyRange = this.options.keyRange ?? globalThis.IDBKeyRange;
+    if (!keyRange) {
+      throw new StorageError(
+        "storage-failed",
+        "IndexedDB key ranges are not available in this environment: pass `keyRange` (the IDBKeyRange of the implementation `factory` comes from)",
+      );
+    }
+    this.ranges = new SessionRanges(keyRange);
     const request = factory.open(this.name, DB_VERSION);
     request.onupgradeneeded = () => {
       const db = request.result;
       for (const store of ALL_STORES) if (!db.objectStoreNames.contains(store)) db.createObjectStore(store);
     };
-    const db = (await wrap(request)) as Db;
+    const db = await requested(request);
     // Another tab is upgrading the schema: let it, and stop cleanly instead of blocking it.
     db.addEventListener("versionchange", () => {
       this.closedReason = "closed because another connection is upgrading it";
@@ -309,17 +327,23 @@ export class IndexedDbStorage implements Storage {
     return db;
   }
 
-  private async transaction<T>(mode: "readonly" | "readwrite", body: (tx: Tx) => Promise<T>): Promise<T> {
+  private async transaction<T>(
+    mode: "readonly" | "readwrite",
+    body: (tx: Tx, keys: SessionRanges) => Promise<T>,
+  ): Promise<T> {
     const db = await this.connect();
+    const keys = this.ranges as SessionRanges; // set by connect()
     let tx: Tx;
+    let done: Promise<void>;
     try {
-      tx = db.transaction(ALL_STORES, mode, { durability: this.durability }) as unknown as Tx;
+      tx = db.transaction(ALL_STORES, mode, { durability: this.durability });
+      done = finished(tx);
     } catch (error) {
       this.database = undefined;
       throw toStorageError(error, `cannot start an IndexedDB transaction on "${this.name}"`);
     }
     try {
-      const [result] = await Promise.all([body(tx), tx.done]);
+      const [result] = await Promise.all([body(tx, keys), done]);
       return result;
     } catch (error) {
       try {
@@ -328,47 +352,16 @@ export class IndexedDbStorage implements Storage {
         // Already finished or aborted by the browser; `tx.done` below reports why.
       }
       // Wait for the abort to settle; the error that caused it is the one worth reporting.
-      await tx.done.catch(() => undefined);
+      await done.catch(() => undefined);
       throw toStorageError(error, "IndexedDB transaction failed");
     }
   }
 }
 
-/** The rows of one session inside one transaction. */
-function reader(tx: Tx, sessionId: string): SessionRowReader {
-  return {
-    all: (table) => readRows(tx, table, sessionRange(sessionId)),
-    // An empty range (a tail of no entries) reads nothing: IndexedDB refuses a lower bound above the upper.
-    range: async (table, id, from, to) =>
-      from > to ? [] : readRows(tx, table, numberRange(sessionId, [id], from, to)),
-    get: async (table, key) => {
-      const value: unknown = await tx.objectStore(table).get([sessionId, ...key]);
-      return value === undefined ? undefined : { key: recordName(table, key), value };
-    },
-    latest: async (table, before, limit) => {
-      const rows: StoredRecord[] = [];
-      const range = IDBKeyRange.bound(
-        [sessionId, Number.NEGATIVE_INFINITY],
-        [sessionId, before],
-        false,
-        true,
-      );
-      let cursor = await tx.objectStore(table).openCursor(range, "prev");
-      while (cursor && rows.length < limit) {
-        rows.push({ key: recordName(table, (cursor.key as KeyPart[]).slice(1)), value: cursor.value });
-        cursor = await cursor.continue();
-      }
-      return rows;
-    },
-    earliest: (table, limit) => readRows(tx, table, sessionRange(sessionId), limit),
-    count: (table) => tx.objectStore(table).count(sessionRange(sessionId)),
-  };
-}
-
-async function readRows(tx: Tx, table: Table, range: IDBKeyRange, limit?: number): Promise<StoredRecord[]> {
-  const store = tx.objectStore(table);
-  const [keys, values] = await Promise.all([store.getAllKeys(range, limit), store.getAll(range, limit)]);
-  return values.map((value, i) => ({ key: recordName(table, (keys[i] as KeyPart[]).slice(1)), value }));
+/** An `add` that failed: on an existing key, the typed duplicate refusal; anything else as it came. */
+function refusedCreate(error: unknown, row: RowWrite, version: number): never {
+  if ((error as { name?: unknown } | null)?.name === "ConstraintError") checkCreate(row, true, version);
+  throw error;
 }
 
 function toStorageError(error: unknown, context: string): KernelError {

@@ -7,8 +7,9 @@ export async function writeRawIndexedDbRow(
   table: Table | "sessions",
   key: readonly KeyPart[],
   value: unknown,
+  factory: IDBFactory = indexedDB,
 ): Promise<void> {
-  const request = indexedDB.open(database);
+  const request = factory.open(database);
   const db = await new Promise<IDBDatabase>((resolve, reject) => {
     request.onsuccess = () => resolve(request.result);
     request.onerror = () => reject(request.error);
