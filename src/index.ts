@@ -137,7 +137,8 @@ export type { AwaitingTask, BlockedTask, RecoveryPlan } from "./tasks/recovery.t
 export type { FollowUp } from "./tasks/task-events.ts";
 export type { WakeDetails, WakeInfo } from "./tasks/wake-info.ts";
 export { isRunnableStatus, wakeInfoOf } from "./tasks/wake-info.ts";
+export { chatMessages } from "./ui/chat-messages.ts";
 export type { ChatBackend, ChatChunk, ChatMessage, ChatTransportOptions } from "./ui/chat-transport.ts";
-export { assistantMessageId, chatMessages, chatTransport } from "./ui/chat-transport.ts";
+export { assistantMessageId, chatTransport } from "./ui/chat-transport.ts";
 export type { EdgeChatOptions, EdgeFollowOptions } from "./ui/edge-chat.ts";
 export { EdgeRequestError, edgeChatBackend, followEdgeChanges } from "./ui/edge-chat.ts";

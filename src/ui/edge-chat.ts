@@ -60,6 +60,10 @@ export function edgeChatBackend(options: EdgeChatOptions): ChatBackend {
       return json<Submission>(response);
     },
     view: async () => json<SessionView>(await call("/view")),
+    signal: async (key, payload, { requestId }) =>
+      json(
+        await call(`/signals/${encodeURIComponent(key)}`, { method: "POST", body: { requestId, payload } }),
+      ),
     cancelSubmission: async (submissionId, reason) =>
       json(
         await call(`/submissions/${encodeURIComponent(submissionId)}/cancel`, {

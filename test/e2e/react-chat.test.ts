@@ -2,7 +2,8 @@
  * examples of AI SDK UI: the react-chat page (plain `useChat` with durable-agent's transport) in real
  * Chromium with an on-disk profile. A question is answered with a tool call and a slowly streamed answer;
  * the page reloads mid-answer, shows the committed conversation and resumes the stream: the answer completes,
- * the question was sent once and the tool ran once.
+ * the question was sent once and the tool ran once. A booking asks for approval: the page shows Approve /
+ * Reject, still does after a reload, and the approval given after the reload books once.
  */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -76,4 +77,46 @@ describe("react-chat example in Chromium", () => {
       expect(parts.length).toBeLessThanOrEqual(2);
     });
   }, 120_000);
+
+  it("asks before booking, still asks after a reload, and books once when approved", async () => {
+    await withChromiumProfile(async (context) => {
+      const page = await context.newPage();
+      await page.goto(`${server?.url}/react-chat/`);
+      await page.waitForSelector("input[aria-label=message]", { timeout: 60_000 });
+      await page.fill("input[aria-label=message]", "Book a table for 2 tonight");
+      await page.click("button[type=submit]");
+      await page.waitForSelector(".tool[data-state=approval-requested] button", { timeout: 30_000 });
+      await waitReady(page);
+      await page.reload();
+      // After the reload the call still waits for the decision: the run was never lost or re-sent.
+      await page.waitForSelector(".tool[data-state=approval-requested] button", { timeout: 60_000 });
+      await waitReady(page);
+      await page.screenshot({ path: join(artifacts, "react-chat-approval-pending.png"), fullPage: true });
+      await page.getByRole("button", { name: "Approve" }).click();
+      await page.waitForFunction(
+        () =>
+          [...document.querySelectorAll("[data-role=assistant] .text")].some(
+            (p) => p.textContent === "Done: a table for 2 at 20:00.",
+          ),
+        undefined,
+        { timeout: 30_000 },
+      );
+      await waitReady(page);
+      await page.screenshot({ path: join(artifacts, "react-chat-approval-done.png"), fullPage: true });
+      expect(await page.$$eval("[data-role=user]", (items) => items.map((i) => i.textContent))).toEqual([
+        "Book a table for 2 tonight",
+      ]);
+      expect(await page.$$eval("[data-role=assistant]", (items) => items.length)).toBe(1);
+      const tools = await page.$$eval(".tool", (items) => items.map((i) => i.textContent));
+      expect(tools).toEqual(['book_table({"people":2}) → {"booked":2,"at":"20:00"}']);
+    });
+  }, 120_000);
 });
+
+function waitReady(page: Page) {
+  return page.waitForFunction(
+    () => document.querySelector("main")?.getAttribute("data-status") === "ready",
+    undefined,
+    { timeout: 30_000 },
+  );
+}

@@ -32,7 +32,7 @@ describe("a realm without IndexedDB globals", () => {
 
   it("refuses to open without key ranges, naming the option to pass, and creates nothing", async () => {
     const storage = indexedDbStorage("no-key-range", { factory });
-    const opening = storage.open("s", { mode: "write", at: 0 });
+    const opening = storage.open("s", { mode: "write", at: 0, entryTail: 10, settled: 0 });
     await expect(opening).rejects.toBeInstanceOf(StorageError);
     await expect(opening).rejects.toThrow(/pass `keyRange`/);
     expect((await factory.databases()).map((d) => d.name)).not.toContain("no-key-range");

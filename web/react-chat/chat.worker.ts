@@ -1,10 +1,18 @@
 /**
- * The react-chat example's session worker: an agent with one tool (a clock) and a scripted model that
- * streams its answer slowly, so a reload mid-answer is easy to try. Swap in `openAiCompatibleModel` or
+ * The react-chat example's session worker: an agent with a clock and a booking tool that asks for approval,
+ * and a scripted model that streams its answer slowly, so a reload mid-answer (or while an approval is
+ * pending) is easy to try. Swap in `openAiCompatibleModel` or
  * `aiSdkModel` for a real one.
  */
 import { z } from "zod";
-import { createAgent, createRegistry, defineTool, scriptedModel, systemTimers } from "../../src/index.ts";
+import {
+  createAgent,
+  createRegistry,
+  defineTool,
+  type ModelRequest,
+  scriptedModel,
+  systemTimers,
+} from "../../src/index.ts";
 import { exposeSessionWorker } from "../../worker/index.ts";
 
 const clock = defineTool({
@@ -15,14 +23,38 @@ const clock = defineTool({
   execute: ({ city }) => ({ city, time: "09:41" }),
 });
 
+/** Irreversible, so it asks first: the call waits, durably, for the person's Approve or Reject. */
+const book = defineTool({
+  name: "book_table",
+  description: "Books a table for a number of people",
+  input: z.object({ people: z.number().int().positive() }),
+  replay: "safe",
+  approval: true,
+  execute: ({ people }) => ({ booked: people, at: "20:00" }),
+});
+
+const lastUserText = (request: ModelRequest) =>
+  String(request.messages.findLast((m) => m.role === "user")?.content ?? "");
+
 const model = scriptedModel(
   [
-    (request) =>
-      request.messages.at(-1)?.role === "tool"
-        ? {
-            text: "It is 09:41 in Lisbon. This answer streams slowly on purpose: reload the page while it is being written, and the chat picks it up again from what was committed — the question is not sent twice and the tool does not run again.",
-          }
-        : { toolCalls: [{ name: "local_time", args: { city: "Lisbon" } }] },
+    (request) => {
+      const last = request.messages.at(-1);
+      if (last?.role === "tool") {
+        if (lastUserText(request).toLowerCase().includes("book"))
+          return {
+            text: JSON.stringify(last.content ?? "").includes("rejected")
+              ? "Understood, I did not book anything."
+              : "Done: a table for 2 at 20:00.",
+          };
+        return {
+          text: "It is 09:41 in Lisbon. This answer streams slowly on purpose: reload the page while it is being written, and the chat picks it up again from what was committed — the question is not sent twice and the tool does not run again.",
+        };
+      }
+      if (lastUserText(request).toLowerCase().includes("book"))
+        return { toolCalls: [{ name: "book_table", args: { people: 2 } }] };
+      return { toolCalls: [{ name: "local_time", args: { city: "Lisbon" } }] };
+    },
   ],
   { chunkSize: 8, chunkDelayMs: 90, timers: systemTimers },
 );
@@ -30,5 +62,5 @@ const model = scriptedModel(
 void exposeSessionWorker({
   database: "durable-agent-react-chat",
   sessionId: "chat",
-  registry: () => createRegistry({ ...createAgent({ model, tools: [clock] }) }),
+  registry: () => createRegistry({ ...createAgent({ model, tools: [clock, book] }) }),
 });

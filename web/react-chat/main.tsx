@@ -2,10 +2,12 @@
 /**
  * Plain `useChat` (`@ai-sdk/react`) with durable-agent's transport: messages are Submissions in a session
  * held by a Web Worker over IndexedDB. On load the page shows the committed conversation and resumes the
- * stream of a run still going (`resume: true` calls the transport's `reconnectToStream`).
+ * stream of a run still going (`resume: true` calls the transport's `reconnectToStream`). A tool call that
+ * asks for approval shows Approve / Reject; the answer goes back through `addToolApprovalResponse`, and
+ * `sendAutomaticallyWhen` lets the transport deliver it as the durable approval and continue the run.
  */
 import { useChat } from "@ai-sdk/react";
-import type { UIMessage } from "ai";
+import { lastAssistantMessageIsCompleteWithApprovalResponses, type UIMessage } from "ai";
 import { useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
 import { chatMessages, chatTransport } from "../../src/index.ts";
@@ -18,7 +20,13 @@ const transport = chatTransport(client);
 const CHAT = "main";
 
 function Chat({ initial }: { initial: UIMessage[] }) {
-  const { messages, sendMessage, status } = useChat({ id: CHAT, messages: initial, transport, resume: true });
+  const { messages, sendMessage, status, addToolApprovalResponse } = useChat({
+    id: CHAT,
+    messages: initial,
+    transport,
+    resume: true,
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+  });
   const [input, setInput] = useState("");
   return (
     <main data-status={status}>
@@ -35,6 +43,29 @@ function Chat({ initial }: { initial: UIMessage[] }) {
               <p key={i} className="tool" data-state={part.state}>
                 {part.toolName}({JSON.stringify(part.input)}){" "}
                 {part.state === "output-available" ? `→ ${JSON.stringify(part.output)}` : part.state}
+                {part.state === "approval-requested" && (
+                  <>
+                    {" "}
+                    <button
+                      type="button"
+                      onClick={() => void addToolApprovalResponse({ id: part.approval.id, approved: true })}
+                    >
+                      Approve
+                    </button>{" "}
+                    <button
+                      type="button"
+                      onClick={() =>
+                        void addToolApprovalResponse({
+                          id: part.approval.id,
+                          approved: false,
+                          reason: "declined in the chat",
+                        })
+                      }
+                    >
+                      Reject
+                    </button>
+                  </>
+                )}
               </p>
             ) : null,
           )}

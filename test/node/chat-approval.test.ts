@@ -1,0 +1,189 @@
+/**
+ * Tool approvals in AI SDK UI, through the AI SDK's own chat (`AbstractChat` from `ai`, what `useChat`
+ * wraps) over our transport and a real session: a call that asks for approval shows `approval-requested`
+ * and the stream ends while the run waits; a reloaded page sees the same; the page's answer
+ * (`addToolApprovalResponse` + `lastAssistantMessageIsCompleteWithApprovalResponses`) becomes the durable
+ * approval signal and the same assistant message goes on. A decision taken elsewhere first is the one shown.
+ */
+import {
+  AbstractChat,
+  type ChatInit,
+  type ChatState,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  type UIMessage,
+} from "ai";
+import { describe, expect, it, vi } from "vitest";
+import { z } from "zod";
+import {
+  type ChatBackend,
+  chatMessages,
+  chatTransport,
+  createAgent,
+  createRegistry,
+  defineTool,
+  memoryStorage,
+  openSession,
+  type Session,
+  scriptedModel,
+} from "../../src/index.ts";
+
+/** `useChat`'s state without React: the messages as a plain array. */
+class PlainState implements ChatState<UIMessage> {
+  status: ChatState<UIMessage>["status"] = "ready";
+  error: Error | undefined = undefined;
+  constructor(public messages: UIMessage[]) {}
+  pushMessage = (message: UIMessage) => {
+    this.messages = [...this.messages, message];
+  };
+  popMessage = () => {
+    this.messages = this.messages.slice(0, -1);
+  };
+  replaceMessage = (index: number, message: UIMessage) => {
+    this.messages = this.messages.map((m, i) => (i === index ? message : m));
+  };
+  snapshot = <T>(thing: T): T => structuredClone(thing);
+}
+
+class PlainChat extends AbstractChat<UIMessage> {
+  constructor(init: Omit<ChatInit<UIMessage>, "messages">, messages: UIMessage[] = []) {
+    super({ ...init, state: new PlainState(messages) });
+  }
+}
+
+function backendOf(session: Session): ChatBackend {
+  return {
+    submit: (input) => session.submit(input),
+    submissionForRequest: (requestId) => session.readSubmissionForRequest(requestId),
+    view: async (options) => session.view(options),
+    subscribe: (from, listener) => session.subscribe(from, listener),
+    cancelSubmission: (id, reason) => session.cancelSubmission(id, reason),
+    signal: (key, payload, options) => session.signal(key, payload, options),
+  };
+}
+
+async function bookingSession() {
+  const booked: number[] = [];
+  const book = defineTool({
+    name: "book_table",
+    description: "Books a table",
+    input: z.object({ people: z.number().int().positive() }),
+    replay: "safe",
+    approval: true,
+    execute: ({ people }) => {
+      booked.push(people);
+      return { booked: people };
+    },
+  });
+  const model = scriptedModel([
+    { text: "Checking. ", toolCalls: [{ name: "book_table", args: { people: 2 } }] },
+    (request) => {
+      const result = request.messages.at(-1);
+      const text = result?.role === "tool" ? JSON.stringify(result.content ?? "") : "";
+      return { text: text.includes("rejected") ? "I did not book it." : "Booked for 2." };
+    },
+  ]);
+  const session = await openSession({
+    id: "bookings",
+    storage: memoryStorage(),
+    registry: createRegistry({ ...createAgent({ model, tools: [book] }) }),
+  });
+  await session.resume();
+  return { session, booked };
+}
+
+const chatOver = (session: Session, messages: UIMessage[] = []) =>
+  new PlainChat(
+    {
+      id: "c1",
+      transport: chatTransport(backendOf(session)),
+      sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+    },
+    messages,
+  );
+
+type ToolPart = { type: string; state: string; approval?: { id: string }; output?: unknown };
+const toolParts = (chat: PlainChat) =>
+  (chat.messages.at(-1)?.parts ?? []).filter((p) => p.type === "dynamic-tool") as ToolPart[];
+const textOf = (chat: PlainChat) =>
+  (chat.messages.at(-1)?.parts ?? []).flatMap((p) => (p.type === "text" ? [p.text] : [])).join("");
+
+/** Sends the question and lets the stream end at the approval it asks for. */
+async function askToBook(session: Session) {
+  const chat = chatOver(session);
+  await chat.sendMessage({ text: "Book a table for 2" });
+  await vi.waitFor(() => expect(chat.status).toBe("ready"));
+  const [part] = toolParts(chat);
+  const approvalId = part?.approval?.id ?? "";
+  return { chat, approvalId };
+}
+
+describe("tool approvals in AI SDK UI", () => {
+  it("asks, ends the stream while the run waits, survives a reload, and the approval continues the same message", async () => {
+    const { session, booked } = await bookingSession();
+    const { chat, approvalId } = await askToBook(session);
+    expect(toolParts(chat)).toEqual([
+      expect.objectContaining({ state: "approval-requested", approval: { id: approvalId } }),
+    ]);
+    // What the page shows is what the session holds: the run is not over, it waits for this key.
+    const submission = await session.readSubmissionForRequest(chat.messages[0]?.id ?? "");
+    expect(submission?.status).toBe("running");
+    expect(session.view().pending.map((p) => p.key)).toEqual([approvalId]);
+    expect(booked).toEqual([]);
+
+    // A reloaded page: the committed conversation, then the run resumed from its first commit.
+    const reloaded = chatOver(session, chatMessages(session.view(), "c1") as UIMessage[]);
+    await reloaded.resumeStream();
+    await vi.waitFor(() => expect(reloaded.status).toBe("ready"));
+    expect(reloaded.messages.map((m) => m.role)).toEqual(["user", "assistant"]);
+    expect(toolParts(reloaded)).toEqual(toolParts(chat));
+    expect(textOf(reloaded)).toBe("Checking. ");
+
+    await reloaded.addToolApprovalResponse({ id: approvalId, approved: true });
+    await vi.waitFor(() => expect(textOf(reloaded)).toBe("Checking. Booked for 2."));
+    await vi.waitFor(() => expect(reloaded.status).toBe("ready"));
+    expect(booked).toEqual([2]);
+    expect(reloaded.messages.map((m) => m.role)).toEqual(["user", "assistant"]);
+    expect(toolParts(reloaded)).toEqual([
+      expect.objectContaining({ state: "output-available", output: { booked: 2 } }),
+    ]);
+    expect((await session.readSubmissionForRequest(chat.messages[0]?.id ?? ""))?.status).toBe("succeeded");
+    // Sending the same decision again (a retried request) signals nothing new.
+    expect(session.view().pending).toEqual([]);
+    await session.close();
+  });
+
+  it("a rejection is a denied call the model hears about; the tool never runs", async () => {
+    const { session, booked } = await bookingSession();
+    const { chat, approvalId } = await askToBook(session);
+    await chat.addToolApprovalResponse({ id: approvalId, approved: false, reason: "too expensive" });
+    await vi.waitFor(() => expect(textOf(chat)).toBe("Checking. I did not book it."));
+    await vi.waitFor(() => expect(chat.status).toBe("ready"));
+    expect(booked).toEqual([]);
+    expect(toolParts(chat)).toEqual([expect.objectContaining({ state: "output-denied" })]);
+    // The history after a reload says the same.
+    const [, answer] = chatMessages(session.view(), "c1");
+    expect(answer?.parts[1]).toMatchObject({
+      type: "dynamic-tool",
+      state: "output-denied",
+      approval: { id: approvalId, approved: false },
+    });
+    await session.close();
+  });
+
+  it("a decision taken elsewhere first (another tab, the devtools) is the one the page ends up showing", async () => {
+    const { session, booked } = await bookingSession();
+    const { chat, approvalId } = await askToBook(session);
+    await session.signal(
+      approvalId,
+      { approved: false, reason: "declined in the devtools" },
+      { requestId: "dt" },
+    );
+    await chat.addToolApprovalResponse({ id: approvalId, approved: true });
+    await vi.waitFor(() => expect(textOf(chat)).toBe("Checking. I did not book it."));
+    await vi.waitFor(() => expect(chat.status).toBe("ready"));
+    expect(chat.error).toBeUndefined();
+    expect(booked).toEqual([]);
+    expect(toolParts(chat)).toEqual([expect.objectContaining({ state: "output-denied" })]);
+    await session.close();
+  });
+});
