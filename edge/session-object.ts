@@ -341,7 +341,12 @@ class SessionHost<Env> {
         }
         const release = this.streams.acquire();
         if (!release) return tooManyRequests("too many open event streams on this session", BUSY_RETRY_MS);
-        return commitEventStream(session, route.since, route.maxStreamMs, release, route.previews === true);
+        return commitEventStream(request, session, {
+          since: route.since,
+          maxStreamMs: route.maxStreamMs,
+          onClose: release,
+          previews: route.previews === true,
+        });
       }
       case "replica":
       case "replica-claim":

@@ -4,10 +4,12 @@
  * callback URL, refused with the right 4xx (nothing stored) when it is wrong, and it survives a runtime
  * restart — its deadline fired by the Durable Object's alarm with no request sent.
  */
+
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { createParser } from "eventsource-parser";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CommitRecord, PendingWait, SessionView, Submission } from "../../src/index.ts";
 import { bundleWorker, EdgeExample } from "../support/workerd.ts";
@@ -160,10 +162,13 @@ it("keeps a wait across a runtime restart, and passes its deadline on the alarm 
       headers: { authorization: `Bearer ${EdgeExample.token}` },
     });
     const text = await readUntil(events, (t) => t.includes('"expired"'));
-    const commits = text
-      .split("\n\n")
-      .filter((block) => block.includes("event: commit"))
-      .map((block) => JSON.parse(block.slice(block.indexOf("data: ") + 6)) as CommitRecord);
+    const commits: CommitRecord[] = [];
+    const parser = createParser({
+      onEvent: (event) => {
+        if (event.event === "commit") commits.push(JSON.parse(event.data) as CommitRecord);
+      },
+    });
+    parser.feed(text);
     const passed = commits.find((c) =>
       c.tasks.some((t) => t.kind === "email-campaign" && t.checkpoint.phase === "expired"),
     );
