@@ -55,19 +55,23 @@ import {
   DocumentIdSchema,
   IdSchema,
   type InternalRoute,
-  internalRequest,
   RequestIdSchema,
+  type SessionStub,
   SignalBodySchema,
   SignalKeySchema,
   SubmitBodySchema,
+  streamRequest,
   TasksFilterSchema,
 } from "./protocol.ts";
 import { mountReplicaRoutes } from "./replica-routes.ts";
 
-/** The parts of a `DurableObjectNamespace` binding the router uses. */
-export interface DurableObjectNamespaceLike {
+/**
+ * The parts of a `DurableObjectNamespace` binding the router uses: its stubs' RPC method `route` (`Stub`
+ * names another object's stub, for an app's own namespaces).
+ */
+export interface DurableObjectNamespaceLike<Stub = SessionStub> {
   idFromName(name: string): unknown;
-  get(id: unknown): { fetch(request: Request): Promise<Response> };
+  get(id: unknown): Stub;
 }
 
 export interface EdgeAppOptions<Env> {
@@ -220,8 +224,9 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
 
   const forward = (c: Context<AppEnv<Env>>, route: InternalRoute, body?: unknown) => {
     const namespace = sessions(c.env);
-    const request = internalRequest(route, body, c.get("requestId"));
-    return namespace.get(namespace.idFromName(route.sessionId)).fetch(request);
+    const stub = namespace.get(namespace.idFromName(route.sessionId));
+    if (route.op === "events") return stub.fetch(streamRequest(route, c.get("requestId")));
+    return stub.route(route, body, c.get("requestId"));
   };
 
   app.post("/sessions/:id/submissions", async (c) => {

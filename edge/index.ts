@@ -24,9 +24,10 @@ export type { MemoryRateLimitOptions, RateDecision, RateLimit, SessionLimits } f
 export { DEFAULT_SESSION_LIMITS, memoryRateLimit } from "./limits.ts";
 export type { Problem } from "./problem.ts";
 export { problemResponse } from "./problem.ts";
-export type { InternalRoute } from "./protocol.ts";
+export type { InternalRoute, SessionStub } from "./protocol.ts";
 export { CancelBodySchema, IdSchema, SubmitBodySchema } from "./protocol.ts";
 export type {
+  DurableObjectBase,
   DurableObjectStateLike,
   SessionObject,
   SessionObjectClass,

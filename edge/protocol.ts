@@ -1,7 +1,7 @@
 /**
- * What the edge API accepts, and how the Worker's router talks to a session's Durable Object. Public input
- * is validated with these schemas in the router; the object re-parses the two bodies it reads, so a bad
- * request can never reach a session even if the router changes.
+ * What the edge API accepts, and how the Worker's router calls a session's Durable Object (RPC). Public
+ * input is validated with these schemas in the router; the object checks each call and re-parses the
+ * bodies it reads, so a bad request can never reach a session even if the router changes.
  */
 import { z } from "zod";
 import { describeIssues, InvalidArgumentError, isWellFormedText, SubmitInputSchema } from "../src/index.ts";
@@ -68,112 +68,39 @@ export function parseCancelBody(value: unknown): z.output<typeof CancelBodySchem
   throw new InvalidArgumentError("invalid cancel request", describeIssues(result.error));
 }
 
-/** One call from the router to a session object. */
-export type InternalRoute =
-  | { readonly op: "submit"; readonly sessionId: string; readonly waitMs: number }
-  | {
-      readonly op: "submission";
-      readonly sessionId: string;
-      readonly submissionId: string;
-      readonly waitMs: number;
-    }
-  | { readonly op: "request"; readonly sessionId: string; readonly requestId: string }
-  | {
-      readonly op: "submissions";
-      readonly sessionId: string;
-      readonly before?: number | undefined;
-      readonly limit: number;
-    }
-  | { readonly op: "tree"; readonly sessionId: string; readonly root: string }
-  | { readonly op: "cancel"; readonly sessionId: string; readonly submissionId: string }
-  | {
-      readonly op: "view";
-      readonly sessionId: string;
-      readonly atLeast: number;
-      readonly waitMs: number;
-      readonly entries?: number | undefined;
-      readonly submissions?: number | undefined;
-      readonly tasks?: "active" | "all" | undefined;
-      readonly documents?: number | undefined;
-      readonly documentsAfter?: string | undefined;
-    }
-  | {
-      readonly op: "entries";
-      readonly sessionId: string;
-      readonly conversationId: string;
-      readonly before?: number | undefined;
-      readonly limit: number;
-    }
-  | { readonly op: "recovery"; readonly sessionId: string }
-  | { readonly op: "pending"; readonly sessionId: string }
-  | { readonly op: "signal"; readonly sessionId: string; readonly key: string }
-  | {
-      readonly op: "events";
-      readonly sessionId: string;
-      readonly since: number;
-      readonly maxStreamMs: number;
-      readonly previews?: boolean | undefined;
-    }
-  | {
-      readonly op: "replica" | "replica-claim" | "replica-push" | "replica-release";
-      readonly sessionId: string;
-    }
-  | {
-      readonly op: "replica-changes";
-      readonly sessionId: string;
-      readonly after: number;
-      readonly limit: number;
-    };
+/** A count the router parsed from a query (`CountSchema`), as the session object receives it. */
+const Count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 
-const ORIGIN = "https://session.internal";
-
-/** The header that carries the router's request id to the object (its logs use the same id). */
-export const REQUEST_ID_HEADER = "x-request-id";
-
-/** The request the router sends to a session object for `route`. */
-export function internalRequest(route: InternalRoute, body?: unknown, requestId?: string): Request {
-  const url = new URL(`${ORIGIN}/${route.op}`);
-  for (const [key, value] of Object.entries(route))
-    if (key !== "op" && value !== undefined) url.searchParams.set(key, String(value));
-  const headers: Record<string, string> = requestId === undefined ? {} : { [REQUEST_ID_HEADER]: requestId };
-  return body === undefined
-    ? new Request(url, { headers })
-    : new Request(url, {
-        method: "POST",
-        body: JSON.stringify(body),
-        headers: { ...headers, "content-type": "application/json" },
-      });
-}
-
-const InternalRouteSchema = z.discriminatedUnion("op", [
-  z.object({ op: z.literal("submit"), sessionId: IdSchema, waitMs: CountSchema }),
-  z.object({ op: z.literal("submission"), sessionId: IdSchema, submissionId: IdSchema, waitMs: CountSchema }),
+/**
+ * One call from the router to a session object, over Durable Object RPC (`stub.route(call, body,
+ * requestId)`): the route and what the router parsed from the URL. Declared once: the type is this
+ * schema's, and the object checks every call against it, so a bad call can never reach a session even if
+ * the router changes (bodies are parsed again by the object too).
+ */
+export const SessionCallSchema = z.discriminatedUnion("op", [
+  z.object({ op: z.literal("submit"), sessionId: IdSchema, waitMs: Count }),
+  z.object({ op: z.literal("submission"), sessionId: IdSchema, submissionId: IdSchema, waitMs: Count }),
   z.object({ op: z.literal("request"), sessionId: IdSchema, requestId: RequestIdSchema }),
-  z.object({
-    op: z.literal("submissions"),
-    sessionId: IdSchema,
-    before: CountSchema.optional(),
-    limit: CountSchema,
-  }),
+  z.object({ op: z.literal("submissions"), sessionId: IdSchema, before: Count.optional(), limit: Count }),
   z.object({ op: z.literal("tree"), sessionId: IdSchema, root: DocumentIdSchema }),
   z.object({ op: z.literal("cancel"), sessionId: IdSchema, submissionId: IdSchema }),
   z.object({
     op: z.literal("view"),
     sessionId: IdSchema,
-    atLeast: CountSchema,
-    waitMs: CountSchema,
-    entries: CountSchema.optional(),
-    submissions: CountSchema.optional(),
+    atLeast: Count,
+    waitMs: Count,
+    entries: Count.optional(),
+    submissions: Count.optional(),
     tasks: TasksFilterSchema.optional(),
-    documents: CountSchema.optional(),
+    documents: Count.optional(),
     documentsAfter: DocumentIdSchema.optional(),
   }),
   z.object({
     op: z.literal("entries"),
     sessionId: IdSchema,
     conversationId: IdSchema,
-    before: CountSchema.optional(),
-    limit: CountSchema,
+    before: Count.optional(),
+    limit: Count,
   }),
   z.object({ op: z.literal("recovery"), sessionId: IdSchema }),
   z.object({ op: z.literal("pending"), sessionId: IdSchema }),
@@ -181,24 +108,55 @@ const InternalRouteSchema = z.discriminatedUnion("op", [
   z.object({
     op: z.literal("events"),
     sessionId: IdSchema,
-    since: CountSchema,
-    maxStreamMs: CountSchema,
-    previews: z
-      .enum(["true", "false"])
-      .transform((v) => v === "true")
-      .optional(),
+    since: Count,
+    maxStreamMs: Count,
+    previews: z.boolean().optional(),
   }),
   z.object({ op: z.literal("replica"), sessionId: IdSchema }),
   z.object({ op: z.literal("replica-claim"), sessionId: IdSchema }),
   z.object({ op: z.literal("replica-push"), sessionId: IdSchema }),
   z.object({ op: z.literal("replica-release"), sessionId: IdSchema }),
-  z.object({ op: z.literal("replica-changes"), sessionId: IdSchema, after: CountSchema, limit: CountSchema }),
+  z.object({ op: z.literal("replica-changes"), sessionId: IdSchema, after: Count, limit: Count }),
 ]);
 
-/** The route a session object was called with, or undefined for anything else. */
-export function parseInternalRoute(request: Request): InternalRoute | undefined {
-  const url = new URL(request.url);
-  const fields = { op: url.pathname.slice(1), ...Object.fromEntries(url.searchParams) };
-  const result = InternalRouteSchema.safeParse(fields);
+/** One call from the router to a session object (see {@link SessionCallSchema}). */
+export type InternalRoute = z.infer<typeof SessionCallSchema>;
+
+/** The call a session object was given, or undefined for anything that is not one. */
+export function parseSessionCall(value: unknown): InternalRoute | undefined {
+  const result = SessionCallSchema.safeParse(value);
   return result.success ? result.data : undefined;
+}
+
+/**
+ * What a session object answers the router on: every call over the RPC method `route`, except the event
+ * stream, which goes through the object's `fetch` with the same call in a header ({@link streamRequest}):
+ * a stream returned over RPC is not cancelled when its client leaves (on workerd here its writes kept
+ * succeeding and its slot was never freed), while a fetched response's body is.
+ */
+export interface SessionStub {
+  route(call: InternalRoute, body?: unknown, requestId?: string): Promise<Response>;
+  fetch(request: Request): Promise<Response>;
+}
+
+/** The header that carries a call to a session object's `fetch` (the event stream). */
+export const CALL_HEADER = "x-session-call";
+/** The header that carries the router's request id to the object's `fetch` (its logs use the same id). */
+export const REQUEST_ID_HEADER = "x-request-id";
+
+/** The request for an event-stream call to a session object's `fetch`. */
+export function streamRequest(call: Extract<InternalRoute, { op: "events" }>, requestId?: string): Request {
+  const headers: Record<string, string> = { [CALL_HEADER]: JSON.stringify(call) };
+  if (requestId !== undefined) headers[REQUEST_ID_HEADER] = requestId;
+  return new Request("https://session.internal/events", { headers });
+}
+
+/** The event-stream call a session object's `fetch` was given, or undefined. */
+export function parseStreamRequest(request: Request): InternalRoute | undefined {
+  try {
+    const call = parseSessionCall(JSON.parse(request.headers.get(CALL_HEADER) ?? "null"));
+    return call?.op === "events" ? call : undefined;
+  } catch {
+    return undefined;
+  }
 }

@@ -154,7 +154,7 @@ export class SessionReplica {
   }
 
   /** Answers one replica route. */
-  async handle(route: ReplicaRoute, request: Request): Promise<Response> {
+  async handle(route: ReplicaRoute, body: unknown): Promise<Response> {
     const { sessionId } = route;
     switch (route.op) {
       case "replica": {
@@ -169,19 +169,19 @@ export class SessionReplica {
         return Response.json({ ownership: ownership ?? null });
       }
       case "replica-claim": {
-        const claim = parseBody(ClaimRequestSchema, await request.json(), "claim");
+        const claim = parseBody(ClaimRequestSchema, body, "claim");
         const grant = await this.host.claim(sessionId, claim);
         this.options.setAlarm(grant.leaseUntil);
         return Response.json(grant);
       }
       case "replica-push": {
-        const body = parseBody(PushRequestSchema, await request.json(), "push");
-        const ack = await this.host.push(sessionId, { ...body, commits: body.commits as CommitRecord[] });
+        const push = parseBody(PushRequestSchema, body, "push");
+        const ack = await this.host.push(sessionId, { ...push, commits: push.commits as CommitRecord[] });
         if (this.follower) await (await this.follower).refresh(); // streams following the replica see it
         return Response.json(ack);
       }
       case "replica-release": {
-        await this.host.release(sessionId, parseBody(ReleaseRequestSchema, await request.json(), "release"));
+        await this.host.release(sessionId, parseBody(ReleaseRequestSchema, body, "release"));
         return new Response(null, { status: 204 });
       }
       case "replica-changes":

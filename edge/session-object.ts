@@ -8,8 +8,14 @@
  * brought back by the alarm, which reopens the session and resumes it. Alarms are at-least-once: the
  * handler only resumes (idempotent) and re-derives the next alarm, so a duplicate or late one is harmless.
  *
+ * The router calls it over Durable Object RPC (`stub.route(call, body, requestId)`), which the platform
+ * offers only to classes extending its `DurableObject`: pass that class in.
+ *
  * @example
- * export class AgentSession extends defineSessionObject<Env>({ registry: (env) => createRegistry({ ...agent }) }) {}
+ * import { DurableObject } from "cloudflare:workers";
+ * export class AgentSession extends defineSessionObject<Env>(DurableObject, {
+ *   registry: (env) => createRegistry({ ...agent }),
+ * }) {}
  */
 import {
   InvalidArgumentError,
@@ -32,9 +38,11 @@ import { problemFromError, problemResponse } from "./problem.ts";
 import {
   type InternalRoute,
   parseCancelBody,
-  parseInternalRoute,
+  parseSessionCall,
   parseSignalBody,
+  parseStreamRequest,
   REQUEST_ID_HEADER,
+  type SessionStub,
 } from "./protocol.ts";
 import { type ReplicaRoute, SessionReplica, sqliteOwnership } from "./replica-object.ts";
 import { commitEventStream } from "./sse.ts";
@@ -80,22 +88,46 @@ export interface SessionObjectOptions<Env> {
 }
 
 /** A Durable Object class hosting one session (see {@link defineSessionObject}). */
-export interface SessionObject {
-  fetch(request: Request): Promise<Response>;
+export interface SessionObject extends SessionStub {
   alarm(): Promise<void>;
 }
 
+/** The platform's `DurableObject` class (`import { DurableObject } from "cloudflare:workers"`), structurally. */
+// biome-ignore lint/suspicious/noExplicitAny: a class to extend (TypeScript's mixin rule wants any[] here)
+export type DurableObjectBase = abstract new (...args: any[]) => object;
+// biome-ignore lint/suspicious/noExplicitAny: as above
+type Extendable = new (...args: any[]) => object;
+
 export type SessionObjectClass<Env> = new (ctx: DurableObjectStateLike, env: Env) => SessionObject;
 
-/** Defines the Durable Object class for an app's sessions. Export it under the name wrangler.jsonc binds. */
-export function defineSessionObject<Env>(options: SessionObjectOptions<Env>): SessionObjectClass<Env> {
-  return class implements SessionObject {
+/**
+ * Defines the Durable Object class for an app's sessions, on the platform's `DurableObject` (RPC needs
+ * it). Export it under the name wrangler.jsonc binds.
+ */
+export function defineSessionObject<Env>(
+  base: DurableObjectBase,
+  options: SessionObjectOptions<Env>,
+): SessionObjectClass<Env> {
+  if (typeof base !== "function") {
+    throw new TypeError(
+      'defineSessionObject(base, options): pass the platform\'s DurableObject class first (import { DurableObject } from "cloudflare:workers")',
+    );
+  }
+  // The platform's class is abstract only to TypeScript: at run time it is extended like any other.
+  return class extends (base as Extendable) implements SessionObject {
     readonly host: SessionHost<Env>;
     constructor(ctx: DurableObjectStateLike, env: Env) {
+      super(ctx, env);
       this.host = new SessionHost(ctx, env, options);
     }
+    route(call: InternalRoute, body?: unknown, requestId?: string): Promise<Response> {
+      return this.host.route(call, body, requestId);
+    }
+    /** The event stream (see `SessionStub`): the call comes in a header. */
     fetch(request: Request): Promise<Response> {
-      return this.host.fetch(request);
+      const call = parseStreamRequest(request);
+      if (!call) return Promise.resolve(problemResponse(404, "not-found", "no such route"));
+      return this.host.route(call, undefined, request.headers.get(REQUEST_ID_HEADER) ?? undefined);
     }
     alarm(): Promise<void> {
       return this.host.alarm();
@@ -174,15 +206,14 @@ class SessionHost<Env> {
     });
   }
 
-  async fetch(request: Request): Promise<Response> {
+  async route(call: unknown, body: unknown, requestId = "-"): Promise<Response> {
     try {
-      const route = parseInternalRoute(request);
+      const route = parseSessionCall(call);
       if (!route) return problemResponse(404, "not-found", "no such route");
       if ("waitMs" in route && route.waitMs > 0)
-        return await this.whileWaiting(() => this.handleRead(route, request));
-      return await this.handleRead(route, request);
+        return await this.whileWaiting(() => this.handleRead(route, body));
+      return await this.handleRead(route, body);
     } catch (error) {
-      const requestId = request.headers.get(REQUEST_ID_HEADER) ?? "-";
       return problemFromError(error, (e) => console.error(`durable-agent [${requestId}]:`, e));
     }
   }
@@ -202,12 +233,13 @@ class SessionHost<Env> {
    * A read that was waiting on the replica when this object took the session over (the replica's reader
    * closes then) is answered again from the writer, instead of failing or missing what comes next.
    */
-  private async handleRead(route: InternalRoute, request: Request): Promise<Response> {
+  private async handleRead(route: InternalRoute, body: unknown): Promise<Response> {
     try {
-      return await this.handle(route, request);
+      return await this.handle(route, body);
     } catch (error) {
-      if (!(error instanceof SessionClosedError) || request.method !== "GET") throw error;
-      return this.handle(route, request);
+      // Only reads (calls without a body) are asked again.
+      if (!(error instanceof SessionClosedError) || body !== undefined) throw error;
+      return this.handle(route, body);
     }
   }
 
@@ -226,11 +258,11 @@ class SessionHost<Env> {
     );
   }
 
-  private async handle(route: InternalRoute, request: Request): Promise<Response> {
+  private async handle(route: InternalRoute, body: unknown): Promise<Response> {
     switch (route.op) {
       case "submit": {
         // Validated in full before anything exists: a request that fails creates no session.
-        const input = parseSubmitInput(await request.json());
+        const input = parseSubmitInput(body);
         await this.replica.assertWritable(route.sessionId);
         const known =
           this.session?.status === "open"
@@ -286,7 +318,7 @@ class SessionHost<Env> {
         return Response.json(await waitForEnd(session, submission, route.waitMs));
       }
       case "cancel": {
-        const { reason } = parseCancelBody(await request.json());
+        const { reason } = parseCancelBody(body);
         const session = await this.writable(route.sessionId);
         if (!(await session.readSubmission(route.submissionId))) return unknownSubmission(route.submissionId);
         return Response.json(await session.cancelSubmission(route.submissionId, reason));
@@ -326,7 +358,7 @@ class SessionHost<Env> {
         return Response.json({ version: session.version, pending: session.pending() });
       }
       case "signal": {
-        const { requestId, payload } = parseSignalBody(await request.json());
+        const { requestId, payload } = parseSignalBody(body);
         const session = await this.writable(route.sessionId);
         const receipt = await session.signal(route.key, payload, { requestId });
         return Response.json(receipt, { status: receipt.duplicate ? 200 : 201 });
@@ -341,7 +373,7 @@ class SessionHost<Env> {
         }
         const release = this.streams.acquire();
         if (!release) return tooManyRequests("too many open event streams on this session", BUSY_RETRY_MS);
-        return commitEventStream(request, session, {
+        return commitEventStream(new Request("https://session.internal/events"), session, {
           since: route.since,
           maxStreamMs: route.maxStreamMs,
           onClose: release,
@@ -356,8 +388,8 @@ class SessionHost<Env> {
         // A claim stops this object's writer: nothing else runs meanwhile (a request that slipped in
         // between could open a writer of its own).
         return route.op === "replica-claim"
-          ? this.ctx.blockConcurrencyWhile(() => this.replica.handle(route as ReplicaRoute, request))
-          : this.replica.handle(route as ReplicaRoute, request);
+          ? this.ctx.blockConcurrencyWhile(() => this.replica.handle(route as ReplicaRoute, body))
+          : this.replica.handle(route as ReplicaRoute, body);
     }
   }
 

@@ -7,9 +7,13 @@
  * - `BenchSession`: the edge session object with a scripted one-tool agent, behind the shipped router;
  *   `/__ping/:session` is a bare round trip to the same object (it touches no session).
  */
+import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
 import { DurableObjectSqliteStorage, type DurableObjectStorageLike } from "../../edge/do-sqlite-storage.ts";
 import { createEdgeApp, type DurableObjectNamespaceLike, defineSessionObject } from "../../edge/index.ts";
+
+type FetchStub = { fetch(request: Request): Promise<Response> };
+
 import {
   type CommitRecord,
   createAgent,
@@ -31,7 +35,7 @@ type BenchStorage = DurableObjectStorageLike & { sync(): Promise<void> };
 
 interface Env {
   readonly SESSIONS: DurableObjectNamespaceLike;
-  readonly COMMITS: DurableObjectNamespaceLike;
+  readonly COMMITS: DurableObjectNamespaceLike<FetchStub>;
   readonly API_TOKEN: string;
 }
 
@@ -196,7 +200,7 @@ function oneToolRegistry() {
   return createRegistry({ ...createAgent({ model, tools: [lookup] }) });
 }
 
-const SessionBase = defineSessionObject<Env>({ registry: () => oneToolRegistry() });
+const SessionBase = defineSessionObject<Env>(DurableObject, { registry: () => oneToolRegistry() });
 
 export class BenchSession extends SessionBase {
   override fetch(request: Request): Promise<Response> {

@@ -56,7 +56,10 @@ export class HistoryHost {
 }
 
 export default {
-  fetch(request: Request, env: { HISTORY: DurableObjectNamespaceLike }) {
+  fetch(
+    request: Request,
+    env: { HISTORY: DurableObjectNamespaceLike<{ fetch(request: Request): Promise<Response> }> },
+  ) {
     const name = new URL(request.url).searchParams.get("session") ?? "history";
     return env.HISTORY.get(env.HISTORY.idFromName(name)).fetch(request);
   },

@@ -12,6 +12,7 @@
  * third parties), and optionally `OPENAI_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_MODEL` to use a real model
  * instead of the scripted one.
  */
+import { DurableObject } from "cloudflare:workers";
 import {
   anyOf,
   bearerToken,
@@ -30,7 +31,7 @@ import type { Receipt } from "../five-emails/mail-service.ts";
 
 export interface Env {
   readonly SESSIONS: DurableObjectNamespaceLike;
-  readonly MAIL: DurableObjectNamespaceLike;
+  readonly MAIL: DurableObjectNamespaceLike<{ fetch(request: Request): Promise<Response> }>;
   readonly API_TOKEN?: string;
   readonly JWT_SECRET?: string;
   readonly RATE_LIMIT_PER_MINUTE?: string;
@@ -62,7 +63,7 @@ function modelFor(env: Env) {
 }
 
 /** The session object: the campaign agent, with the approved plan seeded when a session is created. */
-export class AgentSession extends defineSessionObject<Env>({
+export class AgentSession extends defineSessionObject<Env>(DurableObject, {
   registry: (env) =>
     asyncCampaignRegistry(
       {

@@ -13,6 +13,8 @@ export async function bundleWorker(entry: string): Promise<string> {
     write: false,
     mainFields: ["module", "main"],
     conditions: ["workerd", "worker", "browser", "import"],
+    // The platform's own modules (`DurableObject` for RPC), as wrangler leaves them.
+    external: ["cloudflare:*"],
   });
   return result.outputFiles[0]?.text ?? "";
 }
