@@ -161,17 +161,21 @@ it("keeps a wait across a runtime restart, and passes its deadline on the alarm 
     const events = await edge.raw("/sessions/late/events?since=0", {
       headers: { authorization: `Bearer ${EdgeExample.token}` },
     });
-    const text = await readUntil(events, (t) => t.includes('"expired"'));
-    const commits: CommitRecord[] = [];
-    const parser = createParser({
-      onEvent: (event) => {
-        if (event.event === "commit") commits.push(JSON.parse(event.data) as CommitRecord);
-      },
-    });
-    parser.feed(text);
-    const passed = commits.find((c) =>
-      c.tasks.some((t) => t.kind === "email-campaign" && t.checkpoint.phase === "expired"),
-    );
+    // Parsed as a client does; read until the commit that passed the deadline has arrived whole.
+    const commitsIn = (text: string) => {
+      const commits: CommitRecord[] = [];
+      const parser = createParser({
+        onEvent: (event) => {
+          if (event.event === "commit") commits.push(JSON.parse(event.data) as CommitRecord);
+        },
+      });
+      parser.feed(text);
+      return commits;
+    };
+    const expired = (c: CommitRecord) =>
+      c.tasks.some((t) => t.kind === "email-campaign" && t.checkpoint.phase === "expired");
+    const text = await readUntil(events, (t) => commitsIn(t).some(expired));
+    const passed = commitsIn(text).find(expired);
     expect(passed?.at).toBeGreaterThanOrEqual(until);
     expect(passed?.at).toBeLessThan(askedAt - 500);
   } finally {

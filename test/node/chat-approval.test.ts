@@ -5,13 +5,7 @@
  * (`addToolApprovalResponse` + `lastAssistantMessageIsCompleteWithApprovalResponses`) becomes the durable
  * approval signal and the same assistant message goes on. A decision taken elsewhere first is the one shown.
  */
-import {
-  AbstractChat,
-  type ChatInit,
-  type ChatState,
-  lastAssistantMessageIsCompleteWithApprovalResponses,
-  type UIMessage,
-} from "ai";
+import { lastAssistantMessageIsCompleteWithApprovalResponses, type UIMessage } from "ai";
 import { describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import {
@@ -26,29 +20,7 @@ import {
   type Session,
   scriptedModel,
 } from "../../src/index.ts";
-
-/** `useChat`'s state without React: the messages as a plain array. */
-class PlainState implements ChatState<UIMessage> {
-  status: ChatState<UIMessage>["status"] = "ready";
-  error: Error | undefined = undefined;
-  constructor(public messages: UIMessage[]) {}
-  pushMessage = (message: UIMessage) => {
-    this.messages = [...this.messages, message];
-  };
-  popMessage = () => {
-    this.messages = this.messages.slice(0, -1);
-  };
-  replaceMessage = (index: number, message: UIMessage) => {
-    this.messages = this.messages.map((m, i) => (i === index ? message : m));
-  };
-  snapshot = <T>(thing: T): T => structuredClone(thing);
-}
-
-class PlainChat extends AbstractChat<UIMessage> {
-  constructor(init: Omit<ChatInit<UIMessage>, "messages">, messages: UIMessage[] = []) {
-    super({ ...init, state: new PlainState(messages) });
-  }
-}
+import { lastText, PlainChat, toolParts } from "../support/plain-chat.ts";
 
 function backendOf(session: Session): ChatBackend {
   return {
@@ -101,12 +73,6 @@ const chatOver = (session: Session, messages: UIMessage[] = []) =>
     messages,
   );
 
-type ToolPart = { type: string; state: string; approval?: { id: string }; output?: unknown };
-const toolParts = (chat: PlainChat) =>
-  (chat.messages.at(-1)?.parts ?? []).filter((p) => p.type === "dynamic-tool") as ToolPart[];
-const textOf = (chat: PlainChat) =>
-  (chat.messages.at(-1)?.parts ?? []).flatMap((p) => (p.type === "text" ? [p.text] : [])).join("");
-
 /** Sends the question and lets the stream end at the approval it asks for. */
 async function askToBook(session: Session) {
   const chat = chatOver(session);
@@ -136,10 +102,10 @@ describe("tool approvals in AI SDK UI", () => {
     await vi.waitFor(() => expect(reloaded.status).toBe("ready"));
     expect(reloaded.messages.map((m) => m.role)).toEqual(["user", "assistant"]);
     expect(toolParts(reloaded)).toEqual(toolParts(chat));
-    expect(textOf(reloaded)).toBe("Checking. ");
+    expect(lastText(reloaded)).toBe("Checking. ");
 
     await reloaded.addToolApprovalResponse({ id: approvalId, approved: true });
-    await vi.waitFor(() => expect(textOf(reloaded)).toBe("Checking. Booked for 2."));
+    await vi.waitFor(() => expect(lastText(reloaded)).toBe("Checking. Booked for 2."));
     await vi.waitFor(() => expect(reloaded.status).toBe("ready"));
     expect(booked).toEqual([2]);
     expect(reloaded.messages.map((m) => m.role)).toEqual(["user", "assistant"]);
@@ -156,7 +122,7 @@ describe("tool approvals in AI SDK UI", () => {
     const { session, booked } = await bookingSession();
     const { chat, approvalId } = await askToBook(session);
     await chat.addToolApprovalResponse({ id: approvalId, approved: false, reason: "too expensive" });
-    await vi.waitFor(() => expect(textOf(chat)).toBe("Checking. I did not book it."));
+    await vi.waitFor(() => expect(lastText(chat)).toBe("Checking. I did not book it."));
     await vi.waitFor(() => expect(chat.status).toBe("ready"));
     expect(booked).toEqual([]);
     expect(toolParts(chat)).toEqual([expect.objectContaining({ state: "output-denied" })]);
@@ -179,7 +145,7 @@ describe("tool approvals in AI SDK UI", () => {
       { requestId: "dt" },
     );
     await chat.addToolApprovalResponse({ id: approvalId, approved: true });
-    await vi.waitFor(() => expect(textOf(chat)).toBe("Checking. I did not book it."));
+    await vi.waitFor(() => expect(lastText(chat)).toBe("Checking. I did not book it."));
     await vi.waitFor(() => expect(chat.status).toBe("ready"));
     expect(chat.error).toBeUndefined();
     expect(booked).toEqual([]);
