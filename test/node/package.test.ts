@@ -38,6 +38,7 @@ beforeAll(() => {
       join(dir, tarball),
       "zod",
       "comlink",
+      "idb",
       "hono",
       "jose",
       "@ai-sdk/provider",
@@ -91,14 +92,14 @@ describe("the installed package", () => {
     expect(Object.keys(installed.dependencies).sort()).toEqual([
       "eventsource-parser",
       "fast-json-patch",
-      "idb",
       "zod",
     ]);
-    // Each optional: comlink for /worker, hono and jose for /edge, @ai-sdk/provider for aiSdkModel's types.
+    // Each optional: comlink and idb for /worker, hono and jose for /edge, @ai-sdk/provider for aiSdkModel's types.
     expect(Object.keys(installed.peerDependencies).sort()).toEqual([
       "@ai-sdk/provider",
       "comlink",
       "hono",
+      "idb",
       "jose",
     ]);
   });
