@@ -400,6 +400,11 @@ describe("devtools page in Chromium", () => {
         await devtools.fill("form.attach input[name=token]", EdgeExample.token);
         await devtools.click("form.attach button[type=submit]");
         await devtools.waitForSelector("[data-testid=task-graph]", TIMEOUT);
+        // Who writes: this session was never linked to a tab, so its Durable Object does.
+        await devtools.waitForSelector("[data-testid=writer][data-state=edge]", TIMEOUT);
+        expect(await devtools.textContent("[data-testid=writer]")).toContain(
+          "its Durable Object writes this session",
+        );
         const first = await versions(devtools);
         const firstNodes = await nodes(devtools);
         expect(firstNodes.some((n) => n.status !== "succeeded")).toBe(true);

@@ -64,6 +64,13 @@ describe("a linked session: Chromium tab + workerd edge", () => {
       await page.goto(url);
       await statusIs(page, "leading");
       expect((await ownership())?.holder).toBe("tab");
+      // The devtools attached to the edge session say who writes it: the linked tab, while its lease lasts.
+      const devtools = await context.newPage();
+      await devtools.goto(`${server?.url}/devtools/?${new URLSearchParams({ edge: api.url, session })}`);
+      await devtools.fill("form.attach input[name=token]", EdgeExample.token);
+      await devtools.click("form.attach button[type=submit]");
+      await devtools.waitForSelector("[data-testid=writer][data-state=tab]", { timeout: 30_000 });
+      expect(await devtools.textContent("[data-testid=writer]")).toContain("a linked tab leads this session");
       await page.click("#start");
       // Mid-send: the first mail is out, the run is not over.
       await until(
@@ -76,6 +83,8 @@ describe("a linked session: Chromium tab + workerd edge", () => {
 
       // The edge takes over on its alarm (no request touches the session meanwhile) and finishes.
       await until(ownership, (o) => o?.holder === "edge", "the edge to take over");
+      await devtools.waitForSelector("[data-testid=writer][data-state=edge]", { timeout: 30_000 });
+      await devtools.close();
       const view = await until(
         () =>
           api.json<{ submissions: { status: string; result?: { text?: string } }[] }>(

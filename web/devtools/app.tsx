@@ -17,6 +17,7 @@ import {
   localSource,
   parseExportedHistory,
   type SessionSource,
+  type WriterState,
 } from "./sources.ts";
 import { TaskGraph } from "./task-graph.tsx";
 import {
@@ -222,7 +223,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   const [connection, setConnection] = useState<"live" | "reconnecting">("live");
   const [loadingEarlier, setLoadingEarlier] = useState(false);
   // Whether a writer drives the session (local: a tab holds its leader lock), asked every 2 s.
-  const [writer, setWriter] = useState<{ state: "leading" | "none"; since: number } | undefined>(undefined);
+  const [writer, setWriter] = useState<{ state: WriterState; since: number } | undefined>(undefined);
   const [version, setVersion] = useState(0);
   const [tab, setTab] = useState<Tab>(pins.tab);
   const [selectedTask, setSelectedTask] = useState<string | undefined>(pins.task);
@@ -295,7 +296,12 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
     const check = () =>
       void ask().then(
         (state) =>
-          current && setWriter((before) => (before?.state === state ? before : { state, since: Date.now() })),
+          current &&
+          setWriter((before) =>
+            before && JSON.stringify(before.state) === JSON.stringify(state)
+              ? before
+              : { state, since: Date.now() },
+          ),
         () => undefined,
       );
     check();
@@ -401,14 +407,12 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
             </label>
             {writer && (
               <span
-                class={`writer ${writer.state}`}
+                class={`writer ${writer.state.state}`}
                 role="status"
                 data-testid="writer"
-                data-state={writer.state}
+                data-state={writer.state.state}
               >
-                {writer.state === "leading"
-                  ? "a tab leads this session"
-                  : `no tab leads this session since ${formatTime(writer.since).slice(11, 19)}: its open work waits until one does`}
+                {writerText(writer.state, writer.since)}
               </span>
             )}
             {loadingEarlier && (
@@ -555,4 +559,21 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
 /** Renders the devtools into `root`. */
 export function mountDevtools(root: HTMLElement, options: DevtoolsOptions = {}): void {
   render(<Devtools options={options} />, root);
+}
+
+/** What the writer line says: who drives the session's open work, and since or until when. */
+function writerText(writer: WriterState, since: number): string {
+  const clock = (at: number) => formatTime(at).slice(11, 19);
+  switch (writer.state) {
+    case "leading":
+      return "a tab leads this session";
+    case "none":
+      return `no tab leads this session since ${clock(since)}: its open work waits until one does`;
+    case "edge":
+      return "its Durable Object writes this session: the alarm wakes open work with no request";
+    case "tab":
+      return `a linked tab leads this session; its lease runs until ${clock(writer.leaseUntil)}`;
+    case "lapsed":
+      return `the linked tab's lease ran out at ${clock(writer.leaseUntil)}: the edge takes over on its alarm`;
+  }
 }

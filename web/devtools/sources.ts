@@ -64,14 +64,28 @@ export interface SessionSource {
     limit: number,
   ): Promise<{ submissions: readonly Submission[]; next: number | null }>;
   /**
-   * Whether a writer drives the session now: local sessions ask the Web Locks API whether a tab holds the
-   * session's leader lock (the devtools never take it). Absent where it cannot be known.
+   * Who drives the session now. Local sessions ask the Web Locks API whether a tab holds the session's
+   * leader lock (the devtools never take it); an edge session asks its ownership record (`GET …/replica`):
+   * its Durable Object, or a linked tab while that tab's lease lasts. Absent where it cannot be known.
    */
-  writer?(): Promise<"leading" | "none">;
+  writer?(): Promise<WriterState>;
   /** A task tree as storage holds it now (for a Submission beyond the working set). */
   readTaskTree?(rootId: string): Promise<Task[]>;
   close(): Promise<void>;
 }
+
+/** Who drives a session's open work (see `SessionSource.writer`). */
+export type WriterState =
+  /** Local: a tab holds the session's leader lock. */
+  | { readonly state: "leading" }
+  /** Local: no tab does; open work waits until one opens the session. */
+  | { readonly state: "none" }
+  /** Edge: the Durable Object writes (its alarm wakes open work with no request). */
+  | { readonly state: "edge" }
+  /** Edge: a linked browser tab leads while its lease lasts. */
+  | { readonly state: "tab"; readonly leaseUntil: number }
+  /** Edge: the linked tab's lease ran out; the Durable Object takes over on its alarm. */
+  | { readonly state: "lapsed"; readonly leaseUntil: number };
 
 /** Names of this origin's IndexedDB databases, or undefined where the browser cannot list them. */
 export async function localDatabases(): Promise<string[] | undefined> {
@@ -157,7 +171,8 @@ export async function localSource(
     readTaskTree: (rootId) => session.readTaskTree(rootId),
     async writer() {
       const held = (await navigator.locks.query()).held ?? [];
-      return held.some((lock) => lock.name === `durable-agent:${database}:${sessionId}`) ? "leading" : "none";
+      const leads = held.some((lock) => lock.name === `durable-agent:${database}:${sessionId}`);
+      return { state: leads ? "leading" : "none" };
     },
     follow(onChanges, onError) {
       // The session's own subscription replays the change log after the base, then delivers every change
@@ -236,6 +251,14 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
     readSubmissions: (before, limit) =>
       read(`/submissions?limit=${limit}${before === undefined ? "" : `&before=${before}`}`),
     readTaskTree: (rootId) => read(`/tree?root=${encodeURIComponent(rootId)}`),
+    async writer() {
+      const { ownership } = await read<{ ownership: { holder: string; leaseUntil: number } | null }>(
+        "/replica",
+      );
+      if (ownership?.holder !== "tab") return { state: "edge" };
+      const { leaseUntil } = ownership;
+      return { state: leaseUntil > Date.now() ? "tab" : "lapsed", leaseUntil };
+    },
     follow(onChanges, onError, onStatus) {
       // Reconnects from the last change seen, shows "reconnecting" while it backs off (a stale page never
       // looks live), and stops on a refusal or a session error.
