@@ -2,10 +2,13 @@
  * `durable-agent/testing`: crash-test your own tasks and tools the way the kernel's own suite does. A
  * scenario is your registry, the outside world it talks to (fakes that outlive a process, like a mail
  * provider) and what a client does (submit with fixed requestIds, send signals). `simulateCrashes` runs it
- * once whole, then once per commit with the process killed right after that commit (and, with `seeds`,
- * with several kills at seeded random points), each time reopening the session in a new "process" until
- * the work ends. After every run it checks the kernel's guarantees — every Submission ends, no tool call is
- * answered twice, an unsafe call re-entered after a kill is never run blindly again — and your `check`.
+ * once whole, then once per commit with the process killed right after that commit, and once per commit
+ * with the process killed as it makes it (so whatever it did since its previous commit — an outside call
+ * that went through — is not recorded: the mail accepted by the provider whose receipt never committed),
+ * and, with `seeds`, with several kills at seeded random points; each time it reopens the session in a new
+ * "process" until the work ends. After every run it checks the kernel's guarantees — every Submission ends,
+ * no tool call is answered twice, an unsafe call re-entered after a kill is never run blindly again — and
+ * your `check`.
  */
 
 import { systemTimers, type Timers } from "../clock.ts";
@@ -21,15 +24,27 @@ import { ForwardingStorage } from "./forwarding-storage.ts";
 export { ManualClock, ManualTimers, sequentialIds } from "../clock.ts";
 export { ForwardingStorage } from "./forwarding-storage.ts";
 
-/** A store handle that dies like the process holding it: after `kill()` (or its `killAfter`-th commit) every call fails. */
+/**
+ * Where a process dies: right `after` its `commit`-th commit, or `before` it — as it makes that commit,
+ * which is then not stored, so what the process did since its previous commit (an outside call that went
+ * through) is not recorded.
+ */
+export interface KillPoint {
+  readonly commit: number;
+  readonly at: "after" | "before";
+}
+
+/**
+ * A store handle that dies like the process holding it: after `kill()`, or at its kill point (a number `n`:
+ * after its `n`-th commit), every call fails.
+ */
 export class CrashingStorage extends ForwardingStorage {
   commits = 0;
   private dead = false;
-  constructor(
-    inner: Storage,
-    private readonly killAfter = Number.POSITIVE_INFINITY,
-  ) {
+  private readonly killAt: KillPoint | undefined;
+  constructor(inner: Storage, killAt?: number | KillPoint) {
     super(inner);
+    this.killAt = typeof killAt === "number" ? { commit: killAt, at: "after" } : killAt;
   }
   get isDead(): boolean {
     return this.dead;
@@ -42,8 +57,11 @@ export class CrashingStorage extends ForwardingStorage {
     return this.inner;
   }
   override async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+    const next = this.commits + 1;
+    if (this.killAt?.at === "before" && next >= this.killAt.commit) this.kill();
     await super.commit(guard, commits);
-    if (++this.commits >= this.killAfter) this.kill();
+    this.commits = next;
+    if (this.killAt?.at === "after" && next >= this.killAt.commit) this.kill();
   }
 }
 
@@ -73,14 +91,19 @@ export interface SimulateOptions {
   readonly seeds?: number;
   /** The most processes one run may use before it counts as stuck (default 8). */
   readonly maxProcesses?: number;
-  /** Timers for the wait on a dead process's phases (default the system's). */
+  /** Timers for the waits below (default the system's). */
   readonly timers?: Timers;
+  /**
+   * How long one process waits for its Submissions to end before the run fails as "never ended" (default
+   * 30 s): work that waits for something the scenario never sends, say.
+   */
+  readonly maxWaitMs?: number;
 }
 
 /** One run that broke a guarantee. */
 export interface CrashFailure {
-  /** How it was killed: after which commit of each process (`[3]`: once, after its 3rd commit). */
-  readonly kills: readonly number[];
+  /** How it was killed: each process's kill point (`[{ commit: 3, at: "after" }]`: once, after its 3rd commit). */
+  readonly kills: readonly KillPoint[];
   readonly error: string;
 }
 
@@ -91,7 +114,7 @@ export interface CrashReport {
   readonly failures: readonly CrashFailure[];
 }
 
-/** Runs `scenario` whole, then killed after each commit, then under `seeds` random multi-kill plans. */
+/** Runs `scenario` whole, then killed after and before each commit, then under `seeds` random multi-kill plans. */
 export async function simulateCrashes<W>(
   scenario: CrashScenario<W>,
   options: SimulateOptions = {},
@@ -99,8 +122,9 @@ export async function simulateCrashes<W>(
   const failures: CrashFailure[] = [];
   const whole = await runOnce(scenario, [], options);
   if (whole.error) failures.push({ kills: [], error: whole.error });
-  const plans: number[][] = [];
-  for (let k = 1; k < whole.commits; k++) plans.push([k]);
+  const plans: KillPoint[][] = [];
+  for (let k = 1; k < whole.commits; k++) plans.push([{ commit: k, at: "after" }]);
+  for (let k = 1; k <= whole.commits; k++) plans.push([{ commit: k, at: "before" }]);
   let seed = 0x2545f491;
   const random = () => {
     seed = (seed * 1103515245 + 12345) >>> 0;
@@ -109,7 +133,10 @@ export async function simulateCrashes<W>(
   for (let s = 0; s < (options.seeds ?? 0); s++) {
     const kills = 1 + Math.floor(random() * 3);
     plans.push(
-      Array.from({ length: kills }, () => 1 + Math.floor(random() * Math.max(1, whole.commits - 1))),
+      Array.from({ length: kills }, () => ({
+        commit: 1 + Math.floor(random() * Math.max(1, whole.commits - 1)),
+        at: random() < 0.5 ? ("after" as const) : ("before" as const),
+      })),
     );
   }
   for (const kills of plans) {
@@ -121,7 +148,7 @@ export async function simulateCrashes<W>(
 
 async function runOnce<W>(
   scenario: CrashScenario<W>,
-  kills: readonly number[],
+  kills: readonly KillPoint[],
   options: SimulateOptions,
 ): Promise<{ commits: number; error?: string }> {
   const world = scenario.world();
@@ -136,7 +163,7 @@ async function runOnce<W>(
       session = await openSession({ id, storage, registry: scenario.registry(world) });
       await session.resume();
       const submissions = await scenario.drive(session, world);
-      for (const submission of submissions) await session.wait(submission.id);
+      for (const submission of submissions) await waitForEnd(session, submission, options);
       commits += storage.commits;
       if (storage.isDead) throw new Error("killed");
       const error = await checkRun(scenario, world, session);
@@ -157,6 +184,22 @@ async function runOnce<W>(
     }
   }
   return { commits, error: `the work did not end within ${options.maxProcesses ?? 8} processes` };
+}
+
+/** Waits for a Submission to end, at most `maxWaitMs`; one that does not is a failure, not a hang. */
+async function waitForEnd(session: Session, submission: Submission, options: SimulateOptions): Promise<void> {
+  const timers = options.timers ?? systemTimers;
+  const maxWaitMs = options.maxWaitMs ?? 30_000;
+  const controller = new AbortController();
+  const timer = timers.setTimeout(() => controller.abort(), maxWaitMs);
+  try {
+    await session.wait(submission.id, { signal: controller.signal });
+  } catch (error) {
+    if (!controller.signal.aborted) throw error;
+    throw new Error(`submission ${submission.id} never ended (waited ${maxWaitMs} ms)`);
+  } finally {
+    timers.clearTimeout(timer);
+  }
 }
 
 /** The kernel's guarantees and the scenario's own, on the finished run. */

@@ -75,8 +75,14 @@ const session = await openSession({ id: "s", storage: memoryStorage(), registry 
 await session.resume();
 const sub = await session.submit({ requestId: "r", conversationId: "c", input: "go" });
 const done: Submission = await session.wait(sub.id);
-console.log(JSON.stringify({ status: done.status, worker: typeof connectSessionWorker, edge: typeof createEdgeApp, testing: typeof simulateCrashes }));
 await session.close();
+// Crash-tested from the package alone: killed after and as it makes every commit, reopened each time.
+const crashes = await simulateCrashes({
+  world: () => null,
+  registry: () => createRegistry({ ...createAgent({ model: scriptedModel([{ toolCalls: [{ name: "lookup", args: { key: "abc" } }] }, { text: "found" }]), tools: [lookup] }) }),
+  drive: async (s) => [await s.submit({ requestId: "r", conversationId: "c", input: "go" })],
+});
+console.log(JSON.stringify({ status: done.status, worker: typeof connectSessionWorker, edge: typeof createEdgeApp, crashRuns: crashes.runs > 3, crashFailures: crashes.failures }));
 `;
 
 describe("the installed package", () => {
@@ -115,7 +121,8 @@ describe("the installed package", () => {
       status: "succeeded",
       worker: "function",
       edge: "function",
-      testing: "function",
+      crashRuns: true,
+      crashFailures: [],
     });
     writeFileSync(
       join(app, "tsconfig.json"),
