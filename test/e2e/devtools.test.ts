@@ -422,6 +422,12 @@ describe("devtools page in Chromium", () => {
         await devtools.waitForSelector("[data-testid=recovery-empty]", TIMEOUT); // answered by the Durable Object
         await tab(devtools, "tasks");
         await shoot(devtools, "edge-task-graph");
+        // The latest version was shown first; the history behind it is read in the background.
+        await devtools.waitForFunction(
+          () => !document.querySelector("[data-testid=history-loading]"),
+          undefined,
+          TIMEOUT,
+        );
         await devtools.focus("[data-testid=scrubber]");
         await devtools.keyboard.press("Home");
         await devtools.keyboard.press("ArrowRight"); // version 1: the approved plan, nothing else yet

@@ -11,7 +11,6 @@
 import {
   type CommitRecord,
   CommitRecordSchema,
-  emptyView,
   followEdgeChanges,
   indexedDbStorage,
   type Json,
@@ -237,8 +236,10 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
   const headers = { authorization: `Bearer ${token}` };
   const response = await fetch(`${root}/view`, { headers });
   if (!response.ok) throw new Error(`${response.status}: ${await problemDetail(response)}`);
-  const current = (await response.json()) as SessionView;
-  const base = (await reachesVersionOne(root, headers)) ? emptyView(sessionId) : current;
+  // The latest view first (first paint does not fold the whole log); the history before it, when the change
+  // log still reaches version 1, is read in the background (`earlier`).
+  const base = (await response.json()) as SessionView;
+  const whole = await reachesVersionOne(root, headers);
   const following = new Set<() => void>();
   const read = async <T>(path: string): Promise<T> => {
     const answer = await fetch(`${root}${path}`, { headers });
@@ -248,6 +249,7 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
   return {
     label: `edge ${baseUrl} / ${sessionId}`,
     base,
+    ...(whole && base.version > 0 && { earlier: () => changesThrough(root, headers, base.version) }),
     readSubmissions: (before, limit) =>
       read(`/submissions?limit=${limit}${before === undefined ? "" : `&before=${before}`}`),
     readTaskTree: (rootId) => read(`/tree?root=${encodeURIComponent(rootId)}`),
@@ -305,6 +307,32 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
 }
 
 /** Whether the session's change log still holds version 1 (then history can start from nothing). */
+/** Commits 1 … `through` from the session's event stream (read from the start, closed once there). */
+async function changesThrough(
+  root: string,
+  headers: Record<string, string>,
+  through: number,
+): Promise<CommitRecord[]> {
+  const reading = new AbortController();
+  const stream = await fetch(`${root}/events?since=0`, { headers, signal: reading.signal });
+  if (!stream.ok || !stream.body) throw new Error(`events: ${stream.status} ${await problemDetail(stream)}`);
+  const changes: CommitRecord[] = [];
+  try {
+    for await (const event of serverEvents(stream.body)) {
+      if (event.event === "error") throw new Error(`events: ${event.data}`);
+      if (event.event !== "commit") continue;
+      const change = JSON.parse(event.data) as CommitRecord;
+      if (change.version !== changes.length + 1)
+        throw new Error(`the history before v${through} was pruned meanwhile`);
+      changes.push(change);
+      if (change.version >= through) return changes;
+    }
+    throw new Error(`the event stream ended at v${changes.length}, before v${through}`);
+  } finally {
+    reading.abort();
+  }
+}
+
 async function reachesVersionOne(root: string, headers: Record<string, string>): Promise<boolean> {
   const probe = new AbortController();
   const stream = await fetch(`${root}/events?since=0`, { headers, signal: probe.signal });
