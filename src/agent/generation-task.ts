@@ -162,10 +162,13 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
             const handle = await options.model.start(request, { signal: ctx.signal });
             return ctx.next("poll", { ...round, handle, readThroughSeq });
           }
-          const response = await options.model.generate(request, {
-            signal: ctx.signal,
-            onText: streamer(ctx, round.round, options.streamCheckpointMs),
-          });
+          const stream = streamer(ctx, round.round, options.streamCheckpointMs);
+          let response: Awaited<ReturnType<typeof options.model.generate>>;
+          try {
+            response = await options.model.generate(request, { signal: ctx.signal, onText: stream.onText });
+          } finally {
+            stream.stop();
+          }
           return await respond(ctx, { ...round, readThroughSeq }, response);
         } catch (error) {
           return failedAttempt(ctx, round, error);

@@ -2,7 +2,8 @@
  * The model's streamed text while a round runs. Every piece goes at once to the session's live subscribers
  * as a preview (`subscribe(…, { onPreview })`); durably, a progress record per round and attempt
  * (`stream:<generation task id>`) takes the text in checkpoints — the first piece at once, then at most
- * one append per `checkpointMs` (default 1 s) — and is deleted by the commit that holds the answer. A crash
+ * one append per `checkpointMs` (default 1 s), text held back in a window stored when the window ends even
+ * if the model streams nothing more meanwhile — and is deleted by the commit that holds the answer. A crash
  * keeps what was checkpointed as an interrupted record. Checkpoints instead of a write per flush: a
  * 2,000-character answer streamed over a second costs two small writes, not twenty.
  */
@@ -18,15 +19,24 @@ export const DEFAULT_STREAM_CHECKPOINT_MS = 1_000;
 // biome-ignore lint/suspicious/noExplicitAny: the generation task's context, whatever its phase data
 type StreamingContext = PhaseContext<{ conversationId: string }, any>;
 
+/** The model's streamed text as it arrives (`onText`); `stop()` once the model call has returned. */
+export interface Streamer {
+  readonly onText: (delta: string) => void;
+  /** No checkpoint after this: the phase's own commit holds the answer (or its failure) from here. */
+  stop(): void;
+}
+
 /**
  * The model's streamed text: each delta previewed at once, and checkpointed as loss-tolerant progress,
- * appended as chunks (a checkpoint stores only the text that is new since the last one).
+ * appended as chunks (a checkpoint stores only the text that is new since the last one). Text that arrives
+ * within a checkpoint's window is stored when the window ends (a timer on the session's timers), so a
+ * model that pauses mid-answer does not keep it unstored until it goes on.
  */
 export function streamer(
   ctx: StreamingContext,
   round: number,
   checkpointMs = DEFAULT_STREAM_CHECKPOINT_MS,
-): (delta: string) => void {
+): Streamer {
   const id = streamDocumentId(ctx.task.id);
   const attempt = ctx.attempt;
   const { conversationId } = ctx.input;
@@ -34,14 +44,22 @@ export function streamer(
   let queued = false;
   let offset = 0;
   let checkpointed = Number.NEGATIVE_INFINITY;
-  return (delta) => {
-    if (delta === "") return;
-    ctx.preview({ type: "text", taskId: ctx.task.id, conversationId, round, attempt, offset, text: delta });
-    offset += delta.length;
-    pending += delta;
-    if (queued) return;
+  let stopped = false;
+  let windowEnd: ReturnType<typeof ctx.timers.setTimeout> | undefined;
+  const checkpoint = () => {
+    if (stopped || queued || pending === "" || ctx.signal.aborted) return;
     const now = ctx.clock.now();
-    if (now - checkpointed < checkpointMs) return;
+    if (now - checkpointed < checkpointMs) {
+      // Held back: stored when this window ends, whether or not more text comes.
+      windowEnd ??= ctx.timers.setTimeout(
+        () => {
+          windowEnd = undefined;
+          checkpoint();
+        },
+        checkpointed + checkpointMs - now,
+      );
+      return;
+    }
     checkpointed = now;
     queued = true;
     // The build runs when the deferred commit is made: it takes whatever text arrived by then.
@@ -57,6 +75,20 @@ export function streamer(
       else
         draft.setDocument(id, STREAM_DOCUMENT, { round, attempt, chunks: [chunk] } satisfies StreamDocument);
     });
+  };
+  return {
+    onText: (delta) => {
+      if (delta === "" || stopped) return;
+      ctx.preview({ type: "text", taskId: ctx.task.id, conversationId, round, attempt, offset, text: delta });
+      offset += delta.length;
+      pending += delta;
+      checkpoint();
+    },
+    stop: () => {
+      stopped = true;
+      if (windowEnd !== undefined) ctx.timers.clearTimeout(windowEnd);
+      windowEnd = undefined;
+    },
   };
 }
 

@@ -4,7 +4,7 @@
  * phase from its start; it never jumps into the middle of one.
  */
 import type { z } from "zod";
-import type { Clock } from "../clock.ts";
+import type { Clock, Timers } from "../clock.ts";
 import { DefinitionError } from "../errors.ts";
 import type {
   Conversation,
@@ -118,6 +118,11 @@ export interface PhaseContext<
   /** Aborted when the task is cancelled or the host closes. */
   readonly signal: AbortSignal;
   readonly clock: Clock;
+  /**
+   * The session's timers (injected like its clock), for waits inside this run of the phase — a flush, a
+   * poll interval. Never for durable waits: those are `sleep` and `waitFor`, which survive the process.
+   */
+  readonly timers: Timers;
   /** The kind of host running the session (`openSession({ host })`), if it declared one. */
   readonly hostKind: "browser" | "edge" | undefined;
   /** A conversation's record (its `entryCount` is the position of the next entry). */

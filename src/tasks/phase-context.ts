@@ -1,5 +1,5 @@
 /** The context a phase runs with: reads of committed state, staging for its commit, and transition builders. */
-import type { Clock, IdSource } from "../clock.ts";
+import type { Clock, IdSource, Timers } from "../clock.ts";
 import type {
   Conversation,
   Entry,
@@ -35,6 +35,7 @@ export interface PhaseHost {
   preview(preview: Preview): void;
   beforeEffect(signal: AbortSignal): Promise<void>;
   readonly hostKind?: "browser" | "edge";
+  readonly timers: Timers;
 }
 
 /**
@@ -65,6 +66,9 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
 
   get signal(): AbortSignal {
     return this.signalOf();
+  }
+  get timers(): Timers {
+    return this.host.timers;
   }
   get hostKind(): "browser" | "edge" | undefined {
     return this.host.hostKind;

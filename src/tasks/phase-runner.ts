@@ -3,7 +3,7 @@
  * staged. Knows nothing of when phases run (the scheduler) or how their ends are committed (the machine).
  */
 import type { z } from "zod";
-import type { Clock, IdSource } from "../clock.ts";
+import type { Clock, IdSource, Timers } from "../clock.ts";
 import type { Task } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import type { StateReader } from "../session/state.ts";
@@ -23,6 +23,7 @@ export interface PhaseRunnerHost extends PhaseHost {
   readonly state: StateReader;
   readonly registry: Registry;
   readonly clock: Clock;
+  readonly timers: Timers;
   readonly ids: IdSource;
 }
 

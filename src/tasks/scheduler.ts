@@ -76,6 +76,7 @@ export class Scheduler {
       state: host.state,
       registry: host.registry,
       clock: host.clock,
+      timers: host.timers,
       ids: host.ids,
       readEntries: (conversationId, fromSeq) => host.readEntries(conversationId, fromSeq),
       progress: (build) => host.progress(build),

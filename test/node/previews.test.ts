@@ -15,6 +15,7 @@ import {
   ManualClock,
   ManualTimers,
   type MemoryStorage,
+  type Model,
   ModelError,
   memoryStorage,
   openSession,
@@ -195,5 +196,53 @@ describe("previews and stream checkpoints", () => {
     expect(session.view().documents).toEqual([]);
     const kinds = session.view().conversations[0]?.entries.map((e) => e.content.kind);
     expect(kinds).toEqual(["user", "interrupted"]);
+  });
+
+  it("stores text held back in a checkpoint window when the window ends, even while the model pauses", async () => {
+    const disk = memoryStorage();
+    const open = async () => {
+      const clock = new ManualClock(0);
+      const timers = new ManualTimers(clock);
+      // Two pieces 300 ms apart, then a 60 s pause (a slow tool-less thought), then the rest.
+      const model: Model = {
+        id: "pausing",
+        async generate(_request, { onText }) {
+          const wait = (ms: number) => new Promise<void>((resolve) => timers.setTimeout(resolve, ms));
+          onText?.("First piece, ");
+          await wait(300); // the first piece's checkpoint is stored by then; this one falls in its window
+          onText?.("second piece held back. ");
+          await wait(60_000);
+          onText?.("After the pause.");
+          return { text: "First piece, second piece held back. After the pause.", toolCalls: [] };
+        },
+      };
+      const session = await openSession({
+        id: "pause",
+        storage: disk.reopen(),
+        registry: createRegistry({ ...createAgent({ model }) }),
+        clock,
+        timers,
+        ids: sequentialIds(),
+      });
+      await session.resume();
+      return { session, timers };
+    };
+    const first = await open();
+    const s = await first.session.submit({ requestId: "r", conversationId: "main", input: "go" });
+    const stored = () => {
+      const doc = first.session.view().documents.find((d) => d.id.startsWith("stream:"));
+      return ((doc?.value as { chunks?: string[] } | undefined)?.chunks ?? []).join("");
+    };
+    // 2 s into the pause: the held-back piece was stored when its window ended, with nothing more streamed.
+    await drive(first.timers, () => false, 200);
+    expect(stored()).toBe("First piece, second piece held back. ");
+    // The process dies in the pause: the next one keeps all of it as the interrupted record.
+    const next = await open();
+    await drive(next.timers, () => next.session.submission(s.id)?.status === "succeeded", 10_000);
+    const entries = next.session.view().conversations[0]?.entries ?? [];
+    const interrupted = entries.find((e) => e.content.kind === "interrupted");
+    expect(interrupted?.content.kind === "interrupted" && interrupted.content.partialText).toBe(
+      "First piece, second piece held back. ",
+    );
   });
 });
