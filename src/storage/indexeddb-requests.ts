@@ -4,8 +4,9 @@
  * `idb` cannot do that — its `wrap` tests every value with `instanceof IDBRequest` (and the other
  * interfaces) against the globals — and the store uses only a handful of requests, so they are wrapped here.
  */
-import type { KeyPart, Table } from "./rows.ts";
-import { recordName } from "./rows.ts";
+import { ensureError, KernelError, StorageError } from "../errors.ts";
+import type { KeyPart, RowWrite, Table } from "./rows.ts";
+import { checkCreate, recordName } from "./rows.ts";
 import type { StoredRecord } from "./storage.ts";
 import type { SessionRowReader } from "./working-set.ts";
 
@@ -101,4 +102,29 @@ export async function readRows(
     requested(store.getAll(range, limit)),
   ]);
   return values.map((value, i) => ({ key: recordName(table, (keys[i] as KeyPart[]).slice(1)), value }));
+}
+
+/** The typed duplicate refusal for an `add` that failed on an existing key; undefined for any other failure. */
+export function refusalOf(error: unknown, row: RowWrite, version: number): KernelError | undefined {
+  if ((error as { name?: unknown } | null)?.name !== "ConstraintError") return undefined;
+  try {
+    checkCreate(row, true, version);
+  } catch (refusal) {
+    if (refusal instanceof KernelError) return refusal;
+  }
+  return undefined;
+}
+
+export function toStorageError(error: unknown, context: string): KernelError {
+  if (error instanceof KernelError) return error;
+  const err = ensureError(error);
+  if (err.name === "QuotaExceededError") {
+    return new StorageError("quota-exceeded", `${context}: storage quota exceeded`, { cause: err });
+  }
+  if (err.name === "InvalidStateError") {
+    return new StorageError("storage-closed", `${context}: the connection is closing (${err.message})`, {
+      cause: err,
+    });
+  }
+  return new StorageError("storage-failed", `${context}: ${err.name}: ${err.message}`, { cause: err });
 }

@@ -2,14 +2,21 @@
  * The IndexedDB store (via `idb`): one readwrite transaction per commit group, compound keys
  * `[sessionId, …]` so every session lives in the same object stores and each read is one key range.
  */
-import { ensureError, KernelError, StorageError } from "../errors.ts";
+import { type KernelError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import { pruneThroughAsync } from "./change-log.ts";
-import { finished, reader, readRows, requested, SessionRanges } from "./indexeddb-requests.ts";
-import type { WriteHook } from "./memory-storage.ts";
-import type { KeyPart, RowWrite } from "./rows.ts";
 import {
-  checkCreate,
+  finished,
+  reader,
+  readRows,
+  refusalOf,
+  requested,
+  SessionRanges,
+  toStorageError,
+} from "./indexeddb-requests.ts";
+import type { WriteHook } from "./memory-storage.ts";
+import type { KeyPart } from "./rows.ts";
+import {
   checkGuard,
   loggedChange,
   nextWriterMeta,
@@ -122,6 +129,24 @@ export class IndexedDbStorage implements Storage {
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     const last = commits.at(-1);
     if (!last) return;
+    // A refused create aborts the transaction; whatever else was waiting then fails with AbortError (a
+    // read of the pruning step, the transaction itself). The refusal is what the caller is told.
+    let refusal: KernelError | undefined;
+    try {
+      await this.writeGroup(guard, commits, last, (error) => {
+        refusal ??= error;
+      });
+    } catch (error) {
+      throw refusal ?? error;
+    }
+  }
+
+  private async writeGroup(
+    guard: CommitGuard,
+    commits: readonly CommitRecord[],
+    last: CommitRecord,
+    refused: (error: KernelError) => void,
+  ): Promise<void> {
     await this.transaction("readwrite", async (tx, keys) => {
       const sessions = tx.objectStore(SESSIONS);
       const ops = opsOfGroup(commits, this.retain);
@@ -133,57 +158,58 @@ export class IndexedDbStorage implements Storage {
       stored.catch(() => undefined);
       let meta: ReturnType<typeof checkGuard> | undefined;
       const writes: Promise<unknown>[] = [];
-      try {
-        let index = 0;
-        // The change log's size so far is in the session row: read before the first change row is queued.
-        let logEnd: number | undefined;
-        for (const op of ops) {
-          if (op.kind === "obsolete") {
-            const obsolete = keys.numbers(guard.sessionId, [op.documentId], 0, op.below - 1);
-            writes.push(requested(tx.objectStore("documentRows").delete(obsolete)));
-            continue;
-          }
-          if (op.kind === "prune") {
-            const through = await this.pruneThrough(tx, keys, guard, op, logEnd);
-            if (through > 0) {
-              const pruned = keys.numbers(guard.sessionId, [], 0, through);
-              writes.push(requested(tx.objectStore("changes").delete(pruned)));
-            }
-            continue;
-          }
-          let { row } = op;
-          if (row.table === "changes") {
-            meta ??= checkGuard(await stored, guard);
-            logEnd ??= rawNumber(meta, "logEnd") ?? 0;
-            row = loggedChange(row, logEnd);
-            logEnd += JSON.stringify(row.value).length;
-          }
-          this.options.onWrite?.(row, index++);
-          const store = tx.objectStore(row.table);
-          const key = [guard.sessionId, ...row.key];
-          // `add` fails (and aborts the transaction) if the key exists: a requestId never changes owner.
-          writes.push(
-            row.op === "delete"
-              ? requested(store.delete(key))
-              : row.op === "create"
-                ? requested(store.add(row.value, key)).catch((error: unknown) =>
-                    refusedCreate(error, row, op.version),
-                  )
-                : requested(store.put(row.value, key)),
-          );
+      // Handled as they are queued: one may fail (a refused create) while the body still awaits a read.
+      const queue = (write: Promise<unknown>) => {
+        write.catch(() => undefined);
+        writes.push(write);
+      };
+      let index = 0;
+      // The change log's size so far is in the session row: read before the first change row is queued.
+      let logEnd: number | undefined;
+      for (const op of ops) {
+        if (op.kind === "obsolete") {
+          const obsolete = keys.numbers(guard.sessionId, [op.documentId], 0, op.below - 1);
+          queue(requested(tx.objectStore("documentRows").delete(obsolete)));
+          continue;
         }
-        meta ??= checkGuard(await stored, guard);
-        const log = logEnd === undefined ? {} : { logEnd };
-        writes.push(
-          requested(
-            sessions.put({ ...meta, version: last.version, updatedAt: last.at, ...log }, guard.sessionId),
-          ),
+        if (op.kind === "prune") {
+          const through = await this.pruneThrough(tx, keys, guard, op, logEnd);
+          if (through > 0) {
+            const pruned = keys.numbers(guard.sessionId, [], 0, through);
+            queue(requested(tx.objectStore("changes").delete(pruned)));
+          }
+          continue;
+        }
+        let { row } = op;
+        if (row.table === "changes") {
+          meta ??= checkGuard(await stored, guard);
+          logEnd ??= rawNumber(meta, "logEnd") ?? 0;
+          row = loggedChange(row, logEnd);
+          logEnd += JSON.stringify(row.value).length;
+        }
+        this.options.onWrite?.(row, index++);
+        const store = tx.objectStore(row.table);
+        const key = [guard.sessionId, ...row.key];
+        // `add` fails (and aborts the transaction) if the key exists: a requestId never changes owner.
+        queue(
+          row.op === "delete"
+            ? requested(store.delete(key))
+            : row.op === "create"
+              ? requested(store.add(row.value, key)).catch((error: unknown) => {
+                  const refusal = refusalOf(error, row, op.version);
+                  if (refusal) refused(refusal);
+                  throw refusal ?? error;
+                })
+              : requested(store.put(row.value, key)),
         );
-      } catch (error) {
-        // The transaction will abort and every request issued so far will reject: keep those handled.
-        for (const write of writes) write.catch(() => undefined);
-        throw error;
       }
+      meta ??= checkGuard(await stored, guard);
+      const log = logEnd === undefined ? {} : { logEnd };
+      queue(
+        requested(
+          sessions.put({ ...meta, version: last.version, updatedAt: last.at, ...log }, guard.sessionId),
+        ),
+      );
       await Promise.all(writes);
     });
   }
@@ -356,26 +382,6 @@ export class IndexedDbStorage implements Storage {
       throw toStorageError(error, "IndexedDB transaction failed");
     }
   }
-}
-
-/** An `add` that failed: on an existing key, the typed duplicate refusal; anything else as it came. */
-function refusedCreate(error: unknown, row: RowWrite, version: number): never {
-  if ((error as { name?: unknown } | null)?.name === "ConstraintError") checkCreate(row, true, version);
-  throw error;
-}
-
-function toStorageError(error: unknown, context: string): KernelError {
-  if (error instanceof KernelError) return error;
-  const err = ensureError(error);
-  if (err.name === "QuotaExceededError") {
-    return new StorageError("quota-exceeded", `${context}: storage quota exceeded`, { cause: err });
-  }
-  if (err.name === "InvalidStateError") {
-    return new StorageError("storage-closed", `${context}: the connection is closing (${err.message})`, {
-      cause: err,
-    });
-  }
-  return new StorageError("storage-failed", `${context}: ${err.name}: ${err.message}`, { cause: err });
 }
 
 /**

@@ -30,6 +30,7 @@ import {
 import { isWellFormedText } from "../../src/records/schemas.ts";
 import type { KernelDraft } from "../../src/session/draft.ts";
 import { commitAsKernel } from "../../src/session/kernel-access.ts";
+import { PRUNE_EVERY } from "../../src/storage/change-log.ts";
 import { rng } from "./task-simulation.ts";
 
 let opens = 0;
@@ -612,6 +613,29 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const { changes } = await store.readChanges(id, 0, 100);
       const last = changes.at(-1)?.value as CommitRecord | undefined;
       expect(last?.removed?.map((r) => r.id)).toEqual(["a", sub.id]);
+    });
+
+    it("refuses a taken requestId with the typed refusal at a pruning boundary too, and keeps the session usable", async () => {
+      const store = harness.storage();
+      const id = freshId("refuse-at-prune");
+      const session = await open(store, id);
+      const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "hello" });
+      await session.cancelSubmission(sub.id, "not needed");
+      const [item] = (await store.readSettled(id, 10)).items as StoredItem[];
+      await commitAsKernel(session, (d) =>
+        d.removeSettled({ version: item?.version as number, id: sub.id, submission: sub.id, tasks: [] }),
+      );
+      // The retry's commit is the one whose group also prunes the change log (every PRUNE_EVERY versions).
+      while (session.version < PRUNE_EVERY - 1)
+        await session.commit((d) =>
+          d.setDocument("plan", "plan", { steps: [String(session.version)], approved: true }),
+        );
+      await expect(
+        session.submit({ requestId: "r1", conversationId: "main", input: "hello" }),
+      ).rejects.toBeInstanceOf(DuplicateRequestError);
+      expect(session.status).toBe("open");
+      await session.commit((d) => d.setDocument("plan", "plan", { steps: ["after"], approved: true }));
+      expect(session.version).toBe(PRUNE_EVERY);
     });
 
     it("deletes one session with every row of it, and leaves the others as they were", async () => {
