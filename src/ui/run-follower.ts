@@ -111,15 +111,16 @@ export class RunFollower {
       yield* this.chunksOf(change);
       return;
     }
-    for (const _ of this.chunksOf(change)) {
-      // the UI message already has these
-    }
+    // The UI message already has what this replays, except how the run ended, if it ends here.
+    const replayed = [...this.chunksOf(change)];
     const shown = this.start.quietUntilAsked ?? [];
     if (shown.every((key) => this.asked.has(key)) && this.waitsForPeople()) this.quiet = false;
     else if (this.ended) {
-      // The run ended without ever waiting for what the message shows (not this message's run): end it.
-      this.text = undefined;
-      yield { type: "finish" };
+      // The run ended before (or without) waiting for what the message shows: its end, as it ended (a
+      // text part opened during the quiet replay was never sent, so it is not closed either).
+      const end = replayed.at(-1);
+      if (end?.type === "error" || end?.type === "abort" || end?.type === "finish") yield end;
+      else yield { type: "finish" };
     }
   }
 
@@ -213,14 +214,20 @@ export class RunFollower {
     this.ended = true;
   }
 
-  /** Whether none of the run's tasks can run and one asks for an approval. */
+  /**
+   * Whether none of the run's tasks can run and one asks for an approval — each of them one whose request
+   * the UI was sent (a call the UI never saw, a sub-agent's in another conversation, cannot be answered
+   * from this message: the stream then stays open instead of ending with nothing to answer).
+   */
   private waitsForPeople(): boolean {
     let asking = false;
     for (const task of this.tasks.values()) {
       const status = task.state.status;
       if (status === "pending" || status === "running" || status === "sleeping" || status === "completing")
         return false;
-      if (isAsking(task)) asking = true;
+      if (!isAsking(task)) continue;
+      if (!this.asked.has(approvalKey(task.id))) return false;
+      asking = true;
     }
     return asking;
   }

@@ -21,6 +21,7 @@ import {
   scriptedModel,
 } from "../../src/index.ts";
 import { lastText, PlainChat, toolParts } from "../support/plain-chat.ts";
+import { readAll } from "../support/streams.ts";
 
 function backendOf(session: Session): ChatBackend {
   return {
@@ -150,6 +151,36 @@ describe("tool approvals in AI SDK UI", () => {
     expect(chat.error).toBeUndefined();
     expect(booked).toEqual([]);
     expect(toolParts(chat)).toEqual([expect.objectContaining({ state: "output-denied" })]);
+    await session.close();
+  });
+
+  it("an answer to a run cancelled meanwhile ends the continued message as cancelled, not as finished", async () => {
+    const { session, booked } = await bookingSession();
+    const { chat, approvalId } = await askToBook(session);
+    const message = chat.messages.at(-1);
+    const submission = await session.readSubmissionForRequest(chat.messages[0]?.id ?? "");
+    await session.cancelSubmission(submission?.id ?? "", "the user left");
+    await session.whenIdle();
+    const answered = {
+      ...(message as UIMessage),
+      parts: (message?.parts ?? []).map((p) =>
+        p.type === "dynamic-tool"
+          ? { ...p, state: "approval-responded", approval: { id: approvalId, approved: true } }
+          : p,
+      ),
+    };
+    const transport = chatTransport(backendOf(session));
+    const chunks = await readAll(
+      await transport.sendMessages({
+        trigger: "submit-message",
+        chatId: "c1",
+        messageId: answered.id,
+        messages: [...chat.messages.slice(0, -1), answered],
+        abortSignal: undefined,
+      }),
+    );
+    expect(chunks.map((c) => c.type)).toEqual(["start", "abort"]);
+    expect(booked).toEqual([]);
     await session.close();
   });
 });
