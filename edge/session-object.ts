@@ -123,7 +123,10 @@ export function defineSessionObject<Env>(
     route(call: InternalRoute, body?: unknown, requestId?: string): Promise<Response> {
       return this.host.route(call, body, requestId);
     }
-    /** The event stream (see `SessionStub`): the call comes in a header. */
+    /**
+     * The event stream (see `SessionStub`): the call comes in a header, trusted as the router's. Never hand
+     * this stub a client's own request: the router authorizes each stream before it builds this one.
+     */
     fetch(request: Request): Promise<Response> {
       const call = parseStreamRequest(request);
       if (!call) return Promise.resolve(problemResponse(404, "not-found", "no such route"));

@@ -71,26 +71,28 @@ function followCommits(
       write(encoder.encode(message.data).byteLength + 32, () => stream.writeSSE(message));
     const comment = (text: string) => write(text.length, () => stream.write(text));
 
-    const stop = session.subscribe(
-      options.since,
-      (change: CommitRecord) =>
-        send({ id: String(change.version), event: "commit", data: JSON.stringify(change) }),
-      {
-        onError: (error) => {
-          send({ event: "error", data: JSON.stringify(serializeError(error)) });
-          finish();
+    let stop: () => void = () => undefined;
+    const follow = () =>
+      session.subscribe(
+        options.since,
+        (change: CommitRecord) =>
+          send({ id: String(change.version), event: "commit", data: JSON.stringify(change) }),
+        {
+          onError: (error) => {
+            send({ event: "error", data: JSON.stringify(serializeError(error)) });
+            finish();
+          },
+          // The object closed this session (it reopens one from storage): end here so the client reconnects.
+          onEnd: () => finish(),
+          // Asked for (`?previews=1`): previews carry no id (a reconnect resumes from commits; previews it
+          // missed are covered by the committed text).
+          ...(options.previews === true && {
+            onPreview: (preview) => send({ event: "preview", data: JSON.stringify(preview) }),
+          }),
         },
-        // The object closed this session (it reopens one from storage): end here so the client reconnects.
-        onEnd: () => finish(),
-        // Asked for (`?previews=1`): previews carry no id (a reconnect resumes from commits; previews it
-        // missed are covered by the committed text).
-        ...(options.previews === true && {
-          onPreview: (preview) => send({ event: "preview", data: JSON.stringify(preview) }),
-        }),
-      },
-    );
-    const heartbeat = setInterval(() => comment(": keep-alive\n\n"), HEARTBEAT_MS);
-    const deadline = setTimeout(() => finish(), options.maxStreamMs);
+      );
+    let heartbeat: ReturnType<typeof setInterval> | undefined;
+    let deadline: ReturnType<typeof setTimeout> | undefined;
     function finish() {
       if (!open) return;
       open = false;
@@ -105,5 +107,18 @@ function followCommits(
     stream.onAbort(() => finish());
     // Reconnect promptly after the server ends a stream.
     comment("retry: 1000\n\n");
+    try {
+      const unsubscribe = follow();
+      stop = unsubscribe;
+      // It ended while subscribing (an error delivered at once): nothing is left to follow.
+      if (!open) return unsubscribe();
+    } catch (error) {
+      // A session that cannot be followed (closed meanwhile): say why, and free the stream's slot.
+      send({ event: "error", data: JSON.stringify(serializeError(error)) });
+      finish();
+      return;
+    }
+    heartbeat = setInterval(() => comment(": keep-alive\n\n"), HEARTBEAT_MS);
+    deadline = setTimeout(() => finish(), options.maxStreamMs);
   });
 }

@@ -121,7 +121,8 @@ export async function simulateCrashes<W>(
 ): Promise<CrashReport> {
   const failures: CrashFailure[] = [];
   const whole = await runOnce(scenario, [], options);
-  if (whole.error) failures.push({ kills: [], error: whole.error });
+  // A run that fails with no kill at all says what is wrong; kill plans on top of it would only repeat it.
+  if (whole.error) return { commits: whole.commits, runs: 1, failures: [{ kills: [], error: whole.error }] };
   const plans: KillPoint[][] = [];
   for (let k = 1; k < whole.commits; k++) plans.push([{ commit: k, at: "after" }]);
   for (let k = 1; k <= whole.commits; k++) plans.push([{ commit: k, at: "before" }]);
@@ -171,7 +172,10 @@ async function runOnce<W>(
       return { commits, ...(error !== undefined && { error }) };
     } catch (error) {
       commits += storage.commits;
-      if (!storage.isDead) return { commits, error: `process ${process + 1}: ${(error as Error).message}` };
+      if (!storage.isDead) {
+        await session?.close().catch(() => undefined); // its timers and subscriptions end with the run
+        return { commits, error: `process ${process + 1}: ${(error as Error).message}` };
+      }
       storage.kill();
       scenario.onDeath?.(world);
       void session?.close().catch(() => undefined); // its timers stop; its store is already dead

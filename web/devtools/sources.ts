@@ -306,33 +306,45 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
   };
 }
 
-/** Whether the session's change log still holds version 1 (then history can start from nothing). */
-/** Commits 1 … `through` from the session's event stream (read from the start, closed once there). */
+/**
+ * Commits 1 … `through` from the session's event stream, read from the start; a stream the server ends
+ * first (its time limit) is resumed from the last commit read.
+ */
 async function changesThrough(
   root: string,
   headers: Record<string, string>,
   through: number,
 ): Promise<CommitRecord[]> {
-  const reading = new AbortController();
-  const stream = await fetch(`${root}/events?since=0`, { headers, signal: reading.signal });
-  if (!stream.ok || !stream.body) throw new Error(`events: ${stream.status} ${await problemDetail(stream)}`);
   const changes: CommitRecord[] = [];
-  try {
-    for await (const event of serverEvents(stream.body)) {
-      if (event.event === "error") throw new Error(`events: ${event.data}`);
-      if (event.event !== "commit") continue;
-      const change = JSON.parse(event.data) as CommitRecord;
-      if (change.version !== changes.length + 1)
-        throw new Error(`the history before v${through} was pruned meanwhile`);
-      changes.push(change);
-      if (change.version >= through) return changes;
+  while (changes.length < through) {
+    const before = changes.length;
+    const reading = new AbortController();
+    try {
+      const stream = await fetch(`${root}/events?since=${changes.length}`, {
+        headers,
+        signal: reading.signal,
+      });
+      if (!stream.ok || !stream.body)
+        throw new Error(`events: ${stream.status} ${await problemDetail(stream)}`);
+      for await (const event of serverEvents(stream.body)) {
+        if (event.event === "error") throw new Error(`events: ${event.data}`);
+        if (event.event !== "commit") continue;
+        const change = JSON.parse(event.data) as CommitRecord;
+        if (change.version !== changes.length + 1)
+          throw new Error(`the history before v${through} was pruned meanwhile`);
+        changes.push(change);
+        if (change.version >= through) break;
+      }
+    } finally {
+      reading.abort();
     }
-    throw new Error(`the event stream ended at v${changes.length}, before v${through}`);
-  } finally {
-    reading.abort();
+    if (changes.length === before)
+      throw new Error(`the event stream ended at v${before}, before v${through}`);
   }
+  return changes;
 }
 
+/** Whether the session's change log still holds version 1 (then history can start from nothing). */
 async function reachesVersionOne(root: string, headers: Record<string, string>): Promise<boolean> {
   const probe = new AbortController();
   const stream = await fetch(`${root}/events?since=0`, { headers, signal: probe.signal });
