@@ -8,6 +8,7 @@ import { existsSync } from "node:fs";
 import { commitsPerToolCallBench, parallelToolsBench, stepOverheadBench } from "./agent.ts";
 import type { ChromiumEntry } from "./chromium.ts";
 import { edgeCommitBench, edgeSubmissionBench, edgeToolCallBench, WARM_COMMITS } from "./edge.ts";
+import { diffAppendBench, rfc6902ScalingBench } from "./json-patch.ts";
 import { openBench, streamBench, turnBench } from "./long-life.ts";
 import { reopenBench } from "./reopen.ts";
 import { roundtripBench, waitingBench } from "./signals.ts";
@@ -62,6 +63,10 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     unit: "ms/commit",
   }),
   "edge/submission-roundtrip": async () => ({ ...(await edgeSubmissionBench()), unit: "ms/submission" }),
+  // Why fast-json-patch (bench/json-patch.ts): our diff of one append to 2,000 items vs one stringify of
+  // them, and rfc6902 on that edit at 400 items vs 100 (≈ 4 if linear, ≈ 16 if quadratic).
+  "documents/diff-append-2000": async () => ({ ...diffAppendBench(), unit: "ms/diff" }),
+  "documents/rfc6902-append-400-vs-100": async () => ({ ...rfc6902ScalingBench(), unit: "ms/diff" }),
   // The tool-call workload (bench/tool-call.ts): ms per tool call vs one raw 300-byte transaction.
   "agent/tool-call-vs-minimal/fake-indexeddb": async () => ({
     ...(await toolCalls()).time,
