@@ -363,10 +363,10 @@ export class DurableObjectSqliteStorage implements Storage {
           )
           .toArray()
           .map((row) => this.record(table, row)),
-      count: (_table: "settled") =>
+      count: (table: "settled" | "tasks") =>
         Number(
           this.storage.sql
-            .exec("SELECT COUNT(*) AS c FROM da_rows WHERE session = ? AND tbl = 'settled'", sessionId)
+            .exec("SELECT COUNT(*) AS c FROM da_rows WHERE session = ? AND tbl = ?", sessionId, table)
             .toArray()[0]?.c ?? 0,
         ),
     } satisfies SessionRowReader;

@@ -275,7 +275,7 @@ export class MemoryStorage implements Storage {
         rows.tables[table]
           .earliest(limit)
           .map((row) => ({ key: recordName(table, row.key), value: row.value })),
-      count: (table: "settled") => rows.tables[table].count,
+      count: (table: "settled" | "tasks") => rows.tables[table].count,
     } satisfies SessionRowReader;
   }
 

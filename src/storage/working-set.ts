@@ -30,8 +30,8 @@ export interface SessionRowReader {
   ): Promise<StoredRecord[]> | StoredRecord[];
   /** Up to `limit` rows of the `settled` index, lowest version first. */
   earliest(table: "settled", limit: number): Promise<StoredRecord[]> | StoredRecord[];
-  /** How many rows of the `settled` index the session holds. */
-  count(table: "settled"): Promise<number> | number;
+  /** How many rows of the `settled` index (or of its tasks) the session holds. */
+  count(table: "settled" | "tasks"): Promise<number> | number;
 }
 
 /** An `items` or `live` row as an item: `items/12/sub_3` is version 12, id `sub_3` (ids may hold `/`). */
@@ -141,16 +141,48 @@ export async function readItems(
 
 /** Every task of the trees under `roots`, level by level (a parent's children by their index rows). */
 export async function readTrees(reader: SessionRowReader, roots: readonly string[]): Promise<StoredRecord[]> {
+  // Many trees (thousands of open waits): when they are most of the stored tasks, two whole-table reads
+  // cost less than a read per task and per child list (each request has its own overhead in every store).
+  if (roots.length >= BULK_TREES && (await reader.count("tasks")) <= roots.length * 4)
+    return treesFromTables(reader, roots);
   const tasks: StoredRecord[] = [];
   let level = [...roots];
   while (level.length > 0) {
     const found = await Promise.all(level.map((id) => reader.get("tasks", [id])));
     for (const row of found) if (row) tasks.push(row);
+    // Every range of the level requested at once (one round trip, not one per task), read in order.
+    const children = await Promise.all(
+      level.map((id) => reader.range("children", id, 0, Number.MAX_SAFE_INTEGER)),
+    );
+    const next: string[] = [];
+    for (const rows of children)
+      for (const child of rows) if (typeof child.value === "string") next.push(child.value);
+    level = next;
+  }
+  return tasks;
+}
+
+/** From this many trees on, `readTrees` considers reading the task and child tables whole. */
+const BULK_TREES = 256;
+
+/** The trees of `roots`, walked in memory over the whole `tasks` and `children` tables. */
+async function treesFromTables(reader: SessionRowReader, roots: readonly string[]): Promise<StoredRecord[]> {
+  const [taskRows, childRows] = await Promise.all([reader.all("tasks"), reader.all("children")]);
+  const byId = new Map(taskRows.map((row) => [field(row.value, "id"), row]));
+  const childrenOf = new Map<string, string[]>();
+  for (const row of childRows) {
+    // Child rows are keyed `[parentId, childIndex]` and read in key order: each parent's in index order.
+    const parent = row.key.slice("children/".length, row.key.lastIndexOf("/"));
+    if (typeof row.value === "string") childrenOf.set(parent, [...(childrenOf.get(parent) ?? []), row.value]);
+  }
+  const tasks: StoredRecord[] = [];
+  let level = [...roots];
+  while (level.length > 0) {
     const next: string[] = [];
     for (const id of level) {
-      for (const child of await reader.range("children", id, 0, Number.MAX_SAFE_INTEGER)) {
-        if (typeof child.value === "string") next.push(child.value);
-      }
+      const row = byId.get(id);
+      if (row) tasks.push(row);
+      next.push(...(childrenOf.get(id) ?? []));
     }
     level = next;
   }

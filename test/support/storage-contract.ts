@@ -615,6 +615,30 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(last?.removed?.map((r) => r.id)).toEqual(["a", sub.id]);
     });
 
+    it("loads hundreds of open task trees whole, each with its children in order, as one by one", async () => {
+      const store = harness.storage();
+      const id = freshId("many-trees");
+      const session = await open(store, id);
+      await commitAsKernel(session, (d) => {
+        for (let i = 0; i < 300; i++) {
+          d.writeTask(created(d, task(`root-${i}`)));
+          for (let c = 0; c < 2; c++)
+            d.writeTask(created(d, { ...task(`root-${i}.${c}`), parentId: `root-${i}`, childIndex: c }));
+        }
+      });
+      const expected = session.view().tasks.map((t) => t.id);
+      expect(expected).toHaveLength(900);
+      const reopened = await open(store, id);
+      expect(
+        reopened
+          .view()
+          .tasks.map((t) => t.id)
+          .sort(),
+      ).toEqual([...expected].sort());
+      const tree = (await store.readTaskTree(id, "root-7")).map((row) => (row.value as { id: string }).id);
+      expect(tree).toEqual(["root-7", "root-7.0", "root-7.1"]);
+    });
+
     it("refuses a taken requestId with the typed refusal at a pruning boundary too, and keeps the session usable", async () => {
       const store = harness.storage();
       const id = freshId("refuse-at-prune");
