@@ -6,6 +6,7 @@
  *
  * | route | action | what |
  * |---|---|---|
+ * | `GET /sessions?after=id&limit=n` | read (each) | the sessions this edge holds that the caller may read, in id order |
  * | `POST /sessions/:id/submissions?wait=ms` `{ requestId, conversationId, input }` | submit | 202 + the Submission (the same requestId returns the same one); with `wait`, 200 once it has ended within that time |
  * | `GET /sessions/:id/submissions/:sid?wait=ms` | read | the Submission, optionally waiting for it to end |
  * | `GET /sessions/:id/requests/:requestId` | read | the Submission accepted for a client's requestId |
@@ -45,6 +46,7 @@ import {
   unauthorized,
   verifyStreamToken,
 } from "./auth.ts";
+import { CREATED_HEADER } from "./directory.ts";
 import { callbackRequestId, signalCallbackPath, verifySignalCallback } from "./hooks.ts";
 import { parse, readJson, readJsonText, withRequestId } from "./http.ts";
 import { memoryRateLimit, type RateLimit, tooManyRequests } from "./limits.ts";
@@ -64,6 +66,7 @@ import {
   TasksFilterSchema,
 } from "./protocol.ts";
 import { mountReplicaRoutes } from "./replica-routes.ts";
+import { directoryOf, mountSessionList, noteSession, type SessionListOptions } from "./session-list.ts";
 
 /**
  * The parts of a `DurableObjectNamespace` binding the router uses: its stubs' RPC method `route` (`Stub`
@@ -222,11 +225,26 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     return { principal, sessionId };
   };
 
-  const forward = (c: Context<AppEnv<Env>>, route: InternalRoute, body?: unknown) => {
+  const listing: SessionListOptions<Env> = {
+    directory: (env) => directoryOf(sessions(env)),
+    authorize,
+    rateLimit,
+    log,
+  };
+  mountSessionList(app as unknown as Hono, listing);
+
+  const forward = async (c: Context<AppEnv<Env>>, route: InternalRoute, body?: unknown) => {
     const namespace = sessions(c.env);
     const stub = namespace.get(namespace.idFromName(route.sessionId));
     if (route.op === "events") return stub.fetch(streamRequest(route, c.get("requestId")));
-    return stub.route(route, body, c.get("requestId"));
+    const response = await stub.route(route, body, c.get("requestId"));
+    // A session this call created (a first submission, a tab's claim) is listed from now on.
+    const created = response.headers.has(CREATED_HEADER);
+    if (response.ok && (created || route.op === "replica-claim")) noteSession(c, listing, route.sessionId);
+    if (!created) return response;
+    const answer = new Response(response.body, response);
+    answer.headers.delete(CREATED_HEADER);
+    return answer;
   };
 
   app.post("/sessions/:id/submissions", async (c) => {

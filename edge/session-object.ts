@@ -32,6 +32,7 @@ import {
   takePlacedCalls,
   type WakeInfo,
 } from "../src/index.ts";
+import { CREATED_HEADER, type DirectoryPage, type DirectoryStub, SessionDirectory } from "./directory.ts";
 import { DurableObjectSqliteStorage, type DurableObjectStorageLike } from "./do-sqlite-storage.ts";
 import { DEFAULT_SESSION_LIMITS, Gauge, type SessionLimits, tooManyRequests } from "./limits.ts";
 import { problemFromError, problemResponse } from "./problem.ts";
@@ -88,7 +89,7 @@ export interface SessionObjectOptions<Env> {
 }
 
 /** A Durable Object class hosting one session (see {@link defineSessionObject}). */
-export interface SessionObject extends SessionStub {
+export interface SessionObject extends SessionStub, DirectoryStub {
   alarm(): Promise<void>;
 }
 
@@ -116,9 +117,11 @@ export function defineSessionObject<Env>(
   // The platform's class is abstract only to TypeScript: at run time it is extended like any other.
   return class extends (base as Extendable) implements SessionObject {
     readonly host: SessionHost<Env>;
+    private readonly directory: SessionDirectory;
     constructor(ctx: DurableObjectStateLike, env: Env) {
       super(ctx, env);
       this.host = new SessionHost(ctx, env, options);
+      this.directory = new SessionDirectory(ctx.storage);
     }
     route(call: InternalRoute, body?: unknown, requestId?: string): Promise<Response> {
       return this.host.route(call, body, requestId);
@@ -134,6 +137,14 @@ export function defineSessionObject<Env>(
     }
     alarm(): Promise<void> {
       return this.host.alarm();
+    }
+    /** Directory only (the object named `__directory__`): notes a session the router saw created. */
+    async noteSession(sessionId: string, at: number): Promise<void> {
+      this.directory.note(sessionId, at);
+    }
+    /** Directory only: a page of the sessions noted, in id order. */
+    async listSessions(after: string | undefined, limit: number): Promise<DirectoryPage> {
+      return this.directory.list(after, limit);
     }
   };
 }
@@ -289,7 +300,11 @@ class SessionHost<Env> {
         }
         const submission = await waitForEnd(session, accepted, route.waitMs);
         // 200 when the client asked to wait and the work has ended; otherwise it is accepted and running.
-        return Response.json(submission, { status: isSubmissionFinished(submission) ? 200 : 202 });
+        // A session this call created is marked for the router (it notes it in the directory).
+        return Response.json(submission, {
+          status: isSubmissionFinished(submission) ? 200 : 202,
+          ...(created && { headers: { [CREATED_HEADER]: "1" } }),
+        });
       }
       case "request": {
         const session = await this.required(route.sessionId);

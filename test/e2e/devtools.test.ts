@@ -398,7 +398,14 @@ describe("devtools page in Chromium", () => {
         await devtools.waitForSelector("form.attach input[name=token]", TIMEOUT);
         expect(await devtools.$("[data-testid=task-graph]")).toBeNull();
         await devtools.fill("form.attach input[name=token]", EdgeExample.token);
-        await devtools.click("form.attach button[type=submit]");
+        // The edge lists the sessions this token may read (GET /sessions): attach from the list.
+        await devtools.click("text=List its sessions");
+        await devtools.waitForSelector("[data-testid=edge-session-list] button", TIMEOUT);
+        expect(
+          await devtools.$$eval("[data-testid=edge-session-list] button", (b) => b.map((x) => x.textContent)),
+        ).toContain("edge-devtools");
+        await shoot(devtools, "edge-session-list");
+        await devtools.click("[data-testid=edge-session-list] button:text-is('edge-devtools')");
         await devtools.waitForSelector("[data-testid=task-graph]", TIMEOUT);
         // Who writes: this session was never linked to a tab, so its Durable Object does.
         await devtools.waitForSelector("[data-testid=writer][data-state=edge]", TIMEOUT);

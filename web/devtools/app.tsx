@@ -10,6 +10,7 @@ import { SessionHistory } from "./history.ts";
 import { type RecoveryMark, recoveryLane } from "./outcome.ts";
 import {
   type ExportedHistory,
+  edgeSessions,
   edgeSource,
   exportHistory,
   fileSource,
@@ -117,61 +118,117 @@ function exportFile(source: SessionSource, history: SessionHistory): void {
 function AttachForm(props: { onAttach: (target: Target) => void; initial: Target | undefined }) {
   const [kind, setKind] = useState<"local" | "edge">(props.initial?.kind === "edge" ? "edge" : "local");
   const form = useRef<HTMLFormElement>(null);
+  // The edge's sessions for the typed token (`GET /sessions`), once asked for.
+  const [listed, setListed] = useState<
+    { url: string; token: string; ids: string[] | undefined } | { error: string } | undefined
+  >(undefined);
+  const listEdge = () => {
+    const data = new FormData(form.current ?? undefined);
+    const url = String(data.get("url") ?? "").trim();
+    const token = String(data.get("token") ?? "").trim();
+    setListed(undefined);
+    edgeSessions(url, token).then(
+      (ids) => setListed({ url, token, ids }),
+      (error: unknown) => setListed({ error: (error as Error).message }),
+    );
+  };
   return (
-    <form
-      ref={form}
-      class="attach"
-      onSubmit={(event) => {
-        event.preventDefault();
-        const data = new FormData(event.currentTarget);
-        const value = (name: string) => String(data.get(name) ?? "").trim();
-        props.onAttach(
-          kind === "local"
-            ? { kind, database: value("database"), session: value("session") }
-            : { kind, url: value("url"), token: value("token"), session: value("session") },
-        );
-      }}
-    >
-      <select
-        aria-label="source"
-        value={kind}
-        onChange={(e) => setKind(e.currentTarget.value as "local" | "edge")}
+    <div class="attach-area">
+      <form
+        ref={form}
+        class="attach"
+        onSubmit={(event) => {
+          event.preventDefault();
+          const data = new FormData(event.currentTarget);
+          const value = (name: string) => String(data.get(name) ?? "").trim();
+          props.onAttach(
+            kind === "local"
+              ? { kind, database: value("database"), session: value("session") }
+              : { kind, url: value("url"), token: value("token"), session: value("session") },
+          );
+        }}
       >
-        <option value="local">local (IndexedDB, this origin)</option>
-        <option value="edge">edge (HTTP API)</option>
-      </select>
-      {kind === "local" ? (
+        <select
+          aria-label="source"
+          value={kind}
+          onChange={(e) => setKind(e.currentTarget.value as "local" | "edge")}
+        >
+          <option value="local">local (IndexedDB, this origin)</option>
+          <option value="edge">edge (HTTP API)</option>
+        </select>
+        {kind === "local" ? (
+          <input
+            name="database"
+            aria-label="database"
+            placeholder="database"
+            defaultValue={props.initial?.kind === "local" ? props.initial.database : "durable-agent-demo"}
+          />
+        ) : (
+          <>
+            <input
+              name="url"
+              aria-label="base URL"
+              placeholder="https://…"
+              defaultValue={props.initial?.kind === "edge" ? props.initial.url : ""}
+            />
+            <input
+              name="token"
+              aria-label="token"
+              type="password"
+              placeholder="bearer token"
+              defaultValue={props.initial?.kind === "edge" ? props.initial.token : ""}
+            />
+          </>
+        )}
         <input
-          name="database"
-          aria-label="database"
-          placeholder="database"
-          value={props.initial?.kind === "local" ? props.initial.database : "durable-agent-demo"}
+          name="session"
+          aria-label="session id"
+          placeholder="session id"
+          defaultValue={props.initial?.kind === "file" ? "" : (props.initial?.session ?? "support-42")}
         />
-      ) : (
-        <>
-          <input
-            name="url"
-            aria-label="base URL"
-            placeholder="https://…"
-            value={props.initial?.kind === "edge" ? props.initial.url : ""}
-          />
-          <input
-            name="token"
-            aria-label="token"
-            type="password"
-            placeholder="bearer token"
-            value={props.initial?.kind === "edge" ? props.initial.token : ""}
-          />
-        </>
+        <button type="submit">Attach (read-only)</button>
+        {kind === "edge" && (
+          <button type="button" onClick={listEdge}>
+            List its sessions
+          </button>
+        )}
+      </form>
+      {listed && "error" in listed && (
+        <p class="error" role="alert" data-testid="edge-sessions-error">
+          Could not list the edge's sessions: {listed.error}
+        </p>
       )}
-      <input
-        name="session"
-        aria-label="session id"
-        placeholder="session id"
-        value={props.initial?.kind === "file" ? "" : (props.initial?.session ?? "support-42")}
-      />
-      <button type="submit">Attach (read-only)</button>
-    </form>
+      {listed && "ids" in listed && listed.ids === undefined && (
+        <p class="empty" data-testid="edge-sessions-unlisted">
+          This edge does not list its sessions (no GET /sessions): type a session id.
+        </p>
+      )}
+      {listed && "ids" in listed && listed.ids !== undefined && (
+        <section class="session-list" aria-labelledby="edge-sessions-heading">
+          <h2 id="edge-sessions-heading">Sessions at this edge you may read</h2>
+          {listed.ids.length === 0 ? (
+            <p class="empty" data-testid="edge-no-sessions">
+              None for this token.
+            </p>
+          ) : (
+            <ul data-testid="edge-session-list">
+              {listed.ids.map((id) => (
+                <li key={id}>
+                  <button
+                    type="button"
+                    onClick={() =>
+                      props.onAttach({ kind: "edge", url: listed.url, token: listed.token, session: id })
+                    }
+                  >
+                    {id}
+                  </button>
+                </li>
+              ))}
+            </ul>
+          )}
+        </section>
+      )}
+    </div>
   );
 }
 

@@ -86,6 +86,27 @@ export type WriterState =
   /** Edge: the linked tab's lease ran out; the Durable Object takes over on its alarm. */
   | { readonly state: "lapsed"; readonly leaseUntil: number };
 
+/**
+ * The sessions an edge lists for this token (`GET /sessions`, paged through), or undefined when the edge
+ * does not list sessions (404).
+ */
+export async function edgeSessions(baseUrl: string, token: string): Promise<string[] | undefined> {
+  const root = baseUrl.replace(/\/+$/, "");
+  const ids: string[] = [];
+  for (let after: string | null = ""; after !== null && ids.length < 5_000; ) {
+    const query = after === "" ? "" : `?after=${encodeURIComponent(after)}`;
+    const response = await fetch(`${root}/sessions${query}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    if (response.status === 404) return undefined;
+    if (!response.ok) throw new Error(`${response.status}: ${await problemDetail(response)}`);
+    const page = (await response.json()) as { sessions: { id: string }[]; next: string | null };
+    ids.push(...page.sessions.map((s) => s.id));
+    after = page.next;
+  }
+  return ids;
+}
+
 /** Names of this origin's IndexedDB databases, or undefined where the browser cannot list them. */
 export async function localDatabases(): Promise<string[] | undefined> {
   if (typeof indexedDB.databases !== "function") return undefined;
