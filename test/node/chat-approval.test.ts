@@ -9,7 +9,6 @@ import { lastAssistantMessageIsCompleteWithApprovalResponses, type UIMessage } f
 import { describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 import {
-  type ChatBackend,
   chatMessages,
   chatTransport,
   createAgent,
@@ -20,19 +19,8 @@ import {
   type Session,
   scriptedModel,
 } from "../../src/index.ts";
-import { lastText, PlainChat, toolParts } from "../support/plain-chat.ts";
+import { lastText, PlainChat, sessionBackend, toolParts } from "../support/plain-chat.ts";
 import { readAll } from "../support/streams.ts";
-
-function backendOf(session: Session): ChatBackend {
-  return {
-    submit: (input) => session.submit(input),
-    submissionForRequest: (requestId) => session.readSubmissionForRequest(requestId),
-    view: async (options) => session.view(options),
-    subscribe: (from, listener) => session.subscribe(from, listener),
-    cancelSubmission: (id, reason) => session.cancelSubmission(id, reason),
-    signal: (key, payload, options) => session.signal(key, payload, options),
-  };
-}
 
 async function bookingSession() {
   const booked: number[] = [];
@@ -68,7 +56,7 @@ const chatOver = (session: Session, messages: UIMessage[] = []) =>
   new PlainChat(
     {
       id: "c1",
-      transport: chatTransport(backendOf(session)),
+      transport: chatTransport(sessionBackend(session)),
       sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
     },
     messages,
@@ -169,7 +157,7 @@ describe("tool approvals in AI SDK UI", () => {
           : p,
       ),
     };
-    const transport = chatTransport(backendOf(session));
+    const transport = chatTransport(sessionBackend(session));
     const chunks = await readAll(
       await transport.sendMessages({
         trigger: "submit-message",

@@ -7,7 +7,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
-  type ChatBackend,
   type ChatChunk,
   chatMessages,
   chatTransport,
@@ -16,20 +15,10 @@ import {
   defineTool,
   memoryStorage,
   openSession,
-  type Session,
   scriptedModel,
 } from "../../src/index.ts";
+import { sessionBackend } from "../support/plain-chat.ts";
 import { readAll } from "../support/streams.ts";
-
-function backendOf(session: Session): ChatBackend {
-  return {
-    submit: (input) => session.submit(input),
-    submissionForRequest: (requestId) => session.readSubmissionForRequest(requestId),
-    view: async (options) => session.view(options),
-    subscribe: (from, listener) => session.subscribe(from, listener),
-    cancelSubmission: (id, reason) => session.cancelSubmission(id, reason),
-  };
-}
 
 async function weatherSession() {
   const weather = defineTool({
@@ -80,7 +69,7 @@ const sendWeatherQuestion = (transport: ReturnType<typeof chatTransport>) =>
 describe("chatTransport", () => {
   it("streams a run from its commits: text, tool calls, results and errors, then finish; a reconnect replays the same", async () => {
     const session = await weatherSession();
-    const transport = chatTransport(backendOf(session));
+    const transport = chatTransport(sessionBackend(session));
     const live = await readAll(await sendWeatherQuestion(transport));
     const submission = await session.readSubmissionForRequest("m1");
     expect(submission?.status).toBe("succeeded");
@@ -126,7 +115,7 @@ describe("chatTransport", () => {
 
   it("resumes a run still going from its first commit", async () => {
     const session = await weatherSession();
-    const transport = chatTransport(backendOf(session));
+    const transport = chatTransport(sessionBackend(session));
     const stream = await transport.sendMessages({
       trigger: "submit-message",
       chatId: "c2",
