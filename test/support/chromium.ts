@@ -2,7 +2,7 @@
  * Debian's Chromium for the browser tiers, e2e tests and benchmarks: one place for its path and flags,
  * a fresh on-disk profile per run (real IndexedDB that survives reloads), and Vite serving a folder.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BrowserContext, chromium } from "playwright-core";
@@ -43,8 +43,10 @@ export async function withChromiumProfile<T>(
 
 /** Serves `root` with Vite on a loopback port (TypeScript and module workers compiled on request). */
 export async function serveWithVite(root: string): Promise<{ url: string; close(): Promise<void> }> {
+  // The served folder's own config (web/: the package name pointing at this checkout), if it has one.
+  const config = join(root, "vite.config.ts");
   const server = await createServer({
-    configFile: false,
+    configFile: existsSync(config) ? config : false,
     root,
     server: { host: "127.0.0.1", port: 0 },
     logLevel: "silent",

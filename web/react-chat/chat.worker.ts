@@ -4,7 +4,7 @@
  * pending) is easy to try. Swap in `openAiCompatibleModel` or
  * `aiSdkModel` for a real one.
  */
-import { z } from "zod";
+
 import {
   createAgent,
   createRegistry,
@@ -12,8 +12,9 @@ import {
   type ModelRequest,
   scriptedModel,
   systemTimers,
-} from "../../src/index.ts";
-import { exposeSessionWorker } from "../../worker/index.ts";
+} from "durable-agent";
+import { exposeSessionWorker } from "durable-agent/worker";
+import { z } from "zod";
 
 const clock = defineTool({
   name: "local_time",

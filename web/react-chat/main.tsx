@@ -8,10 +8,10 @@
  */
 import { useChat } from "@ai-sdk/react";
 import { lastAssistantMessageIsCompleteWithApprovalResponses, type UIMessage } from "ai";
+import { chatMessages, chatTransport } from "durable-agent";
+import { connectSessionWorker } from "durable-agent/worker";
 import { useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
-import { chatMessages, chatTransport } from "../../src/index.ts";
-import { connectSessionWorker } from "../../worker/index.ts";
 
 const client = connectSessionWorker(
   new Worker(new URL("./chat.worker.ts", import.meta.url), { type: "module" }),
