@@ -45,7 +45,8 @@ export interface ToolDefinition<Args = unknown> {
   /**
    * Calls that must not overlap: `true` runs this tool's calls of one model response one after another, in
    * the order the model gave them; a group name does the same for every tool that names it (tools that
-   * share a file, an account, a rate limit). Other calls still run alongside. Default: all in parallel.
+   * share a file, an account, a rate limit). Across turns and conversations running at once, no two of
+   * them run at the same time either. Other calls still run alongside. Default: all in parallel.
    */
   readonly exclusive?: boolean | string;
   /**
@@ -101,4 +102,19 @@ export function toolSpec(tool: ToolDefinition<unknown>): ToolSpec {
     unknown
   >;
   return { name: tool.name, description: tool.description, parameters };
+}
+
+/** The key under which an exclusive tool's calls never run at once in a session (`exclusive`), if any. */
+export function exclusiveKeyOfTool(tool: ToolDefinition<unknown> | undefined): string | undefined {
+  if (tool?.exclusive === true) return `tool:${tool.name}`;
+  return typeof tool?.exclusive === "string" ? `group:${tool.exclusive}` : undefined;
+}
+
+/** A tool task's exclusive key while it runs its tool (its `execute` phase), else undefined. */
+export function exclusiveCallKey(
+  tools: ReadonlyMap<string, ToolDefinition<unknown>>,
+  task: { readonly input: unknown; readonly checkpoint: { readonly phase: string } },
+): string | undefined {
+  if (task.checkpoint.phase !== "execute") return undefined;
+  return exclusiveKeyOfTool(tools.get((task.input as { name?: string } | null)?.name ?? ""));
 }

@@ -8,7 +8,7 @@
  */
 import type { ToolCall } from "../records/schemas.ts";
 import type { PhaseContext } from "../tasks/define-task.ts";
-import type { ToolDefinition } from "./define-tool.ts";
+import { exclusiveKeyOfTool, type ToolDefinition } from "./define-tool.ts";
 import { rejected, toolCallTaskId } from "./tool-answers.ts";
 import { resolveToolCall, TOOL_TASK } from "./tool-task.ts";
 
@@ -17,9 +17,7 @@ export type ToolCallMode = "parallel" | "sequential";
 
 /** The exclusive group of a tool's calls, if any (every call is in one group when the agent is sequential). */
 export function exclusiveGroup(tool: ToolDefinition<unknown>, mode: ToolCallMode): string | undefined {
-  if (mode === "sequential") return "";
-  if (tool.exclusive === true) return `tool:${tool.name}`;
-  return typeof tool.exclusive === "string" ? `group:${tool.exclusive}` : undefined;
+  return mode === "sequential" ? "" : exclusiveKeyOfTool(tool);
 }
 
 /**

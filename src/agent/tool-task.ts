@@ -4,8 +4,7 @@
  * commit, and is also the recovery entry for "intent saved, outcome unknown".
  */
 import { z } from "zod";
-import type { Json } from "../records/schemas.ts";
-import { compiled, utf8Length } from "../records/schemas.ts";
+import { compiled, type Json, utf8Length } from "../records/schemas.ts";
 import { ApprovalSchema } from "../signals/define-signal.ts";
 import {
   defineTask,
@@ -14,7 +13,7 @@ import {
   type Received,
   type TaskDefinition,
 } from "../tasks/define-task.ts";
-import type { ToolDefinition } from "./define-tool.ts";
+import { exclusiveCallKey, type ToolDefinition } from "./define-tool.ts";
 import { runOnKey, runsHere } from "./placement.ts";
 
 export const TOOL_TASK = "agent.tool";
@@ -105,6 +104,7 @@ export function toolTask(
     version: 1,
     input: ToolTaskInputSchema,
     maxRestarts: (task) => tools.get((task.input as { name?: string }).name ?? "")?.maxRestarts,
+    exclusiveKey: (task) => exclusiveCallKey(tools, task), // an exclusive tool runs one call at a time
     // At the restart limit a tool call still learns the truth before it gives up (DESIGN §4).
     onRestartLimit: "settle",
     describeRecovery: (task, situation) => {

@@ -264,6 +264,11 @@ export interface TaskDefinition<Input = Json, Data extends PhaseDataMap = AnyPha
    * undefined. `checkEnvironment` and hand-offs between hosts ask it before taking a session over.
    */
   readonly cannotContinue?: (task: Task) => string | undefined;
+  /**
+   * Phases of tasks with the same key never run at the same time in a session: one waits, ready, until
+   * the other's phase has ended (the tool task: an exclusive tool's calls, across turns and conversations).
+   */
+  readonly exclusiveKey?: (task: Task) => string | undefined;
 }
 
 /**

@@ -53,6 +53,8 @@ export interface SchedulerOptions {
 
 export class Scheduler {
   private readonly active = new Map<string, PhaseAbort>();
+  /** Exclusive keys of running phases (`TaskDefinition.exclusiveKey`), and the task holding each. */
+  private readonly held = new Map<string, string>();
   private readonly ready = new Set<string>();
   private readonly sleepers = new WakeQueue();
   private readonly runner: PhaseRunner;
@@ -217,19 +219,30 @@ export class Scheduler {
     for (const id of this.ready) {
       // Still finishing its previous phase: stays ready, and `start`'s cleanup drains again.
       if (this.active.has(id)) continue;
+      const task = state.task(id);
+      const key = task === undefined ? undefined : this.exclusiveKeyOf(task);
+      // Another phase of its key runs: stays ready until that one ends (its cleanup drains again).
+      if (key !== undefined && this.held.has(key)) continue;
       this.ready.delete(id);
       if (state.blockedTasks.has(id)) continue;
-      const task = state.task(id);
-      if (task?.state.status === "running") this.start(task);
+      if (task?.state.status === "running") this.start(task, key);
     }
     this.settleIdle();
   }
 
-  private start(task: Task): void {
+  private exclusiveKeyOf(task: Task): string | undefined {
+    if (task.state.status !== "running") return undefined;
+    const resolution = this.host.registry.resolveTask(task.kind, task.kindVersion);
+    return resolution.ok ? resolution.definition.exclusiveKey?.(task) : undefined;
+  }
+
+  private start(task: Task, key: string | undefined): void {
     const abort = new PhaseAbort();
     this.active.set(task.id, abort);
+    if (key !== undefined) this.held.set(key, task.id);
     void this.runPhase(task, abort).finally(() => {
       this.active.delete(task.id);
+      if (key !== undefined && this.held.get(key) === task.id) this.held.delete(key);
       this.drain();
       this.report();
     });

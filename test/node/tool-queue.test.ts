@@ -175,4 +175,48 @@ describe("exclusive and sequential tool calls", () => {
       ]);
     }
   });
+
+  it("never runs an exclusive tool's calls at once across conversations running at the same time", async () => {
+    let running = 0;
+    let most = 0;
+    const done: number[] = [];
+    const write = defineTool({
+      name: "write_file",
+      description: "Writes the shared file",
+      input: z.object({ n: z.number() }),
+      replay: "safe",
+      exclusive: true,
+      execute: async ({ n }) => {
+        running += 1;
+        most = Math.max(most, running);
+        for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+        running -= 1;
+        done.push(n);
+        return { n };
+      },
+    });
+    const model = scriptedModel([
+      (request) =>
+        request.messages.at(-1)?.role === "tool"
+          ? { text: "written" }
+          : {
+              toolCalls: [{ name: "write_file", args: { n: Number(request.messages.at(-1)?.content ?? 0) } }],
+            },
+    ]);
+    const session = await openSession({
+      id: "exclusive-across",
+      storage: memoryStorage(),
+      registry: createRegistry({ ...createAgent({ model, tools: [write] }) }),
+    });
+    await session.resume();
+    // Three conversations at once: their turns run concurrently, each calling the tool once.
+    const subs = await Promise.all(
+      [1, 2, 3].map((n) => session.submit({ requestId: `r${n}`, conversationId: `c${n}`, input: String(n) })),
+    );
+    const ended = await Promise.all(subs.map((sub) => session.wait(sub.id)));
+    expect(ended.map((s) => s.status)).toEqual(["succeeded", "succeeded", "succeeded"]);
+    expect([...done].sort()).toEqual([1, 2, 3]);
+    expect(most).toBe(1);
+    await session.close();
+  });
 });
