@@ -171,4 +171,34 @@ describe("tool approvals in AI SDK UI", () => {
     expect(booked).toEqual([]);
     await session.close();
   });
+
+  it("a continued message whose run ended before reaching what it shows ends as the run ended", async () => {
+    const { session } = await bookingSession();
+    const { chat } = await askToBook(session);
+    const message = chat.messages.at(-1) as UIMessage;
+    const submission = await session.readSubmissionForRequest(chat.messages[0]?.id ?? "");
+    await session.cancelSubmission(submission?.id ?? "", "the user left");
+    await session.whenIdle();
+    // The message answers an approval this run never asked for (a stale page, a mixed-up id): the replay
+    // never reaches it, and the run's own end — cancelled — is what the message gets.
+    const stale = {
+      ...message,
+      parts: message.parts.map((p) =>
+        p.type === "dynamic-tool"
+          ? { ...p, state: "approval-responded", approval: { id: "approval:not-this-run", approved: true } }
+          : p,
+      ),
+    };
+    const chunks = await readAll(
+      await chatTransport(sessionBackend(session)).sendMessages({
+        trigger: "submit-message",
+        chatId: "c1",
+        messageId: stale.id,
+        messages: [...chat.messages.slice(0, -1), stale as UIMessage],
+        abortSignal: undefined,
+      }),
+    );
+    expect(chunks.map((c) => c.type)).toEqual(["start", "abort"]);
+    await session.close();
+  });
 });
