@@ -39,6 +39,7 @@ import { cors } from "hono/cors";
 import { z } from "zod";
 import {
   type Authorize,
+  bearerOf,
   type EdgeAction,
   mintStreamToken,
   type Principal,
@@ -207,9 +208,8 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   ): Promise<Guarded | Response> => {
     const sessionId = parse("params.id", IdSchema, c.req.param("id"));
     if (sessionId instanceof Response) return sessionId;
-    const header = c.req.header("authorization");
-    const bearer = header === undefined ? undefined : /^Bearer ([\x21-\x7e]+)$/.exec(header)?.[1];
-    if (header !== undefined && bearer === undefined) return unauthorized("malformed Authorization header");
+    const bearer = bearerOf(c.req.header("authorization"));
+    if (bearer instanceof Response) return bearer;
     const streamToken = allowStreamToken ? c.req.query("access_token") : undefined;
     let principal: Principal | Response;
     if (bearer === undefined && streamToken !== undefined) {

@@ -43,9 +43,17 @@ export type Authorize<Env> = (
   input: AuthorizeInput<Env>,
 ) => Principal | Response | Promise<Principal | Response>;
 
+const BEARER = /^Bearer ([\x21-\x7e]+)$/;
+
 /** The bearer token of a request's `Authorization` header, if it has a well-formed one. */
 export function bearerToken(request: Request): string | undefined {
-  return /^Bearer ([\x21-\x7e]+)$/.exec(request.headers.get("authorization") ?? "")?.[1];
+  return BEARER.exec(request.headers.get("authorization") ?? "")?.[1];
+}
+
+/** An `Authorization` header's bearer token: undefined without the header, a 401 for a malformed one. */
+export function bearerOf(header: string | undefined): string | undefined | Response {
+  if (header === undefined) return undefined;
+  return BEARER.exec(header)?.[1] ?? unauthorized("malformed Authorization header");
 }
 
 /** 401: no usable credentials. */

@@ -5,8 +5,7 @@
 import type { Context, Hono } from "hono";
 import { z } from "zod";
 import { ensureError } from "../src/index.ts";
-import type { Authorize, Principal } from "./auth.ts";
-import { unauthorized } from "./auth.ts";
+import { type Authorize, bearerOf, type Principal } from "./auth.ts";
 import { DIRECTORY_NAME, type DirectoryStub } from "./directory.ts";
 import { parse } from "./http.ts";
 import { type RateLimit, tooManyRequests } from "./limits.ts";
@@ -56,9 +55,8 @@ export function noteSession<Env>(c: AnyContext, options: SessionListOptions<Env>
 
 export function mountSessionList<Env>(app: Hono, options: SessionListOptions<Env>): void {
   app.get("/sessions", async (c) => {
-    const header = c.req.header("authorization");
-    const token = header === undefined ? undefined : /^Bearer ([\x21-\x7e]+)$/.exec(header)?.[1];
-    if (header !== undefined && token === undefined) return unauthorized("malformed Authorization header");
+    const token = bearerOf(c.req.header("authorization"));
+    if (token instanceof Response) return token;
     const env = c.env as Env;
     const ask = (sessionId: string) =>
       options.authorize({ sessionId, action: "read", token, request: c.req.raw, env });

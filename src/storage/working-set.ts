@@ -141,8 +141,8 @@ export async function readItems(
 
 /** Every task of the trees under `roots`, level by level (a parent's children by their index rows). */
 export async function readTrees(reader: SessionRowReader, roots: readonly string[]): Promise<StoredRecord[]> {
-  // Many trees (thousands of open waits): when they are most of the stored tasks, two whole-table reads
-  // cost less than a read per task and per child list (each request has its own overhead in every store).
+  // Many trees (thousands of open waits): when they are most of the stored tasks, one whole-table read
+  // costs less than a read per task and per child list (each request has its own overhead in every store).
   if (roots.length >= BULK_TREES && (await reader.count("tasks")) <= roots.length * 4)
     return treesFromTables(reader, roots);
   const tasks: StoredRecord[] = [];
@@ -165,15 +165,20 @@ export async function readTrees(reader: SessionRowReader, roots: readonly string
 /** From this many trees on, `readTrees` considers reading the task and child tables whole. */
 const BULK_TREES = 256;
 
-/** The trees of `roots`, walked in memory over the whole `tasks` and `children` tables. */
+/** The trees of `roots`, walked in memory over the whole `tasks` table (a child names its parent and index). */
 async function treesFromTables(reader: SessionRowReader, roots: readonly string[]): Promise<StoredRecord[]> {
-  const [taskRows, childRows] = await Promise.all([reader.all("tasks"), reader.all("children")]);
-  const byId = new Map(taskRows.map((row) => [field(row.value, "id"), row]));
-  const childrenOf = new Map<string, string[]>();
-  for (const row of childRows) {
-    // Child rows are keyed `[parentId, childIndex]` and read in key order: each parent's in index order.
-    const parent = row.key.slice("children/".length, row.key.lastIndexOf("/"));
-    if (typeof row.value === "string") childrenOf.set(parent, [...(childrenOf.get(parent) ?? []), row.value]);
+  const byId = new Map<string, StoredRecord>();
+  const childrenOf = new Map<string, { id: string; index: number }[]>();
+  for (const row of await reader.all("tasks")) {
+    const id = field(row.value, "id");
+    if (id === undefined) continue;
+    byId.set(id, row);
+    const parent = field(row.value, "parentId");
+    if (parent === undefined) continue;
+    const index = (row.value as { childIndex?: unknown }).childIndex;
+    const siblings = childrenOf.get(parent) ?? [];
+    if (siblings.length === 0) childrenOf.set(parent, siblings);
+    siblings.push({ id, index: typeof index === "number" ? index : 0 });
   }
   const tasks: StoredRecord[] = [];
   let level = [...roots];
@@ -182,7 +187,8 @@ async function treesFromTables(reader: SessionRowReader, roots: readonly string[
     for (const id of level) {
       const row = byId.get(id);
       if (row) tasks.push(row);
-      next.push(...(childrenOf.get(id) ?? []));
+      const siblings = childrenOf.get(id) ?? [];
+      next.push(...siblings.sort((x, y) => x.index - y.index).map((child) => child.id));
     }
     level = next;
   }

@@ -4,7 +4,7 @@ import type { Submission, Task } from "../records/schemas.ts";
 import { isSubmissionFinished } from "../records/schemas.ts";
 import type { SessionView } from "../session/view.ts";
 import { assistantMessageId, type ChatMessage } from "./chat-transport.ts";
-import { errorText, parseArgs, toolCallOf } from "./run-follower.ts";
+import { declinedByPerson, errorText, parseArgs, toolCallOf } from "./run-follower.ts";
 
 /**
  * The conversation as `useChat`'s initial `messages`: each user entry, and each Submission's answer (its
@@ -73,7 +73,5 @@ export function chatMessages(view: SessionView, conversationId: string): ChatMes
 /** The tool task of a call a person declined (its result says so), if it was. */
 function deniedBy(tasks: readonly Task[], toolCallId: string): Task | undefined {
   const task = tasks.find((t) => toolCallOf(t) === toolCallId);
-  if (task?.state.status !== "succeeded") return undefined;
-  const result = task.state.result as { outcome?: unknown; via?: unknown } | null;
-  return result?.outcome === "rejected" && result.via === "approval" ? task : undefined;
+  return task && declinedByPerson(task) ? task : undefined;
 }

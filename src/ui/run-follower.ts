@@ -234,11 +234,8 @@ export class RunFollower {
 
   /** Whether a call's tool task ended because a person declined it. */
   private deniedByPerson(toolCallId: string): boolean {
-    for (const task of this.tasks.values()) {
-      if (toolCallOf(task) !== toolCallId || task.state.status !== "succeeded") continue;
-      const result = task.state.result as { outcome?: unknown; via?: unknown } | null;
-      return result?.outcome === "rejected" && result.via === "approval";
-    }
+    for (const task of this.tasks.values())
+      if (toolCallOf(task) === toolCallId) return declinedByPerson(task);
     return false;
   }
 
@@ -294,6 +291,13 @@ export class RunFollower {
 export function toolCallOf(task: Task): string | undefined {
   const id = (task.input as { toolCallId?: unknown } | null)?.toolCallId;
   return typeof id === "string" ? id : undefined;
+}
+
+/** Whether a tool task ended because a person declined its call (its result says so). */
+export function declinedByPerson(task: Task): boolean {
+  if (task.state.status !== "succeeded") return false;
+  const result = task.state.result as { outcome?: unknown; via?: unknown } | null;
+  return result?.outcome === "rejected" && result.via === "approval";
 }
 
 /** Whether a tool task waits for a person's decision on its call. */
