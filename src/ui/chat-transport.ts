@@ -5,7 +5,8 @@
  * call and its result — plus, while a round streams, its text previews (a backend that offers them): text
  * parts still streaming, which the committed answer then completes. A reloaded page that calls
  * `resumeStream()` replays the run from its Submission's first commit, exactly as storage holds it, then
- * follows it live. A tool call that asks for approval becomes an `approval-requested` part, and the stream
+ * follows it live: the AI SDK rebuilds a resumed message from its stream's start (`resumeStreamIsReplay`).
+ * While a stream is open, a backend whose connection drops goes on from the last change it delivered. A tool call that asks for approval becomes an `approval-requested` part, and the stream
  * ends while the run waits for the decision; the page's answer (`addToolApprovalResponse` with
  * `sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses`) is sent as the durable
  * approval signal, and the same assistant message goes on from there. Structurally typed (no import from
@@ -57,7 +58,10 @@ export interface ChatTransportOptions {
 export function chatTransport(backend: ChatBackend, options: ChatTransportOptions = {}) {
   const cancelOnStop = options.cancelOnStop ?? true;
   return {
-    /** A reconnected stream starts from the run's first commit: the UI resets and rebuilds the message. */
+    /**
+     * Read by the AI SDK: a reconnected stream starts from the run's first commit, so the UI resets the
+     * message at its first `start` and rebuilds it (after a reload, it starts from an empty one anyway).
+     */
     resumeStreamIsReplay: true,
     async sendMessages(request: {
       trigger: "submit-message" | "regenerate-message";

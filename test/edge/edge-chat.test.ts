@@ -117,6 +117,49 @@ describe("chat transport over the edge API", () => {
     }
   });
 
+  it("a connection dropped mid-answer goes on from the last change seen: the same chunks, none twice", async () => {
+    // The network drops each of the first three event streams after two more commits reached the page.
+    const resumedFrom: number[] = [];
+    const dropping: typeof fetch = async (input, init) => {
+      const response = await fetch(input, init);
+      const url = String(input);
+      if (!url.includes("/events")) return response;
+      resumedFrom.push(Number(new Headers(init?.headers).get("last-event-id")));
+      if (resumedFrom.length > 3 || !response.body) return response;
+      return new Response(cutAfterCommits(response.body, 2), {
+        status: response.status,
+        headers: response.headers,
+      });
+    };
+    const transport = chatTransport(
+      edgeChatBackend({
+        baseUrl: edge.url,
+        token: EdgeExample.token,
+        sessionId: "chat-drop",
+        fetch: dropping,
+      }),
+    );
+    const send = (t: typeof transport) =>
+      t.sendMessages({
+        trigger: "submit-message",
+        chatId: "main",
+        messageId: undefined,
+        messages: [message],
+        abortSignal: undefined,
+      });
+    const chunks = await readAll(await send(transport));
+    expect(chunks.at(-1)).toEqual({ type: "finish" });
+    // Each reconnect asked for what came after the last change the page had, never from the start again.
+    expect(resumedFrom.length).toBeGreaterThanOrEqual(4);
+    for (let i = 1; i < resumedFrom.length; i++)
+      expect(resumedFrom[i]).toBeGreaterThan(resumedFrom[i - 1] as number);
+    // What the page got across the drops is the run exactly as an unbroken stream reads it.
+    const whole = chatTransport(
+      edgeChatBackend({ baseUrl: edge.url, token: EdgeExample.token, sessionId: "chat-drop" }),
+    );
+    expect(chunks).toEqual(await readAll(await send(whole)));
+  }, 60_000);
+
   it("refuses a bad token with a typed error, writing nothing", async () => {
     const backend = edgeChatBackend({ baseUrl: edge.url, token: "wrong", sessionId: "chat-2" });
     const error = await chatTransport(backend)
@@ -132,3 +175,36 @@ describe("chat transport over the edge API", () => {
     expect((error as EdgeRequestError).status).toBe(401);
   });
 });
+
+/** An SSE body that fails like a dropped connection once `commits` more commit events have passed. */
+function cutAfterCommits(body: ReadableStream<Uint8Array>, commits: number): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  const encoder = new TextEncoder();
+  let text = "";
+  let seen = 0;
+  let dropped = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      // Dropped once the page read the last event allowed (an error discards chunks still queued).
+      if (dropped) {
+        await reader.cancel();
+        return controller.error(new TypeError("network connection lost"));
+      }
+      const { value, done } = await reader.read();
+      if (done) return controller.close();
+      text += decoder.decode(value, { stream: true });
+      // Whole events only: pass each on, and drop the connection after the last one allowed.
+      for (let end = text.indexOf("\n\n"); end !== -1; end = text.indexOf("\n\n")) {
+        const event = text.slice(0, end + 2);
+        text = text.slice(end + 2);
+        controller.enqueue(encoder.encode(event));
+        if (/^event: commit$/m.test(event) && ++seen === commits) {
+          dropped = true;
+          return;
+        }
+      }
+    },
+    cancel: () => reader.cancel(),
+  });
+}
