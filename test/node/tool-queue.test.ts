@@ -1,29 +1,26 @@
 /**
  * Tool calls that must not overlap: an exclusive tool's (or group's) calls of one model response run one
  * after another, in the model's order, while other calls run alongside; a sequential agent runs every call
- * one at a time. The calls still to start live in the turn's checkpoint: a process killed after any commit
- * leaves a run that finishes with each call answered once, in order, never two of a group at once.
+ * one at a time. The calls still to start live in the turn's checkpoint: a process killed after or before
+ * any commit (`simulateCrashes`, from `durable-agent/testing`) leaves a run that finishes with each call
+ * answered once, in order, never two of a group at once.
  */
 
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
-  type CommitGuard,
-  type CommitRecord,
   createAgent,
   createRegistry,
   defineTool,
-  type MemoryStorage,
   memoryStorage,
   openSession,
   scriptedModel,
   type ToolDefinition,
 } from "../../src/index.ts";
-import { KillableStorage } from "../support/storage-wrappers.ts";
+import { simulateCrashes } from "../../src/testing/index.ts";
 
 /** Tools that log when each call starts and ends, and take a few macrotasks to finish. */
-function loggingTools(exclusive: Record<string, boolean | string | undefined>) {
-  const log: string[] = [];
+function loggingTools(exclusive: Record<string, boolean | string | undefined>, log: string[] = []) {
   const tools = Object.entries(exclusive).map(([name, group]) =>
     defineTool({
       name,
@@ -54,26 +51,10 @@ const calls = (...names: string[]) =>
     }),
   ]);
 
-/** Kills the process (its store handle) right after its `killAt`-th commit. */
-class KillAfter extends KillableStorage {
-  commits = 0;
-  constructor(
-    inner: MemoryStorage,
-    private readonly killAt: number,
-  ) {
-    super(inner);
-  }
-  override async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
-    await super.commit(guard, commits);
-    if (++this.commits === this.killAt) this.kill();
-  }
-}
-
 async function run(options: {
   exclusive: Record<string, boolean | string | undefined>;
   names: string[];
   sequential?: boolean;
-  killAt?: number;
 }) {
   const { log, tools } = loggingTools(options.exclusive);
   const registry = () =>
@@ -84,24 +65,15 @@ async function run(options: {
         ...(options.sequential && { toolCalls: "sequential" as const }),
       }),
     });
-  const disk = memoryStorage();
-  const first = new KillAfter(disk.reopen(), options.killAt ?? Number.POSITIVE_INFINITY);
-  let session = await openSession({ id: "q", storage: first, registry: registry() });
+  const session = await openSession({ id: "q", storage: memoryStorage(), registry: registry() });
   await session.resume();
   const sub = await session.submit({ requestId: "r", conversationId: "c", input: "go" });
-  let done = await session.wait(sub.id).catch(() => undefined);
-  const reopened = !done;
-  if (!done) {
-    await session.whenIdle().catch(() => undefined);
-    session = await openSession({ id: "q", storage: disk.reopen(), registry: registry() });
-    await session.resume();
-    done = await session.wait(sub.id);
-  }
+  const done = await session.wait(sub.id);
   const text = (done.result as { text?: string } | undefined)?.text ?? "";
   const results =
     session.view().conversations[0]?.entries.filter((e) => e.content.kind === "tool-result") ?? [];
   await session.close();
-  return { log, status: done.status, text, results, commits: first.commits, reopened };
+  return { log, status: done.status, text, results };
 }
 
 /** The calls running at once, at their busiest, among those named. */
@@ -155,25 +127,35 @@ describe("exclusive and sequential tool calls", () => {
     expect(log).toEqual(["start a0", "end a0", "start b1", "end b1", "start a2", "end a2"]);
   });
 
-  it("killed after any commit, still answers each call once, in order, one at a time", async () => {
-    const whole = await run({ exclusive: { a: true }, names: ["a", "a", "a"] });
-    expect(whole.commits).toBeGreaterThan(5);
-    for (let killAt = 1; killAt < whole.commits; killAt++) {
-      const { log, status, results, reopened } = await run({
-        exclusive: { a: true },
-        names: ["a", "a", "a"],
-        killAt,
-      });
-      expect(reopened, `killed after commit ${killAt}: a second process finished it`).toBe(true);
-      expect(status, `killed after commit ${killAt}`).toBe("succeeded");
-      expect(overlap(log, ["a"])).toBe(1);
-      // One result per call, in the model's order, whatever the dead process had started.
-      expect(results.map((e) => (e.content.kind === "tool-result" ? e.content.toolCallId : ""))).toEqual([
-        "call_0_0",
-        "call_0_1",
-        "call_0_2",
-      ]);
-    }
+  it("killed after or before any commit (durable-agent/testing), still answers each call once, in order, one at a time", async () => {
+    const report = await simulateCrashes(
+      {
+        world: () => ({ log: [] as string[] }),
+        registry: (world) =>
+          createRegistry({
+            ...createAgent({
+              model: calls("a", "a", "a"),
+              tools: loggingTools({ a: true }, world.log).tools,
+            }),
+          }),
+        drive: async (session) => [
+          await session.submit({ requestId: "r", conversationId: "c", input: "go" }),
+        ],
+        check: (world, session) => {
+          // Never two at once, whatever the dead processes had started (each winds down before the next).
+          expect(overlap(world.log, ["a"])).toBe(1);
+          // One result per call, in the model's order.
+          const results = session.view().conversations[0]?.entries ?? [];
+          expect(
+            results.flatMap((e) => (e.content.kind === "tool-result" ? [e.content.toolCallId] : [])),
+          ).toEqual(["call_0_0", "call_0_1", "call_0_2"]);
+        },
+      },
+      { seeds: 10 },
+    );
+    expect(report.commits).toBeGreaterThan(5);
+    expect(report.runs).toBe(2 * report.commits + 10);
+    expect(report.failures).toEqual([]);
   });
 
   it("never runs an exclusive tool's calls at once across conversations running at the same time", async () => {
