@@ -721,9 +721,66 @@ describe("devtools page in Chromium", () => {
       expect((await versions(devtools)).shown).toBe(0);
       await devtools.keyboard.press("End");
       expect((await versions(devtools)).shown).toBe(20_000);
+      // The whole timeline is one list, rendered only near where it is scrolled: 20,000 commits, a few
+      // dozen rows in the page; its end (the first commit) is reached by scrolling or by End.
       await tab(devtools, "timeline");
       expect(await devtools.textContent("[data-testid=timeline] > li:first-child")).toContain("v20000");
-      expect(await devtools.$$eval("[data-testid=timeline] > li", (items) => items.length)).toBe(300); // paged
+      const rendered = () => devtools.$$eval("[data-testid=timeline] > li", (items) => items.length);
+      expect(await rendered()).toBeLessThan(100);
+      expect(await devtools.getAttribute("[data-testid=timeline] > li:first-child", "aria-setsize")).toBe(
+        "20000",
+      );
+      await devtools.$eval(".virtual-scroller", (scroller) => {
+        scroller.scrollTop = scroller.scrollHeight;
+      });
+      await devtools.waitForFunction(() =>
+        [...document.querySelectorAll("[data-testid=timeline] > li > button")].some(
+          (b) => b.textContent === "v1",
+        ),
+      );
+      expect(await rendered()).toBeLessThan(100);
+      await devtools.$eval(".virtual-scroller", (scroller) => {
+        scroller.scrollTop = 0;
+      });
+      await devtools.focus("[data-testid=timeline] > li:first-child > button");
+      await devtools.keyboard.press("End");
+      await devtools.waitForFunction(() => document.activeElement?.textContent === "v1");
+      await devtools.keyboard.press("ArrowUp");
+      await devtools.waitForFunction(() => document.activeElement?.textContent === "v2");
+      await devtools.keyboard.press("Enter");
+      expect((await versions(devtools)).shown).toBe(2);
+      await devtools.keyboard.press("Home");
+      await devtools.waitForFunction(() => document.activeElement?.textContent === "v20000");
+      await devtools.keyboard.press("Enter");
+      expect((await versions(devtools)).shown).toBe(20_000);
+      await shoot(devtools, "20000-timeline");
+
+      // The conversation: the view's tail, then older entries read from storage a page at a time, in
+      // one list that stays a few dozen rows in the page.
+      await tab(devtools, "conversation");
+      const shownEntries = async () => (await devtools.textContent("[data-testid=entry-count]")) ?? "";
+      const before = /\((\d+) of 40000 entries shown\)/.exec(await shownEntries());
+      expect(before).not.toBeNull();
+      await devtools.click("[data-testid=load-older-entries]");
+      await devtools.waitForFunction(
+        (n) => document.querySelector("[data-testid=entry-count]")?.textContent?.startsWith(`(${n} of`),
+        Number(before?.[1]) + 500,
+      );
+      await devtools.click("[data-testid=load-older-entries]");
+      await devtools.waitForFunction(
+        (n) => document.querySelector("[data-testid=entry-count]")?.textContent?.startsWith(`(${n} of`),
+        Number(before?.[1]) + 1000,
+      );
+      expect(await devtools.$$eval("[data-testid=entries-main] > li", (items) => items.length)).toBeLessThan(
+        100,
+      );
+      // The oldest entry read is the first row of the list, with the seq storage gave it.
+      const oldest = 40_000 - Number(before?.[1]) - 1000;
+      expect(await devtools.textContent("[data-testid=entries-before]")).toContain(`${oldest} older entries`);
+      expect(await devtools.textContent("[data-testid=entries-main] > li:first-child")).toContain(
+        `#${oldest} `,
+      );
+      await shoot(devtools, "20000-conversation");
       await tab(devtools, "tasks");
       await shoot(devtools, "20000-submissions");
     });

@@ -542,7 +542,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                 }
               />
             )}
-            {tab === "conversation" && <ConversationView view={view} />}
+            {tab === "conversation" && <ConversationView view={view} older={source} />}
             {tab === "tasks" && (
               <TaskGraph
                 view={view}

@@ -11,6 +11,7 @@
 import {
   type CommitRecord,
   CommitRecordSchema,
+  type Entry,
   followEdgeChanges,
   indexedDbStorage,
   type Json,
@@ -70,6 +71,15 @@ export interface SessionSource {
   writer?(): Promise<WriterState>;
   /** A task tree as storage holds it now (for a Submission beyond the working set). */
   readTaskTree?(rootId: string): Promise<Task[]>;
+  /**
+   * A conversation's entries before `before` (a seq), from storage, up to `limit` of them, and the `before`
+   * of the next page (null at the conversation's start): entries older than the view's tail.
+   */
+  readEntries?(
+    conversationId: string,
+    before: number,
+    limit: number,
+  ): Promise<{ entries: readonly Entry[]; next: number | null }>;
   close(): Promise<void>;
 }
 
@@ -189,6 +199,13 @@ export async function localSource(
     readSubmissions: (before, limit) =>
       session.readSubmissions({ ...(before !== undefined && { before }), limit }),
     readTaskTree: (rootId) => session.readTaskTree(rootId),
+    async readEntries(conversationId, before, limit) {
+      const from = Math.max(0, before - limit);
+      return {
+        entries: await session.readEntries(conversationId, from, before),
+        next: from > 0 ? from : null,
+      };
+    },
     async writer() {
       const held = (await navigator.locks.query()).held ?? [];
       const leads = held.some((lock) => lock.name === `durable-agent:${database}:${sessionId}`);
@@ -274,6 +291,8 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
     readSubmissions: (before, limit) =>
       read(`/submissions?limit=${limit}${before === undefined ? "" : `&before=${before}`}`),
     readTaskTree: (rootId) => read(`/tree?root=${encodeURIComponent(rootId)}`),
+    readEntries: (conversationId, before, limit) =>
+      read(`/conversations/${encodeURIComponent(conversationId)}/entries?before=${before}&limit=${limit}`),
     async writer() {
       const { ownership } = await read<{ ownership: { holder: string; leaseUntil: number } | null }>(
         "/replica",

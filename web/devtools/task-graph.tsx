@@ -6,6 +6,7 @@ import type { SessionHistory } from "./history.ts";
 import { JsonView } from "./json-view.tsx";
 import { taskOutcome, taskTitle } from "./outcome.ts";
 import type { SessionSource } from "./sources.ts";
+import { VirtualList } from "./virtual-list.tsx";
 import { type ModelPrice, Waterfall } from "./waterfall.tsx";
 import { rootOf, storedItem, treeOf, type WorkItem, workItems } from "./work-items.ts";
 
@@ -71,7 +72,6 @@ export function TaskGraph(props: {
   const [chosen, setChosen] = useState<string | undefined>(undefined);
   const [status, setStatus] = useState("all");
   const [query, setQuery] = useState("");
-  const [shownCount, setShownCount] = useState(100);
   // The item shown: the chosen one, else the one holding the selected task, else the newest.
   const selectedRoot = props.selected ? rootOf(view.tasks, props.selected) : undefined;
   const item =
@@ -124,20 +124,24 @@ export function TaskGraph(props: {
           <p class="meta" data-testid="work-count">
             {matching.length} of {items.length}
           </p>
-          <ul data-testid="work-items">
-            {matching.slice(0, shownCount).map((i) => (
-              <li key={i.id}>
-                <button
-                  type="button"
-                  aria-pressed={i.id === item?.id}
-                  data-item={i.id}
-                  onClick={() => setChosen(i.id)}
-                >
-                  <span class={`status tone-${i.tone}`}>{i.status}</span> {i.label}
-                </button>
-              </li>
-            ))}
-          </ul>
+          <VirtualList
+            items={matching}
+            list={{ "data-testid": "work-items" }}
+            label={`${matching.length} submissions and root tasks`}
+            viewport={420}
+            keyOf={(i) => i.id}
+            estimate={() => 34}
+            render={(i) => (
+              <button
+                type="button"
+                aria-pressed={i.id === item?.id}
+                data-item={i.id}
+                onClick={() => setChosen(i.id)}
+              >
+                <span class={`status tone-${i.tone}`}>{i.status}</span> {i.label}
+              </button>
+            )}
+          />
           {props.older?.readSubmissions && (stored === undefined || stored.next !== null) && (
             <button type="button" data-testid="load-older" onClick={() => void loadOlder()}>
               load older from storage
@@ -145,14 +149,9 @@ export function TaskGraph(props: {
           )}
           {stored && (
             <p class="meta" data-testid="older-note">
-              {stored.items.length} older read from storage{stored.next === null ? " (all of them)" : ""};
-              shown as stored now, whatever version is scrubbed to
+              {stored.items.length} older read from storage{stored.next === null ? " (all of them)" : ""}
+              {"; "}shown as stored now, whatever version is scrubbed to
             </p>
-          )}
-          {matching.length > shownCount && (
-            <button type="button" onClick={() => setShownCount(shownCount + 100)}>
-              show more ({matching.length - shownCount})
-            </button>
           )}
         </nav>
         <section

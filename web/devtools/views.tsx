@@ -1,6 +1,6 @@
 /** The devtools views of one session version: submissions, conversation, documents, timeline, wake info. */
 
-import { useState } from "preact/hooks";
+import { useMemo, useState } from "preact/hooks";
 import {
   type CommitRecord,
   diffJson,
@@ -15,7 +15,9 @@ import { describeCommit, formatTime, wakeOfView } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
 import { JsonView } from "./json-view.tsx";
 import { type RecoveryMark, submissionOutcome } from "./outcome.ts";
+import type { SessionSource } from "./sources.ts";
 import { treeOf } from "./tree.ts";
+import { VirtualList } from "./virtual-list.tsx";
 
 /**
  * Submissions with how they ended (the problems of their tool calls counted: a succeeded turn whose calls
@@ -230,28 +232,93 @@ function EntryRecord({ entry }: { entry: Entry }) {
 }
 
 /** Every conversation's entries in order, interrupted records and tool outcomes marked. */
-export function ConversationView({ view }: { view: SessionView }) {
+export function ConversationView(props: {
+  view: SessionView;
+  older?: Pick<SessionSource, "readEntries"> | undefined;
+}) {
+  const { view } = props;
   if (view.conversations.length === 0) return <p class="empty">No conversation at this version.</p>;
   return (
     <div data-testid="conversation">
       {view.conversations.map((conversation) => (
-        <section key={conversation.id}>
-          <h3>
-            {conversation.id} <small>({conversation.entryCount} entries)</small>
-          </h3>
-          <ol class="entries">
-            {conversation.entries.map((entry) => (
-              <li key={entry.seq} class={`entry ${entry.content.kind}`}>
-                <span class="meta">
-                  #{entry.seq} v{entry.version} {entry.content.kind}
-                </span>{" "}
-                <EntryLine entry={entry} /> <EntryRecord entry={entry} />
-              </li>
-            ))}
-          </ol>
-        </section>
+        <ConversationEntries key={conversation.id} conversation={conversation} older={props.older} />
       ))}
     </div>
+  );
+}
+
+/** Entries a page of older ones reads from storage at a time. */
+const OLDER_ENTRIES_PAGE = 500;
+
+/**
+ * One conversation: the entries the view holds (its tail), and older ones read from storage on request —
+ * entries never change once committed, so what storage holds now is what they were at any version.
+ */
+function ConversationEntries(props: {
+  conversation: SessionView["conversations"][number];
+  older?: Pick<SessionSource, "readEntries"> | undefined;
+}) {
+  const { conversation } = props;
+  const [stored, setStored] = useState<{ entries: readonly Entry[]; next: number | null } | undefined>();
+  const [error, setError] = useState<string | undefined>();
+  const tailStart = conversation.entries[0]?.seq ?? conversation.entryCount;
+  const entries = useMemo(() => {
+    // At an older version the conversation was shorter: only entries it had then, each once.
+    const older = (stored?.entries ?? []).filter((e) => e.seq < tailStart);
+    return [...older, ...conversation.entries];
+  }, [stored, conversation.entries, tailStart]);
+  const firstShown = entries[0]?.seq ?? 0;
+  const canLoad = props.older?.readEntries !== undefined && firstShown > 0 && stored?.next !== null;
+  const loadOlder = () => {
+    setError(undefined);
+    props.older
+      ?.readEntries?.(conversation.id, firstShown, OLDER_ENTRIES_PAGE)
+      .then((page) => setStored({ entries: [...page.entries, ...(stored?.entries ?? [])], next: page.next }))
+      .catch((e: unknown) => setError((e as Error).message));
+  };
+  return (
+    <section>
+      <h3>
+        {conversation.id}{" "}
+        <small data-testid="entry-count">
+          ({entries.length} of {conversation.entryCount} entries shown)
+        </small>
+      </h3>
+      {firstShown > 0 && (
+        <p class="meta" data-testid="entries-before">
+          {firstShown} older {firstShown === 1 ? "entry is" : "entries are"} in storage, not in the view's
+          tail.{" "}
+          {canLoad && (
+            <button type="button" data-testid="load-older-entries" onClick={loadOlder}>
+              read {Math.min(OLDER_ENTRIES_PAGE, firstShown)} more from storage
+            </button>
+          )}
+        </p>
+      )}
+      {error && (
+        <p role="alert" class="error">
+          Could not read older entries: {error}
+        </p>
+      )}
+      <VirtualList
+        items={entries}
+        as="ol"
+        list={{ class: "entries", "data-testid": `entries-${conversation.id}` }}
+        label={`entries of ${conversation.id}`}
+        keyOf={(entry) => entry.seq}
+        numberOf={(entry) => entry.seq}
+        estimate={() => 44}
+        rowClass={(entry) => `entry ${entry.content.kind}`}
+        render={(entry) => (
+          <>
+            <span class="meta">
+              #{entry.seq} v{entry.version} {entry.content.kind}
+            </span>{" "}
+            <EntryLine entry={entry} /> <EntryRecord entry={entry} />
+          </>
+        )}
+      />
+    </section>
   );
 }
 
@@ -340,11 +407,11 @@ export function TimelineView(props: {
   onScrub: (version: number) => void;
   onTask: (taskId: string) => void;
 }) {
-  const [limit, setLimit] = useState(300);
   const [onlyRecovery, setOnlyRecovery] = useState(false);
-  const pool = onlyRecovery ? props.commits.filter((c) => props.recovery.has(c.version)) : props.commits;
-  const shown = pool.slice(-limit).reverse();
-  const older = pool.length - shown.length;
+  const newestFirst = useMemo(() => {
+    const pool = onlyRecovery ? props.commits.filter((c) => props.recovery.has(c.version)) : props.commits;
+    return [...pool].reverse();
+  }, [props.commits, props.recovery, onlyRecovery]);
   return (
     <>
       <label class="filter">
@@ -356,9 +423,25 @@ export function TimelineView(props: {
         />{" "}
         recovery only ({props.recovery.size} commits)
       </label>
-      <ol class="timeline" data-testid="timeline" reversed>
-        {shown.map((change) => (
-          <li key={change.version} class={change.version === props.version ? "current" : ""}>
+      <VirtualList
+        items={newestFirst}
+        as="ol"
+        list={{ class: "timeline", "data-testid": "timeline" }}
+        label={`${newestFirst.length} commits, newest first`}
+        keyOf={(change) => change.version}
+        numberOf={(change) => change.version}
+        estimate={(change) =>
+          26 +
+          19 *
+            (change.submissions.length +
+              change.entries.length +
+              change.tasks.length +
+              change.documents.length) +
+          22 * (props.recovery.get(change.version)?.length ?? 0)
+        }
+        rowClass={(change) => (change.version === props.version ? "current" : undefined)}
+        render={(change) => (
+          <>
             <button type="button" onClick={() => props.onScrub(change.version)}>
               v{change.version}
             </button>{" "}
@@ -389,14 +472,9 @@ export function TimelineView(props: {
                 <li key={line}>{line}</li>
               ))}
             </ul>
-          </li>
-        ))}
-      </ol>
-      {older > 0 && (
-        <button type="button" onClick={() => setLimit(limit + 300)}>
-          show older commits ({older} more)
-        </button>
-      )}
+          </>
+        )}
+      />
     </>
   );
 }
