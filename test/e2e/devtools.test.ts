@@ -683,6 +683,45 @@ describe("devtools page in Chromium", () => {
     });
   }, 120_000);
 
+  it("says where history stops when the change log no longer reaches the start, and reads older work from storage", async () => {
+    await withChromiumProfile(async (context) => {
+      await runInOrigin(
+        context,
+        `
+        const { writeHistoryForTest } = await import("${ROOT}/bench/long-life.ts");
+        const { indexedDbStorage } = await import("${ROOT}/src/index.ts");
+        const store = indexedDbStorage("devtools-pruned", { durability: "relaxed", retainChanges: 500 });
+        await writeHistoryForTest(store, "pruned", 3000);
+        await store.close();
+        `,
+      );
+      const devtools = await context.newPage();
+      await devtools.goto(`${origin}/devtools/?local=devtools-pruned&session=pruned&tab=timeline`);
+      await devtools.waitForFunction(
+        () => document.querySelector("[data-testid=version]")?.textContent === "v3000 of 3000",
+        undefined,
+        TIMEOUT,
+      );
+      const note = (await devtools.textContent("[data-testid=history-start]")) ?? "";
+      // Versions before the attach are not rebuilt from a log that lost the start: the page says so, and
+      // the slider starts at the version attached to.
+      expect(note).toContain("versions before v3000 cannot be rebuilt");
+      await devtools.focus("[data-testid=scrubber]");
+      await devtools.keyboard.press("Home");
+      expect((await versions(devtools)).shown).toBe(3000);
+      // What is older is still reachable from storage: the Submissions, 200 at a time.
+      await tab(devtools, "tasks");
+      await devtools.click("[data-testid=load-older]");
+      await devtools.waitForFunction(() =>
+        document
+          .querySelector("[data-testid=older-note]")
+          ?.textContent?.startsWith("200 older read from storage"),
+      );
+      expect(await accessibilityProblems(devtools)).toEqual([]);
+      await shoot(devtools, "pruned-history");
+    });
+  }, 120_000);
+
   it("is interactive on a session of 20,000 Submissions with all 20,000 commits kept: latest first, then the whole history", async () => {
     await withChromiumProfile(async (context) => {
       await runInOrigin(

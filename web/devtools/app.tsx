@@ -477,6 +477,13 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                 reading the history before v{history.firstVersion}…
               </span>
             )}
+            {!loadingEarlier && history.firstVersion > 0 && (
+              <span class="meta" role="status" data-testid="history-start">
+                versions before v{history.firstVersion} cannot be rebuilt (the change log no longer reaches
+                back to the session's start): scrubbing starts here; older submissions, entries and task trees
+                are read from storage as they are now
+              </span>
+            )}
             {connection === "reconnecting" && (
               <span class="warning" role="status" data-testid="reconnecting">
                 connection lost: reconnecting, newer changes may be missing
