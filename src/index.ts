@@ -131,10 +131,10 @@ export type {
 export { defineTask } from "./tasks/define-task.ts";
 export { turnKey } from "./tasks/follow-up.ts";
 export type { NewSubmission, RecoveryEvent, TaskEvent, TaskSpec } from "./tasks/machine.ts";
-export { APPLIES_TO } from "./tasks/machine.ts";
 export type { Preview, TextPreview } from "./tasks/preview.ts";
 export type { AwaitingTask, BlockedTask, RecoveryPlan } from "./tasks/recovery.ts";
 export type { FollowUp } from "./tasks/task-events.ts";
+export { APPLIES_TO } from "./tasks/task-events.ts";
 export type { WakeDetails, WakeInfo } from "./tasks/wake-info.ts";
 export { isRunnableStatus, wakeInfoOf } from "./tasks/wake-info.ts";
 export { chatMessages } from "./ui/chat-messages.ts";

@@ -15,12 +15,8 @@ import { refusal } from "./refusals.ts";
 import type { NewSubmission, TaskEvent, TaskSpec, TaskTargetEvent } from "./task-events.ts";
 
 export type { NewSubmission, RecoveryEvent, TaskEvent, TaskSpec } from "./task-events.ts";
-export { APPLIES_TO } from "./task-events.ts";
 
-type Outcome =
-  | { readonly status: "succeeded"; readonly result: Json }
-  | { readonly status: "failed"; readonly error: ErrorInfo }
-  | { readonly status: "cancelled"; readonly reason: string };
+type Outcome = Extract<TaskState, { status: "succeeded" | "failed" | "cancelled" }>;
 
 /**
  * Applies `event` to the draft: writes the task and Submission records it changes, and everything that
@@ -74,6 +70,9 @@ function applyToTask(draft: KernelDraft, task: Task, event: TaskTargetEvent): vo
       return;
     case "restarted":
       reenter(draft, task, task.checkpoint.phase, task.checkpoint.data, true);
+      return;
+    case "queued": // its phase has not started: it waits for its exclusive key
+      draft.writeTask({ ...task, state: { status: "pending" }, updatedAt: draft.at });
       return;
     case "restart-limit":
       if (event.settleIn !== undefined) {

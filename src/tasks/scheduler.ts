@@ -14,6 +14,7 @@ import type { KernelCommit, KernelCommitOptions } from "../session/commit-pipeli
 import type { ProgressDraft } from "../session/draft-types.ts";
 import type { SessionState } from "../session/state.ts";
 import { errorInfo } from "./error-info.ts";
+import { ExclusiveKeys } from "./exclusive-keys.ts";
 import { dispatch, isApplicable, type TaskEvent } from "./machine.ts";
 import { PhaseAbort, PhaseRunner } from "./phase-runner.ts";
 import type { Preview } from "./preview.ts";
@@ -53,8 +54,8 @@ export interface SchedulerOptions {
 
 export class Scheduler {
   private readonly active = new Map<string, PhaseAbort>();
-  /** Exclusive keys of running phases (`TaskDefinition.exclusiveKey`), and the task holding each. */
-  private readonly held = new Map<string, string>();
+  /** Who holds each exclusive key, and who is queued for it (`TaskDefinition.exclusiveKey`). */
+  private readonly exclusive: ExclusiveKeys;
   private readonly ready = new Set<string>();
   private readonly sleepers = new WakeQueue();
   private readonly runner: PhaseRunner;
@@ -74,6 +75,12 @@ export class Scheduler {
     private readonly host: SchedulerHost,
     private readonly options: SchedulerOptions = {},
   ) {
+    this.exclusive = new ExclusiveKeys({
+      state: host.state,
+      commit: (build) => host.commit(build),
+      track: (work) => void this.track(work),
+      isDriving: () => this.driving,
+    });
     this.runner = new PhaseRunner({
       state: host.state,
       registry: host.registry,
@@ -134,6 +141,10 @@ export class Scheduler {
       const status = task.state.status;
       if (isTerminal(task)) this.runner.forget(task.id);
       if (status === "running") this.ready.add(task.id);
+      if (status === "pending" && this.driving) {
+        const key = this.exclusiveKeyOf(task);
+        if (key !== undefined) this.exclusive.enqueue(task, key);
+      }
       const at = wakeTimeOf(task);
       if (at !== undefined) this.sleepers.push(at, task.id);
       if (task.cancelRequested !== undefined) {
@@ -221,17 +232,17 @@ export class Scheduler {
       if (this.active.has(id)) continue;
       const task = state.task(id);
       const key = task === undefined ? undefined : this.exclusiveKeyOf(task);
-      // Another phase of its key runs: stays ready until that one ends (its cleanup drains again).
-      if (key !== undefined && this.held.has(key)) continue;
       this.ready.delete(id);
       if (state.blockedTasks.has(id)) continue;
+      // Another phase of its key runs: it is queued (stored), and started when that one ends.
+      if (key !== undefined && !this.exclusive.mayStart(id, key)) continue;
       if (task?.state.status === "running") this.start(task, key);
     }
     this.settleIdle();
   }
 
   private exclusiveKeyOf(task: Task): string | undefined {
-    if (task.state.status !== "running") return undefined;
+    if (task.state.status !== "running" && task.state.status !== "pending") return undefined;
     const resolution = this.host.registry.resolveTask(task.kind, task.kindVersion);
     return resolution.ok ? resolution.definition.exclusiveKey?.(task) : undefined;
   }
@@ -239,10 +250,10 @@ export class Scheduler {
   private start(task: Task, key: string | undefined): void {
     const abort = new PhaseAbort();
     this.active.set(task.id, abort);
-    if (key !== undefined) this.held.set(key, task.id);
+    if (key !== undefined) this.exclusive.hold(key, task.id);
     void this.runPhase(task, abort).finally(() => {
       this.active.delete(task.id);
-      if (key !== undefined && this.held.get(key) === task.id) this.held.delete(key);
+      if (key !== undefined) this.exclusive.release(key, task.id);
       this.drain();
       this.report();
     });

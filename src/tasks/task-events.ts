@@ -4,7 +4,9 @@
  *
  * A task is in one of these states (`task.state.status`):
  * - `running`    — its phase `checkpoint.phase` runs (or is about to, after a restart);
- * - `pending`    — stored by older versions: starts its phase on resume, not counted as a restart;
+ * - `pending`    — its phase `checkpoint.phase` has not started: it waits for its exclusive key (another
+ *                  phase of `exclusiveKey` runs), and starts when that one ends, or on resume — never
+ *                  counted as a restart, since nothing of it ran (older versions stored it too);
  * - `sleeping`   — until `state.until`, then runs `checkpoint.phase`;
  * - `waiting`    — for owned children under a join policy, then runs `state.thenPhase`;
  * - `awaiting`   — for signals from outside (`state.keys`), then runs `state.thenPhase`, or at
@@ -138,6 +140,11 @@ export type TaskEvent =
       readonly transition: Transition;
       readonly aborted: boolean;
     }
+  /**
+   * running → pending: its phase did not start, because another phase of its exclusive key runs. Stored,
+   * so a process that dies meanwhile leaves a task that never ran, not one cut off (`started` runs it).
+   */
+  | { readonly type: "queued"; readonly taskId: string }
   /** running → failed: what the phase staged or returned does not validate. */
   | { readonly type: "phase-failed"; readonly taskId: string; readonly error: ErrorInfo }
   /**
@@ -184,6 +191,7 @@ export const APPLIES_TO: { readonly [T in TaskTargetEvent["type"]]: readonly Tas
   woke: ["sleeping"],
   "deadline-passed": ["awaiting"],
   started: ["pending"],
+  queued: ["running"],
   restarted: ["running"],
   "restart-limit": ["running"],
   "join-rechecked": ["waiting", "completing"],

@@ -18,6 +18,7 @@ import {
   type ToolDefinition,
 } from "../../src/index.ts";
 import { simulateCrashes } from "../../src/testing/index.ts";
+import { KillableStorage } from "../support/storage-wrappers.ts";
 
 /** Tools that log when each call starts and ends, and take a few macrotasks to finish. */
 function loggingTools(exclusive: Record<string, boolean | string | undefined>, log: string[] = []) {
@@ -156,6 +157,71 @@ describe("exclusive and sequential tool calls", () => {
     expect(report.commits).toBeGreaterThan(5);
     expect(report.runs).toBe(2 * report.commits + 10);
     expect(report.failures).toEqual([]);
+  });
+
+  it("a call queued behind another conversation's exclusive call is stored as not started: after a crash it runs plainly, not as cut off", async () => {
+    const disk = memoryStorage();
+    const world = { charged: [] as number[], confirmed: [] as number[], release: () => {} };
+    const held = new Promise<void>((resolve) => {
+      world.release = resolve;
+    });
+    const registry = (holdFirst: boolean) => {
+      const charge = defineTool({
+        name: "charge",
+        description: "Charges a card",
+        input: z.object({ n: z.number() }),
+        replay: "unsafe",
+        exclusive: true,
+        confirm: (_id, { n }) => {
+          world.confirmed.push(n);
+          return world.charged.includes(n) ? { n } : undefined;
+        },
+        execute: async ({ n }) => {
+          if (holdFirst) await held; // the first process dies while this call runs
+          world.charged.push(n);
+          return { n };
+        },
+      });
+      const model = scriptedModel([
+        (request) =>
+          request.messages.at(-1)?.role === "tool"
+            ? { text: "charged" }
+            : { toolCalls: [{ name: "charge", args: { n: Number(request.messages.at(-1)?.content) } }] },
+      ]);
+      return createRegistry({ ...createAgent({ model, tools: [charge] }) });
+    };
+    const first = new KillableStorage(disk.reopen());
+    const a = await openSession({ id: "queued", storage: first, registry: registry(true) });
+    await a.resume();
+    await a.submit({ requestId: "r1", conversationId: "c1", input: "1" });
+    await a.submit({ requestId: "r2", conversationId: "c2", input: "2" });
+    // One call runs (holding the key); the other is stored as queued, its phase never started.
+    const callOf = (session: typeof a, n: number) =>
+      session
+        .view()
+        .tasks.find((t) => t.kind === "agent.tool" && (t.input as { args?: string }).args === `{"n":${n}}`);
+    await expect
+      .poll(() => [callOf(a, 1)?.state.status, callOf(a, 2)?.state.status].sort())
+      .toEqual(["pending", "running"]);
+    const runningFirst = callOf(a, 1)?.state.status === "running" ? 1 : 2;
+    const queuedCall = 3 - runningFirst;
+    first.kill(); // the process dies: the running call was cut off, the queued one never started
+    world.release();
+    await a.whenIdle().catch(() => undefined);
+    await a.close().catch(() => undefined);
+
+    const b = await openSession({ id: "queued", storage: disk.reopen(), registry: registry(false) });
+    await b.resume();
+    for (const s of b.view().submissions) expect((await b.wait(s.id)).status).toBe("succeeded");
+    const queued = callOf(b, queuedCall);
+    expect(queued?.restarts).toBe(0);
+    expect((queued?.state as { result?: { via?: string } }).result?.via).toBe("run");
+    const cut = callOf(b, runningFirst);
+    expect((cut?.state as { result?: { via?: string } }).result?.via).toMatch(/confirm/);
+    // Only the call that had started is asked about; each charge happened once.
+    expect(world.confirmed).toEqual([runningFirst]);
+    expect([...world.charged].sort()).toEqual([1, 2]);
+    await b.close();
   });
 
   it("never runs an exclusive tool's calls at once across conversations running at the same time", async () => {
