@@ -31,7 +31,7 @@ export class ExclusiveKeys {
   mayStart(taskId: string, key: string): boolean {
     const holder = this.held.get(key);
     if (holder === undefined || holder === taskId) return true;
-    this.commitIfApplicable({ type: "queued", taskId });
+    void this.commitIfApplicable({ type: "queued", taskId });
     return false;
   }
 

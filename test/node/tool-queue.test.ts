@@ -215,9 +215,9 @@ describe("exclusive and sequential tool calls", () => {
     for (const s of b.view().submissions) expect((await b.wait(s.id)).status).toBe("succeeded");
     const queued = callOf(b, queuedCall);
     expect(queued?.restarts).toBe(0);
-    expect((queued?.state as { result?: { via?: string } }).result?.via).toBe("run");
+    expect((queued?.state as { result?: { via?: string } } | undefined)?.result?.via).toBe("run");
     const cut = callOf(b, runningFirst);
-    expect((cut?.state as { result?: { via?: string } }).result?.via).toMatch(/confirm/);
+    expect((cut?.state as { result?: { via?: string } } | undefined)?.result?.via).toMatch(/confirm/);
     // Only the call that had started is asked about; each charge happened once.
     expect(world.confirmed).toEqual([runningFirst]);
     expect([...world.charged].sort()).toEqual([1, 2]);
