@@ -4,7 +4,7 @@
  */
 import type { Entry, EntryContent, Json, Task, ToolCall } from "../records/schemas.ts";
 import type { PhaseContext } from "../tasks/define-task.ts";
-import type { ToolOutcome } from "./tool-task.ts";
+import type { ToolOutcome } from "./tool-finish.ts";
 
 /** What answering needs of the generation task's phase. */
 export type AnsweringContext = Pick<PhaseContext, "task" | "child" | "appendEntry">;
