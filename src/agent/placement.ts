@@ -3,7 +3,8 @@
  * credentials or local files) or `edge`. A session opened with a `host` kind runs a call of a tool that
  * declares another kind as a durable wait instead — its intent committed, visible in `view().pending` —
  * until a host of the right kind leads the session and takes it (`takePlacedCalls`), then runs it there
- * under its stored operation id, with the recovery rules of a call cut off if it had already started.
+ * under its stored operation id, with the recovery rules of a call cut off if it had already started — or
+ * until an executor of the right kind takes it without leading (`executePlacedCalls`, `executor.ts`).
  */
 import type { Json } from "../records/schemas.ts";
 import type { Session } from "../session/session.ts";
@@ -13,6 +14,12 @@ export type HostKind = "browser" | "edge";
 
 /** The signal key a call waiting for a host of another kind waits on (one per wait). */
 export const runOnKey = (toolTaskId: string, attempt: number) => `run-on:${toolTaskId}:${attempt}`;
+
+/** The signal key a call an executor accepted waits on for its report (one per acceptance). */
+export const doneKey = (toolTaskId: string, attempt: number) => `done:${toolTaskId}:${attempt}`;
+
+/** How long an executor holds a call it accepted unless it asks for another lease (`leaseMs`). */
+export const DEFAULT_LEASE_MS = 60_000;
 
 /** Whether a tool that may run `where` runs on this host (a host of no declared kind runs every tool). */
 export function runsHere(where: "anywhere" | HostKind | undefined, host: HostKind | undefined): boolean {

@@ -39,6 +39,8 @@ export interface ToolResult {
    * out).
    */
   readonly via: "run" | "replay" | "confirm" | "run-after-confirm" | "rejected" | "approval" | "unknown";
+  /** The executor that ran it and reported back, when that was not the session's owner. */
+  readonly executor?: string;
 }
 
 export const progressDocumentId = (taskId: string) => `tool-progress:${taskId}`;

@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { compiled, type Json } from "../records/schemas.ts";
-import { ApprovalSchema } from "../signals/define-signal.ts";
+import { ApprovalSchema, CallReportSchema, RunOnSchema } from "../signals/define-signal.ts";
 import {
   defineTask,
   type GiveUpData,
@@ -14,7 +14,7 @@ import {
   type TaskDefinition,
 } from "../tasks/define-task.ts";
 import { exclusiveCallKey, type ToolDefinition } from "./define-tool.ts";
-import { runOnKey, runsHere } from "./placement.ts";
+import { DEFAULT_LEASE_MS, doneKey, runOnKey, runsHere } from "./placement.ts";
 import { finish, progressDocumentId, TOOL_PROGRESS_DOCUMENT, type ToolResult } from "./tool-finish.ts";
 
 export const TOOL_TASK = "agent.tool";
@@ -42,9 +42,28 @@ export interface Intent {
  * call and the tool are replay-safe), ask the tool whether it already happened, or give up as interrupted.
  * One rule for the recovery itself and for the preview that describes it.
  */
-function recoveryOf(intent: Intent, tool: ToolDefinition<unknown>): "replay" | "confirm" | "interrupted" {
+export function recoveryOf(
+  intent: Intent,
+  tool: ToolDefinition<unknown>,
+): "replay" | "confirm" | "interrupted" {
   if (intent.replay === "safe" && tool.replay === "safe") return "replay";
   return tool.confirm ? "confirm" : "interrupted";
+}
+
+/** A call waiting for a host of another kind, or taken by one. */
+type Placed = Intent & { recovering?: boolean };
+
+/** What a call waiting for a host of another kind shows (pending views) and tells an executor. */
+function placedAbout(input: ToolTaskInput, tool: ToolDefinition<unknown>, intent: Placed) {
+  return {
+    tool: tool.name,
+    toolCallId: input.toolCallId,
+    arguments: intent.args,
+    runsOn: tool.runsOn ?? null,
+    operationId: intent.operationId,
+    replay: intent.replay,
+    recovering: intent.recovering === true,
+  };
 }
 
 /** The checkpoint data of each phase of a tool task. */
@@ -53,8 +72,11 @@ type ToolPhases = {
   decided: Received<Intent>;
   collect: null;
   /** `recovering`: a call that had started before it waited for a host of another kind. */
-  execute: Intent & { recovering?: boolean };
-  placed: Received<Intent & { recovering?: boolean }>;
+  execute: Placed;
+  placed: Received<Placed>;
+  /** Taken by an executor: its report (`done:`), or the end of its lease. */
+  completed: Received<Placed & { executor: string }>;
+  unreported: Received<Placed & { executor: string }>;
   settle: GiveUpData;
 };
 
@@ -183,14 +205,9 @@ export function toolTask(
         const recovering = ctx.restarts > 0 || intent.recovering === true;
         // A tool for another kind of host: wait (durably, listed as pending) for one to take the call.
         if (!runsHere(tool.runsOn, ctx.hostKind)) {
-          const about = {
-            tool: tool.name,
-            toolCallId: ctx.input.toolCallId,
-            arguments: intent.args,
-            runsOn: tool.runsOn ?? null,
-          };
-          const data = { ...intent, recovering } as unknown as Json;
-          return ctx.waitFor(runOnKey(ctx.task.id, ctx.attempt), { next: "placed", about }, data);
+          const data = { ...intent, recovering };
+          const about = placedAbout(ctx.input, tool, data);
+          return ctx.waitFor(runOnKey(ctx.task.id, ctx.attempt), { next: "placed", about }, data as Json);
         }
         const recovery = recovering ? recoveryOf(intent, tool) : undefined;
         if (recovery === "interrupted") {
@@ -234,7 +251,30 @@ export function toolTask(
           });
         }
       },
-      placed: (ctx) => ctx.next("execute", ctx.data.data),
+      // Taken by the session's owner (it runs it in `execute`), or accepted by an executor: the call then
+      // waits for its report, durably, for as long as its lease lasts.
+      placed: (ctx) => {
+        const taken = RunOnSchema.safeParse(Object.values(ctx.data.signals)[0]).data;
+        const tool = tools.get(ctx.input.name);
+        const executor = taken?.executor;
+        if (executor === undefined || !tool) return ctx.next("execute", ctx.data.data);
+        const leaseUntil = ctx.clock.now() + (taken?.leaseMs ?? DEFAULT_LEASE_MS);
+        const about = { ...placedAbout(ctx.input, tool, ctx.data.data), acceptedBy: executor, leaseUntil };
+        const data = { ...ctx.data.data, executor };
+        const deadline = { at: leaseUntil, next: "unreported" as const };
+        return ctx.waitFor(doneKey(ctx.task.id, ctx.attempt), { next: "completed", deadline, about }, data);
+      },
+      // The executor's report, applied to the context: the call's result entry and its end, in one commit.
+      completed: (ctx) => {
+        const report = CallReportSchema.parse(Object.values(ctx.data.signals)[0]);
+        return finish(ctx, { ...report, executor: report.executor });
+      },
+      // The executor never reported within its lease: the call may have run there, so it follows its replay
+      // rules (confirm, replay or interrupted) with whichever host takes it next.
+      unreported: (ctx) => {
+        const { executor: _lost, ...intent } = ctx.data.data;
+        return ctx.next("execute", { ...intent, recovering: true });
+      },
       settle: (ctx) => settle(ctx, tools.get(ctx.input.name)),
     },
   });

@@ -47,13 +47,40 @@ export const ApprovalSchema = compiled(
 );
 export type ApprovalDecision = z.infer<typeof ApprovalSchema>;
 
+const ExecutorName = TextSchema.min(1).max(128);
+
+/**
+ * A host of the kind a tool call waits for takes it (key `run-on:<tool task>:<attempt>`): as the session's
+ * owner (`takePlacedCalls`, no `executor`), or as an executor that runs it elsewhere and reports back
+ * (`executePlacedCalls`), holding it for `leaseMs`.
+ */
+export const RunOnSchema = compiled(
+  z.object({
+    host: z.enum(["browser", "edge"]),
+    executor: ExecutorName.optional(),
+    leaseMs: z.number().int().min(1_000).max(3_600_000).optional(),
+  }),
+);
+
+/** An executor's report of a call it took (key `done:<tool task>:<attempt>`): what running it gave. */
+export const CallReportSchema = compiled(
+  z.object({
+    executor: ExecutorName,
+    outcome: z.enum(["ok", "error", "interrupted"]),
+    output: JsonSchema,
+    via: z.enum(["run", "replay", "confirm", "run-after-confirm", "unknown"]),
+  }),
+);
+
 /** Signals the kernel defines: tool approvals, and the ends of turns (follow-up queueing). */
 export const KERNEL_SIGNALS: readonly SignalDefinition<unknown>[] = [
   { key: "approval:*", schema: ApprovalSchema, early: false },
   // The end of a Submission, for the turn queued behind it (follow-ups): the kernel's own, never outside input.
   { key: "turn:*", schema: JsonSchema, early: false },
-  // A host of the kind a tool call waits for took it (`takePlacedCalls`).
-  { key: "run-on:*", schema: z.object({ host: z.enum(["browser", "edge"]) }), early: false },
+  // A host of the kind a tool call waits for took it: its owner, or an executor (accepted).
+  { key: "run-on:*", schema: RunOnSchema, early: false },
+  // The executor's report of a call it took (completed); the owner then applies it to the context.
+  { key: "done:*", schema: CallReportSchema, early: false },
 ];
 
 /** Keys only the kernel signals (a queued turn's wait): refused from outside, not listed as pending. */

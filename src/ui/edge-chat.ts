@@ -5,9 +5,12 @@
  * server ends a stream or the connection drops. `chatTransport(edgeChatBackend({ … }))` gives `useChat`
  * a session at the edge.
  */
+
+import type { ExecutorTarget } from "../agent/executor.ts";
 import { systemTimers, type Timers } from "../clock.ts";
-import type { CommitRecord, Submission } from "../records/schemas.ts";
+import type { CommitRecord, Json, Submission } from "../records/schemas.ts";
 import { serverEvents } from "../server-events.ts";
+import type { PendingWait } from "../session/pending.ts";
 import type { SubmitInput } from "../session/submit.ts";
 import type { SessionView } from "../session/view.ts";
 import type { Preview } from "../tasks/preview.ts";
@@ -36,10 +39,10 @@ export class EdgeRequestError extends Error {
   }
 }
 
-export function edgeChatBackend(options: EdgeChatOptions): ChatBackend {
+/** Calls of the edge API with the session's root and the caller's token; JSON answers or typed errors. */
+function edgeCalls(options: EdgeChatOptions) {
   const root = `${options.baseUrl.replace(/\/+$/, "")}/sessions/${encodeURIComponent(options.sessionId)}`;
   const send = options.fetch ?? ((input, init) => fetch(input, init));
-  const timers = options.timers ?? systemTimers;
   const headers = { authorization: `Bearer ${options.token}` };
   const call = (path: string, init: { method?: string; body?: unknown } = {}) =>
     send(`${root}${path}`, {
@@ -51,6 +54,27 @@ export function edgeChatBackend(options: EdgeChatOptions): ChatBackend {
     if (!response.ok) throw new EdgeRequestError(response.status, await detailOf(response));
     return (await response.json()) as T;
   };
+  const signal = async (key: string, payload: Json, { requestId }: { requestId: string }) =>
+    json(await call(`/signals/${encodeURIComponent(key)}`, { method: "POST", body: { requestId, payload } }));
+  return { root, send, headers, call, json, signal };
+}
+
+/**
+ * An executor's view of a session at the edge (`executePlacedCalls`): its pending waits over
+ * `GET …/pending`, and its acceptances and reports over `POST …/signals/:key` (a 409 means another took
+ * the call first, or its lease ended).
+ */
+export function edgeExecutorTarget(options: EdgeChatOptions): ExecutorTarget {
+  const { call, json, signal } = edgeCalls(options);
+  return {
+    pending: async () => (await json<{ pending: PendingWait[] }>(await call("/pending"))).pending,
+    signal,
+  };
+}
+
+export function edgeChatBackend(options: EdgeChatOptions): ChatBackend {
+  const { root, send, headers, call, json, signal } = edgeCalls(options);
+  const timers = options.timers ?? systemTimers;
   return {
     submit: async (input: SubmitInput) =>
       json<Submission>(await call("/submissions", { method: "POST", body: input })),
@@ -60,10 +84,7 @@ export function edgeChatBackend(options: EdgeChatOptions): ChatBackend {
       return json<Submission>(response);
     },
     view: async () => json<SessionView>(await call("/view")),
-    signal: async (key, payload, { requestId }) =>
-      json(
-        await call(`/signals/${encodeURIComponent(key)}`, { method: "POST", body: { requestId, payload } }),
-      ),
+    signal,
     cancelSubmission: async (submissionId, reason) =>
       json(
         await call(`/submissions/${encodeURIComponent(submissionId)}/cancel`, {

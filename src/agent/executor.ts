@@ -1,0 +1,171 @@
+/**
+ * The hands apart from the brain (issue 21): a host that does not own a session runs the tool calls that
+ * wait for its kind of host (`runsOn`) and reports them back, through three marks its owner commits —
+ * *accepted* (the call records its executor and a lease: `run-on:` signal with `executor`), *completed*
+ * (the executor's report is stored: `done:` signal), *applied* (the owner's tool task writes the result
+ * entry the model reads and ends). Recovery knows which mark is missing: a call accepted but not reported
+ * within its lease goes back to waiting with its replay rules (an unsafe one is confirmed by operation id
+ * before it runs again), and a report that comes after its lease is refused, so it is never applied twice.
+ */
+import { systemTimers, type Timers } from "../clock.ts";
+import type { Json } from "../records/schemas.ts";
+import type { PendingWait } from "../session/pending.ts";
+import type { ToolDefinition } from "./define-tool.ts";
+import type { HostKind } from "./placement.ts";
+import { type Intent, recoveryOf } from "./tool-task.ts";
+
+/** Where an executor finds calls and reports them: a session in process, or one over HTTP. */
+export interface ExecutorTarget {
+  /** The session's pending waits (`session.pending()`, `GET …/pending`). */
+  pending(): Promise<readonly PendingWait[]> | readonly PendingWait[];
+  /** Outside input (`session.signal`, `POST …/signals/:key`). */
+  signal(key: string, payload: Json, options: { requestId: string }): Promise<unknown>;
+}
+
+export interface ExecutorOptions {
+  /** The kind of host this executor is: it takes calls of tools that run there. */
+  readonly host: HostKind;
+  /** Its name, recorded with each call it accepts (and in the call's result). */
+  readonly executor: string;
+  /** The tools it can run (the same definitions the owner's agent declares). */
+  // biome-ignore lint/suspicious/noExplicitAny: tools of any argument type
+  readonly tools: readonly ToolDefinition<any>[];
+  /** How long a call it accepts stays its own without a report (default 60 s). */
+  readonly leaseMs?: number;
+  /** How long to wait for the owner to record an acceptance before giving the call up (default 10 s). */
+  readonly acceptWaitMs?: number;
+  readonly timers?: Timers;
+}
+
+/** One call an executor took: its wait key, and whether its report was applied or came too late. */
+export interface ExecutedCall {
+  readonly key: string;
+  readonly tool: string;
+  readonly outcome: "ok" | "error" | "interrupted";
+  /** False: the lease had ended (the call went on without this report), or the acceptance was lost. */
+  readonly reported: boolean;
+}
+
+/** What a waiting call tells its executor (see `placedAbout` in the tool task). */
+interface PlacedCall {
+  readonly tool: string;
+  readonly arguments: Json;
+  readonly runsOn: HostKind | null;
+  readonly operationId: string;
+  readonly replay: "safe" | "unsafe";
+  readonly recovering: boolean;
+  readonly acceptedBy?: string;
+}
+
+/**
+ * Takes every call waiting for this kind of host whose tool it has, one after another: accepts it, runs it
+ * (or, for a call that may have run elsewhere before, confirms or replays it by its rules), and reports the
+ * outcome. Calls another executor or the owner took first are left alone. Returns what it did.
+ */
+export async function executePlacedCalls(
+  target: ExecutorTarget,
+  options: ExecutorOptions,
+): Promise<ExecutedCall[]> {
+  const tools = new Map(options.tools.map((tool) => [tool.name, tool as ToolDefinition<unknown>]));
+  const done: ExecutedCall[] = [];
+  for (const wait of await target.pending()) {
+    const call = wait.about as unknown as PlacedCall | undefined;
+    const tool = call ? tools.get(call.tool) : undefined;
+    if (!wait.key.startsWith("run-on:") || !call || !tool || call.runsOn !== options.host) continue;
+    const executed = await executeOne(target, wait, call, tool, options);
+    if (executed) done.push(executed);
+  }
+  return done;
+}
+
+async function executeOne(
+  target: ExecutorTarget,
+  wait: PendingWait,
+  call: PlacedCall,
+  tool: ToolDefinition<unknown>,
+  options: ExecutorOptions,
+): Promise<ExecutedCall | undefined> {
+  const { executor } = options;
+  try {
+    const payload = { host: options.host, executor, ...(options.leaseMs && { leaseMs: options.leaseMs }) };
+    await target.signal(wait.key, payload, { requestId: `${wait.key}:${executor}` });
+  } catch (error) {
+    if (takenElsewhere(error)) return undefined; // the owner or another executor took it first
+    throw error;
+  }
+  // Accepted: the owner's tool task now waits for this executor's report, under a key of its own.
+  const report = await reportKeyOf(target, wait.taskId, executor, options);
+  if (report === undefined) return { key: wait.key, tool: tool.name, outcome: "error", reported: false };
+  const result = await run(call, tool);
+  try {
+    await target.signal(report, { executor, ...result }, { requestId: report });
+    return { key: wait.key, tool: tool.name, outcome: result.outcome, reported: true };
+  } catch (error) {
+    if (takenElsewhere(error))
+      return { key: wait.key, tool: tool.name, outcome: result.outcome, reported: false };
+    throw error;
+  }
+}
+
+/** The key the owner's tool task waits on for this executor's report, once it recorded the acceptance. */
+async function reportKeyOf(
+  target: ExecutorTarget,
+  taskId: string,
+  executor: string,
+  options: ExecutorOptions,
+): Promise<string | undefined> {
+  const timers = options.timers ?? systemTimers;
+  const poll = 20;
+  for (let waited = 0; ; waited += poll) {
+    for (const wait of await target.pending()) {
+      const about = wait.about as unknown as PlacedCall | undefined;
+      if (wait.taskId === taskId && wait.key.startsWith("done:") && about?.acceptedBy === executor)
+        return wait.key;
+    }
+    if (waited >= (options.acceptWaitMs ?? 10_000)) return undefined;
+    await new Promise<void>((resolve) => timers.setTimeout(resolve, poll));
+  }
+}
+
+/** Runs the call here by the same rules its owner would: recovery first for a call that may have run. */
+async function run(
+  call: PlacedCall,
+  tool: ToolDefinition<unknown>,
+): Promise<{ outcome: "ok" | "error" | "interrupted"; output: Json; via: ExecutedVia }> {
+  const args = tool.input.safeParse(call.arguments);
+  if (!args.success || !tool.execute)
+    return {
+      outcome: "error",
+      output: { error: `${tool.name} cannot run these arguments here` },
+      via: "unknown",
+    };
+  const intent: Intent = { args: call.arguments, replay: call.replay, operationId: call.operationId };
+  const recovery = call.recovering ? recoveryOf(intent, tool) : undefined;
+  if (recovery === "interrupted") {
+    const error = `the outcome of ${tool.name} is unknown: its executor stopped reporting, and it is not safe to re-run`;
+    return { outcome: "interrupted", output: { error }, via: "unknown" };
+  }
+  if (recovery === "confirm") {
+    const found = await tool.confirm?.(call.operationId, args.data);
+    if (found !== undefined) return { outcome: "ok", output: found, via: "confirm" };
+  }
+  const via = recovery === "confirm" ? "run-after-confirm" : recovery === "replay" ? "replay" : "run";
+  try {
+    const output = await tool.execute(args.data, {
+      operationId: call.operationId,
+      signal: new AbortController().signal,
+      reportProgress: () => undefined,
+    });
+    return { outcome: "ok", output, via };
+  } catch (error) {
+    return { outcome: "error", output: { error: (error as Error).message ?? String(error) }, via };
+  }
+}
+
+type ExecutedVia = "run" | "replay" | "confirm" | "run-after-confirm" | "unknown";
+
+/** A refusal that means the call is no longer this executor's to take or report (any backend). */
+function takenElsewhere(error: unknown): boolean {
+  const { code, status } = (error ?? {}) as { code?: unknown; status?: unknown };
+  return code === "signal-conflict" || code === "signal-not-awaited" || status === 409;
+}

@@ -1,0 +1,209 @@
+/**
+ * The hands apart from the brain (issue 21): a session owned at the edge calls a tool only a browser can
+ * run; a tab that does not own the session takes the call as its executor. Each step is a committed mark —
+ * accepted (the call records its executor and lease), completed (the executor's report), applied (the
+ * result entry the model reads) — and an executor that stops reporting loses the call at its lease's end:
+ * the call follows its replay rules with the next executor, and the late report is refused.
+ */
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  type CommitRecord,
+  createAgent,
+  createRegistry,
+  defineTool,
+  type ExecutorTarget,
+  executePlacedCalls,
+  ManualClock,
+  ManualTimers,
+  memoryStorage,
+  openSession,
+  type Session,
+  SignalRefusedError,
+  scriptedModel,
+  type ToolDefinition,
+} from "../../src/index.ts";
+
+/** The session as an executor sees it (over HTTP this is `GET …/pending` and `POST …/signals/:key`). */
+const targetOf = (session: Session): ExecutorTarget => ({
+  pending: () => session.pending(),
+  signal: (key, payload, options) => session.signal(key, payload, options),
+});
+
+const settle = async (rounds = 30) => {
+  for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
+};
+
+/** An agent that signs a document in the user's browser (unsafe: signing twice is two signatures). */
+function signing(world: { signed: string[]; ranAt: string[] }, where: string) {
+  const sign = defineTool({
+    name: "sign_document",
+    description: "Signs the document with the user's key, held by the browser",
+    input: z.object({ document: z.string() }),
+    replay: "unsafe",
+    runsOn: "browser",
+    confirm: (operationId) =>
+      world.signed.includes(operationId) ? { signed: true, confirmed: true } : undefined,
+    execute: (_args, { operationId }) => {
+      world.ranAt.push(where);
+      world.signed.push(operationId);
+      return { signed: true };
+    },
+  });
+  const model = scriptedModel([
+    { toolCalls: [{ name: "sign_document", args: { document: "lease.pdf" } }] },
+    (request) => {
+      const tool = [...request.messages].reverse().find((m) => m.role === "tool");
+      return { text: `Done: ${tool?.content ?? "nothing"}` };
+    },
+  ]);
+  return {
+    sign: sign as ToolDefinition<unknown>,
+    registry: createRegistry({ ...createAgent({ model, tools: [sign] }) }),
+  };
+}
+
+describe("tool calls run by an executor that does not own the session", () => {
+  it("are accepted, completed and applied, three commits in that order; the tool ran once, in the tab", async () => {
+    const world = { signed: [] as string[], ranAt: [] as string[] };
+    const edge = await openSession({
+      id: "exec",
+      storage: memoryStorage(),
+      registry: signing(world, "edge").registry,
+      host: "edge",
+    });
+    await edge.resume();
+    const changes: CommitRecord[] = [];
+    edge.subscribe(0, (change) => changes.push(change));
+    const submission = await edge.submit({ requestId: "r1", conversationId: "main", input: "Sign it" });
+    await expect.poll(() => edge.pending().map((p) => p.key.split(":")[0])).toEqual(["run-on"]);
+
+    const tab = signing(world, "tab");
+    const executed = await executePlacedCalls(targetOf(edge), {
+      host: "browser",
+      executor: "tab-1",
+      tools: [tab.sign],
+    });
+    expect(executed).toEqual([
+      expect.objectContaining({ tool: "sign_document", outcome: "ok", reported: true }),
+    ]);
+    const ended = await edge.wait(submission.id);
+    expect(ended.status).toBe("succeeded");
+    expect(world.ranAt).toEqual(["tab"]); // never at the edge, once in the tab
+    expect((ended.result as { text?: string }).text).toContain('"signed":true');
+
+    // The three marks, each its own commit, in order.
+    const call = edge.view().tasks.find((t) => t.kind === "agent.tool");
+    const accepted = changes.findIndex((c) =>
+      c.tasks.some(
+        (t) =>
+          t.id === call?.id &&
+          t.state.status === "awaiting" &&
+          (t.state.about as { acceptedBy?: string } | undefined)?.acceptedBy === "tab-1",
+      ),
+    );
+    const completed = changes.findIndex((c) =>
+      (c.signals ?? []).some((s) => s.key.startsWith(`done:${call?.id}:`)),
+    );
+    const applied = changes.findIndex((c) =>
+      c.entries.some((e) => e.content.kind === "tool-result" && e.content.outcome === "ok"),
+    );
+    expect(accepted).toBeGreaterThan(-1);
+    expect(completed).toBeGreaterThan(accepted);
+    expect(applied).toBeGreaterThan(completed);
+    // The result says who ran it.
+    expect(call?.state).toMatchObject({ status: "succeeded", result: { via: "run", executor: "tab-1" } });
+    await edge.close();
+  });
+
+  it("an executor that stops reporting loses the call at its lease's end: the next one confirms it, the late report is refused", async () => {
+    const world = { signed: [] as string[], ranAt: [] as string[] };
+    const clock = new ManualClock(1_000);
+    const timers = new ManualTimers(clock);
+    const edge = await openSession({
+      id: "lease",
+      storage: memoryStorage(),
+      registry: signing(world, "edge").registry,
+      host: "edge",
+      clock,
+      timers,
+    });
+    await edge.resume();
+    const submission = await edge.submit({ requestId: "r1", conversationId: "main", input: "Sign it" });
+    await settle();
+    const [offered] = edge.pending();
+    expect(offered?.key).toMatch(/^run-on:/);
+
+    // A tab accepts it for 5 s, signs (the effect happens), and dies before it reports.
+    await edge.signal(
+      offered?.key as string,
+      { host: "browser", executor: "tab-dead", leaseMs: 5_000 },
+      { requestId: "accept" },
+    );
+    await settle();
+    const [held] = edge.pending();
+    expect(held?.key).toMatch(/^done:/);
+    expect(held?.about).toMatchObject({ acceptedBy: "tab-dead", leaseUntil: 6_000 });
+    const operationId = String((held?.about as { operationId?: string } | undefined)?.operationId);
+    world.signed.push(operationId);
+    world.ranAt.push("tab-dead");
+
+    // Its lease ends: the call waits again, marked as possibly run.
+    timers.advance(5_001);
+    await settle();
+    const [again] = edge.pending();
+    expect(again?.key).toMatch(/^run-on:/);
+    expect(again?.key).not.toBe(offered?.key);
+    expect(again?.about).toMatchObject({ recovering: true, operationId });
+    // The dead tab's report, late, is refused: it never becomes the call's result.
+    const late = await edge
+      .signal(
+        held?.key as string,
+        { executor: "tab-dead", outcome: "ok", output: { late: true }, via: "run" },
+        { requestId: "late" },
+      )
+      .catch((e: unknown) => e);
+    expect(late).toBeInstanceOf(SignalRefusedError);
+    expect((late as SignalRefusedError).code).toBe("signal-not-awaited");
+
+    // The next tab confirms by operation id instead of signing again.
+    const tab = signing(world, "tab-2");
+    const executed = await executePlacedCalls(targetOf(edge), {
+      host: "browser",
+      executor: "tab-2",
+      tools: [tab.sign],
+    });
+    expect(executed).toEqual([expect.objectContaining({ outcome: "ok", reported: true })]);
+    expect((await edge.wait(submission.id)).status).toBe("succeeded");
+    expect(world.ranAt).toEqual(["tab-dead"]); // signed once, never again
+    const call = edge.view().tasks.find((t) => t.kind === "agent.tool");
+    expect(call?.state).toMatchObject({
+      result: { via: "confirm", executor: "tab-2", output: { confirmed: true } },
+    });
+    await edge.close();
+  });
+
+  it("leaves a call the owner or another executor took first", async () => {
+    const world = { signed: [] as string[], ranAt: [] as string[] };
+    const edge = await openSession({
+      id: "race",
+      storage: memoryStorage(),
+      registry: signing(world, "edge").registry,
+      host: "edge",
+    });
+    await edge.resume();
+    const submission = await edge.submit({ requestId: "r1", conversationId: "main", input: "Sign it" });
+    await expect.poll(() => edge.pending().length).toBe(1);
+    const tools = [signing(world, "tab").sign];
+    const [first, second] = await Promise.all([
+      executePlacedCalls(targetOf(edge), { host: "browser", executor: "tab-a", tools }),
+      executePlacedCalls(targetOf(edge), { host: "browser", executor: "tab-b", tools }),
+    ]);
+    expect([...(first ?? []), ...(second ?? [])]).toHaveLength(1);
+    expect((await edge.wait(submission.id)).status).toBe("succeeded");
+    expect(world.ranAt).toEqual(["tab"]);
+    // An edge executor takes nothing meant for a browser.
+    expect(await executePlacedCalls(targetOf(edge), { host: "edge", executor: "e", tools })).toEqual([]);
+    await edge.close();
+  });
+});
