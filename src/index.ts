@@ -49,6 +49,8 @@ export type { EdgeReplicaOptions } from "./replication/edge-replica.ts";
 export { edgeReplica } from "./replication/edge-replica.ts";
 export type { EnvironmentProblem, EnvironmentReport } from "./replication/environment.ts";
 export { assertCanContinue, checkEnvironment } from "./replication/environment.ts";
+export type { FollowRemoteOptions, RemoteFollower } from "./replication/follow-remote.ts";
+export { followRemote } from "./replication/follow-remote.ts";
 export type { LinkOptions, LinkStatus } from "./replication/link-session.ts";
 export { LinkedSession, linkSession } from "./replication/link-session.ts";
 export type {

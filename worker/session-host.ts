@@ -7,6 +7,7 @@ import {
   type ChangeListener,
   type Clock,
   type CommitRecord,
+  followRemote,
   indexedDbStorage,
   isSubmissionFinished,
   type Json,
@@ -18,6 +19,7 @@ import {
   type Preview,
   parseSubmitInput,
   type Registry,
+  type RemoteFollower,
   type ReplicaRemote,
   type Session,
   SessionNotFoundError,
@@ -62,10 +64,22 @@ export interface BrowserSessionHostOptions {
    */
   readonly link?: {
     readonly remote: ReplicaRemote;
+    /**
+     * When this tab claims the session: `at-once` (default) as soon as it holds the session's Web Lock;
+     * `when-asked`: it follows the edge's run live first (its commits copied into this browser's copy, every
+     * tab shown them) and claims only on `takeBack()`. After a hand-off or a fence, a tab follows the edge
+     * live either way.
+     */
+    readonly takeBack?: "at-once" | "when-asked";
+    /** How often a tab that follows the edge pulls its commits (default 1 s). */
+    readonly followEveryMs?: number;
     /** This browser's stable name at the edge (a tab reopened within the lease reclaims at once). */
     readonly holder?: string;
-    /** Told of the link's state: `leading`, `fenced`, `released`, `closed`, or `refused` with why. */
-    readonly onStatus?: (status: LinkStatus | "refused", error?: Error) => void;
+    /**
+     * Told of the link's state: `leading`, `fenced`, `released`, `closed`, `following` (this tab copies the
+     * edge's run live and writes nothing), or `refused` with why.
+     */
+    readonly onStatus?: (status: LinkStatus | "following" | "refused", error?: Error) => void;
   };
 }
 
@@ -98,6 +112,9 @@ export class BrowserSessionHost {
   private readonly leadership: Leadership;
   private draining: Promise<void> | undefined;
   private linked: LinkedSession | undefined;
+  /** Copying the edge's commits into this browser's copy while the edge owns the session. */
+  private edgeFollower: RemoteFollower | undefined;
+  private takeBackAsked = false;
 
   private constructor(private readonly options: BrowserSessionHostOptions) {
     this.channel = new BroadcastChannel(`durable-agent:${options.database}:${options.sessionId}`);
@@ -229,6 +246,7 @@ export class BrowserSessionHost {
   /** Stops driving and following; unfinished work stays stored for whichever tab leads next. */
   async close(): Promise<void> {
     this.role = "closed";
+    this.stopFollowingEdge();
     await this.linked?.close();
     this.leadership.release();
     this.channel.close();
@@ -263,12 +281,56 @@ export class BrowserSessionHost {
       await linked.handOff();
     } finally {
       await this.follow(); // handed over or not, this tab's writer is closed: follow its copy
+      await this.followEdge(false); // and the edge's run, live (the status stays `released`)
     }
+  }
+
+  /**
+   * While the edge owns the session: copies its commits into this browser's copy as they come (read-only,
+   * `followRemote`), and shows them in this tab and the others. Ends when this tab leads again.
+   */
+  private async followEdge(announce = true): Promise<void> {
+    const link = this.options.link;
+    if (!link || this.edgeFollower || this.role === "closed") return;
+    const { storage, id } = { storage: this.sessionOptions().storage, id: this.options.sessionId };
+    try {
+      this.edgeFollower = await followRemote({
+        storage,
+        remote: link.remote,
+        id,
+        ...(this.options.clock !== undefined && { clock: this.options.clock }),
+        ...(this.options.timers !== undefined && { timers: this.options.timers }),
+        everyMs: link.followEveryMs ?? 1_000,
+        onPulled: (version) => {
+          this.channel.postMessage({ type: "committed", version } satisfies Message);
+          void this.showCopy();
+        },
+        onError: (error) => link.onStatus?.("refused", error),
+      });
+      if (announce) link.onStatus?.("following");
+      await this.edgeFollower.pull();
+    } catch (error) {
+      link.onStatus?.("refused", error as Error);
+    }
+  }
+
+  private stopFollowingEdge(): void {
+    this.edgeFollower?.stop();
+    this.edgeFollower = undefined;
+  }
+
+  /** This tab's read-only session, refreshed from the copy (opened once the copy exists). */
+  private async showCopy(): Promise<void> {
+    if (this.role !== "follower") return;
+    if (!this.current) await this.follow();
+    else await this.current.refresh().catch(() => undefined);
+    this.notifyObservers();
   }
 
   /** Claims the session back from the edge (after `handOff`, a fence, or a refused claim) and leads it. */
   async takeBack(): Promise<void> {
     if (this.role === "leader" || this.role === "closed") return;
+    this.takeBackAsked = true;
     await this.leadership.acquired;
     await this.lead();
   }
@@ -297,7 +359,7 @@ export class BrowserSessionHost {
           fenced = true;
           if (linked && this.linked === linked) {
             this.linked = undefined;
-            void this.demote();
+            void this.demote().then(() => this.followEdge(false));
           }
         },
       });
@@ -312,6 +374,9 @@ export class BrowserSessionHost {
 
   private async lead(): Promise<void> {
     if (this.role === "closed") return;
+    // Asked to follow the edge first: this tab holds the lock and follows until `takeBack()`.
+    if (this.options.link?.takeBack === "when-asked" && !this.takeBackAsked) return this.followEdge(true);
+    this.stopFollowingEdge();
     const writer = await this.openWriter();
     if (!writer) return; // a linked session whose claim was refused: this tab keeps following its copy
     await this.options.onLead?.(writer);

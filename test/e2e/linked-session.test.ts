@@ -119,4 +119,48 @@ describe("a linked session: Chromium tab + workerd edge", () => {
     // No mail was sent twice, across both hosts and the reopened tab.
     expect((await api.deliveries()).length - before).toBe(5);
   });
+
+  it("a tab that comes back follows the edge's run live and claims the session only when asked", async () => {
+    const api = edge as EdgeExample;
+    const session = "linked-follow";
+    const base = `${server?.url}/linked/?edge=${encodeURIComponent(api.url)}&token=${EdgeExample.token}&session=${session}&holder=browser-2`;
+    const ownership = async () =>
+      (await api.json<{ ownership: { holder: string } | null }>(`/sessions/${session}/replica`)).ownership;
+    const before = (await api.deliveries()).length;
+    await withChromiumProfile(async (context) => {
+      const page = await context.newPage();
+      await page.goto(base);
+      await statusIs(page, "leading");
+      await page.click("#start");
+      await until(
+        () => api.deliveries(),
+        (d) => d.length > before,
+        "the first mail",
+      );
+      await page.close(); // gone mid-send, no hand-off
+
+      // Back at once, asked to follow first: it does not claim, even once its old lease is over.
+      const back = await context.newPage();
+      await back.goto(`${base}&takeBack=when-asked`);
+      await statusIs(back, "following");
+      await until(ownership, (o) => o?.holder === "edge", "the edge to take over");
+      // The edge's sends show up in this tab as the edge commits them, and then its end.
+      await back.waitForFunction(
+        () => document.querySelector("#result")?.getAttribute("data-status") === "succeeded",
+        undefined,
+        { timeout: 30_000 },
+      );
+      expect(await back.textContent("#result")).toContain("Done: 5 of 5 notices delivered.");
+      const sends = await back.$$eval("#log li", (items) => items.map((li) => li.textContent ?? ""));
+      expect(sends.length).toBeGreaterThanOrEqual(5);
+      expect((await ownership())?.holder).toBe("edge");
+      expect(await back.getAttribute("#status", "data-status")).toBe("following");
+      await back.screenshot({ path: join(artifacts, "linked-session-following.png"), fullPage: true });
+      // Asked, it takes the session back.
+      await back.click("#takeback");
+      await statusIs(back, "leading");
+      expect((await ownership())?.holder).toBe("tab");
+    });
+    expect((await api.deliveries()).length - before).toBe(5);
+  });
 });

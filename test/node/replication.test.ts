@@ -5,10 +5,13 @@
 import { describe, expect, it } from "vitest";
 import { approvedPlan, RECIPIENTS } from "../../examples/five-emails/app.ts";
 import {
+  createRegistry,
   EDGE_HOLDER,
+  followRemote,
   InvalidArgumentError,
   type Json,
   OwnedElsewhereError,
+  openSession,
   ReplicationDivergedError,
   type Session,
   type SessionView,
@@ -211,6 +214,79 @@ describe("linked session: a tab leads, the edge follows", () => {
     expect(stored.version).toBe(second.linked.session.version);
     expect(stored.view().documents.map((d) => d.id)).toContain("note");
     expectFiveOnce(hosts);
+  });
+
+  it("a tab that comes back follows the edge's run live, read-only, and takes it back only when asked", async () => {
+    const hosts = new TwoHosts();
+    const first = await hosts.openTab();
+    hosts.mail.onAccepted = (_receipt, count) => {
+      if (count === 2) void first.linked.handOff();
+    };
+    const submission = await startCampaign(first.linked.session);
+    await settle();
+    hosts.mail.onAccepted = undefined;
+    const edge = hosts.edgeSession as Session;
+    const edgeEpoch = edge.epoch;
+    // The tab comes back to the session the edge now owns: it follows it, copying the edge's commits.
+    const pulled: number[] = [];
+    const follower = await followRemote({
+      storage: hosts.tabDisk.reopen(),
+      remote: hosts.remote,
+      id: SESSION,
+      clock: hosts.clock,
+      timers: hosts.timers,
+      everyMs: 500,
+      onPulled: (version) => pulled.push(version),
+    });
+    await edge.wait(submission.id);
+    await follower.pull();
+    expect(follower.version).toBe(edge.version);
+    // Live: what the edge writes next reaches the copy at the follow's next tick, with no call from the tab.
+    await edge.commit((d) => d.setDocument("edge-note", "email-plan", approvedPlan() as unknown as Json));
+    hosts.timers.advance(500);
+    await expect.poll(() => follower.version).toBe(edge.version);
+    expect(pulled.length).toBeGreaterThanOrEqual(2);
+    expect(pulled.at(-1)).toBe(edge.version);
+    const copy = await openSession({
+      id: SESSION,
+      storage: hosts.tabDisk.reopen(),
+      registry: createRegistry({}),
+      mode: "read",
+    });
+    expect(comparable({ ...copy.view(), epoch: 0 })).toEqual(comparable({ ...edge.view(), epoch: 0 }));
+    expect(copy.submission(submission.id)?.status).toBe("succeeded");
+    await copy.close();
+    // Following wrote nothing at the edge and took nothing from it: the edge still owns the session.
+    expect(hosts.edgeSession).toBe(edge);
+    expect(edge.epoch).toBe(edgeEpoch);
+    expect((await hosts.host.ownership(SESSION))?.holder).toBe(EDGE_HOLDER);
+    // Asked, the tab takes it back: nothing was left to catch up on, and its commits reach the edge again.
+    follower.stop();
+    const second = await hosts.openTab();
+    expect(hosts.edgeSession).toBeUndefined();
+    expect(second.linked.session.version).toBe(edge.version);
+    await second.linked.session.commit((d) =>
+      d.setDocument("note", "email-plan", approvedPlan() as unknown as Json),
+    );
+    await second.linked.flush();
+    expect((await hosts.edgeReader()).view().documents.map((d) => d.id)).toContain("note");
+    expectFiveOnce(hosts);
+  });
+
+  it("will not follow from a copy holding commits the edge never received", async () => {
+    const hosts = new TwoHosts(10_000);
+    await divergedTab(hosts, (session) =>
+      session.commit((d) => d.setDocument("local", "email-plan", approvedPlan() as unknown as Json)),
+    );
+    const before = (await hosts.tabReader()).version;
+    const error = await followRemote({
+      storage: hosts.tabDisk.reopen(),
+      remote: hosts.remote,
+      id: SESSION,
+      everyMs: 0,
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ReplicationDivergedError);
+    expect((await hosts.tabReader()).version).toBe(before);
   });
 
   it("refuses (if asked to) to lead from a copy whose unsent commits the edge has written past, changing nothing", async () => {

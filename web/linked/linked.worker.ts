@@ -14,6 +14,8 @@ export interface LinkedConfig {
   readonly token: string;
   readonly sessionId: string;
   readonly holder: string;
+  /** `when-asked`: follow the edge's run live, and claim the session only on "Take back". */
+  readonly takeBack: "at-once" | "when-asked";
 }
 
 /** The edge example's mail provider stand-in, reached over HTTP: the same provider the edge sends with. */
@@ -55,6 +57,8 @@ self.addEventListener(
       link: {
         remote: edgeReplica({ baseUrl: config.edge, token: config.token, sessionId: config.sessionId }),
         holder: config.holder,
+        takeBack: config.takeBack,
+        followEveryMs: 300,
         onStatus: (status, error) => self.postMessage({ type: "link-status", status, error: error?.message }),
       },
     });

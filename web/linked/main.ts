@@ -17,6 +17,7 @@ const config: LinkedConfig = {
   token: params.get("token") ?? "dev-token",
   sessionId: params.get("session") ?? "linked-demo",
   holder: params.get("holder") ?? holder,
+  takeBack: params.get("takeBack") === "when-asked" ? "when-asked" : "at-once",
 };
 const REQUEST_KEY = `durable-agent-linked-request:${config.sessionId}`;
 
@@ -39,8 +40,9 @@ const ready = new Promise<void>((resolve) => {
       const texts: Record<string, string> = {
         leading: "this tab leads the session; the edge follows",
         fenced:
-          "the edge took the session over (this tab was away past its lease); this tab follows its copy",
-        released: "handed to the edge; this tab follows its copy",
+          "the edge took the session over (this tab was away past its lease); this tab follows its run live",
+        released: "handed to the edge; this tab follows its run live",
+        following: "the edge leads; this tab follows its run live (Take back to lead here)",
         closed: "closed",
         refused: `could not lead: ${message.error ?? "refused"}`,
       };
