@@ -3,9 +3,11 @@
  * expired lease and by a claim back, always with a new epoch. The five-email run is handed over mid-send.
  */
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { approvedPlan, RECIPIENTS } from "../../examples/five-emails/app.ts";
 import {
   createRegistry,
+  defineTask,
   EDGE_HOLDER,
   followRemote,
   InvalidArgumentError,
@@ -214,6 +216,46 @@ describe("linked session: a tab leads, the edge follows", () => {
     expect(stored.version).toBe(second.linked.session.version);
     expect(stored.view().documents.map((d) => d.id)).toContain("note");
     expectFiveOnce(hosts);
+  });
+
+  it("a sleep that began in the tab wakes at the edge with no tab open, once, at its time", async () => {
+    const woke: string[] = [];
+    const napping = (where: string) => () =>
+      createRegistry({
+        tasks: [
+          defineTask({
+            kind: "nap",
+            version: 1,
+            input: z.null(),
+            phases: {
+              start: (ctx) => ctx.sleep(ctx.clock.now() + 60_000, "up"),
+              up: (ctx) => {
+                woke.push(`${where}@${ctx.clock.now()}`);
+                return ctx.complete(null);
+              },
+            },
+          }),
+        ],
+      });
+    const hosts = new TwoHosts(10_000, napping("edge"), napping("tab"));
+    const { linked, disk } = await hosts.openTab();
+    const until = hosts.clock.now() + 60_000;
+    const taskId = await linked.session.commit((d) => d.spawn("nap", null));
+    await linked.session.resume();
+    await settle();
+    await linked.flush();
+    disk.kill(); // the tab is gone for good; nobody opens it again
+    // The lease runs out: the edge takes the session over (its alarm), holding the sleeper as stored.
+    hosts.timers.advance(10_001);
+    expect(await hosts.edgeAlarm()).toBe(true);
+    const edge = hosts.edgeSession as Session;
+    expect(edge.task(taskId.value)?.state).toMatchObject({ status: "sleeping", until });
+    expect(edge.wakeInfo().nextWakeAt).toBe(until); // what the object points its alarm at
+    // At its time the edge wakes it, once.
+    hosts.timers.advance(until - hosts.clock.now());
+    await settle();
+    expect(edge.task(taskId.value)?.state.status).toBe("succeeded");
+    expect(woke).toEqual([`edge@${until}`]);
   });
 
   it("a tab that comes back follows the edge's run live, read-only, and takes it back only when asked", async () => {
