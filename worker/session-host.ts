@@ -306,6 +306,18 @@ export class BrowserSessionHost {
           void this.showCopy();
         },
         onError: (error) => link.onStatus?.("refused", error),
+        // A copy the edge wrote past (this browser was closed mid-run): what people gave in its unsent
+        // commits goes to the durable inbox, and is given again once a tab here leads.
+        onRebased: (inputs) => {
+          for (const input of inputs) {
+            void this.inbox.put(
+              this.options.sessionId,
+              input.kind === "submit"
+                ? input.input
+                : { signal: { key: input.key, payload: input.payload, requestId: input.requestId } },
+            );
+          }
+        },
       });
       if (announce) link.onStatus?.("following");
       await this.edgeFollower.pull();

@@ -185,13 +185,23 @@ export const emailCampaign = defineTask({
 
 /** The scripted model for the demo: start the campaign, then summarise what the tool reported. */
 export function campaignModel(): Model {
+  // A conversation asking to stamp the page gets the browser-only `stamp_page` tool (see `stampPageTool`).
+  const stamping = (request: { messages: readonly { role: string; content: string }[] }) =>
+    /stamp/i.test(request.messages.findLast((m) => m.role === "user")?.content ?? "");
   return scriptedModel([
-    {
-      text: "Sending the approved notice.",
-      toolCalls: [{ name: "send_approved_notice", args: { planId: "plan" } }],
-    },
+    (request) =>
+      stamping(request)
+        ? { toolCalls: [{ name: "stamp_page", args: {} }] }
+        : {
+            text: "Sending the approved notice.",
+            toolCalls: [{ name: "send_approved_notice", args: { planId: "plan" } }],
+          },
     (request) => {
       const last = [...request.messages].reverse().find((m) => m.role === "tool");
+      if (stamping(request)) {
+        const stamped = last ? (JSON.parse(last.content) as { output?: { stampedBy?: string } }) : undefined;
+        return { text: `Stamped by ${stamped?.output?.stampedBy ?? "nobody"}.` };
+      }
       const result = last
         ? (JSON.parse(last.content) as { output: { delivered?: number; total?: number } })
         : undefined;
@@ -200,6 +210,25 @@ export function campaignModel(): Model {
       };
     },
   ]);
+}
+
+/**
+ * A tool only a browser tab can run (`runsOn: "browser"`): it stamps the page the user has open. A host
+ * of another kind (the edge) never runs it: the call waits, listed as pending, until a tab takes it.
+ */
+export function stampPageTool(
+  stamp: () => Json = () => {
+    throw new Error("there is no page to stamp on this host");
+  },
+) {
+  return defineTool({
+    name: "stamp_page",
+    description: "Stamps the page the user has open (only a browser tab can)",
+    input: z.object({}),
+    replay: "safe",
+    runsOn: "browser",
+    execute: () => stamp(),
+  });
 }
 
 /** The contrast model: one black-box batch call. */
@@ -221,7 +250,11 @@ export interface AsyncMailService {
 }
 
 /** The campaign with an asynchronous mail provider: what the browser and edge demos run. */
-export function asyncCampaignRegistry(mail: AsyncMailService, model: Model = campaignModel()) {
+export function asyncCampaignRegistry(
+  mail: AsyncMailService,
+  model: Model = campaignModel(),
+  stampPage = stampPageTool(),
+) {
   const sendEmail = defineTool({
     name: "send_email",
     description: "Send one email",
@@ -234,7 +267,7 @@ export function asyncCampaignRegistry(mail: AsyncMailService, model: Model = cam
     execute: async ({ to }, { operationId }) =>
       receiptJson(await mail.send({ to, idempotencyKey: operationId })),
   });
-  const agent = createAgent({ model, tools: [sendEmail, sendApprovedNotice] });
+  const agent = createAgent({ model, tools: [sendEmail, sendApprovedNotice, stampPage] });
   return createRegistry({
     ...agent,
     tasks: [...agent.tasks, emailCampaign],

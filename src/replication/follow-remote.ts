@@ -4,14 +4,16 @@
  * this copy holds, under the edge's epochs — each time `pull()` runs (and every `everyMs` while it follows),
  * so the tab shows the run as the edge writes it and writes nothing itself. Taking ownership back is
  * `linkSession`, the same claim as ever: it catches up on whatever was not pulled yet and fences the edge.
- * A copy that holds commits the edge never received (it was cut off mid-run) is not followed: it is refused
- * with `ReplicationDivergedError`, and `linkSession` (which rebases such a copy) is the way back.
+ * A copy that holds commits the edge never received waits while the edge has not written past them, and is
+ * rebased once it has (a tab closed mid-run and taken over): the inputs those commits hold are kept for
+ * whoever leads next (`onRebased`), the copy is rebuilt from the edge's history, and following goes on.
  */
 import { type Clock, systemClock, systemTimers, type TimerHandle, type Timers } from "../clock.ts";
 import { ReplicationDivergedError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { ReplicaRemote } from "./protocol.ts";
+import { type LocalInput, rebaseDiverged } from "./rebase.ts";
 import { applyAsReplica, epochAt } from "./reconcile.ts";
 
 const PAGE = 256;
@@ -27,8 +29,16 @@ export interface FollowRemoteOptions {
   readonly everyMs?: number;
   /** Told after each pull that copied commits, with the version this copy now holds. */
   readonly onPulled?: (version: number) => void;
-  /** Following stopped for good: the copy diverged, or the other host no longer keeps what it needs. */
+  /** Following stopped for good: the other host no longer keeps what this copy needs (or `refuse`). */
   readonly onError?: (error: Error) => void;
+  /**
+   * This copy holds commits the other host never received and has written past (a tab closed mid-run,
+   * taken over): `rebase` (default) keeps the Submissions and signals of those commits (`onRebased`: give
+   * them again once leading), discards the copy and copies the other host's history; `refuse` stops.
+   */
+  readonly onDiverged?: "rebase" | "refuse";
+  /** The inputs of the discarded commits, to be given again by whoever leads next (see `onDiverged`). */
+  readonly onRebased?: (inputs: readonly LocalInput[]) => void;
 }
 
 export interface RemoteFollower {
@@ -45,18 +55,29 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
   const { storage, remote, id } = options;
   const clock = options.clock ?? systemClock;
   const timers = options.timers ?? systemTimers;
+  const create = () =>
+    storage.open(id, { mode: "write", at: clock.now(), entryTail: 0, settled: 0, epoch: 0 });
   const local = await storage.open(id, { mode: "read", at: clock.now(), entryTail: 0, settled: 0 });
-  if (!local) await storage.open(id, { mode: "write", at: clock.now(), entryTail: 0, settled: 0, epoch: 0 });
+  if (!local) await create();
   let version = (local?.meta.value as { version?: number } | undefined)?.version ?? 0;
-  await assertSameHistory(storage, remote, id, version);
 
   let pulling: Promise<number> | undefined;
   let timer: TimerHandle | undefined;
   let stopped = false;
   const pullOnce = async (): Promise<number> => {
     for (;;) {
-      const { changes, oldestRetained } = await remote.changes(version, PAGE);
-      const page = (changes as CommitRecord[]).filter((c) => c.version > version);
+      // From the commit this copy holds last: the other host must hold that same commit (version, epoch).
+      const from = Math.max(0, version - 1);
+      const { changes, oldestRetained } = await remote.changes(from, PAGE);
+      const commits = changes as CommitRecord[];
+      const head = commits.find((c) => c.version === version);
+      const page = commits.filter((c) => c.version > version);
+      if (version > 0 && head !== undefined && head.epoch !== (await epochAt(storage, id, version))) {
+        // This copy wrote commits the other host never received, and it has written past them.
+        await rebase(version);
+        continue;
+      }
+      // Nothing new there yet (or it has not reached this copy's head: this copy is ahead, unacknowledged).
       if (page.length === 0) return version;
       if (oldestRetained > version + 1 || (page[0] as CommitRecord).version !== version + 1)
         throw new ReplicationDivergedError(
@@ -70,6 +91,28 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       options.onPulled?.(version);
       if (page.length < PAGE) return version;
     }
+  };
+  /** Keeps this copy's unacknowledged inputs, rebuilds the copy from the other host's whole history. */
+  const rebase = async (at: number) => {
+    const diverged = new ReplicationDivergedError(
+      `session ${id}: this copy's version ${at} is not the other host's (it holds commits never received there)`,
+      at,
+    );
+    if (options.onDiverged === "refuse") throw diverged;
+    const theirs = await remoteHead(remote);
+    const kept = await rebaseDiverged(
+      storage,
+      remote,
+      id,
+      at,
+      theirs.version,
+      diverged,
+      theirs.epoch,
+      create,
+    );
+    version = theirs.version;
+    options.onRebased?.(kept);
+    options.onPulled?.(version);
   };
   const pull = () => {
     pulling ??= pullOnce().finally(() => {
@@ -101,20 +144,18 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
   };
 }
 
-/** Refuses a copy whose head the other host does not hold as the same commit (same version, same epoch). */
-async function assertSameHistory(
-  storage: Storage,
+/** The other host's newest version and the epoch of its newest writer. */
+async function remoteHead(
   remote: Pick<ReplicaRemote, "changes">,
-  id: string,
-  version: number,
-): Promise<void> {
-  if (version === 0) return;
-  const here = await epochAt(storage, id, version);
-  const { changes } = await remote.changes(version - 1, 1);
-  const there = changes[0] as CommitRecord | undefined;
-  if (here !== null && there?.version === version && there.epoch === here) return;
-  throw new ReplicationDivergedError(
-    `session ${id}: this copy's version ${version} is not the other host's (it holds commits never received there); take the session back with linkSession, which rebases it`,
-    version,
-  );
+): Promise<{ version: number; epoch: number }> {
+  let version = 0;
+  let epoch = 0;
+  for (;;) {
+    const { changes } = await remote.changes(version, PAGE);
+    const commits = (changes as CommitRecord[]).filter((c) => c.version > version);
+    for (const c of commits) epoch = Math.max(epoch, c.epoch);
+    if (commits.length === 0) return { version, epoch };
+    version = (commits.at(-1) as CommitRecord).version;
+    if (commits.length < PAGE) return { version, epoch };
+  }
 }

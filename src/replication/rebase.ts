@@ -27,7 +27,7 @@ const WINDOW = 256;
  */
 async function commonVersion(
   storage: Storage,
-  remote: ReplicaRemote,
+  remote: Pick<ReplicaRemote, "changes">,
   id: string,
   upTo: number,
 ): Promise<number> {
@@ -101,7 +101,7 @@ async function inputsAfter(storage: Storage, id: string, version: number): Promi
  */
 export async function rebaseDiverged(
   storage: Storage,
-  remote: ReplicaRemote,
+  remote: Pick<ReplicaRemote, "changes">,
   id: string,
   localVersion: number,
   remoteVersion: number,

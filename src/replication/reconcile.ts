@@ -44,7 +44,7 @@ export async function reconcile(
  * log no longer holds them all.
  */
 export async function remoteHistory(
-  remote: ReplicaRemote,
+  remote: Pick<ReplicaRemote, "changes">,
   id: string,
   after: number,
   through: number,

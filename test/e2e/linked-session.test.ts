@@ -120,7 +120,7 @@ describe("a linked session: Chromium tab + workerd edge", () => {
     expect((await api.deliveries()).length - before).toBe(5);
   });
 
-  it("a tab that comes back follows the edge's run live and claims the session only when asked", async () => {
+  it("a tab that comes back follows the edge's run live, claims the session only when asked, then runs a browser-only call", async () => {
     const api = edge as EdgeExample;
     const session = "linked-follow";
     const base = `${server?.url}/linked/?edge=${encodeURIComponent(api.url)}&token=${EdgeExample.token}&session=${session}&holder=browser-2`;
@@ -156,10 +156,31 @@ describe("a linked session: Chromium tab + workerd edge", () => {
       expect((await ownership())?.holder).toBe("edge");
       expect(await back.getAttribute("#status", "data-status")).toBe("following");
       await back.screenshot({ path: join(artifacts, "linked-session-following.png"), fullPage: true });
-      // Asked, it takes the session back.
+      // While the edge leads, someone asks it to stamp the page: only a tab can, so the call waits.
+      const stamp = await api.json<{ id: string }>(`/sessions/${session}/submissions`, {
+        body: { requestId: "stamp-1", conversationId: "stamp", input: "Stamp the page" },
+      });
+      await until(
+        () =>
+          api.json<{ pending: { key: string; about?: { runsOn?: string } }[] }>(
+            `/sessions/${session}/pending`,
+          ),
+        (p) => p.pending.some((w) => w.key.startsWith("run-on:") && w.about?.runsOn === "browser"),
+        "the stamp to wait for a browser",
+      );
+      // Asked, the tab takes the session back, and runs the browser-only call it finds waiting.
       await back.click("#takeback");
       await statusIs(back, "leading");
       expect((await ownership())?.holder).toBe("tab");
+      const stamped = await until(
+        () =>
+          api.json<{ status: string; result?: { text?: string } }>(
+            `/sessions/${session}/submissions/${stamp.id}`,
+          ),
+        (s) => s.status === "succeeded",
+        "the stamp to run in the tab and reach the edge",
+      );
+      expect(stamped.result?.text).toBe("Stamped by the linked tab.");
     });
     expect((await api.deliveries()).length - before).toBe(5);
   });

@@ -315,20 +315,49 @@ describe("linked session: a tab leads, the edge follows", () => {
     expectFiveOnce(hosts);
   });
 
-  it("will not follow from a copy holding commits the edge never received", async () => {
+  it("a copy holding commits the edge never received and has written past is rebuilt from the edge, its inputs kept", async () => {
     const hosts = new TwoHosts(10_000);
-    await divergedTab(hosts, (session) =>
-      session.commit((d) => d.setDocument("local", "email-plan", approvedPlan() as unknown as Json)),
-    );
+    await divergedTab(hosts, (session) => session.submit({ ...REQUEST, requestId: "offline-1" }));
     const before = (await hosts.tabReader()).version;
-    const error = await followRemote({
+    // Asked to refuse: following stops, and the copy is left as it was.
+    const refusing = await followRemote({
       storage: hosts.tabDisk.reopen(),
       remote: hosts.remote,
       id: SESSION,
       everyMs: 0,
-    }).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(ReplicationDivergedError);
+      onDiverged: "refuse",
+    });
+    await expect(refusing.pull()).rejects.toBeInstanceOf(ReplicationDivergedError);
     expect((await hosts.tabReader()).version).toBe(before);
+    // By default: the Submission given offline is kept (to be given again by whoever leads next), and the
+    // copy becomes the edge's.
+    const kept: unknown[] = [];
+    const follower = await followRemote({
+      storage: hosts.tabDisk.reopen(),
+      remote: hosts.remote,
+      id: SESSION,
+      everyMs: 0,
+      onRebased: (inputs) => kept.push(...inputs),
+    });
+    await follower.pull();
+    expect(kept).toEqual([
+      expect.objectContaining({ kind: "submit", input: expect.objectContaining({ requestId: "offline-1" }) }),
+    ]);
+    const copy = await hosts.tabReader();
+    const edge = hosts.edgeSession as Session;
+    expect(copy.version).toBe(edge.version);
+    expect(
+      copy
+        .view()
+        .documents.map((d) => d.id)
+        .sort(),
+    ).toEqual(
+      edge
+        .view()
+        .documents.map((d) => d.id)
+        .sort(),
+    );
+    expect(copy.submissionForRequest("offline-1")).toBeUndefined();
   });
 
   it("refuses (if asked to) to lead from a copy whose unsent commits the edge has written past, changing nothing", async () => {

@@ -3,7 +3,12 @@
  * same session at the edge. The page sends its configuration as the first message; the worker then
  * exposes the session host (the kernel) and says so.
  */
-import { approvedPlan, asyncCampaignRegistry } from "../../examples/five-emails/app.ts";
+import {
+  approvedPlan,
+  asyncCampaignRegistry,
+  campaignModel,
+  stampPageTool,
+} from "../../examples/five-emails/app.ts";
 import type { Receipt } from "../../examples/five-emails/mail-service.ts";
 import { edgeReplica, type Json } from "../../src/index.ts";
 import { exposeSessionWorker } from "../../worker/index.ts";
@@ -49,7 +54,13 @@ self.addEventListener(
       database: "durable-agent-linked",
       sessionId: config.sessionId,
       durability: "relaxed",
-      registry: () => asyncCampaignRegistry(edgeMail(config)),
+      // The page stamp runs here, in the tab (the edge's copy of the tool never runs it).
+      registry: () =>
+        asyncCampaignRegistry(
+          edgeMail(config),
+          campaignModel(),
+          stampPageTool(() => ({ stampedBy: "the linked tab" })),
+        ),
       onLead: async (session) => {
         if (!session.view().documents.some((d) => d.id === "plan"))
           await session.commit((d) => d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json));
