@@ -18,6 +18,7 @@ import {
   type Received,
   scriptedModel,
   TOOL_TASK,
+  type ToolDefinition,
 } from "../../src/index.ts";
 import type { MailService, Receipt } from "./mail-service.ts";
 
@@ -253,7 +254,8 @@ export interface AsyncMailService {
 export function asyncCampaignRegistry(
   mail: AsyncMailService,
   model: Model = campaignModel(),
-  stampPage = stampPageTool(),
+  // biome-ignore lint/suspicious/noExplicitAny: a tool of any argument type
+  stampPage: ToolDefinition<any> = stampPageTool(),
 ) {
   const sendEmail = defineTool({
     name: "send_email",
@@ -276,8 +278,16 @@ export function asyncCampaignRegistry(
   });
 }
 
-export function campaignRegistry(mail: MailService, model: Model = campaignModel()) {
-  const agent = createAgent({ model, tools: [sendEmailTool(mail), sendApprovedNotice, sendBatchTool(mail)] });
+export function campaignRegistry(
+  mail: MailService,
+  model: Model = campaignModel(),
+  // biome-ignore lint/suspicious/noExplicitAny: a tool of any argument type
+  stampPage: ToolDefinition<any> = stampPageTool(),
+) {
+  const agent = createAgent({
+    model,
+    tools: [sendEmailTool(mail), sendApprovedNotice, sendBatchTool(mail), stampPage],
+  });
   return createRegistry({
     ...agent,
     tasks: [...agent.tasks, emailCampaign],

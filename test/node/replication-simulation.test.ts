@@ -7,14 +7,18 @@
  * and a tab that links again holds exactly the edge's view.
  */
 import { describe, expect, it } from "vitest";
-import { approvedPlan, RECIPIENTS } from "../../examples/five-emails/app.ts";
+import { z } from "zod";
+import { approvedPlan, campaignRegistry, RECIPIENTS } from "../../examples/five-emails/app.ts";
 import {
   type CommitRecord,
+  defineTool,
+  executePlacedCalls,
   type Json,
   type LinkedSession,
   memoryStorage,
   ReplicationDivergedError,
   type SessionView,
+  takePlacedCalls,
 } from "../../src/index.ts";
 import type { CrashingStorage } from "../../src/testing/index.ts";
 import { rng } from "../support/task-simulation.ts";
@@ -22,6 +26,32 @@ import { SESSION, TwoHosts } from "../support/two-hosts.ts";
 
 const LEASE_MS = 5_000;
 const REQUEST = { requestId: "notice-1", conversationId: "main", input: "Send the approved notice" };
+/** A call only a browser can run, asked in the same session: the tab runs it, or an executor does. */
+const STAMP = { requestId: "stamp-1", conversationId: "stamp", input: "Stamp the page" };
+
+/** The page stamp's effects by operation id, and every call to it (a lookup is how recovery confirms). */
+class Stamps {
+  readonly applied = new Map<string, number>();
+  readonly log: { op: "run" | "lookup"; id: string }[] = [];
+  tool() {
+    return defineTool({
+      name: "stamp_page",
+      description: "Stamps the page (only a browser can)",
+      input: z.object({}),
+      replay: "unsafe",
+      runsOn: "browser",
+      confirm: (id) => {
+        this.log.push({ op: "lookup", id });
+        return this.applied.has(id) ? { stampedBy: "confirmed" } : undefined;
+      },
+      execute: (_args, { operationId }) => {
+        this.log.push({ op: "run", id: operationId });
+        this.applied.set(operationId, (this.applied.get(operationId) ?? 0) + 1);
+        return { stampedBy: operationId };
+      },
+    });
+  }
+}
 
 const settle = async (rounds: number) => {
   for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
@@ -29,6 +59,12 @@ const settle = async (rounds: number) => {
 
 type Tab = { linked: LinkedSession; disk: CrashingStorage } | undefined;
 const leading = (tab: Tab) => tab !== undefined && !tab.disk.isDead && tab.linked.status === "leading";
+
+/** A tab that leads resumes its work and takes the calls that waited for a browser, as the browser host does. */
+async function resumeTab(tab: NonNullable<Tab>): Promise<void> {
+  await tab.linked.session.resume().catch(() => undefined);
+  await takePlacedCalls(tab.linked.session, "browser").catch(() => undefined);
+}
 
 /** Links a tab again: a copy that diverged is discarded first (its unsent commits were never acknowledged). */
 async function relink(hosts: TwoHosts): Promise<Tab> {
@@ -43,7 +79,30 @@ async function relink(hosts: TwoHosts): Promise<Tab> {
 
 async function simulate(seed: number) {
   const random = rng(seed);
-  const hosts = new TwoHosts(LEASE_MS);
+  const stamps = new Stamps();
+  const registry = (mail: Parameters<typeof campaignRegistry>[0]) =>
+    campaignRegistry(mail, undefined, stamps.tool());
+  const hosts = new TwoHosts(LEASE_MS, registry, registry);
+  let executors = 0;
+  /** An executor (another tab, say) takes the calls waiting at the edge for a browser, if the edge leads. */
+  const execute = async () => {
+    const edge = hosts.edgeSession;
+    if (!edge || hosts.partitioned) return false;
+    await executePlacedCalls(
+      {
+        pending: () => edge.pending(),
+        signal: (key, payload, options) => edge.signal(key, payload, options),
+      },
+      {
+        host: "browser",
+        executor: `executor-${++executors}`,
+        tools: [stamps.tool()],
+        leaseMs: LEASE_MS,
+        acceptWaitMs: 100,
+      },
+    ).catch(() => undefined); // the edge died under it: the call follows its rules with whoever is next
+    return true;
+  };
   const events: string[] = [];
   const acknowledged: { version: number; epoch: number }[] = [];
   let tab: Tab = await hosts.openTab();
@@ -78,6 +137,7 @@ async function simulate(seed: number) {
   const first = tab.linked.session;
   await first.commit((d) => d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json));
   const submission = await first.submit(REQUEST);
+  await first.submit(STAMP);
   void first.resume();
 
   const noteAcknowledged = async () => {
@@ -92,7 +152,7 @@ async function simulate(seed: number) {
   for (let step = 0; step < 14; step++) {
     await settle(1 + random.int(6));
     await noteAcknowledged();
-    const roll = random.int(8);
+    const roll = random.int(9);
     if (roll === 0) {
       hosts.partitioned = !hosts.partitioned;
       events.push(hosts.partitioned ? "cut" : "heal");
@@ -110,9 +170,11 @@ async function simulate(seed: number) {
       events.push("kill edge");
     } else if (roll === 5) {
       events.push(`edge alarm → ${(await hosts.edgeAlarm()) ? "writes" : "waits"}`);
+    } else if (roll === 7) {
+      events.push((await execute()) ? "executor at the edge" : "no executor");
     } else if (roll === 6 && !leading(tab) && !hosts.partitioned) {
       tab = await relink(hosts);
-      if (tab) void tab.linked.session.resume();
+      if (tab) void resumeTab(tab);
       events.push(tab ? "tab claims back" : "tab claim refused");
     } else {
       hosts.timers.advance(1 + random.int(2_000));
@@ -137,17 +199,21 @@ async function simulate(seed: number) {
     const holder = leading(tab) ? tab?.linked.session : hosts.edgeSession;
     // By requestId: a request given again after a rebase is a new Submission for the same request.
     const state = await holder?.readSubmissionForRequest(REQUEST.requestId);
-    if (state?.status === "succeeded" || state?.status === "failed") ended = state;
+    const stamp = await holder?.readSubmissionForRequest(STAMP.requestId);
+    const over = (s: typeof state) => s?.status === "succeeded" || s?.status === "failed";
+    if (over(state) && over(stamp)) ended = state;
+    // While the edge leads, the page stamp waits for a browser: an executor takes it.
+    if (!leading(tab) && over(state) && !over(stamp)) await execute();
     // The edge never received the request (the tab died before pushing it): the person comes back to
     // the tab, whose copy still holds it; linking again gives it to the edge's history.
     if (!state && !leading(tab) && round % 3 === 2) {
       tab = await relink(hosts);
-      if (tab) void tab.linked.session.resume();
+      if (tab) void resumeTab(tab);
       events.push(tab ? "tab back for its unsent request" : "tab claim refused");
     }
   }
   if (leading(tab)) await tab?.linked.flush();
-  return { hosts, events, acknowledged, submission, ended, tab };
+  return { hosts, events, acknowledged, submission, ended, tab, stamps };
 }
 
 describe("two-host simulation: partitions, kills, hand-offs, claims back", () => {
@@ -155,8 +221,9 @@ describe("two-host simulation: partitions, kills, hand-offs, claims back", () =>
     let handOffs = 0;
     let takeOvers = 0;
     let claimsBack = 0;
+    let executorRuns = 0;
     for (let seed = 1; seed <= 200; seed++) {
-      const { hosts, events, acknowledged, ended } = await simulate(seed);
+      const { hosts, events, acknowledged, ended, stamps } = await simulate(seed);
       const label = `seed ${seed}: ${events.join(", ")}`;
       handOffs += events.filter((e) => e === "hand off").length;
       takeOvers += events.filter((e) => e.endsWith("edge writes")).length;
@@ -192,6 +259,52 @@ describe("two-host simulation: partitions, kills, hand-offs, claims back", () =>
         }
       }
 
+      // The page stamp ended too, its effect taken once, never run again without a lookup first; when an
+      // executor ran it, the edge's history holds its marks in order: accepted, completed, applied.
+      const stampState = (await hosts.edgeReader())
+        .view()
+        .submissions.find((x) => x.requestId === STAMP.requestId);
+      expect(stampState?.status, label).toBe("succeeded");
+      expect([...stamps.applied.values()], label).toEqual([1]);
+      const stampRuns = new Set<string>();
+      const stampLooked = new Set<string>();
+      for (const entry of stamps.log) {
+        if (entry.op === "lookup") stampLooked.add(entry.id);
+        else {
+          if (stampRuns.has(entry.id)) expect(stampLooked.has(entry.id), label).toBe(true);
+          stampRuns.add(entry.id);
+        }
+      }
+      const stampTask = log
+        .flatMap((c) => c.tasks)
+        .findLast((t) => (t.input as { name?: string }).name === "stamp_page");
+      const byExecutor = (stampTask?.state as { result?: { executor?: string } } | undefined)?.result
+        ?.executor;
+      if (byExecutor !== undefined) {
+        executorRuns++;
+        const accepted = log.findLastIndex((c) =>
+          c.tasks.some(
+            (t) =>
+              t.id === stampTask?.id &&
+              t.state.status === "awaiting" &&
+              (t.state.about as { acceptedBy?: string } | undefined)?.acceptedBy === byExecutor,
+          ),
+        );
+        const completed = log.findIndex((c) =>
+          (c.signals ?? []).some(
+            (x) =>
+              x.key.startsWith(`done:${stampTask?.id}:`) &&
+              (x.payload as { executor?: string }).executor === byExecutor,
+          ),
+        );
+        const applied = log.findIndex((c) =>
+          c.entries.some((e) => e.content.kind === "tool-result" && e.taskId === stampTask?.id),
+        );
+        expect(accepted, label).toBeGreaterThan(-1);
+        expect(completed, label).toBeGreaterThan(accepted);
+        expect(applied, label).toBeGreaterThan(completed);
+      }
+
       // A tab that links now holds exactly the edge's copy.
       hosts.timers.advance(LEASE_MS + 1);
       await hosts.edgeAlarm();
@@ -211,5 +324,6 @@ describe("two-host simulation: partitions, kills, hand-offs, claims back", () =>
     expect(handOffs).toBeGreaterThan(20);
     expect(takeOvers).toBeGreaterThan(20);
     expect(claimsBack).toBeGreaterThan(20);
+    expect(executorRuns).toBeGreaterThan(20);
   }, 120_000);
 });
