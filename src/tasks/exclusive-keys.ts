@@ -17,6 +17,8 @@ export interface ExclusiveHost {
   /** Counts `work` as the scheduler's (idle only once it settled). */
   track(work: Promise<void>): void;
   isDriving(): boolean;
+  /** Whether the task's phase runs now in this process. */
+  isActive(taskId: string): boolean;
 }
 
 export class ExclusiveKeys {
@@ -27,12 +29,23 @@ export class ExclusiveKeys {
 
   constructor(private readonly host: ExclusiveHost) {}
 
-  /** Whether `taskId` may run its phase of `key` now; if another holds the key, it is queued instead. */
-  mayStart(taskId: string, key: string): boolean {
+  /**
+   * Whether `taskId` may run its phase of `key` now: `start`; `queued` — another holds the key, and it is
+   * stored as queued; `wait` — another holds the key and it was asked to stop: it stays ready, and when
+   * the key frees it ends as cancelled without running.
+   */
+  mayStart(taskId: string, key: string): "start" | "queued" | "wait" {
     const holder = this.held.get(key);
-    if (holder === undefined || holder === taskId) return true;
-    void this.commitIfApplicable({ type: "queued", taskId });
-    return false;
+    if (holder === undefined || holder === taskId) return "start";
+    if (this.host.state.task(taskId)?.cancelRequested !== undefined) return "wait";
+    // Queued only if, when the commit is built, its phase still has not started here (it may have been made
+    // ready again and started meanwhile) and nobody asked to cancel it since.
+    const notStarted = () =>
+      !this.host.isActive(taskId) &&
+      this.held.get(key) !== taskId &&
+      this.host.state.task(taskId)?.cancelRequested === undefined;
+    void this.commitIfApplicable({ type: "queued", taskId }, notStarted);
+    return "queued";
   }
 
   /** `taskId`'s phase of `key` starts. */
@@ -80,10 +93,10 @@ export class ExclusiveKeys {
   }
 
   /** Commits `event` if it still applies; resolves whether it was committed (never rejects). */
-  private commitIfApplicable(event: TaskEvent): Promise<boolean> {
+  private commitIfApplicable(event: TaskEvent, still: () => boolean = () => true): Promise<boolean> {
     const committed = this.host
       .commit((draft) => {
-        if (!isApplicable(draft, event)) return false;
+        if (!isApplicable(draft, event) || !still()) return false;
         dispatch(draft, event);
         return true;
       })

@@ -65,11 +65,13 @@ function applyToTask(draft: KernelDraft, task: Task, event: TaskTargetEvent): vo
       joinChild(draft, task, draft.task(event.childId) as Task);
       return;
     case "woke":
-    case "started":
-      reenter(draft, task, task.checkpoint.phase, task.checkpoint.data, false);
+      reenter(draft, task, task.checkpoint.phase, task.checkpoint.data, 0);
+      return;
+    case "started": // it never ran since it was stored: its restarts so far still count
+      reenter(draft, task, task.checkpoint.phase, task.checkpoint.data, task.restarts);
       return;
     case "restarted":
-      reenter(draft, task, task.checkpoint.phase, task.checkpoint.data, true);
+      reenter(draft, task, task.checkpoint.phase, task.checkpoint.data, task.restarts + 1);
       return;
     case "queued": // its phase has not started: it waits for its exclusive key
       draft.writeTask({ ...task, state: { status: "pending" }, updatedAt: draft.at });
@@ -77,7 +79,7 @@ function applyToTask(draft: KernelDraft, task: Task, event: TaskTargetEvent): vo
     case "restart-limit":
       if (event.settleIn !== undefined) {
         const cutOff = { phase: task.checkpoint.phase, data: task.checkpoint.data, restarts: event.restarts };
-        reenter(draft, task, event.settleIn, cutOff, false);
+        reenter(draft, task, event.settleIn, cutOff, 0);
         return;
       }
       endTask(draft, task, {
@@ -94,15 +96,11 @@ function applyToTask(draft: KernelDraft, task: Task, event: TaskTargetEvent): vo
     case "deadline-passed":
       passDeadline(draft, task, MOVES);
       return;
-    case "migrated":
-      draft.writeTask({
-        ...task,
-        kindVersion: event.to,
-        input: event.input,
-        checkpoint: event.checkpoint,
-        updatedAt: draft.at,
-      });
+    case "migrated": {
+      const { to: kindVersion, input, checkpoint } = event;
+      draft.writeTask({ ...task, kindVersion, input, checkpoint, updatedAt: draft.at });
       return;
+    }
     default:
       assertNever(event);
   }
@@ -242,19 +240,19 @@ function endPhase(draft: KernelDraft, task: Task, transition: Transition, aborte
 
 /** The moves of the machine the wait logic (`awaiting.ts`) makes. */
 const MOVES: AwaitMoves = {
-  reenter: (draft, task, phase, data) => reenter(draft, task, phase, data, false),
+  reenter: (draft, task, phase, data) => reenter(draft, task, phase, data, 0),
   fail: (draft, task, error) => endTask(draft, task, { status: "failed", error }),
   cancel: (draft, task, reason) => requestCancel(draft, task, reason),
 };
 
-/** Puts a task into `phase` as a new attempt; `restart` counts it as a re-entry after an interruption. */
-function reenter(draft: KernelDraft, task: Task, phase: string, data: Json, restart: boolean): void {
+/** Puts a task into `phase` as a new attempt, with `restarts` re-entries after interruptions counted. */
+function reenter(draft: KernelDraft, task: Task, phase: string, data: Json, restarts: number): void {
   draft.writeTask({
     ...task,
     state: { status: "running" },
     checkpoint: { phase, data },
     attempts: task.attempts + 1,
-    restarts: restart ? task.restarts + 1 : 0,
+    restarts,
     updatedAt: draft.at,
   });
 }
@@ -353,7 +351,7 @@ function recheckJoin(draft: KernelDraft, task: Task): void {
         : undefined;
     if (failed) failParentFast(draft, task, failed);
     else if (draft.openChildCount(task.id) === 0)
-      reenter(draft, task, state.thenPhase, task.checkpoint.data, false);
+      reenter(draft, task, state.thenPhase, task.checkpoint.data, 0);
   } else if (state.status === "completing" && draft.openChildCount(task.id) === 0) {
     endTask(draft, task, outcomeOf(state));
   }

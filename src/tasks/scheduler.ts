@@ -80,6 +80,7 @@ export class Scheduler {
       commit: (build) => host.commit(build),
       track: (work) => void this.track(work),
       isDriving: () => this.driving,
+      isActive: (taskId) => this.active.has(taskId),
     });
     this.runner = new PhaseRunner({
       state: host.state,
@@ -232,10 +233,13 @@ export class Scheduler {
       if (this.active.has(id)) continue;
       const task = state.task(id);
       const key = task === undefined ? undefined : this.exclusiveKeyOf(task);
+      // Another phase of its key runs: it is queued (stored) and started when that one ends, or — asked to
+      // stop meanwhile — stays ready until then.
+      const may =
+        key === undefined || state.blockedTasks.has(id) ? "start" : this.exclusive.mayStart(id, key);
+      if (may === "wait") continue;
       this.ready.delete(id);
-      if (state.blockedTasks.has(id)) continue;
-      // Another phase of its key runs: it is queued (stored), and started when that one ends.
-      if (key !== undefined && !this.exclusive.mayStart(id, key)) continue;
+      if (state.blockedTasks.has(id) || may === "queued") continue;
       if (task?.state.status === "running") this.start(task, key);
     }
     this.settleIdle();
@@ -251,7 +255,7 @@ export class Scheduler {
     const abort = new PhaseAbort();
     this.active.set(task.id, abort);
     if (key !== undefined) this.exclusive.hold(key, task.id);
-    void this.runPhase(task, abort).finally(() => {
+    void this.runPhase(task, abort, key).finally(() => {
       this.active.delete(task.id);
       if (key !== undefined) this.exclusive.release(key, task.id);
       this.drain();
@@ -259,13 +263,21 @@ export class Scheduler {
     });
   }
 
-  private async runPhase(task: Task, abort: PhaseAbort): Promise<void> {
+  private async runPhase(task: Task, abort: PhaseAbort, key?: string): Promise<void> {
     const resolution = this.host.registry.resolveTask(task.kind, task.kindVersion);
     if (!resolution.ok) {
       this.host.block(task.id, resolution.reason);
       return;
     }
-    const outcome = await this.runner.run(task, resolution.definition, abort);
+    // Asked to stop before its phase could start (it waited for its exclusive key): it ends cancelled, unrun.
+    const outcome =
+      task.cancelRequested !== undefined && key !== undefined
+        ? {
+            transition: { type: "fail" as const, error: errorInfo(new Error(task.cancelRequested)) },
+            staged: [],
+          }
+        : await this.runner.run(task, resolution.definition, abort);
+    if (task.cancelRequested !== undefined && key !== undefined) abort.abort(task.cancelRequested);
     if (!this.driving) return; // closed or stopped meanwhile: the task stays stored as running
     const ended: TaskEvent = {
       type: "phase-ended",

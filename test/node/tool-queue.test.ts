@@ -224,6 +224,82 @@ describe("exclusive and sequential tool calls", () => {
     await b.close();
   });
 
+  it("a call cut off by a crash and then queued behind an older call still counts as cut off: it is confirmed, not run plainly", async () => {
+    const disk = memoryStorage();
+    const world = { charged: [] as string[], confirmed: [] as string[], release: () => {} };
+    const held = new Promise<void>((resolve) => {
+      world.release = resolve;
+    });
+    const registry = (holdCharge: boolean) => {
+      const tools = [
+        // An older call that first waits for a person, then needs the same card as the other one.
+        defineTool({
+          name: "refund",
+          description: "Refunds the card",
+          input: z.object({}),
+          replay: "unsafe",
+          exclusive: "card",
+          approval: true,
+          confirm: () => undefined,
+          execute: () => {
+            world.charged.push("refund");
+            return { refunded: true };
+          },
+        }),
+        defineTool({
+          name: "charge",
+          description: "Charges the card",
+          input: z.object({}),
+          replay: "unsafe",
+          exclusive: "card",
+          confirm: () => {
+            world.confirmed.push("charge");
+            return world.charged.includes("charge") ? { charged: true } : undefined;
+          },
+          execute: async () => {
+            if (holdCharge) await held; // the first process dies while this call runs
+            world.charged.push("charge");
+            return { charged: true };
+          },
+        }),
+      ];
+      const model = scriptedModel([
+        (request) =>
+          request.messages.at(-1)?.role === "tool"
+            ? { text: "done" }
+            : { toolCalls: [{ name: String(request.messages.at(-1)?.content), args: {} }] },
+      ]);
+      return createRegistry({ ...createAgent({ model, tools }) });
+    };
+    const first = new KillableStorage(disk.reopen());
+    const a = await openSession({ id: "order", storage: first, registry: registry(true) });
+    await a.resume();
+    await a.submit({ requestId: "r1", conversationId: "c1", input: "refund" });
+    await expect.poll(() => a.pending().length).toBe(1); // the refund waits for its approval
+    await a.submit({ requestId: "r2", conversationId: "c2", input: "charge" });
+    const task = (session: typeof a, name: string) =>
+      session.view().tasks.find((t) => (t.input as { name?: string }).name === name);
+    await expect.poll(() => task(a, "charge")?.state.status).toBe("running");
+    await a.signal(a.pending()[0]?.key as string, { approved: true }, { requestId: "ok" });
+    await expect.poll(() => task(a, "refund")?.state.status).toBe("pending"); // queued behind the charge
+    first.kill(); // dies while the charge runs
+    world.release();
+    await a.whenIdle().catch(() => undefined);
+    await a.close().catch(() => undefined);
+
+    const b = await openSession({ id: "order", storage: disk.reopen(), registry: registry(false) });
+    await b.resume();
+    for (const s of b.view().submissions) expect((await b.wait(s.id)).status).toBe("succeeded");
+    // The older refund took the key first; the charge, cut off before, waited and was confirmed first.
+    expect(world.confirmed).toEqual(["charge"]);
+    const charge = task(b, "charge");
+    expect((charge?.state as { result?: { via?: string } } | undefined)?.result?.via).toBe(
+      "confirm",
+    );
+    expect(world.charged.sort()).toEqual(["charge", "refund"]);
+    await b.close();
+  });
+
   it("never runs an exclusive tool's calls at once across conversations running at the same time", async () => {
     let running = 0;
     let most = 0;
