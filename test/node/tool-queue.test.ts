@@ -293,9 +293,7 @@ describe("exclusive and sequential tool calls", () => {
     // The older refund took the key first; the charge, cut off before, waited and was confirmed first.
     expect(world.confirmed).toEqual(["charge"]);
     const charge = task(b, "charge");
-    expect((charge?.state as { result?: { via?: string } } | undefined)?.result?.via).toBe(
-      "confirm",
-    );
+    expect((charge?.state as { result?: { via?: string } } | undefined)?.result?.via).toBe("confirm");
     expect(world.charged.sort()).toEqual(["charge", "refund"]);
     await b.close();
   });
