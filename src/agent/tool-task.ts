@@ -15,7 +15,7 @@ import {
 } from "../tasks/define-task.ts";
 import { exclusiveCallKey, type ToolDefinition } from "./define-tool.ts";
 import { DEFAULT_LEASE_MS, doneKey, runOnKey, runsHere } from "./placement.ts";
-import { finish, progressDocumentId, TOOL_PROGRESS_DOCUMENT, type ToolResult } from "./tool-finish.ts";
+import { finish, progressDocumentId, TOOL_PROGRESS_DOCUMENT } from "./tool-finish.ts";
 
 export const TOOL_TASK = "agent.tool";
 // Compiled at module level, like GenerateInputSchema (createAgent may run inside a workerd request).

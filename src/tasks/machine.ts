@@ -4,7 +4,7 @@
  * applies to which state, are listed in `task-events.ts`.
  */
 import { assertNever } from "../assert-never.ts";
-import type { ErrorInfo, Json, Submission, Task, TaskState } from "../records/schemas.ts";
+import type { Json, Submission, Task, TaskState } from "../records/schemas.ts";
 import { isSubmissionFinished, isTerminal } from "../records/schemas.ts";
 import type { KernelDraft } from "../session/draft.ts";
 import { type AwaitMoves, passDeadline, receiveSignal, startAwaiting } from "./awaiting.ts";
