@@ -11,7 +11,7 @@ import { systemTimers, type Timers } from "../clock.ts";
 import type { Json } from "../records/schemas.ts";
 import type { PendingWait } from "../session/pending.ts";
 import type { ToolDefinition } from "./define-tool.ts";
-import type { HostKind } from "./placement.ts";
+import { DEFAULT_LEASE_MS, type HostKind } from "./placement.ts";
 import { type Intent, recoveryOf } from "./tool-task.ts";
 
 /** Where an executor finds calls and reports them: a session in process, or one over HTTP. */
@@ -25,7 +25,7 @@ export interface ExecutorTarget {
 export interface ExecutorOptions {
   /** The kind of host this executor is: it takes calls of tools that run there. */
   readonly host: HostKind;
-  /** Its name, recorded with each call it accepts (and in the call's result). */
+  /** Its name, unique per executor instance, recorded with each call it accepts (and in its result). */
   readonly executor: string;
   /** The tools it can run (the same definitions the owner's agent declares). */
   // biome-ignore lint/suspicious/noExplicitAny: tools of any argument type
@@ -86,24 +86,40 @@ async function executeOne(
   options: ExecutorOptions,
 ): Promise<ExecutedCall | undefined> {
   const { executor } = options;
+  const timers = options.timers ?? systemTimers;
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  // This executor's own view of its lease (the owner's starts a little later, when it records it): the
+  // tool is asked to stop before it ends, and not started when it already has.
+  const lease = new AbortController();
+  const expiry = timers.setTimeout(
+    () => lease.abort(new Error("the executor's lease on this call ended")),
+    leaseMs * 0.8,
+  );
   try {
-    const payload = { host: options.host, executor, ...(options.leaseMs && { leaseMs: options.leaseMs }) };
-    await target.signal(wait.key, payload, { requestId: `${wait.key}:${executor}` });
-  } catch (error) {
-    if (takenElsewhere(error)) return undefined; // the owner or another executor took it first
-    throw error;
-  }
-  // Accepted: the owner's tool task now waits for this executor's report, under a key of its own.
-  const report = await reportKeyOf(target, wait.taskId, executor, options);
-  if (report === undefined) return { key: wait.key, tool: tool.name, outcome: "error", reported: false };
-  const result = await run(call, tool);
-  try {
-    await target.signal(report, { executor, ...result }, { requestId: report });
-    return { key: wait.key, tool: tool.name, outcome: result.outcome, reported: true };
-  } catch (error) {
-    if (takenElsewhere(error))
-      return { key: wait.key, tool: tool.name, outcome: result.outcome, reported: false };
-    throw error;
+    try {
+      const payload = { host: options.host, executor, leaseMs };
+      const receipt = await target.signal(wait.key, payload, { requestId: `${wait.key}:${executor}` });
+      // Someone under the same name accepted it first: executor names must be unique per instance.
+      if ((receipt as { duplicate?: boolean } | undefined)?.duplicate === true) return undefined;
+    } catch (error) {
+      if (takenElsewhere(error)) return undefined; // the owner or another executor took it first
+      throw error;
+    }
+    // Accepted: the owner's tool task now waits for this executor's report, under a key of its own.
+    const report = await reportKeyOf(target, wait.taskId, executor, options);
+    if (report === undefined || lease.signal.aborted)
+      return { key: wait.key, tool: tool.name, outcome: "error", reported: false };
+    const result = await run(call, tool, lease.signal);
+    try {
+      await target.signal(report, { executor, ...result }, { requestId: report });
+      return { key: wait.key, tool: tool.name, outcome: result.outcome, reported: true };
+    } catch (error) {
+      if (takenElsewhere(error))
+        return { key: wait.key, tool: tool.name, outcome: result.outcome, reported: false };
+      throw error;
+    }
+  } finally {
+    timers.clearTimeout(expiry);
   }
 }
 
@@ -131,6 +147,7 @@ async function reportKeyOf(
 async function run(
   call: PlacedCall,
   tool: ToolDefinition<unknown>,
+  signal: AbortSignal,
 ): Promise<{ outcome: "ok" | "error" | "interrupted"; output: Json; via: ExecutedVia }> {
   const args = tool.input.safeParse(call.arguments);
   if (!args.success || !tool.execute)
@@ -153,7 +170,7 @@ async function run(
   try {
     const output = await tool.execute(args.data, {
       operationId: call.operationId,
-      signal: new AbortController().signal,
+      signal,
       reportProgress: () => undefined,
     });
     return { outcome: "ok", output, via };

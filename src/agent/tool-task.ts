@@ -130,7 +130,14 @@ export function toolTask(
       return undefined;
     },
     // An approval's edited arguments are checked against the tool's schema when the decision is sent.
-    checkSignal: (task, _key, payload) => {
+    checkSignal: (task, key, payload) => {
+      // An executor's report is taken only from the executor that accepted the call.
+      if (key.startsWith("done:")) {
+        const accepted = (task.checkpoint.data as { data?: { executor?: string } } | null)?.data?.executor;
+        const by = (payload as { executor?: unknown } | null)?.executor;
+        if (by === accepted) return undefined;
+        return [{ path: "executor", message: `the call was accepted by ${accepted}, not by ${String(by)}` }];
+      }
       const edited = (payload as { arguments?: Json } | null)?.arguments;
       const tool = tools.get((task.input as { name?: string }).name ?? "");
       if (edited === undefined || !tool) return undefined;

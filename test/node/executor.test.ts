@@ -14,6 +14,7 @@ import {
   defineTool,
   type ExecutorTarget,
   executePlacedCalls,
+  InvalidArgumentError,
   ManualClock,
   ManualTimers,
   memoryStorage,
@@ -147,6 +148,16 @@ describe("tool calls run by an executor that does not own the session", () => {
     const operationId = String((held?.about as { operationId?: string } | undefined)?.operationId);
     world.signed.push(operationId);
     world.ranAt.push("tab-dead");
+    // Only the executor that accepted it can report it.
+    const impostor = await edge
+      .signal(
+        held?.key as string,
+        { executor: "someone-else", outcome: "ok", output: { forged: true }, via: "run" },
+        { requestId: "forged" },
+      )
+      .catch((e: unknown) => e);
+    expect(impostor).toBeInstanceOf(InvalidArgumentError);
+    expect(edge.pending().map((p) => p.key)).toEqual([held?.key]);
 
     // Its lease ends: the call waits again, marked as possibly run.
     timers.advance(5_001);
