@@ -101,7 +101,9 @@ type Message =
   | { type: "committed"; version: number }
   | { type: "inbox" }
   | { type: "follower" }
-  | { type: "leader" };
+  | { type: "leader" }
+  /** The copy was rebuilt from the edge's history: followers reopen it. */
+  | { type: "replaced" };
 
 export class BrowserSessionHost {
   private current: Session | undefined;
@@ -113,7 +115,10 @@ export class BrowserSessionHost {
   private draining: Promise<void> | undefined;
   private linked: LinkedSession | undefined;
   /** Copying the edge's commits into this browser's copy while the edge owns the session. */
-  private edgeFollower: RemoteFollower | undefined;
+  private edgeFollower: { follower: RemoteFollower; storage: Storage } | undefined;
+  private followGeneration = 0;
+  /** The copy was rebuilt from the edge's history: sessions open on the old one reopen it. */
+  private copyReplaced = false;
   private takeBackAsked = false;
 
   private constructor(private readonly options: BrowserSessionHostOptions) {
@@ -246,7 +251,7 @@ export class BrowserSessionHost {
   /** Stops driving and following; unfinished work stays stored for whichever tab leads next. */
   async close(): Promise<void> {
     this.role = "closed";
-    this.stopFollowingEdge();
+    await this.stopFollowingEdge();
     await this.linked?.close();
     this.leadership.release();
     this.channel.close();
@@ -292,12 +297,13 @@ export class BrowserSessionHost {
   private async followEdge(announce = true): Promise<void> {
     const link = this.options.link;
     if (!link || this.edgeFollower || this.role === "closed") return;
-    const { storage, id } = { storage: this.sessionOptions().storage, id: this.options.sessionId };
+    const generation = ++this.followGeneration;
+    const storage = this.sessionOptions().storage;
     try {
-      this.edgeFollower = await followRemote({
+      const follower = await followRemote({
         storage,
         remote: link.remote,
-        id,
+        id: this.options.sessionId,
         ...(this.options.clock !== undefined && { clock: this.options.clock }),
         ...(this.options.timers !== undefined && { timers: this.options.timers }),
         everyMs: link.followEveryMs ?? 1_000,
@@ -307,34 +313,52 @@ export class BrowserSessionHost {
         },
         onError: (error) => link.onStatus?.("refused", error),
         // A copy the edge wrote past (this browser was closed mid-run): what people gave in its unsent
-        // commits goes to the durable inbox, and is given again once a tab here leads.
-        onRebased: (inputs) => {
+        // commits goes to the durable inbox first — given again once a tab here leads — then the copy is
+        // rebuilt, and every tab reopens it.
+        onRebased: async (inputs) => {
           for (const input of inputs) {
-            void this.inbox.put(
+            await this.inbox.put(
               this.options.sessionId,
               input.kind === "submit"
                 ? input.input
                 : { signal: { key: input.key, payload: input.payload, requestId: input.requestId } },
             );
           }
+          this.copyReplaced = true;
         },
       });
+      // Taken back (or closed) while it was starting: it never follows.
+      if (generation !== this.followGeneration || this.role !== "follower") {
+        await follower.stop();
+        await storage.close();
+        return;
+      }
+      this.edgeFollower = { follower, storage };
       if (announce) link.onStatus?.("following");
-      await this.edgeFollower.pull();
+      await follower.pull();
     } catch (error) {
       link.onStatus?.("refused", error as Error);
     }
   }
 
-  private stopFollowingEdge(): void {
-    this.edgeFollower?.stop();
+  /** Stops copying the edge's commits, once a pull under way has ended; its store handle is closed. */
+  private async stopFollowingEdge(): Promise<void> {
+    this.followGeneration++;
+    const following = this.edgeFollower;
     this.edgeFollower = undefined;
+    if (!following) return;
+    await following.follower.stop();
+    await following.storage.close().catch(() => undefined);
   }
 
   /** This tab's read-only session, refreshed from the copy (opened once the copy exists). */
   private async showCopy(): Promise<void> {
     if (this.role !== "follower") return;
-    if (!this.current) await this.follow();
+    if (this.copyReplaced) {
+      this.copyReplaced = false;
+      this.channel.postMessage({ type: "replaced" } satisfies Message);
+      await this.follow(); // a new session on the rebuilt copy (the old one holds discarded commits)
+    } else if (!this.current) await this.follow();
     else await this.current.refresh().catch(() => undefined);
     this.notifyObservers();
   }
@@ -388,7 +412,7 @@ export class BrowserSessionHost {
     if (this.role === "closed") return;
     // Asked to follow the edge first: this tab holds the lock and follows until `takeBack()`.
     if (this.options.link?.takeBack === "when-asked" && !this.takeBackAsked) return this.followEdge(true);
-    this.stopFollowingEdge();
+    await this.stopFollowingEdge();
     const writer = await this.openWriter();
     if (!writer) return; // a linked session whose claim was refused: this tab keeps following its copy
     await this.options.onLead?.(writer);
@@ -441,6 +465,9 @@ export class BrowserSessionHost {
     } else if (message.type === "inbox" && this.role === "leader") {
       this.draining = this.drainInbox();
       await this.draining;
+    } else if (message.type === "replaced" && this.role === "follower") {
+      await this.follow();
+      this.notifyObservers();
     } else if (message.type === "committed" && this.role === "follower") {
       if (!this.current) await this.follow();
       else await this.current.refresh().catch(() => undefined);

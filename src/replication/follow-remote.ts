@@ -37,8 +37,11 @@ export interface FollowRemoteOptions {
    * them again once leading), discards the copy and copies the other host's history; `refuse` stops.
    */
   readonly onDiverged?: "rebase" | "refuse";
-  /** The inputs of the discarded commits, to be given again by whoever leads next (see `onDiverged`). */
-  readonly onRebased?: (inputs: readonly LocalInput[]) => void;
+  /**
+   * The inputs of the discarded commits, to be given again by whoever leads next (see `onDiverged`);
+   * awaited before the copy is discarded, so they can be stored first.
+   */
+  readonly onRebased?: (inputs: readonly LocalInput[]) => Promise<void> | void;
 }
 
 export interface RemoteFollower {
@@ -46,8 +49,8 @@ export interface RemoteFollower {
   readonly version: number;
   /** Copies what the other host wrote since the last pull; resolves to the version this copy holds. */
   pull(): Promise<number>;
-  /** Stops following (the copy stays as pulled). */
-  stop(): void;
+  /** Stops following (the copy stays as pulled); resolves once a pull under way has ended. */
+  stop(): Promise<void>;
 }
 
 /** Starts following the other host's commits into this copy, read-only. */
@@ -75,10 +78,11 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       if (version > 0 && head !== undefined && head.epoch !== (await epochAt(storage, id, version))) {
         // This copy wrote commits the other host never received, and it has written past them.
         await rebase(version);
+        if (stopped) return version;
         continue;
       }
       // Nothing new there yet (or it has not reached this copy's head: this copy is ahead, unacknowledged).
-      if (page.length === 0) return version;
+      if (page.length === 0 || stopped) return version;
       if (oldestRetained > version + 1 || (page[0] as CommitRecord).version !== version + 1)
         throw new ReplicationDivergedError(
           `session ${id}: the other host no longer keeps the commits after version ${version}`,
@@ -86,6 +90,7 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
         );
       // Each page under its newest writer's epoch: a copy never takes commits from an owner older than one
       // it has seen, and becomes that owner's replica.
+      if (stopped) return version; // stopped meanwhile: whoever leads now owns this copy
       await applyAsReplica(storage, id, Math.max(...page.map((c) => c.epoch)), page);
       version = (page.at(-1) as CommitRecord).version;
       options.onPulled?.(version);
@@ -100,18 +105,12 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
     );
     if (options.onDiverged === "refuse") throw diverged;
     const theirs = await remoteHead(remote);
-    const kept = await rebaseDiverged(
-      storage,
-      remote,
-      id,
-      at,
-      theirs.version,
-      diverged,
-      theirs.epoch,
-      create,
-    );
+    if (stopped) return;
+    const keep = async (inputs: readonly LocalInput[]) => {
+      await options.onRebased?.(inputs);
+    };
+    await rebaseDiverged(storage, remote, id, at, theirs.version, diverged, theirs.epoch, create, keep);
     version = theirs.version;
-    options.onRebased?.(kept);
     options.onPulled?.(version);
   };
   const pull = () => {
@@ -137,9 +136,10 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       return version;
     },
     pull,
-    stop() {
+    async stop() {
       stopped = true;
       if (timer !== undefined) timers.clearTimeout(timer);
+      await pulling?.catch(() => undefined);
     },
   };
 }

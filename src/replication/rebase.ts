@@ -108,6 +108,8 @@ export async function rebaseDiverged(
   diverged: ReplicationDivergedError,
   epoch: number,
   recreate: () => Promise<unknown>,
+  /** Told of the inputs, and awaited, before the copy is deleted (to store them where they survive). */
+  keep?: (inputs: readonly LocalInput[]) => Promise<void>,
 ): Promise<LocalInput[]> {
   if (!storage.deleteSession) throw diverged;
   const history = await remoteHistory(remote, id, 0, remoteVersion).catch((error: unknown) => {
@@ -119,6 +121,7 @@ export async function rebaseDiverged(
   });
   const common = await commonVersion(storage, remote, id, Math.min(localVersion, remoteVersion));
   const inputs = await inputsAfter(storage, id, common);
+  await keep?.(inputs);
   await storage.deleteSession(id);
   await recreate();
   await applyAsReplica(storage, id, epoch, history);

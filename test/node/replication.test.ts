@@ -303,7 +303,7 @@ describe("linked session: a tab leads, the edge follows", () => {
     expect(edge.epoch).toBe(edgeEpoch);
     expect((await hosts.host.ownership(SESSION))?.holder).toBe(EDGE_HOLDER);
     // Asked, the tab takes it back: nothing was left to catch up on, and its commits reach the edge again.
-    follower.stop();
+    await follower.stop();
     const second = await hosts.openTab();
     expect(hosts.edgeSession).toBeUndefined();
     expect(second.linked.session.version).toBe(edge.version);
@@ -337,7 +337,9 @@ describe("linked session: a tab leads, the edge follows", () => {
       remote: hosts.remote,
       id: SESSION,
       everyMs: 0,
-      onRebased: (inputs) => kept.push(...inputs),
+      onRebased: (inputs) => {
+        kept.push(...inputs);
+      },
     });
     await follower.pull();
     expect(kept).toEqual([
