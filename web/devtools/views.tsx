@@ -268,13 +268,21 @@ function ConversationEntries(props: {
     return [...older, ...conversation.entries];
   }, [stored, conversation.entries, tailStart]);
   const firstShown = entries[0]?.seq ?? 0;
-  const canLoad = props.older?.readEntries !== undefined && firstShown > 0 && stored?.next !== null;
+  // The next page ends where the last one began (storage may hold fewer entries than seqs: retention).
+  const before = stored ? stored.next : firstShown;
+  const [loading, setLoading] = useState(false);
+  const canLoad = props.older?.readEntries !== undefined && before !== null && before > 0;
   const loadOlder = () => {
+    if (before === null || loading) return;
     setError(undefined);
+    setLoading(true);
     props.older
-      ?.readEntries?.(conversation.id, firstShown, OLDER_ENTRIES_PAGE)
-      .then((page) => setStored({ entries: [...page.entries, ...(stored?.entries ?? [])], next: page.next }))
-      .catch((e: unknown) => setError((e as Error).message));
+      ?.readEntries?.(conversation.id, before, OLDER_ENTRIES_PAGE)
+      .then((page) =>
+        setStored((now) => ({ entries: [...page.entries, ...(now?.entries ?? [])], next: page.next })),
+      )
+      .catch((e: unknown) => setError((e as Error).message))
+      .finally(() => setLoading(false));
   };
   return (
     <section>
@@ -289,8 +297,8 @@ function ConversationEntries(props: {
           {firstShown} older {firstShown === 1 ? "entry is" : "entries are"} in storage, not in the view's
           tail.{" "}
           {canLoad && (
-            <button type="button" data-testid="load-older-entries" onClick={loadOlder}>
-              read {Math.min(OLDER_ENTRIES_PAGE, firstShown)} more from storage
+            <button type="button" data-testid="load-older-entries" onClick={loadOlder} disabled={loading}>
+              read {Math.min(OLDER_ENTRIES_PAGE, before ?? 0)} more from storage
             </button>
           )}
         </p>
