@@ -227,6 +227,16 @@ export class SignalRefusedError extends KernelError {
   }
 }
 
+/**
+ * Whether a signal was refused because its wait was already answered or has ended — by anyone, through
+ * any backend (`signal-conflict` / `signal-not-awaited` in process, 409 over HTTP): the caller lost a race,
+ * it did nothing wrong.
+ */
+export function isSettledElsewhere(error: unknown): boolean {
+  const { code, status } = (error ?? {}) as { code?: unknown; status?: unknown };
+  return code === "signal-conflict" || code === "signal-not-awaited" || status === 409;
+}
+
 /** A caller passed an argument the kernel cannot accept (a malformed submission, a version from the future). */
 export class InvalidArgumentError extends KernelError {
   override readonly name = "InvalidArgumentError";

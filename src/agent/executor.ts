@@ -8,6 +8,7 @@
  * before it runs again), and a report that comes after its lease is refused, so it is never applied twice.
  */
 import { systemTimers, type Timers } from "../clock.ts";
+import { isSettledElsewhere } from "../errors.ts";
 import type { Json } from "../records/schemas.ts";
 import type { PendingWait } from "../session/pending.ts";
 import type { ToolDefinition } from "./define-tool.ts";
@@ -102,7 +103,7 @@ async function executeOne(
       // Someone under the same name accepted it first: executor names must be unique per instance.
       if ((receipt as { duplicate?: boolean } | undefined)?.duplicate === true) return undefined;
     } catch (error) {
-      if (takenElsewhere(error)) return undefined; // the owner or another executor took it first
+      if (isSettledElsewhere(error)) return undefined; // the owner or another executor took it first
       throw error;
     }
     // Accepted: the owner's tool task now waits for this executor's report, under a key of its own.
@@ -114,7 +115,7 @@ async function executeOne(
       await target.signal(report, { executor, ...result }, { requestId: report });
       return { key: wait.key, tool: tool.name, outcome: result.outcome, reported: true };
     } catch (error) {
-      if (takenElsewhere(error))
+      if (isSettledElsewhere(error))
         return { key: wait.key, tool: tool.name, outcome: result.outcome, reported: false };
       throw error;
     }
@@ -180,9 +181,3 @@ async function run(
 }
 
 type ExecutedVia = "run" | "replay" | "confirm" | "run-after-confirm" | "unknown";
-
-/** A refusal that means the call is no longer this executor's to take or report (any backend). */
-function takenElsewhere(error: unknown): boolean {
-  const { code, status } = (error ?? {}) as { code?: unknown; status?: unknown };
-  return code === "signal-conflict" || code === "signal-not-awaited" || status === 409;
-}

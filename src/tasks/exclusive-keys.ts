@@ -30,22 +30,17 @@ export class ExclusiveKeys {
   constructor(private readonly host: ExclusiveHost) {}
 
   /**
-   * Whether `taskId` may run its phase of `key` now: `start`; `queued` — another holds the key, and it is
-   * stored as queued; `wait` — another holds the key and it was asked to stop: it stays ready, and when
-   * the key frees it ends as cancelled without running.
+   * Whether `taskId` may run its phase of `key` now. If another holds the key it is stored as queued (or,
+   * asked to stop and never run, cancelled: the `queued` event decides).
    */
-  mayStart(taskId: string, key: string): "start" | "queued" | "wait" {
+  mayStart(taskId: string, key: string): boolean {
     const holder = this.held.get(key);
-    if (holder === undefined || holder === taskId) return "start";
-    if (this.host.state.task(taskId)?.cancelRequested !== undefined) return "wait";
-    // Queued only if, when the commit is built, its phase still has not started here (it may have been made
-    // ready again and started meanwhile) and nobody asked to cancel it since.
-    const notStarted = () =>
-      !this.host.isActive(taskId) &&
-      this.held.get(key) !== taskId &&
-      this.host.state.task(taskId)?.cancelRequested === undefined;
+    if (holder === undefined || holder === taskId) return true;
+    // Only if, when the commit is built, its phase still has not started here (it may have been made ready
+    // again and started meanwhile).
+    const notStarted = () => !this.host.isActive(taskId) && this.held.get(key) !== taskId;
     void this.commitIfApplicable({ type: "queued", taskId }, notStarted);
-    return "queued";
+    return false;
   }
 
   /** `taskId`'s phase of `key` starts. */

@@ -73,8 +73,10 @@ function applyToTask(draft: KernelDraft, task: Task, event: TaskTargetEvent): vo
     case "restarted":
       reenter(draft, task, task.checkpoint.phase, task.checkpoint.data, task.restarts + 1);
       return;
-    case "queued": // its phase has not started: it waits for its exclusive key
-      draft.writeTask({ ...task, state: { status: "pending" }, updatedAt: draft.at });
+    case "queued": // its phase has not started: it waits for its key — or, never run and asked to stop, ends
+      if (task.cancelRequested !== undefined && task.restarts === 0)
+        endTask(draft, task, { status: "cancelled", reason: task.cancelRequested });
+      else draft.writeTask({ ...task, state: { status: "pending" }, updatedAt: draft.at });
       return;
     case "restart-limit":
       if (event.settleIn !== undefined) {

@@ -232,15 +232,11 @@ export class Scheduler {
       // Still finishing its previous phase: stays ready, and `start`'s cleanup drains again.
       if (this.active.has(id)) continue;
       const task = state.task(id);
-      const key = task === undefined ? undefined : this.exclusiveKeyOf(task);
-      // Another phase of its key runs: it is queued (stored) and started when that one ends, or — asked to
-      // stop meanwhile — stays ready until then.
-      const may =
-        key === undefined || state.blockedTasks.has(id) ? "start" : this.exclusive.mayStart(id, key);
-      if (may === "wait") continue;
       this.ready.delete(id);
-      if (state.blockedTasks.has(id) || may === "queued") continue;
-      if (task?.state.status === "running") this.start(task, key);
+      if (state.blockedTasks.has(id) || task?.state.status !== "running") continue;
+      const key = this.exclusiveKeyOf(task);
+      // Another phase of its key runs: it is queued (stored), and started when that one ends.
+      if (key === undefined || this.exclusive.mayStart(id, key)) this.start(task, key);
     }
     this.settleIdle();
   }
@@ -255,7 +251,7 @@ export class Scheduler {
     const abort = new PhaseAbort();
     this.active.set(task.id, abort);
     if (key !== undefined) this.exclusive.hold(key, task.id);
-    void this.runPhase(task, abort, key).finally(() => {
+    void this.runPhase(task, abort).finally(() => {
       this.active.delete(task.id);
       if (key !== undefined) this.exclusive.release(key, task.id);
       this.drain();
@@ -263,21 +259,13 @@ export class Scheduler {
     });
   }
 
-  private async runPhase(task: Task, abort: PhaseAbort, key?: string): Promise<void> {
+  private async runPhase(task: Task, abort: PhaseAbort): Promise<void> {
     const resolution = this.host.registry.resolveTask(task.kind, task.kindVersion);
     if (!resolution.ok) {
       this.host.block(task.id, resolution.reason);
       return;
     }
-    // Asked to stop before its phase could start (it waited for its exclusive key): it ends cancelled, unrun.
-    const outcome =
-      task.cancelRequested !== undefined && key !== undefined
-        ? {
-            transition: { type: "fail" as const, error: errorInfo(new Error(task.cancelRequested)) },
-            staged: [],
-          }
-        : await this.runner.run(task, resolution.definition, abort);
-    if (task.cancelRequested !== undefined && key !== undefined) abort.abort(task.cancelRequested);
+    const outcome = await this.runner.run(task, resolution.definition, abort);
     if (!this.driving) return; // closed or stopped meanwhile: the task stays stored as running
     const ended: TaskEvent = {
       type: "phase-ended",

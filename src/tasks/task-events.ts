@@ -142,7 +142,8 @@ export type TaskEvent =
     }
   /**
    * running → pending: its phase did not start, because another phase of its exclusive key runs. Stored,
-   * so a process that dies meanwhile leaves a task that never ran, not one cut off (`started` runs it).
+   * so a process that dies meanwhile leaves a task that never ran, not one cut off (`started` runs it). A
+   * task asked to stop whose phase never ran (no restart counted) is cancelled instead.
    */
   | { readonly type: "queued"; readonly taskId: string }
   /** running → failed: what the phase staged or returned does not validate. */

@@ -12,6 +12,7 @@
  * approval signal, and the same assistant message goes on from there. Structurally typed (no import from
  * `ai`): `chatTransport(backend)` is assignable to `ChatTransport<UIMessage>`.
  */
+import { isSettledElsewhere } from "../errors.ts";
 import type { Json } from "../records/json.ts";
 import type { CommitRecord, Submission } from "../records/schemas.ts";
 import { isSubmissionFinished } from "../records/schemas.ts";
@@ -155,7 +156,7 @@ async function continueAfterDecisions(
     try {
       await backend.signal(decision.key, payload, { requestId: `${decision.key}:chat` });
     } catch (error) {
-      if (!decidedElsewhere(error)) throw error;
+      if (!isSettledElsewhere(error)) throw error; // decided elsewhere first
     }
   }
   const view = await backend.view({ entries: 0, tasks: "active" });
@@ -166,12 +167,6 @@ async function continueAfterDecisions(
     head: view.version,
     quietUntilAsked: decisionsIn(message).map((d) => d.key),
   });
-}
-
-/** A refusal that means the wait was already decided (or ended) elsewhere, from any backend. */
-function decidedElsewhere(error: unknown): boolean {
-  const { code, status } = (error ?? {}) as { code?: unknown; status?: unknown };
-  return code === "signal-conflict" || code === "signal-not-awaited" || status === 409;
 }
 
 /**

@@ -159,6 +159,53 @@ describe("exclusive and sequential tool calls", () => {
     expect(report.failures).toEqual([]);
   });
 
+  it("a call cancelled while it waits for its exclusive key ends cancelled, and its tool never runs", async () => {
+    const ran: number[] = [];
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const charge = defineTool({
+      name: "charge",
+      description: "Charges a card",
+      input: z.object({ n: z.number() }),
+      replay: "safe",
+      exclusive: true,
+      execute: async ({ n }) => {
+        if (n === 1) await held;
+        ran.push(n);
+        return { n };
+      },
+    });
+    const model = scriptedModel([
+      (request) =>
+        request.messages.at(-1)?.role === "tool"
+          ? { text: "charged" }
+          : { toolCalls: [{ name: "charge", args: { n: Number(request.messages.at(-1)?.content) } }] },
+    ]);
+    const session = await openSession({
+      id: "cancel-queued",
+      storage: memoryStorage(),
+      registry: createRegistry({ ...createAgent({ model, tools: [charge] }) }),
+    });
+    await session.resume();
+    const first = await session.submit({ requestId: "r1", conversationId: "c1", input: "1" });
+    const second = await session.submit({ requestId: "r2", conversationId: "c2", input: "2" });
+    const call = (n: number) =>
+      session
+        .view()
+        .tasks.find((t) => t.kind === "agent.tool" && (t.input as { args?: string }).args === `{"n":${n}}`);
+    await expect.poll(() => call(2)?.state.status).toBe("pending");
+    await session.cancelSubmission(second.id, "not needed");
+    expect((await session.wait(second.id)).status).toBe("cancelled");
+    expect(call(2)?.state.status).toBe("cancelled");
+    release();
+    expect((await session.wait(first.id)).status).toBe("succeeded");
+    await session.whenIdle();
+    expect(ran).toEqual([1]);
+    await session.close();
+  });
+
   it("a call queued behind another conversation's exclusive call is stored as not started: after a crash it runs plainly, not as cut off", async () => {
     const disk = memoryStorage();
     const world = { charged: [] as number[], confirmed: [] as number[], release: () => {} };
