@@ -63,6 +63,8 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
   const local = await storage.open(id, { mode: "read", at: clock.now(), entryTail: 0, settled: 0 });
   if (!local) await create();
   let version = (local?.meta.value as { version?: number } | undefined)?.version ?? 0;
+  /** The epoch of this copy's newest commit (read once; then known from what is applied). */
+  let headEpoch = version === 0 ? null : await epochAt(storage, id, version);
 
   let pulling: Promise<number> | undefined;
   let timer: TimerHandle | undefined;
@@ -75,7 +77,7 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       const commits = changes as CommitRecord[];
       const head = commits.find((c) => c.version === version);
       const page = commits.filter((c) => c.version > version);
-      if (version > 0 && head !== undefined && head.epoch !== (await epochAt(storage, id, version))) {
+      if (version > 0 && head !== undefined && head.epoch !== headEpoch) {
         // This copy wrote commits the other host never received, and it has written past them.
         await rebase(version);
         if (stopped) return version;
@@ -92,7 +94,7 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       // it has seen, and becomes that owner's replica.
       if (stopped) return version; // stopped meanwhile: whoever leads now owns this copy
       await applyAsReplica(storage, id, Math.max(...page.map((c) => c.epoch)), page);
-      version = (page.at(-1) as CommitRecord).version;
+      ({ version, epoch: headEpoch } = page.at(-1) as CommitRecord);
       options.onPulled?.(version);
       if (page.length < PAGE) return version;
     }
@@ -104,13 +106,21 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       at,
     );
     if (options.onDiverged === "refuse") throw diverged;
-    const theirs = await remoteHead(remote);
-    if (stopped) return;
     const keep = async (inputs: readonly LocalInput[]) => {
       await options.onRebased?.(inputs);
     };
-    await rebaseDiverged(storage, remote, id, at, theirs.version, diverged, theirs.epoch, create, keep);
-    version = theirs.version;
+    if (stopped) return;
+    ({ version, epoch: headEpoch } = await rebaseDiverged(
+      storage,
+      remote,
+      id,
+      at,
+      undefined, // to the other host's head, under its newest writer's epoch
+      diverged,
+      undefined,
+      create,
+      keep,
+    ));
     options.onPulled?.(version);
   };
   const pull = () => {
@@ -142,20 +152,4 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       await pulling?.catch(() => undefined);
     },
   };
-}
-
-/** The other host's newest version and the epoch of its newest writer. */
-async function remoteHead(
-  remote: Pick<ReplicaRemote, "changes">,
-): Promise<{ version: number; epoch: number }> {
-  let version = 0;
-  let epoch = 0;
-  for (;;) {
-    const { changes } = await remote.changes(version, PAGE);
-    const commits = (changes as CommitRecord[]).filter((c) => c.version > version);
-    for (const c of commits) epoch = Math.max(epoch, c.epoch);
-    if (commits.length === 0) return { version, epoch };
-    version = (commits.at(-1) as CommitRecord).version;
-    if (commits.length < PAGE) return { version, epoch };
-  }
 }

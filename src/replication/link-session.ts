@@ -64,7 +64,16 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
   } catch (error) {
     if (!(error instanceof ReplicationDivergedError) || options.onDiverged === "refuse") throw error;
     const epoch = grant.epoch - 1;
-    kept = await rebaseDiverged(storage, remote, id, localVersion, grant.version, error, epoch, create);
+    ({ inputs: kept } = await rebaseDiverged(
+      storage,
+      remote,
+      id,
+      localVersion,
+      grant.version,
+      error,
+      epoch,
+      create,
+    ));
   }
   // A copy this registry could not continue is not led from here (the edge keeps it until the lease ends).
   if (options.registry) await assertCanContinue(storage, id, options.registry);

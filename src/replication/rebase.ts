@@ -94,23 +94,24 @@ async function inputsAfter(storage: Storage, id: string, version: number): Promi
 
 /**
  * Discards this diverged copy after keeping its inputs, and rebuilds it from the other host's history
- * (`recreate` makes the fresh copy; the commits go in under `epoch`). Everything is read first — the other host's whole
- * history through `remoteVersion`, this copy's inputs — so that between deleting the copy and giving the
- * inputs again there is only local work. Refused, nothing deleted, when the store cannot delete a session
- * or the other host no longer keeps its whole history.
+ * through `remoteVersion` (undefined: to its head). `recreate` makes the fresh copy; the commits go in under
+ * `epoch` (undefined: the newest writer's). Everything is read first — the other host's history, this copy's
+ * inputs — so that between deleting the copy and giving the inputs again there is only local work. Refused,
+ * nothing deleted, when the store cannot delete a session or the other host no longer keeps its whole
+ * history. Returns the inputs and the rebuilt copy's head.
  */
 export async function rebaseDiverged(
   storage: Storage,
   remote: Pick<ReplicaRemote, "changes">,
   id: string,
   localVersion: number,
-  remoteVersion: number,
+  remoteVersion: number | undefined,
   diverged: ReplicationDivergedError,
-  epoch: number,
+  epoch: number | undefined,
   recreate: () => Promise<unknown>,
   /** Told of the inputs, and awaited, before the copy is deleted (to store them where they survive). */
   keep?: (inputs: readonly LocalInput[]) => Promise<void>,
-): Promise<LocalInput[]> {
+): Promise<{ inputs: LocalInput[]; version: number; epoch: number | null }> {
   if (!storage.deleteSession) throw diverged;
   const history = await remoteHistory(remote, id, 0, remoteVersion).catch((error: unknown) => {
     if (!(error instanceof ReplicationDivergedError)) throw error;
@@ -119,13 +120,14 @@ export async function rebaseDiverged(
       diverged.version,
     );
   });
-  const common = await commonVersion(storage, remote, id, Math.min(localVersion, remoteVersion));
+  const head = history.at(-1);
+  const common = await commonVersion(storage, remote, id, Math.min(localVersion, head?.version ?? 0));
   const inputs = await inputsAfter(storage, id, common);
   await keep?.(inputs);
   await storage.deleteSession(id);
   await recreate();
-  await applyAsReplica(storage, id, epoch, history);
-  return inputs;
+  await applyAsReplica(storage, id, epoch ?? Math.max(0, ...history.map((c) => c.epoch)), history);
+  return { inputs, version: head?.version ?? 0, epoch: head?.epoch ?? null };
 }
 
 /** Gives the kept inputs again; one the session no longer takes (a wait that ended) is dropped. */

@@ -40,19 +40,21 @@ export async function reconcile(
 }
 
 /**
- * The other host's commits after version `after` through `through`, oldest first. Refused when its change
- * log no longer holds them all.
+ * The other host's commits after version `after` through `through` (default: its newest), oldest first.
+ * Refused when its change log no longer holds them all.
  */
 export async function remoteHistory(
   remote: Pick<ReplicaRemote, "changes">,
   id: string,
   after: number,
-  through: number,
+  through = Number.POSITIVE_INFINITY,
 ): Promise<CommitRecord[]> {
   const commits: CommitRecord[] = [];
+  const toHead = through === Number.POSITIVE_INFINITY;
   for (let version = after; version < through; ) {
     const { changes, oldestRetained } = await remote.changes(version, CATCH_UP_PAGE);
     const page = (changes as CommitRecord[]).filter((c) => c.version <= through);
+    if (toHead && page.length === 0 && oldestRetained <= version + 1) break; // its head
     if (oldestRetained > version + 1 || page.length === 0) {
       throw new ReplicationDivergedError(
         `session ${id}: the other host no longer keeps the commits after version ${version} in its change log`,
@@ -61,6 +63,7 @@ export async function remoteHistory(
     }
     commits.push(...page);
     version = (page.at(-1) as CommitRecord).version;
+    if (toHead && page.length < CATCH_UP_PAGE) break;
   }
   return commits;
 }
