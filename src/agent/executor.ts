@@ -13,7 +13,7 @@ import type { Json } from "../records/schemas.ts";
 import type { PendingWait } from "../session/pending.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 import { DEFAULT_LEASE_MS, type HostKind } from "./placement.ts";
-import { type Intent, recoveryOf } from "./tool-task.ts";
+import { type Intent, runByRules } from "./tool-finish.ts";
 
 /** Where an executor finds calls and reports them: a session in process, or one over HTTP. */
 export interface ExecutorTarget {
@@ -158,25 +158,21 @@ async function run(
       via: "unknown",
     };
   const intent: Intent = { args: call.arguments, replay: call.replay, operationId: call.operationId };
-  const recovery = call.recovering ? recoveryOf(intent, tool) : undefined;
-  if (recovery === "interrupted") {
-    const error = `the outcome of ${tool.name} is unknown: its executor stopped reporting, and it is not safe to re-run`;
-    return { outcome: "interrupted", output: { error }, via: "unknown" };
-  }
-  if (recovery === "confirm") {
-    const found = await tool.confirm?.(call.operationId, args.data);
-    if (found !== undefined) return { outcome: "ok", output: found, via: "confirm" };
-  }
-  const via = recovery === "confirm" ? "run-after-confirm" : recovery === "replay" ? "replay" : "run";
   try {
-    const output = await tool.execute(args.data, {
-      operationId: call.operationId,
+    const result = await runByRules(tool, args.data, intent, call.recovering, {
       signal,
-      reportProgress: () => undefined,
+      interrupted: () => ({
+        outcome: "interrupted",
+        output: {
+          error: `the outcome of ${tool.name} is unknown: its executor stopped reporting, and it is not safe to re-run`,
+        },
+        via: "unknown",
+      }),
     });
-    return { outcome: "ok", output, via };
+    return result as { outcome: "ok" | "error" | "interrupted"; output: Json; via: ExecutedVia };
   } catch (error) {
-    return { outcome: "error", output: { error: (error as Error).message ?? String(error) }, via };
+    // Stopped at its lease's end: reported as the error it is (the owner refuses it if the lease is over).
+    return { outcome: "error", output: { error: (error as Error).message ?? String(error) }, via: "run" };
   }
 }
 

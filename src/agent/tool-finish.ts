@@ -1,10 +1,12 @@
 /**
- * How a tool call ends (DESIGN §5): its outcome and how it was obtained, committed as its result entry and
- * its task's end together — wherever the tool ran (the owner, or an executor that reported it back).
+ * How a tool call runs and ends (DESIGN §5): the replay rules that run a call whose intent is committed,
+ * its outcome and how it was obtained, committed as its result entry and its task's end together —
+ * wherever the tool ran (the owner, or an executor that reported it back).
  */
 import type { EntryContent, Json } from "../records/schemas.ts";
 import { utf8Length } from "../records/schemas.ts";
 import type { Transition } from "../tasks/define-task.ts";
+import type { ToolDefinition } from "./define-tool.ts";
 
 /**
  * Live output a running tool reported: loss-tolerant progress, deleted by the commit that ends the call.
@@ -41,6 +43,71 @@ export interface ToolResult {
   readonly via: "run" | "replay" | "confirm" | "run-after-confirm" | "rejected" | "approval" | "unknown";
   /** The executor that ran it and reported back, when that was not the session's owner. */
   readonly executor?: string;
+}
+
+/** What `call` commits with the intent: everything recovery needs, without the tool's code. */
+export interface Intent {
+  args: Json;
+  replay: "safe" | "unsafe";
+  operationId: string;
+}
+
+/**
+ * What re-entering `execute` after a crash does with a call whose outcome is unknown: run it again (both the
+ * call and the tool are replay-safe), ask the tool whether it already happened, or give up as interrupted.
+ * One rule for the recovery itself and for the preview that describes it.
+ */
+export function recoveryOf(
+  intent: Intent,
+  tool: ToolDefinition<unknown>,
+): "replay" | "confirm" | "interrupted" {
+  if (intent.replay === "safe" && tool.replay === "safe") return "replay";
+  return tool.confirm ? "confirm" : "interrupted";
+}
+
+/** How a run of a call reaches its tool, and what `interrupted` means where it runs. */
+export interface CallRun {
+  readonly signal: AbortSignal;
+  readonly reportProgress?: (progress: Json) => void;
+  /** Awaited before an unsafe call reaches the outside world (every host that could take over knows it). */
+  readonly beforeEffect?: () => Promise<void>;
+  /** The result of a call that may have run and can be neither re-run nor confirmed. */
+  readonly interrupted: () => ToolResult;
+}
+
+/**
+ * Runs a call whose intent is committed, by its replay rules: one that may have run before (`recovering`)
+ * is confirmed by its operation id, or re-run when both the call and the tool are replay-safe, or ends
+ * interrupted; then the tool runs under the intent's operation id. A tool that throws is an `error` result
+ * the model can act on; an aborted run rethrows.
+ */
+export async function runByRules(
+  tool: ToolDefinition<unknown>,
+  args: unknown,
+  intent: Intent,
+  recovering: boolean,
+  run: CallRun,
+): Promise<ToolResult> {
+  const recovery = recovering ? recoveryOf(intent, tool) : undefined;
+  if (recovery === "interrupted") return run.interrupted();
+  if (intent.replay === "unsafe" || tool.replay === "unsafe") await run.beforeEffect?.();
+  if (recovery === "confirm") {
+    const found = await tool.confirm?.(intent.operationId, args);
+    if (found !== undefined) return { outcome: "ok", output: found, via: "confirm" };
+  }
+  // After a confirmation that found nothing, the call runs under the same operation id: say so.
+  const via = recovery === "confirm" ? "run-after-confirm" : recovering ? "replay" : "run";
+  try {
+    const output = await (tool.execute as NonNullable<typeof tool.execute>)(args, {
+      operationId: intent.operationId,
+      signal: run.signal,
+      reportProgress: run.reportProgress ?? (() => undefined),
+    });
+    return { outcome: "ok", output, via };
+  } catch (error) {
+    if (run.signal.aborted) throw error;
+    return { outcome: "error", output: { error: (error as Error).message ?? String(error) }, via };
+  }
 }
 
 export const progressDocumentId = (taskId: string) => `tool-progress:${taskId}`;

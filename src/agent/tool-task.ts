@@ -15,7 +15,14 @@ import {
 } from "../tasks/define-task.ts";
 import { exclusiveCallKey, type ToolDefinition } from "./define-tool.ts";
 import { DEFAULT_LEASE_MS, doneKey, runOnKey, runsHere } from "./placement.ts";
-import { finish, progressDocumentId, TOOL_PROGRESS_DOCUMENT } from "./tool-finish.ts";
+import {
+  finish,
+  type Intent,
+  progressDocumentId,
+  recoveryOf,
+  runByRules,
+  TOOL_PROGRESS_DOCUMENT,
+} from "./tool-finish.ts";
 
 export const TOOL_TASK = "agent.tool";
 // Compiled at module level, like GenerateInputSchema (createAgent may run inside a workerd request).
@@ -29,26 +36,6 @@ export const ToolTaskInputSchema = compiled(
   }),
 );
 export type ToolTaskInput = z.infer<typeof ToolTaskInputSchema>;
-
-/** What `call` commits with the intent: everything recovery needs, without the tool's code. */
-export interface Intent {
-  args: Json;
-  replay: "safe" | "unsafe";
-  operationId: string;
-}
-
-/**
- * What re-entering `execute` after a crash does with a call whose outcome is unknown: run it again (both the
- * call and the tool are replay-safe), ask the tool whether it already happened, or give up as interrupted.
- * One rule for the recovery itself and for the preview that describes it.
- */
-export function recoveryOf(
-  intent: Intent,
-  tool: ToolDefinition<unknown>,
-): "replay" | "confirm" | "interrupted" {
-  if (intent.replay === "safe" && tool.replay === "safe") return "replay";
-  return tool.confirm ? "confirm" : "interrupted";
-}
 
 /** A call waiting for a host of another kind, or taken by one. */
 type Placed = Intent & { recovering?: boolean };
@@ -216,47 +203,29 @@ export function toolTask(
           const about = placedAbout(ctx.input, tool, data);
           return ctx.waitFor(runOnKey(ctx.task.id, ctx.attempt), { next: "placed", about }, data as Json);
         }
-        const recovery = recovering ? recoveryOf(intent, tool) : undefined;
-        if (recovery === "interrupted") {
-          const partial = ctx.document(progressDocumentId(ctx.task.id))?.value as
-            | { progress?: Json }
-            | undefined;
-          return finish(ctx, {
-            outcome: "interrupted",
-            output: {
-              error: `the outcome of ${tool.name} is unknown: the process stopped while it ran, and it is not safe to re-run`,
-              partialOutput: partial?.progress ?? null,
-            },
-            via: "unknown",
-          });
-        }
-        // An unsafe call starts only once every host that could take over knows its intent.
-        if (intent.replay === "unsafe" || tool.replay === "unsafe") await ctx.beforeEffect();
-        if (recovery === "confirm") {
-          const found = await tool.confirm?.(intent.operationId, args.data);
-          if (found !== undefined) return finish(ctx, { outcome: "ok", output: found, via: "confirm" });
-        }
-        // After a confirmation that found nothing, the call runs under the same operation id: say so.
-        const via = recovery === "confirm" ? "run-after-confirm" : recovering ? "replay" : "run";
-        try {
-          const output = await tool.execute(args.data, {
-            operationId: intent.operationId,
-            signal: ctx.signal,
-            reportProgress: (progress) =>
-              ctx.progress((draft) =>
-                draft.setDocument(progressDocumentId(ctx.task.id), TOOL_PROGRESS_DOCUMENT, { progress }),
-              ),
-          });
-          return finish(ctx, { outcome: "ok", output, via });
-        } catch (error) {
-          if (ctx.signal.aborted) throw error;
-          // A clear error from the tool is a result the model can act on, not an unknown outcome.
-          return finish(ctx, {
-            outcome: "error",
-            output: { error: (error as Error).message ?? String(error) },
-            via,
-          });
-        }
+        const result = await runByRules(tool, args.data, intent, recovering, {
+          signal: ctx.signal,
+          reportProgress: (progress) =>
+            ctx.progress((draft) =>
+              draft.setDocument(progressDocumentId(ctx.task.id), TOOL_PROGRESS_DOCUMENT, { progress }),
+            ),
+          // An unsafe call starts only once every host that could take over knows its intent.
+          beforeEffect: () => ctx.beforeEffect(),
+          interrupted: () => {
+            const partial = ctx.document(progressDocumentId(ctx.task.id))?.value as
+              | { progress?: Json }
+              | undefined;
+            return {
+              outcome: "interrupted",
+              output: {
+                error: `the outcome of ${tool.name} is unknown: the process stopped while it ran, and it is not safe to re-run`,
+                partialOutput: partial?.progress ?? null,
+              },
+              via: "unknown",
+            };
+          },
+        });
+        return finish(ctx, result);
       },
       // Taken by the session's owner (it runs it in `execute`), or accepted by an executor: the call then
       // waits for its report, durably, for as long as its lease lasts.
