@@ -298,7 +298,7 @@ export class BrowserSessionHost {
     const link = this.options.link;
     if (!link || this.edgeFollower || this.role === "closed") return;
     const generation = ++this.followGeneration;
-    const storage = this.sessionOptions().storage;
+    const storage = this.storage();
     try {
       const follower = await followRemote({
         storage,
@@ -308,8 +308,14 @@ export class BrowserSessionHost {
         ...(this.options.timers !== undefined && { timers: this.options.timers }),
         everyMs: link.followEveryMs ?? 1_000,
         onPulled: (version) => {
-          this.channel.postMessage({ type: "committed", version } satisfies Message);
-          void this.showCopy();
+          // A rebuilt copy is reopened (sessions on the old one hold discarded commits), here and in the
+          // other tabs; otherwise they catch up.
+          const reopen = this.copyReplaced;
+          this.copyReplaced = false;
+          this.channel.postMessage(
+            (reopen ? { type: "replaced" } : { type: "committed", version }) satisfies Message,
+          );
+          void this.showCopy(reopen);
         },
         onError: (error) => link.onStatus?.("refused", error),
         // A copy the edge wrote past (this browser was closed mid-run): what people gave in its unsent
@@ -351,14 +357,10 @@ export class BrowserSessionHost {
     await following.storage.close().catch(() => undefined);
   }
 
-  /** This tab's read-only session, refreshed from the copy (opened once the copy exists). */
-  private async showCopy(): Promise<void> {
+  /** A follower's read-only session brought up to the copy: opened (or reopened, `reopen`) or refreshed. */
+  private async showCopy(reopen = false): Promise<void> {
     if (this.role !== "follower") return;
-    if (this.copyReplaced) {
-      this.copyReplaced = false;
-      this.channel.postMessage({ type: "replaced" } satisfies Message);
-      await this.follow(); // a new session on the rebuilt copy (the old one holds discarded commits)
-    } else if (!this.current) await this.follow();
+    if (reopen || !this.current) await this.follow();
     else await this.current.refresh().catch(() => undefined);
     this.notifyObservers();
   }
@@ -465,13 +467,8 @@ export class BrowserSessionHost {
     } else if (message.type === "inbox" && this.role === "leader") {
       this.draining = this.drainInbox();
       await this.draining;
-    } else if (message.type === "replaced" && this.role === "follower") {
-      await this.follow();
-      this.notifyObservers();
-    } else if (message.type === "committed" && this.role === "follower") {
-      if (!this.current) await this.follow();
-      else await this.current.refresh().catch(() => undefined);
-      this.notifyObservers();
+    } else if (message.type === "replaced" || message.type === "committed") {
+      await this.showCopy(message.type === "replaced");
     }
   }
 
@@ -533,13 +530,19 @@ export class BrowserSessionHost {
     for (const check of [...this.observers]) check();
   }
 
+  /** A new handle on the session's store. */
+  private storage(): Storage {
+    const { database, durability } = this.options;
+    return (
+      this.options.storage?.(database) ?? indexedDbStorage(database, { durability: durability ?? "strict" })
+    );
+  }
+
   private sessionOptions() {
-    const { sessionId, database, registry, durability, clock, timers, maxRestarts } = this.options;
+    const { sessionId, registry, clock, timers, maxRestarts } = this.options;
     return {
       id: sessionId,
-      storage:
-        this.options.storage?.(database) ??
-        indexedDbStorage(database, { durability: durability ?? "strict" }),
+      storage: this.storage(),
       registry: registry(),
       host: "browser" as const,
       ...(clock !== undefined && { clock }),
