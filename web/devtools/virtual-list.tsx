@@ -75,34 +75,33 @@ export function VirtualList<T>(props: VirtualListProps<T>) {
     measured.current.set(key, height);
     return true;
   };
-  // Rows also change height on their own (a record opened inside one): watched while they are rendered.
+  // Each rendered row is watched: measured when it first renders and whenever its height changes (a record
+  // opened inside it), before the browser paints.
   const observer = useRef<ResizeObserver | undefined>(undefined);
   const observed = useRef(new Set<Element>());
   const measureRef = useRef(measure);
   measureRef.current = measure;
+  const controlOf = (index: number) =>
+    listElement.current
+      ?.querySelector<HTMLElement>(`:scope > [data-index="${index}"]`)
+      ?.querySelector<HTMLElement>("button, a, input, select, [tabindex]");
 
-  // Measure what was rendered; a row whose height differs from what was assumed moves the ones below it.
   useLayoutEffect(() => {
     const list = listElement.current;
     if (list && offsets) {
-      const rendered = Array.from(list.children) as HTMLElement[];
-      let changed = false;
-      for (const row of rendered) if (measure(row)) changed = true;
-      if (changed) setMeasures((m) => m + 1);
       observer.current ??= new ResizeObserver((entries) => {
         let resized = false;
         for (const entry of entries) if (measureRef.current(entry.target as HTMLElement)) resized = true;
         if (resized) setMeasures((m) => m + 1);
       });
-      const now = new Set<Element>(rendered);
-      for (const row of observed.current) if (!now.has(row)) observer.current.unobserve(row);
+      const rendered = new Set<Element>(list.children);
+      for (const row of observed.current) if (!rendered.has(row)) observer.current.unobserve(row);
       for (const row of rendered) if (!observed.current.has(row)) observer.current.observe(row);
-      observed.current = now;
+      observed.current = rendered;
     }
+    // A row moved to by keyboard that was not rendered yet: focused once it is.
     const target = focusNext.current;
-    if (target === undefined || !list) return;
-    const row = list.querySelector<HTMLElement>(`:scope > [data-index="${target}"]`);
-    const control = row?.querySelector<HTMLElement>("button, a, input, select, [tabindex]");
+    const control = target === undefined ? undefined : controlOf(target);
     if (control) {
       focusNext.current = undefined;
       control.focus({ preventScroll: true });
@@ -112,7 +111,6 @@ export function VirtualList<T>(props: VirtualListProps<T>) {
 
   const moveTo = (index: number) => {
     const target = Math.max(0, Math.min(items.length - 1, index));
-    focusNext.current = target;
     const area = scroller.current;
     if (offsets && area) {
       const top = offsets[target] as number;
@@ -121,7 +119,9 @@ export function VirtualList<T>(props: VirtualListProps<T>) {
       else if (bottom > area.scrollTop + area.clientHeight) area.scrollTop = bottom - area.clientHeight;
       setScrollTop(area.scrollTop);
     }
-    setMeasures((m) => m + 1); // render, then focus the row's control
+    const control = controlOf(target);
+    if (control) control.focus({ preventScroll: true });
+    else focusNext.current = target; // rendered by the scroll above, then focused
   };
 
   const onKeyDown = (event: KeyboardEvent) => {
