@@ -100,6 +100,14 @@ async function simulate(seed: number) {
   const submission = await owner.submit({ requestId: "r", conversationId: "main", input: "stamp them" });
   await settle();
   let executors = 0;
+  /** An executor that works: it takes every waiting call, runs it and reports it. */
+  const working = () =>
+    executePlacedCalls(target(), {
+      host: "browser",
+      executor: `ok-${++executors}`,
+      tools: [stampTool(provider)],
+      leaseMs: LEASE_MS,
+    });
   const late: { key: string; executor: string; result: unknown }[] = [];
   /** An executor that accepts the first waiting call and then dies: before running it, or after. */
   const dying = async (runsFirst: boolean) => {
@@ -154,12 +162,7 @@ async function simulate(seed: number) {
       expect(refused, `seed ${seed}: ${events.join(", ")}`).toBeInstanceOf(SignalRefusedError);
     } else {
       events.push("a working executor");
-      await executePlacedCalls(target(), {
-        host: "browser",
-        executor: `ok-${++executors}`,
-        tools: [stampTool(provider)],
-        leaseMs: LEASE_MS,
-      });
+      await working();
     }
     await settle();
   }
@@ -167,12 +170,7 @@ async function simulate(seed: number) {
   for (let round = 0; round < 10 && owner.submission(submission.id)?.status !== "succeeded"; round++) {
     timers.advance(LEASE_MS + 1);
     await settle();
-    await executePlacedCalls(target(), {
-      host: "browser",
-      executor: `ok-${++executors}`,
-      tools: [stampTool(provider)],
-      leaseMs: LEASE_MS,
-    });
+    await working();
     await settle();
   }
   const why = `seed ${seed}: ${events.join(", ")}`;
