@@ -15,6 +15,7 @@ import {
   loggedChange,
   nextWriterMeta,
   opsOfGroup,
+  parkedCountAfter,
   type RowWrite,
   rawNumber,
   recordName,
@@ -32,10 +33,12 @@ import type {
 import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "../src/storage/storage.ts";
 import {
   readItemPage,
+  readParkedPage,
   readRequest,
   readSettledPage,
   readStoredSession,
   readTrees,
+  readWaitingTree,
   type SessionRowReader,
   type StoredItem,
   upgradeRowsSync,
@@ -72,6 +75,8 @@ export const DO_SQLITE_MAX_ROW_BYTES = 2_000_000;
 const INDEXES = [
   "CREATE INDEX IF NOT EXISTS da_items_by_version ON da_rows (session, n DESC, id DESC) WHERE tbl = 'items'",
   "CREATE INDEX IF NOT EXISTS da_settled_by_version ON da_rows (session, n DESC, id DESC) WHERE tbl = 'settled'",
+  "CREATE INDEX IF NOT EXISTS da_parked_by_version ON da_rows (session, n DESC, id DESC) WHERE tbl = 'parked'",
+  "CREATE INDEX IF NOT EXISTS da_deadlines_by_time ON da_rows (session, n DESC, id DESC) WHERE tbl = 'deadlines'",
 ];
 
 /**
@@ -92,6 +97,8 @@ function columns(table: Table, key: readonly KeyPart[]): [string, number] {
     case "items":
     case "live":
     case "settled":
+    case "parked":
+    case "deadlines":
       return [key[1] as string, key[0] as number];
     case "entries":
     case "documentRows":
@@ -104,7 +111,7 @@ function columns(table: Table, key: readonly KeyPart[]): [string, number] {
 
 function keyOf(table: Table, id: string, n: number): KeyPart[] {
   if (table === "changes") return [n];
-  if (table === "items" || table === "live" || table === "settled") return [n, id];
+  if (["items", "live", "settled", "parked", "deadlines"].includes(table)) return [n, id];
   return n === -1 && table !== "children" ? [id] : [id, n];
 }
 
@@ -177,7 +184,14 @@ export class DurableObjectSqliteStorage implements Storage {
             if (row.table === "changes") logEnd += written;
           }
         }
-        this.writeMeta(guard.sessionId, { ...meta, version: last.version, updatedAt: last.at, logEnd });
+        const parked = parkedCountAfter(meta, commits);
+        this.writeMeta(guard.sessionId, {
+          ...meta,
+          version: last.version,
+          updatedAt: last.at,
+          logEnd,
+          ...parked,
+        });
       }),
     );
   }
@@ -223,6 +237,18 @@ export class DurableObjectSqliteStorage implements Storage {
 
   async readTaskTree(sessionId: string, rootId: string) {
     return this.read(() => readTrees(this.reader(sessionId), [rootId]), []);
+  }
+
+  async readWaiting(sessionId: string, key: string) {
+    return this.read(() => readWaitingTree(this.reader(sessionId), key), []);
+  }
+
+  async readParked(sessionId: string, before: number, limit: number) {
+    return this.read(() => readParkedPage(this.reader(sessionId), before, limit), []);
+  }
+
+  async readDeadlines(sessionId: string, limit: number) {
+    return this.read(() => this.reader(sessionId).earliest("deadlines", limit), []);
   }
 
   async readItems(sessionId: string, before: number, limit: number) {
@@ -344,7 +370,7 @@ export class DurableObjectSqliteStorage implements Storage {
         return row === undefined ? undefined : this.record(table, row);
       },
       // The table is written into the statement (one of three literals), so SQLite can use its partial index.
-      latest: (table: "items" | "settled" | "changes", before: number, limit: number) =>
+      latest: (table: "items" | "settled" | "changes" | "parked", before: number, limit: number) =>
         this.storage.sql
           .exec(
             `SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = '${table}' AND n < ? ORDER BY n DESC, id DESC LIMIT ?`,
@@ -354,16 +380,16 @@ export class DurableObjectSqliteStorage implements Storage {
           )
           .toArray()
           .map((row) => this.record(table, row)),
-      earliest: (table: "settled", limit: number) =>
+      earliest: (table: "settled" | "deadlines", limit: number) =>
         this.storage.sql
           .exec(
-            "SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = 'settled' ORDER BY n ASC, id ASC LIMIT ?",
+            `SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = '${table}' ORDER BY n ASC, id ASC LIMIT ?`,
             sessionId,
             limit,
           )
           .toArray()
           .map((row) => this.record(table, row)),
-      count: (table: "settled" | "tasks") =>
+      count: (table: "settled" | "tasks" | "parked") =>
         Number(
           this.storage.sql
             .exec("SELECT COUNT(*) AS c FROM da_rows WHERE session = ? AND tbl = ?", sessionId, table)

@@ -366,3 +366,17 @@ export function deserializeError(wire: SerializedError): KernelError {
   Object.defineProperty(err, "name", { value: wire.name });
   return err;
 }
+
+const SESSION_FAILURES: ReadonlySet<string> = new Set([
+  "session-stopped",
+  "session-closed",
+  "stale-owner",
+  "storage-failed",
+  "quota-exceeded",
+  "storage-closed",
+]);
+
+/** Whether an error means the session itself can go no further (stopped, fenced, storage gone). */
+export function isSessionFailure(error: unknown): boolean {
+  return error instanceof KernelError && SESSION_FAILURES.has(error.code);
+}

@@ -54,6 +54,9 @@ function processHandle(disk: MemoryStorage): Storage & { kill(): void } {
     readSignal: async (...args) => alive().readSignal(...args),
     readItems: async (...args) => alive().readItems(...args),
     readSettled: async (...args) => alive().readSettled(...args),
+    readWaiting: async (...args) => alive().readWaiting(...args),
+    readParked: async (...args) => alive().readParked(...args),
+    readDeadlines: async (...args) => alive().readDeadlines(...args),
     close: async () => undefined,
   };
 }

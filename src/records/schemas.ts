@@ -345,6 +345,22 @@ export const RemovedItemSchema = z.object({
 export type RemovedItem = z.infer<typeof RemovedItemSchema>;
 
 /**
+ * A task tree started without a Submission whose root awaits outside keys with nothing else of it open: a
+ * parked wait (DESIGN §9). Its item leaves the `live` index for `parked`, each key it awaits is indexed, and
+ * its deadline too, so a session opens without reading it and finds it by key, by id or by time.
+ */
+export const ParkedWaitSchema = z.object({
+  /** The item's place in the order of inputs (the root task's `createdVersion`). */
+  version: z.number().int(),
+  /** The root task's id. */
+  id: Id,
+  keys: z.array(SignalKey).min(1).max(64),
+  /** When its deadline passes, if it has one. */
+  at: Time.optional(),
+});
+export type ParkedWait = z.infer<typeof ParkedWaitSchema>;
+
+/**
  * One committed change: what a single commit wrote. This is the unit of the change log, of subscriptions
  * and of the in-memory reducer. Not compiled (see `compiled`): it is parsed only where the change log is
  * read (catch-ups, history), and compiling it would add about half of all the record schemas' compile time
@@ -365,5 +381,8 @@ export const CommitRecordSchema = z.object({
   signals: z.array(SignalSchema).optional(),
   /** Finished items removed by retention (absent in every other commit). */
   removed: z.array(RemovedItemSchema).optional(),
+  /** Waits this commit parked, and parked waits it moved on (their index rows are deleted). */
+  parked: z.array(ParkedWaitSchema).optional(),
+  unparked: z.array(ParkedWaitSchema).optional(),
 });
 export type CommitRecord = z.infer<typeof CommitRecordSchema>;

@@ -74,6 +74,8 @@ export interface PipelineHost {
   readonly clock: Clock;
   readonly timers: Timers;
   readonly deferredFlushMs: number;
+  /** Past this many live waits of trees without a Submission, new ones are parked (see `parking.ts`). */
+  readonly liveWaits: number;
   /** The change log must keep every commit after this version (see `OpenSessionOptions.changeLogFloor`). */
   changeLogFloor?(): number | undefined;
   /** Adopts a confirmed commit into memory and publishes it. */
@@ -255,7 +257,7 @@ export class CommitPipeline {
         const value = request.build(draft);
         let commit: SealedCommit | undefined;
         if (!draft.isEmpty) {
-          commit = draft.seal(state.epoch, false);
+          commit = draft.seal(state.epoch, false, this.host.liveWaits);
           sealed.push(commit);
           version++;
         }

@@ -36,6 +36,7 @@ import type { Registry } from "../registry.ts";
 import { ChildIndex } from "./child-index.ts";
 import type { EntryLinks } from "./draft-types.ts";
 import { awaiterOf, openSignal } from "./overlay-lookups.ts";
+import { parkingOf } from "./parking.ts";
 import type { BlockedKind, BlockedRecord, DocumentState, StateReader } from "./state.ts";
 
 /**
@@ -137,6 +138,12 @@ export class KernelDraft implements StateReader {
       (id) => this.task(id),
       key,
     );
+  }
+  isParked(taskId: string): boolean {
+    return this.base.isParked(taskId);
+  }
+  liveWaits(): number {
+    return this.base.liveWaits();
   }
   openChildCount(parentId: string): number {
     return this.children ? this.children.openChildCount(parentId) : this.base.openChildCount(parentId);
@@ -288,7 +295,8 @@ export class KernelDraft implements StateReader {
    * Validates every record and returns the commit to store. Throws {@link ValidationError}, or
    * {@link RefusedWriteError} for a deferred commit that carries more than progress; writes nothing.
    */
-  seal(epoch: number, deferred: boolean): SealedCommit {
+  /** `liveWaits`: past this many live waits of trees without a Submission, new ones are parked. */
+  seal(epoch: number, deferred: boolean, liveWaits = Number.POSITIVE_INFINITY): SealedCommit {
     if (deferred) this.assertOnlyProgress();
     const documentValues = new Map<string, Json>();
     const documents: DocumentChange[] = [];
@@ -340,6 +348,7 @@ export class KernelDraft implements StateReader {
         ...(isBaseline && { baseline: checked }),
       });
     }
+    const tasks = validateAll(this.tasks.values(), TaskSchema, (t) => `tasks/${t.id}`);
     const commit: CommitRecord = {
       version: this.version,
       epoch,
@@ -352,12 +361,13 @@ export class KernelDraft implements StateReader {
       ),
       entries: validateAll(this.entries ?? [], EntrySchema, (e) => `entries/${e.conversationId}/${e.seq}`),
       documents,
-      tasks: validateAll(this.tasks.values(), TaskSchema, (t) => `tasks/${t.id}`),
+      tasks,
       submissions: validateAll(this.submissions.values(), SubmissionSchema, (s) => `submissions/${s.id}`),
       ...(this.signals.size > 0 && {
         signals: validateAll(this.signals.values(), SignalSchema, (s) => `signals/${s.key}`),
       }),
       ...(this.removed && { removed: this.removed }),
+      ...parkingOf(tasks, this.base, this, liveWaits),
     };
     return { commit, documentValues };
   }

@@ -9,6 +9,7 @@ import { headAfter } from "../records/schemas.ts";
 import { ChildIndex } from "./child-index.ts";
 import type { SealedCommit } from "./draft.ts";
 import { awaiterOf, openSignal } from "./overlay-lookups.ts";
+import { isStandaloneRoot } from "./parking.ts";
 import type { BlockedKind, BlockedRecord, DocumentState, SessionState, StateReader } from "./state.ts";
 
 export class GroupOverlay implements StateReader {
@@ -20,6 +21,9 @@ export class GroupOverlay implements StateReader {
   private readonly requestIndex = new Map<string, string>();
   private readonly children: ChildIndex;
   private readonly signals = new Map<string, Signal>();
+  /** Waits the group parked (true) or moved on (false) so far, and how many live waits it added. */
+  private readonly parked = new Map<string, boolean>();
+  private liveAdded = 0;
 
   constructor(private readonly state: SessionState) {
     this.children = new ChildIndex(state);
@@ -63,6 +67,13 @@ export class GroupOverlay implements StateReader {
     );
   }
 
+  isParked(taskId: string): boolean {
+    return this.parked.get(taskId) ?? this.state.isParked(taskId);
+  }
+  liveWaits(): number {
+    return this.state.liveWaits() + this.liveAdded;
+  }
+
   /** Takes in a frozen draft of the group, so the next draft sees its changes. */
   absorb({ commit, documentValues }: SealedCommit): void {
     for (const conversation of commit.conversations) this.conversations.set(conversation.id, conversation);
@@ -74,8 +85,16 @@ export class GroupOverlay implements StateReader {
           : { head: headAfter(change, commit.at), value: documentValues.get(change.id) as Json },
       );
     }
+    const isLiveWait = (task: Task | undefined, parked: boolean) =>
+      task !== undefined && task.state.status === "awaiting" && isStandaloneRoot(task) && !parked;
+    const wasParked = new Map(commit.tasks.map((task) => [task.id, this.isParked(task.id)]));
+    for (const wait of commit.unparked ?? []) this.parked.set(wait.id, false);
+    for (const wait of commit.parked ?? []) this.parked.set(wait.id, true);
     for (const task of commit.tasks) {
       const before = this.task(task.id);
+      this.liveAdded +=
+        Number(isLiveWait(task, this.isParked(task.id))) -
+        Number(isLiveWait(before, wasParked.get(task.id) === true));
       this.tasks.set(task.id, task);
       this.children.track(before, task);
     }

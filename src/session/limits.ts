@@ -3,5 +3,8 @@
 /** Finished Submissions (and task trees started without one) kept besides every unfinished one. */
 export const DEFAULT_SETTLED = 20;
 
+/** Waits of trees without a Submission kept live; later ones are parked (stored apart, loaded when needed). */
+export const DEFAULT_LIVE_WAITS = 100;
+
 /** Latest entries of each conversation kept (and loaded on open). */
 export const DEFAULT_ENTRY_TAIL = 200;

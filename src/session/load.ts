@@ -90,6 +90,8 @@ export function loadSessionState(
     else block("signal", idOf(row), row.key, summarizeIssues(parsed.error));
   }
   for (const item of state.items.load(itemsOf(stored), state)) state.evict(item);
+  state.parkedInStorage = stored.parked?.count ?? 0;
+  state.parkedDue = stored.parked?.due;
   return state;
 }
 

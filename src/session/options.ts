@@ -34,6 +34,14 @@ export interface OpenSessionOptions {
    */
   readonly retainSettled?: number;
   /**
+   * How many waits of task trees started without a Submission (a root task awaiting outside keys, nothing
+   * else of its tree open) stay live — loaded on open like any unfinished work — before new ones are parked
+   * (default 100). A parked wait stays in storage when a session opens and is read back when one of its keys
+   * is signalled, when it is cancelled by id, or when its deadline comes; `parkedInStorage` counts those and
+   * `readParkedWaits` lists them. Open time does not grow with them.
+   */
+  readonly liveWaits?: number;
+  /**
    * What finished work may be removed from storage, by count and/or age, optionally archived first
    * (DESIGN §9; `session.collect()`). Default: none — finished work is kept forever. With `keepSettled`
    * below the default `retainSettled`, memory keeps that many too (an explicit `retainSettled` wins:

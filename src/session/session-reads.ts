@@ -5,19 +5,25 @@
 import type { Conversation, Entry, Submission, Task } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
 import { CHANGE_PAGE, SessionHistory, type SubmissionPage } from "./history.ts";
+import { ParkedWaits } from "./parked-waits.ts";
 import { type PendingWait, pendingWaits } from "./pending.ts";
 import type { SessionState } from "./state.ts";
 import { buildView, type SessionView, type ViewOptions } from "./view.ts";
 
 export class SessionReads {
   protected readonly history: SessionHistory;
+  protected readonly parked: ParkedWaits;
 
   constructor(
     protected readonly state: SessionState,
     storage: Storage,
   ) {
     this.history = new SessionHistory(state, storage);
+    this.parked = new ParkedWaits(state, storage, (tasks) => this.parkedLoaded(tasks));
   }
+
+  /** Parked waits were read back into memory (a writer's scheduler learns their deadlines). */
+  protected parkedLoaded(_tasks: readonly Task[]): void {}
 
   /** The session's id. */
   get id(): string {
@@ -68,9 +74,22 @@ export class SessionReads {
     return this.state.task(taskId);
   }
 
-  /** What the session waits for from outside (also `view().pending`). */
+  /**
+   * What the session waits for from outside, of the work in memory (also `view().pending`). Parked waits
+   * left in storage on open are not among them: `parkedInStorage` counts them, `readParkedWaits` lists them.
+   */
   pending(): PendingWait[] {
     return pendingWaits(this.state.tasks.values());
+  }
+
+  /** How many parked waits stayed in storage when the session opened, not read back since. */
+  get parkedInStorage(): number {
+    return this.state.parkedInStorage;
+  }
+
+  /** The pending waits of parked waits memory does not hold, newest first, a page at a time. */
+  readParkedWaits(options?: { before?: number; limit?: number }) {
+    return this.parked.readPage(options);
   }
 
   /** How many Submissions have not ended yet (accepted or running). O(1). */

@@ -27,6 +27,7 @@ import type { SealedCommit } from "./draft.ts";
 import type { BuildCommit, BuildProgress, CommitOptions } from "./draft-types.ts";
 import { CHANGE_PAGE } from "./history.ts";
 import { registerKernelCommit } from "./kernel-access.ts";
+import { DEFAULT_LIVE_WAITS } from "./limits.ts";
 import { observeUntil, untilEnded, untilSubmissionEnded } from "./observe.ts";
 import type { OpenSessionOptions, SessionStatus, WaitOptions } from "./options.ts";
 import { type CollectResult, Retention } from "./retention.ts";
@@ -74,6 +75,7 @@ export class Session extends SessionReads {
       clock,
       timers,
       deferredFlushMs: options.deferredFlushMs ?? 50,
+      liveWaits: options.liveWaits ?? DEFAULT_LIVE_WAITS,
       ...(options.changeLogFloor && { changeLogFloor: options.changeLogFloor }),
       adopt: (sealed) => this.adopt(sealed),
       stop: (error) => this.stop(error),
@@ -94,11 +96,16 @@ export class Session extends SessionReads {
         readEntries: (conversationId, fromSeq) => this.history.readEntriesFrom(conversationId, fromSeq),
         beforeEffect: (signal) => options.effectGate?.(this.version, signal) ?? Promise.resolve(),
         ...(options.host !== undefined && { hostKind: options.host }),
+        loadDue: (now) => this.parked.loadDue(now),
       });
       const policy = options.retention;
       if (policy) this.retention = new Retention({ state, storage, clock, policy, ...this.retentionHost() });
     }
   }
+  protected override parkedLoaded(tasks: readonly Task[]): void {
+    this.scheduler?.onLoaded(tasks);
+  }
+
   get status(): SessionStatus {
     return this.currentStatus;
   }
@@ -144,6 +151,7 @@ export class Session extends SessionReads {
    */
   async signal(key: string, payload: unknown, options: SignalOptions): Promise<SignalReceipt> {
     this.assertUsable("signal");
+    if (typeof key === "string") await this.parked.loadByKey(key);
     return deliverSignal(this.signalHost, key, payload, options);
   }
 
@@ -170,6 +178,7 @@ export class Session extends SessionReads {
    * signal aborts, and the task ends `cancelled` once its children have.
    */
   async cancel(taskId: string, reason = "cancelled by request"): Promise<void> {
+    if (this.mode === "write" && typeof taskId === "string") await this.parked.loadById(taskId);
     await this.dispatchEvent({ type: "cancel-requested", taskId, reason }, "cancel");
   }
 
@@ -206,7 +215,8 @@ export class Session extends SessionReads {
   }
 
   /** Resolves with the task's record once it is terminal. Only observes. */
-  waitForTask(taskId: string, options?: WaitOptions): Promise<Task> {
+  async waitForTask(taskId: string, options?: WaitOptions): Promise<Task> {
+    if (typeof taskId === "string") await this.parked.loadById(taskId);
     return untilEnded(this, `task ${taskId}`, () => this.state.task(taskId), isTerminal, options?.signal);
   }
 

@@ -61,6 +61,10 @@ export interface StateReader {
   signal(key: string): Signal | undefined;
   /** The task awaiting `key`, if one is. O(1): an index kept as tasks change. */
   awaiter(key: string): Task | undefined;
+  /** Whether the wait of task `taskId` is parked (stored apart from live work, see `parking.ts`). */
+  isParked(taskId: string): boolean;
+  /** How many waits of task trees started without a Submission memory holds that are not parked. O(1). */
+  liveWaits(): number;
 }
 
 export class SessionState implements StateReader {
@@ -85,6 +89,13 @@ export class SessionState implements StateReader {
   private readonly awaiters = new Map<string, string>();
   /** Which Submissions and task trees stay in memory (DESIGN §9). */
   readonly items: ItemTracker;
+  /** Root tasks in memory whose wait is parked (kept from commits and reads back), and how many roots await. */
+  private readonly parked = new Set<string>();
+  private awaitingRoots = 0;
+  /** Parked waits left in storage when the session opened and not read back since (see `parking.ts`). */
+  parkedInStorage = 0;
+  /** A lower bound of the earliest deadline among them: the scheduler wakes then to read the due ones. */
+  parkedDue: number | undefined;
 
   constructor(
     readonly id: string,
@@ -132,6 +143,19 @@ export class SessionState implements StateReader {
     return id === undefined ? undefined : this.tasks.get(id);
   }
 
+  isParked(taskId: string): boolean {
+    return this.parked.has(taskId);
+  }
+  liveWaits(): number {
+    return this.awaitingRoots - this.parked.size;
+  }
+
+  /** Takes note of the waits a commit parked or moved on, and of one read back from storage (parked). */
+  trackParking(unparked: readonly { id: string }[], parked: readonly { id: string }[]): void {
+    for (const wait of unparked) this.parked.delete(wait.id);
+    for (const wait of parked) this.parked.add(wait.id);
+  }
+
   /** Keeps a signal while no wait has taken it (taken ones live in storage only). */
   putSignal(signal: Signal): void {
     if (signal.consumedBy === undefined) this.signals.set(signal.key, signal);
@@ -174,6 +198,9 @@ export class SessionState implements StateReader {
     this.children.track(before, task);
     if (before?.state.status === "awaiting") for (const key of before.state.keys) this.awaiters.delete(key);
     if (task.state.status === "awaiting") for (const key of task.state.keys) this.awaiters.set(key, task.id);
+    if (task.parentId === undefined && task.submissionId === undefined)
+      this.awaitingRoots +=
+        (task.state.status === "awaiting" ? 1 : 0) - (before?.state.status === "awaiting" ? 1 : 0);
   }
 }
 
@@ -188,6 +215,9 @@ export type SessionAction =
        */
       readonly documentValues?: ReadonlyMap<string, Json>;
     }
+  /** A parked wait read back from storage (its tree's tasks, validated), unless memory already holds it. */
+  | { readonly type: "parked-loaded"; readonly item: WorkItem; readonly tasks: readonly Task[] }
+  | { readonly type: "parked-due"; readonly at: number | undefined }
   | { readonly type: "blocked"; readonly record: BlockedRecord }
   | { readonly type: "task-blocked"; readonly taskId: string; readonly reason: string }
   | { readonly type: "task-unblocked"; readonly taskId: string };
@@ -197,6 +227,16 @@ export function reduceSession(state: SessionState, action: SessionAction): void 
   switch (action.type) {
     case "committed":
       applyCommit(state, action.commit, action.documentValues);
+      return;
+    case "parked-loaded":
+      if (state.tasks.has(action.item.id)) return;
+      for (const task of action.tasks) state.putTask(task);
+      state.trackParking([], [action.item]);
+      state.items.load([action.item], state);
+      state.parkedInStorage = Math.max(0, state.parkedInStorage - 1);
+      return;
+    case "parked-due":
+      state.parkedDue = action.at;
       return;
     case "blocked":
       state.blockedRecords.set(`${action.record.kind}:${action.record.id}`, action.record);
@@ -241,6 +281,7 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
   for (const task of commit.tasks) state.putTask(task);
   for (const submission of commit.submissions) state.putSubmission(submission);
   for (const signal of commit.signals ?? []) state.putSignal(signal);
+  if (commit.parked || commit.unparked) state.trackParking(commit.unparked ?? [], commit.parked ?? []);
   for (const item of state.items.observe(commit.submissions, commit.tasks, state, commit.version))
     state.evict(item);
   // Retention removes only items outside the writer's working set; a replica may still hold one.

@@ -5,9 +5,10 @@
  * interfaces) against the globals — and the store uses only a handful of requests, so they are wrapped here.
  */
 import { ensureError, KernelError, StorageError } from "../errors.ts";
+import { pruneThroughAsync } from "./change-log.ts";
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
-import { checkCreate, recordName } from "./rows.ts";
-import type { StoredRecord } from "./storage.ts";
+import { checkCreate, rawNumber, recordName } from "./rows.ts";
+import type { CommitGuard, StoredRecord } from "./storage.ts";
 import type { SessionRowReader } from "./working-set.ts";
 
 /** The request's result once it succeeds; its error (the transaction then aborts) if it fails. */
@@ -127,4 +128,28 @@ export function toStorageError(error: unknown, context: string): KernelError {
     });
   }
   return new StorageError("storage-failed", `${context}: ${err.name}: ${err.message}`, { cause: err });
+}
+
+/** The highest change version a pruning boundary deletes once the log holds `logEnd` characters (0: none). */
+export async function pruneThroughInTx(
+  tx: IDBTransaction,
+  keys: SessionRanges,
+  guard: CommitGuard,
+  op: { readonly through: number; readonly version: number },
+  limit: number,
+  logEnd = 0,
+): Promise<number> {
+  const store = tx.objectStore("changes");
+  const first = (await requested(store.getKey(keys.all(guard.sessionId)))) as KeyPart[] | undefined;
+  if (!first) return 0;
+  const logStartOf = async (v: number) =>
+    rawNumber(await requested(store.get([guard.sessionId, v])), "logStart");
+  return pruneThroughAsync(logStartOf, {
+    oldest: Number(first[1]),
+    newest: op.version,
+    logEnd,
+    limit,
+    through: op.through,
+    keepChangesAfter: guard.keepChangesAfter,
+  });
 }

@@ -4,9 +4,9 @@
  */
 import { type KernelError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
-import { pruneThroughAsync } from "./change-log.ts";
 import {
   finished,
+  pruneThroughInTx,
   reader,
   readRows,
   refusalOf,
@@ -21,6 +21,7 @@ import {
   loggedChange,
   nextWriterMeta,
   opsOfGroup,
+  parkedCountAfter,
   rawNumber,
   TABLES,
   upgradedMeta,
@@ -37,10 +38,12 @@ import type {
 import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";
 import {
   readItemPage,
+  readParkedPage,
   readRequest,
   readSettledPage,
   readStoredSession,
   readTrees,
+  readWaitingTree,
   type SessionRowReader,
   type StoredItem,
   upgradeRows,
@@ -67,15 +70,13 @@ export interface IndexedDbStorageOptions extends StorageOptions {
 
 /**
  * 2 added the index stores (`items`, `live`, `requests`, `children`), 3 `signals` and `earlySignals`, 4
- * `settled`; an upgrade only creates stores.
+ * `settled`, 5 `parked`, `waitKeys` and `deadlines`; an upgrade only creates stores.
  */
-const DB_VERSION = 4;
+const DB_VERSION = 5;
 const SESSIONS = "sessions";
 const ALL_STORES = [SESSIONS, ...TABLES];
 type Db = IDBDatabase;
 type Tx = IDBTransaction;
-
-type PruneOp = { readonly through: number; readonly version: number };
 
 /** The IndexedDB store. Create one with {@link indexedDbStorage}. */
 export class IndexedDbStorage implements Storage {
@@ -173,7 +174,7 @@ export class IndexedDbStorage implements Storage {
           continue;
         }
         if (op.kind === "prune") {
-          const through = await this.pruneThrough(tx, keys, guard, op, logEnd);
+          const through = await pruneThroughInTx(tx, keys, guard, op, this.retainBytes, logEnd);
           if (through > 0) {
             const pruned = keys.numbers(guard.sessionId, [], 0, through);
             queue(requested(tx.objectStore("changes").delete(pruned)));
@@ -207,33 +208,19 @@ export class IndexedDbStorage implements Storage {
       const log = logEnd === undefined ? {} : { logEnd };
       queue(
         requested(
-          sessions.put({ ...meta, version: last.version, updatedAt: last.at, ...log }, guard.sessionId),
+          sessions.put(
+            {
+              ...meta,
+              version: last.version,
+              updatedAt: last.at,
+              ...log,
+              ...parkedCountAfter(meta, commits),
+            },
+            guard.sessionId,
+          ),
         ),
       );
       await Promise.all(writes);
-    });
-  }
-
-  /** The highest change version a pruning boundary deletes once the log holds `logEnd` characters (0: none). */
-  private async pruneThrough(
-    tx: Tx,
-    keys: SessionRanges,
-    guard: CommitGuard,
-    op: PruneOp,
-    logEnd = 0,
-  ): Promise<number> {
-    const store = tx.objectStore("changes");
-    const first = (await requested(store.getKey(keys.all(guard.sessionId)))) as KeyPart[] | undefined;
-    if (!first) return 0;
-    const logStartOf = async (v: number) =>
-      rawNumber(await requested(store.get([guard.sessionId, v])), "logStart");
-    return pruneThroughAsync(logStartOf, {
-      oldest: Number(first[1]),
-      newest: op.version,
-      logEnd,
-      limit: this.retainBytes,
-      through: op.through,
-      keepChangesAfter: guard.keepChangesAfter,
     });
   }
 
@@ -284,6 +271,18 @@ export class IndexedDbStorage implements Storage {
 
   async readTaskTree(sessionId: string, rootId: string) {
     return this.read(sessionId, (r) => readTrees(r, [rootId]));
+  }
+
+  async readWaiting(sessionId: string, key: string) {
+    return this.read(sessionId, (r) => readWaitingTree(r, key));
+  }
+
+  async readParked(sessionId: string, before: number, limit: number) {
+    return this.read(sessionId, (r) => readParkedPage(r, before, limit));
+  }
+
+  async readDeadlines(sessionId: string, limit: number) {
+    return this.read(sessionId, async (r) => r.earliest("deadlines", limit));
   }
 
   async readItems(

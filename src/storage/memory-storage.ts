@@ -16,6 +16,7 @@ import {
   loggedChange,
   nextWriterMeta,
   opsOfGroup,
+  parkedCountAfter,
   rawNumber,
   recordName,
   TABLES,
@@ -32,10 +33,12 @@ import type {
 import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";
 import {
   readItemPage,
+  readParkedPage,
   readRequest,
   readSettledPage,
   readStoredSession,
   readTrees,
+  readWaitingTree,
   type SessionRowReader,
   type StoredItem,
   upgradeRowsSync,
@@ -148,7 +151,13 @@ export class MemoryStorage implements Storage {
       else if (op.row.op === "delete") rows.tables[op.row.table].delete(op.row.key);
       else rows.tables[op.row.table].set(op.row.key, op.row.value);
     }
-    rows.meta = { ...meta, version: last.version, updatedAt: last.at, logEnd };
+    rows.meta = {
+      ...meta,
+      version: last.version,
+      updatedAt: last.at,
+      logEnd,
+      ...parkedCountAfter(meta, commits),
+    };
   }
 
   async deleteSession(sessionId: string): Promise<void> {
@@ -200,6 +209,18 @@ export class MemoryStorage implements Storage {
 
   async readTaskTree(sessionId: string, rootId: string) {
     return this.read(sessionId, (reader) => readTrees(reader, [rootId]), []);
+  }
+
+  async readWaiting(sessionId: string, key: string) {
+    return this.read(sessionId, (reader) => readWaitingTree(reader, key), []);
+  }
+
+  async readParked(sessionId: string, before: number, limit: number) {
+    return this.read(sessionId, (reader) => readParkedPage(reader, before, limit), []);
+  }
+
+  async readDeadlines(sessionId: string, limit: number) {
+    return this.read(sessionId, (reader) => reader.earliest("deadlines", limit), []);
   }
 
   async readItems(sessionId: string, before: number, limit: number) {
@@ -267,15 +288,21 @@ export class MemoryStorage implements Storage {
         const row = rows.tables[table].get(key);
         return row && { key: recordName(table, row.key), value: row.value };
       },
-      latest: (table: "items" | "settled" | "changes", before: number, limit: number) =>
+      latest: (table: "items" | "settled" | "changes" | "parked", before: number, limit: number) =>
         rows.tables[table]
           .latest(before, limit)
           .map((row) => ({ key: recordName(table, row.key), value: row.value })),
-      earliest: (table: "settled", limit: number) =>
-        rows.tables[table]
-          .earliest(limit)
-          .map((row) => ({ key: recordName(table, row.key), value: row.value })),
-      count: (table: "settled" | "tasks") => rows.tables[table].count,
+      // Deadlines are times, far apart: sorted whole rather than stepped through (this store is for tests).
+      earliest: (table: "settled" | "deadlines", limit: number) =>
+        table === "deadlines"
+          ? sortedRange(rows.tables[table], table, undefined, -Infinity, Number.POSITIVE_INFINITY).slice(
+              0,
+              limit,
+            )
+          : rows.tables[table]
+              .earliest(limit)
+              .map((row) => ({ key: recordName(table, row.key), value: row.value })),
+      count: (table: "settled" | "tasks" | "parked") => rows.tables[table].count,
     } satisfies SessionRowReader;
   }
 

@@ -44,7 +44,11 @@ export type Table =
   | "requests" // [requestId] → submissionId (written once: a requestId never changes owner)
   | "children" // [parentId, childIndex] → childId (a task tree is read from its root down)
   | "signals" // [key] → Signal (written once; consumed by the wait that names its key)
-  | "earlySignals"; // [key] → null: signals no wait has taken yet (deleted when one does)
+  | "earlySignals" // [key] → null: signals no wait has taken yet (deleted when one does)
+  // Parked waits (a root task awaiting outside keys, nothing else of its tree open), apart from `live`:
+  | "parked" // [version, itemId] → Item
+  | "waitKeys" // [key] → root task id of the parked wait on it
+  | "deadlines"; // [at, itemId] → null: parked waits by deadline
 
 export const TABLES: readonly Table[] = [
   "conversations",
@@ -61,6 +65,9 @@ export const TABLES: readonly Table[] = [
   "children",
   "signals",
   "earlySignals",
+  "parked",
+  "waitKeys",
+  "deadlines",
 ];
 
 /**
@@ -110,7 +117,7 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     rows.push({ table: "documents", key: [change.id], value: head });
     rows.push({ table: "documentRows", key: [change.id, change.version], value: row });
   }
-  const created = new Map<string, Item>();
+  const created = new Map<string, { item: Item; finished: boolean }>();
   // A Submission's root task is created in the commit that accepts it and belongs to its item; any other
   // root task is an item of its own.
   const submissionRoots = new Set(commit.submissions.map((s) => s.taskId));
@@ -128,17 +135,15 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     if (task.parentId !== undefined) {
       const childIndex = task.childIndex ?? 0;
       rows.push({ table: "children", key: [task.parentId, childIndex], value: task.id });
-    } else if (standalone) created.set(task.id, { root: task.id });
+    } else if (standalone) created.set(task.id, { item: { root: task.id }, finished: isTerminal(task) });
   }
   for (const submission of commit.submissions) {
     rows.push({ table: "submissions", key: [submission.id], value: submission });
     const version = submission.acceptedVersion;
     if (version === undefined) continue;
     if (version === commit.version) {
-      created.set(submission.id, {
-        submission: submission.id,
-        ...(submission.taskId && { root: submission.taskId }),
-      });
+      const item = { submission: submission.id, ...(submission.taskId && { root: submission.taskId }) };
+      created.set(submission.id, { item, finished: isSubmissionFinished(submission) });
       rows.push({ table: "requests", key: [submission.requestId], value: submission.id, op: "create" });
     } else if (isSubmissionFinished(submission)) {
       const key = [version, submission.id];
@@ -147,9 +152,8 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
       rows.push({ table: "settled", key, value: item });
     }
   }
-  for (const [id, item] of created) {
+  for (const [id, { item, finished }] of created) {
     rows.push({ table: "items", key: [commit.version, id], value: item });
-    const finished = isItemFinished(item, commit);
     rows.push({ table: finished ? "settled" : "live", key: [commit.version, id], value: item });
   }
   for (const signal of commit.signals ?? []) {
@@ -164,7 +168,35 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     else if (!isNew) rows.push({ table: "earlySignals", key: [signal.key], value: null, op: "delete" });
   }
   for (const item of commit.removed ?? []) rows.push(...removedRows(item));
+  rows.push(...parkingRows(commit));
   rows.push({ table: "changes", key: [commit.version], value: commit });
+  return rows;
+}
+
+/**
+ * The index rows of parked waits: a wait moved on loses its rows (and its item is live again unless it
+ * finished or parks anew); a parked one leaves `live` for `parked`, with a row per key and its deadline.
+ */
+function parkingRows(commit: CommitRecord): RowWrite[] {
+  if (!commit.parked && !commit.unparked) return [];
+  const rows: RowWrite[] = [];
+  const doomed = (table: Table, key: KeyPart[]): RowWrite => ({ table, key, value: null, op: "delete" });
+  const parkedNow = new Set((commit.parked ?? []).map((wait) => wait.id));
+  const tasks = new Map(commit.tasks.map((task) => [task.id, task]));
+  for (const wait of commit.unparked ?? []) {
+    rows.push(doomed("parked", [wait.version, wait.id]));
+    for (const key of wait.keys) rows.push(doomed("waitKeys", [key]));
+    if (wait.at !== undefined) rows.push(doomed("deadlines", [wait.at, wait.id]));
+    const task = tasks.get(wait.id);
+    if (!parkedNow.has(wait.id) && task && !isTerminal(task))
+      rows.push({ table: "live", key: [wait.version, wait.id], value: { root: wait.id } satisfies Item });
+  }
+  for (const wait of commit.parked ?? []) {
+    rows.push(doomed("live", [wait.version, wait.id]));
+    rows.push({ table: "parked", key: [wait.version, wait.id], value: { root: wait.id } satisfies Item });
+    for (const key of wait.keys) rows.push({ table: "waitKeys", key: [key], value: wait.id });
+    if (wait.at !== undefined) rows.push({ table: "deadlines", key: [wait.at, wait.id], value: null });
+  }
   return rows;
 }
 
@@ -231,16 +263,6 @@ export function opsOfGroup(commits: readonly CommitRecord[], retain: number): Gr
   return kept.reverse();
 }
 
-/** Whether an item created in `commit` already finished in it (a Submission refused at once, say). */
-function isItemFinished(item: Item, commit: CommitRecord): boolean {
-  if (item.submission !== undefined) {
-    const submission = commit.submissions.find((s) => s.id === item.submission);
-    return submission !== undefined && isSubmissionFinished(submission);
-  }
-  const root = commit.tasks.find((t) => t.id === item.root);
-  return root !== undefined && isTerminal(root);
-}
-
 /**
  * Refuses a row whose serialized value is larger than `limit` UTF-8 bytes, naming it. Counting only runs
  * when the text could be too large (one UTF-16 unit is at most 3 UTF-8 bytes), so small rows pay nothing.
@@ -277,6 +299,19 @@ export function documentRowsObsoleteBelow(change: DocumentChange): number | unde
  */
 export function loggedChange(row: RowWrite, logStart: number): RowWrite {
   return { ...row, value: { ...(row.value as CommitRecord), logStart } };
+}
+
+/**
+ * The session row's count of parked waits after `commits` (`{ parked }`, absent while there never were any):
+ * kept exact by the commits themselves, so opening a session never counts its parked waits.
+ */
+export function parkedCountAfter(meta: unknown, commits: readonly CommitRecord[]): { parked?: number } {
+  let count = rawNumber(meta, "parked");
+  for (const commit of commits) {
+    const delta = (commit.parked?.length ?? 0) - (commit.unparked?.length ?? 0);
+    if (delta !== 0) count = Math.max(0, (count ?? 0) + delta);
+  }
+  return count === undefined ? {} : { parked: count };
 }
 
 /** A new session row. */

@@ -38,6 +38,8 @@ export interface StoredSession {
   readonly items?: readonly StoredItem[];
   /** Signals that arrived before any wait took them (the `earlySignals` index); absent for format 1. */
   readonly signals?: readonly StoredRecord[];
+  /** The parked waits, which stay in storage on open: how many, and the earliest deadline among them. */
+  readonly parked?: { readonly count: number; readonly due?: number };
 }
 
 /** How to open a session in a store. */
@@ -128,6 +130,12 @@ export interface Storage {
   readTask(sessionId: string, taskId: string): Promise<StoredRecord | undefined>;
   /** One signal by its key (a signal is stored once per key and kept). */
   readSignal(sessionId: string, key: string): Promise<StoredRecord | undefined>;
+  /** The task tree of the parked wait on signal key `key` (DESIGN §9), empty when no parked wait has it. */
+  readWaiting(sessionId: string, key: string): Promise<StoredRecord[]>;
+  /** Up to `limit` parked waits created before version `before`, newest first (items of their root tasks). */
+  readParked(sessionId: string, before: number, limit: number): Promise<StoredItem[]>;
+  /** Up to `limit` deadlines of parked waits, earliest first, as `deadlines/<at>/<rootId>` rows. */
+  readDeadlines(sessionId: string, limit: number): Promise<StoredRecord[]>;
   /** Every task of the tree under `rootId` (the root first, then level by level). */
   readTaskTree(sessionId: string, rootId: string): Promise<StoredRecord[]>;
   /** Up to `limit` items created before version `before`, newest first, with their Submissions. */

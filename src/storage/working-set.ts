@@ -24,14 +24,14 @@ export interface SessionRowReader {
    * below `before`, highest first.
    */
   latest(
-    table: "items" | "settled" | "changes",
+    table: "items" | "settled" | "changes" | "parked",
     before: number,
     limit: number,
   ): Promise<StoredRecord[]> | StoredRecord[];
-  /** Up to `limit` rows of the `settled` index, lowest version first. */
-  earliest(table: "settled", limit: number): Promise<StoredRecord[]> | StoredRecord[];
-  /** How many rows of the `settled` index (or of its tasks) the session holds. */
-  count(table: "settled" | "tasks"): Promise<number> | number;
+  /** Up to `limit` rows of the `settled` (or `deadlines`) index, lowest number first. */
+  earliest(table: "settled" | "deadlines", limit: number): Promise<StoredRecord[]> | StoredRecord[];
+  /** How many rows of the `settled` index (or of its tasks, or of parked waits) the session holds. */
+  count(table: "settled" | "tasks" | "parked"): Promise<number> | number;
 }
 
 /** An `items` or `live` row as an item: `items/12/sub_3` is version 12, id `sub_3` (ids may hold `/`). */
@@ -91,7 +91,27 @@ export async function readStoredSession(
     const row = await reader.get("signals", [early.key.slice("earlySignals/".length)]);
     if (row) signals.push(row);
   }
-  return { ...base, tasks, submissions, items, signals };
+  return { ...base, tasks, submissions, items, signals, parked: await readParked(reader, meta) };
+}
+
+/** How many parked waits the session stores (the session row counts them), and their earliest deadline. */
+async function readParked(reader: SessionRowReader, meta: unknown): Promise<{ count: number; due?: number }> {
+  const count = rawNumber(meta, "parked") ?? 0;
+  if (count === 0) return { count };
+  const [first] = await reader.earliest("deadlines", 1);
+  return { count, ...(first && { due: deadlineOfRow(first).at }) };
+}
+
+/** A `deadlines` row's time and wait (`deadlines/1700000000000/task_1`; ids may hold `/`). */
+export function deadlineOfRow(row: StoredRecord): { at: number; id: string } {
+  const { version, id } = itemOfRow(row);
+  return { at: version, id };
+}
+
+/** The task tree of the parked wait on `key`, empty when no parked wait has that key. */
+export async function readWaitingTree(reader: SessionRowReader, key: string): Promise<StoredRecord[]> {
+  const row = await reader.get("waitKeys", [key]);
+  return typeof row?.value === "string" ? readTrees(reader, [row.value]) : [];
 }
 
 /** Up to `count` finished items, newest first, skipping unfinished ones (format 2, which has no settled index). */
@@ -148,12 +168,12 @@ export async function readTrees(reader: SessionRowReader, roots: readonly string
   const tasks: StoredRecord[] = [];
   let level = [...roots];
   while (level.length > 0) {
-    const found = await Promise.all(level.map((id) => reader.get("tasks", [id])));
+    // The level's tasks and child lists requested at once (one round trip per level), read in order.
+    const [found, children] = await Promise.all([
+      Promise.all(level.map((id) => reader.get("tasks", [id]))),
+      Promise.all(level.map((id) => reader.range("children", id, 0, Number.MAX_SAFE_INTEGER))),
+    ]);
     for (const row of found) if (row) tasks.push(row);
-    // Every range of the level requested at once (one round trip, not one per task), read in order.
-    const children = await Promise.all(
-      level.map((id) => reader.range("children", id, 0, Number.MAX_SAFE_INTEGER)),
-    );
     const next: string[] = [];
     for (const rows of children)
       for (const child of rows) if (typeof child.value === "string") next.push(child.value);
@@ -209,6 +229,15 @@ export async function readItemPage(
     if (row) submissions.push(row);
   }
   return { items, submissions };
+}
+
+/** Up to `limit` parked waits created before version `before`, newest first. */
+export async function readParkedPage(
+  reader: SessionRowReader,
+  before: number,
+  limit: number,
+): Promise<StoredItem[]> {
+  return (await reader.latest("parked", before, limit)).map(itemOfRow);
 }
 
 /** The oldest finished items (for retention, DESIGN §9), and how many finished items are stored. */

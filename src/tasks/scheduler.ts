@@ -6,7 +6,7 @@
  */
 import type { Clock, IdSource, TimerHandle, Timers } from "../clock.ts";
 import { afterThisTick } from "../clock.ts";
-import { KernelError } from "../errors.ts";
+import { isSessionFailure, KernelError } from "../errors.ts";
 import type { CommitRecord, Entry, Task } from "../records/schemas.ts";
 import { isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
@@ -43,7 +43,12 @@ export interface SchedulerHost {
   readonly hostKind?: "browser" | "edge";
   block(taskId: string, reason: string): void;
   unblock(taskId: string): void;
+  /** Reads back the parked waits due by `now` from storage (see `session/parked-waits.ts`). */
+  loadDue?(now: number): Promise<void>;
 }
+
+/** The wake-queue id of the earliest deadline among parked waits left in storage (no task has it). */
+const PARKED = "";
 
 export interface SchedulerOptions {
   /** Called after every commit with the current wake info (hosts turn it into timers or alarms). */
@@ -99,6 +104,7 @@ export class Scheduler {
       if (at !== undefined) this.sleepers.push(at, task.id);
       if (task.state.status === "running") this.runningAtLoad.add(task.id);
     }
+    if (host.state.parkedDue !== undefined) this.sleepers.push(host.state.parkedDue, PARKED);
     // Unsubscribed on close: the registry usually outlives the session (one per app or isolate), and a
     // listener left behind would keep the closed session's whole state reachable.
     this.stopWatchingRegistry = host.registry.onChange(() => {
@@ -159,6 +165,15 @@ export class Scheduler {
       this.armTimer();
     }
     this.report();
+  }
+
+  /** Parked waits were read back from storage: their deadlines are kept like any other. */
+  onLoaded(tasks: readonly Task[]): void {
+    for (const task of tasks) {
+      const at = wakeTimeOf(task);
+      if (at !== undefined) this.sleepers.push(at, task.id);
+    }
+    if (this.driving) this.armTimer();
   }
 
   /** The current wake info (the same rule as `wakeInfoOf`, from counters kept as commits are adopted). */
@@ -313,11 +328,18 @@ export class Scheduler {
   private async wakeDue(): Promise<void> {
     if (!this.driving) return;
     const now = this.host.clock.now();
+    const { state } = this.host;
+    if (state.parkedDue !== undefined && state.parkedDue <= now && this.host.loadDue) {
+      // A failed read leaves them for the next open (the session stops on a failing store anyway).
+      await this.host.loadDue(now).catch(() => undefined);
+      if (state.parkedDue !== undefined) this.sleepers.push(state.parkedDue, PARKED);
+    }
     const due: TaskEvent[] = [];
     for (;;) {
       const next = this.sleepers.peek(this.isCurrentSleeper);
       if (!next || next.at > now) break;
       this.sleepers.pop();
+      if (next.id === PARKED) continue;
       const task = this.host.state.task(next.id);
       if (task?.state.status === "awaiting" && task.state.deadline)
         due.push({ type: "deadline-passed", taskId: next.id, phase: task.state.deadline.phase });
@@ -336,6 +358,7 @@ export class Scheduler {
   /** A heap entry is current while its task still wakes at that time (sleep or deadline) and is not blocked. */
   private isSleeping(id: string, at: number): boolean {
     const state = this.host.state;
+    if (id === PARKED) return state.parkedDue === at;
     const task = state.task(id);
     return task !== undefined && wakeTimeOf(task) === at && !state.blockedTasks.has(id);
   }
@@ -369,17 +392,4 @@ export class Scheduler {
   private report(): void {
     this.options.onWake?.(this.wakeInfo());
   }
-}
-
-const SESSION_FAILURES: ReadonlySet<string> = new Set([
-  "session-stopped",
-  "session-closed",
-  "stale-owner",
-  "storage-failed",
-  "quota-exceeded",
-  "storage-closed",
-]);
-
-function isSessionFailure(error: unknown): boolean {
-  return error instanceof KernelError && SESSION_FAILURES.has(error.code);
 }

@@ -21,6 +21,9 @@ export class ForwardingStorage implements Storage {
   readTask: Storage["readTask"] = async (...args) => this.target().readTask(...args);
   readSignal: Storage["readSignal"] = async (...args) => this.target().readSignal(...args);
   readTaskTree: Storage["readTaskTree"] = async (...args) => this.target().readTaskTree(...args);
+  readWaiting: Storage["readWaiting"] = async (...args) => this.target().readWaiting(...args);
+  readParked: Storage["readParked"] = async (...args) => this.target().readParked(...args);
+  readDeadlines: Storage["readDeadlines"] = async (...args) => this.target().readDeadlines(...args);
   readItems: Storage["readItems"] = async (...args) => this.target().readItems(...args);
   readSettled: Storage["readSettled"] = async (...args) => this.target().readSettled(...args);
   close: Storage["close"] = async () => undefined;

@@ -374,7 +374,7 @@ describe("IndexedDB connection lifecycle", () => {
     await session.submit({ requestId: "r1", conversationId: "main", input: "kept" });
     // Another tab ships a newer schema: it must not be blocked by our open connection.
     const upgraded = await new Promise<IDBDatabase>((resolve, reject) => {
-      const request = indexedDB.open("versionchange", 5); // one above the kernel's own schema version
+      const request = indexedDB.open("versionchange", 6); // one above the kernel's own schema version
       request.onsuccess = () => resolve(request.result);
       request.onerror = () => reject(request.error);
       request.onblocked = () => reject(new Error("upgrade blocked by the kernel's connection"));

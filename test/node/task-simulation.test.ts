@@ -8,6 +8,8 @@
  * - a wait ends exactly once (its signal or its deadline, never both), a signal is consumed at most once,
  *   no accepted signal is lost (one sent early is taken when the wait begins), and repeats get the first
  *   outcome while conflicting signals are refused (checked as the harness sends them).
+ * Every third seed parks every wait (`liveWaits: 0`): a reopened process reads each back from storage when
+ * it is signalled, cancelled or due.
  * SIM_SEEDS=<n> runs more seeds; SIM_SEED=<seed> reruns one exactly.
  */
 import { describe, expect, it } from "vitest";
@@ -201,6 +203,7 @@ describe("deterministic crash simulation of durable tasks", () => {
     let tasks = 0;
     let waits = 0;
     let signals = 0;
+    let parked = 0;
     for (const seed of seeds) {
       const run = await simulate(seed);
       check(run);
@@ -208,6 +211,7 @@ describe("deterministic crash simulation of durable tasks", () => {
       kills += run.world.kills;
       waits += run.tasks.filter((t) => specOf(run, t.id).wait).length;
       signals += run.world.confirmed.size;
+      parked += run.world.parkedAtOpen;
       tasks += run.tasks.length;
     }
     // The simulation must actually kill processes and build trees, or it proves nothing.
@@ -216,6 +220,8 @@ describe("deterministic crash simulation of durable tasks", () => {
     if (seeds.length > 100) {
       expect(waits).toBeGreaterThan(seeds.length / 2);
       expect(signals).toBeGreaterThan(seeds.length / 4);
+      // Reopened processes found parked waits left in storage, and read them back to finish them.
+      expect(parked).toBeGreaterThan(seeds.length / 20);
     }
   }, 300_000);
 

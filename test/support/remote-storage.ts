@@ -91,6 +91,12 @@ export class RemoteStorage implements Storage {
     this.call("readTaskTree", args) as ReturnType<Storage["readTaskTree"]>;
   readItems: Storage["readItems"] = (...args) =>
     this.call("readItems", args) as ReturnType<Storage["readItems"]>;
+  readWaiting: Storage["readWaiting"] = (...args) =>
+    this.call("readWaiting", args) as ReturnType<Storage["readWaiting"]>;
+  readParked: Storage["readParked"] = (...args) =>
+    this.call("readParked", args) as ReturnType<Storage["readParked"]>;
+  readDeadlines: Storage["readDeadlines"] = (...args) =>
+    this.call("readDeadlines", args) as ReturnType<Storage["readDeadlines"]>;
   readSettled: Storage["readSettled"] = (...args) =>
     this.call("readSettled", args) as ReturnType<Storage["readSettled"]>;
   close: Storage["close"] = async () => undefined;

@@ -639,6 +639,63 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(tree).toEqual(["root-7", "root-7.0", "root-7.1"]);
     });
 
+    it("keeps parked waits apart from live work: counted by the session row, found by key, page and deadline", async () => {
+      const store = harness.storage();
+      const id = freshId("parked");
+      const session = await openSession({
+        id,
+        storage: store,
+        registry: contractRegistry,
+        clock: new ManualClock(1_000),
+        ids: sequentialIds(1_000 * ++opens),
+        liveWaits: 0,
+      });
+      const awaiting = (key: string, at?: number) => ({
+        status: "awaiting" as const,
+        keys: [key],
+        mode: "any" as const,
+        thenPhase: "start",
+        since: 1_000,
+        ...(at !== undefined && { deadline: { at, phase: "start" } }),
+      });
+      const waiting = (d: KernelDraft, id: string) =>
+        d.task(id) as NonNullable<ReturnType<KernelDraft["task"]>>;
+      await commitAsKernel(session, (d) => {
+        for (let i = 0; i < 5; i++) d.writeTask(created(d, task(`w-${i}`)));
+      });
+      await commitAsKernel(session, (d) => {
+        for (let i = 0; i < 5; i++)
+          d.writeTask({ ...waiting(d, `w-${i}`), state: awaiting(`k:${i}`, i % 2 ? 9_000 - i : undefined) });
+      });
+      const ids = (rows: { value: unknown }[]) => rows.map((row) => (row.value as { id: string }).id);
+      const reader = await open(store, id, "read");
+      expect(reader.view().tasks).toEqual([]);
+      expect(reader.parkedInStorage).toBe(5);
+      expect(ids(await store.readWaiting(id, "k:3"))).toEqual(["w-3"]);
+      expect(await store.readWaiting(id, "k:none")).toEqual([]);
+      expect((await store.readParked(id, Number.MAX_SAFE_INTEGER, 10)).map((i) => i.id).sort()).toEqual([
+        "w-0",
+        "w-1",
+        "w-2",
+        "w-3",
+        "w-4",
+      ]);
+      expect((await store.readDeadlines(id, 10)).map((row) => row.key)).toEqual([
+        "deadlines/8997/w-3",
+        "deadlines/8999/w-1",
+      ]);
+      // A wait that moves on is live again, and its index rows are gone.
+      await commitAsKernel(session, (d) =>
+        d.writeTask({ ...waiting(d, "w-3"), state: { status: "running" } }),
+      );
+      const after = await open(store, id, "read");
+      expect(after.parkedInStorage).toBe(4);
+      expect(after.view().tasks.map((t) => t.id)).toEqual(["w-3"]);
+      expect(await store.readWaiting(id, "k:3")).toEqual([]);
+      expect((await store.readDeadlines(id, 10)).map((row) => row.key)).toEqual(["deadlines/8999/w-1"]);
+      expect((await store.readParked(id, Number.MAX_SAFE_INTEGER, 10)).map((i) => i.id)).not.toContain("w-3");
+    });
+
     it("refuses a taken requestId with the typed refusal at a pruning boundary too, and keeps the session usable", async () => {
       const store = harness.storage();
       const id = freshId("refuse-at-prune");

@@ -100,6 +100,8 @@ export class World {
   /** Events left before this incarnation dies (undefined: it does not die on its own). */
   countdown: number | undefined;
   kills = 0;
+  /** Parked waits an incarnation opened without (left in storage), summed over incarnations. */
+  parkedAtOpen = 0;
 
   /** Counts down one event; true when the process must die now. */
   tick(): boolean {
@@ -312,6 +314,8 @@ export async function simulate(seed: number): Promise<SimulationResult> {
         maxRestarts: MAX_RESTARTS,
         // Even seeds run with a small working set: finished trees leave memory after the latest two.
         ...(seed % 2 === 0 && { retainSettled: 2 }),
+        // Every third seed parks every wait: reopened, it reads each back by key, id or deadline.
+        ...(seed % 3 === 1 && { liveWaits: 0 }),
       });
       if (incarnation === 0) {
         for (let i = 0; i < rootCount; i++) {
@@ -320,6 +324,7 @@ export async function simulate(seed: number): Promise<SimulationResult> {
           roots.set(task.id, spec);
         }
       }
+      world.parkedAtOpen += session.parkedInStorage;
       // The process may die from here on (the roots above are the accepted input).
       world.countdown = incarnation < crashBudget ? r.int(25) : undefined;
       await session.resume();
@@ -330,10 +335,15 @@ export async function simulate(seed: number): Promise<SimulationResult> {
         await session.whenIdle();
         if (world.dead || session.status !== "open") break;
         if (r.chance(0.2) && (await signalSomething(session, world, r, roots))) continue;
+        // Parked waits left in storage on open count as pending work too (listed from storage).
+        const parked =
+          session.parkedInStorage > 0 ? (await session.readParkedWaits({ limit: 1000 })).waits : [];
         if (r.chance(0.04)) {
           const open = session
             .view()
-            .tasks.filter((t) => !["succeeded", "failed", "cancelled"].includes(t.state.status));
+            .tasks.filter((t) => !["succeeded", "failed", "cancelled"].includes(t.state.status))
+            .map((t) => ({ id: t.id }))
+            .concat(parked.map((wait) => ({ id: wait.taskId })));
           const victim = open[r.int(open.length)];
           if (victim) {
             cancelled.add(victim.id);
@@ -343,9 +353,9 @@ export async function simulate(seed: number): Promise<SimulationResult> {
         }
         const wake = session.wakeInfo();
         if (wake.nextWakeAt !== undefined) timers.advance(Math.max(0, wake.nextWakeAt - clock.now()));
-        else if (session.view().pending.length > 0) {
+        else if (session.view().pending.length + parked.length > 0) {
           // Nothing wakes by itself: someone answers a wait.
-          const pending = session.view().pending;
+          const pending = [...session.view().pending, ...parked];
           const key = (pending[r.int(pending.length)] ?? pending[0])?.key as string;
           if (!world.sent.has(key)) world.sent.set(key, r.int(100));
           await sendSignal(session, world, key, world.sent.get(key) as number);
@@ -356,7 +366,11 @@ export async function simulate(seed: number): Promise<SimulationResult> {
     }
     if (world.dead) continue;
     const view = session?.view();
-    if (view?.tasks.every((t) => ["succeeded", "failed", "cancelled"].includes(t.state.status))) break;
+    if (
+      session?.parkedInStorage === 0 &&
+      view?.tasks.every((t) => ["succeeded", "failed", "cancelled"].includes(t.state.status))
+    )
+      break;
     if (!world.dead) throw new Error(`seed ${seed}: stuck with unfinished tasks and nothing scheduled`);
   }
   const final = await openSession({ id: "sim", storage: disk.reopen(), registry, mode: "read" });

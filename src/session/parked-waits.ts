@@ -1,0 +1,106 @@
+/**
+ * Parked waits left in storage (see `parking.ts`): read back into the working set when they are needed —
+ * a signal for one of their keys, a cancellation by id, their deadline — and listed a page at a time.
+ * Reads happen outside any commit; what they bring is adopted through the reducer, and only when memory does
+ * not hold the tree yet (a concurrent read of the same wait adopts it once).
+ */
+import type { Task } from "../records/schemas.ts";
+import { TaskSchema } from "../records/schemas.ts";
+import { deepFreeze, validateRecord } from "../records/validate.ts";
+import type { Storage, StoredRecord } from "../storage/storage.ts";
+import { deadlineOfRow } from "../storage/working-set.ts";
+import { isStandaloneRoot } from "./parking.ts";
+import { type PendingWait, pendingWaits } from "./pending.ts";
+import { reduceSession, type SessionState } from "./state.ts";
+
+/** How many deadline rows are read at a time while looking for due waits. */
+const DEADLINE_PAGE = 64;
+
+export class ParkedWaits {
+  constructor(
+    private readonly state: SessionState,
+    private readonly storage: Storage,
+    /** Tasks read back: the scheduler learns their deadlines. */
+    private readonly loaded: (tasks: readonly Task[]) => void,
+  ) {}
+
+  /** Reads back the parked wait on `key`, if storage holds one memory does not. */
+  async loadByKey(key: string): Promise<void> {
+    if (this.state.parkedInStorage === 0 || this.state.awaiter(key)) return;
+    this.adopt(await this.storage.readWaiting(this.state.id, key));
+  }
+
+  /** Reads back the parked wait whose root is `taskId`, if it is one memory does not hold. */
+  async loadById(taskId: string): Promise<void> {
+    if (this.state.parkedInStorage === 0 || this.state.task(taskId)) return;
+    const row = await this.storage.readTask(this.state.id, taskId);
+    if (!row) return;
+    const root = validateRecord(TaskSchema, row.value, row.key);
+    if (!isStandaloneRoot(root) || root.state.status !== "awaiting") return;
+    this.adopt(await this.storage.readTaskTree(this.state.id, taskId));
+  }
+
+  /**
+   * Reads back every parked wait whose deadline is at or before `now` and looks up the next deadline among
+   * those still in storage (the scheduler wakes then).
+   */
+  async loadDue(now: number): Promise<void> {
+    if (this.state.parkedDue === undefined || this.state.parkedDue > now) return;
+    let next: number | undefined;
+    for (let limit = DEADLINE_PAGE; ; limit *= 2) {
+      const rows = await this.storage.readDeadlines(this.state.id, limit);
+      for (const row of rows) {
+        const { at, id } = deadlineOfRow(row);
+        if (this.state.task(id)) continue;
+        if (at > now) {
+          next = at;
+          break;
+        }
+        this.adopt(await this.storage.readTaskTree(this.state.id, id));
+      }
+      if (next !== undefined || rows.length < limit) break;
+    }
+    reduceSession(this.state, { type: "parked-due", at: next });
+  }
+
+  /**
+   * The pending waits of parked waits memory does not hold, newest first, a page of up to `limit` waits
+   * created before version `before` (`next` continues).
+   */
+  async readPage(options: { before?: number; limit?: number } = {}): Promise<{
+    waits: PendingWait[];
+    next?: number;
+  }> {
+    const limit = Math.min(Math.max(1, options.limit ?? 100), 1000);
+    const before = options.before ?? Number.MAX_SAFE_INTEGER;
+    // A page holds whole versions (one commit may park many waits): a full page drops its lowest version,
+    // read whole by the next page, unless that version is all the page holds (then it is read whole now).
+    let items = await this.storage.readParked(this.state.id, before, limit);
+    for (
+      let wider = limit * 2;
+      items.length >= wider / 2 && items[0]?.version === items.at(-1)?.version;
+      wider *= 2
+    )
+      items = await this.storage.readParked(this.state.id, before, wider);
+    const lowest = items.at(-1)?.version;
+    const full = items.length >= limit && lowest !== undefined;
+    if (full && items[0]?.version !== lowest) items = items.filter((item) => item.version !== lowest);
+    const roots: Task[] = [];
+    for (const item of items) {
+      if (this.state.task(item.id)) continue;
+      const row = await this.storage.readTask(this.state.id, item.id);
+      if (row) roots.push(validateRecord(TaskSchema, row.value, row.key));
+    }
+    const last = items.at(-1);
+    return { waits: pendingWaits(roots), ...(full && last && { next: last.version }) };
+  }
+
+  private adopt(rows: readonly StoredRecord[]): void {
+    const tasks = rows.map((row) => deepFreeze(validateRecord(TaskSchema, row.value, row.key)));
+    const root = tasks[0];
+    if (!root || root.createdVersion === undefined || this.state.task(root.id)) return;
+    const item = { version: root.createdVersion, id: root.id, root: root.id };
+    reduceSession(this.state, { type: "parked-loaded", item, tasks });
+    this.loaded(tasks);
+  }
+}

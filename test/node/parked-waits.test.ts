@@ -1,0 +1,239 @@
+/**
+ * Parked waits (DESIGN §9, `session/parking.ts`): past `liveWaits` waits of task trees started without a
+ * Submission, new ones are stored apart from live work. A reopened session loads none of them — it counts
+ * them — and reads one back when its key is signalled, when it is cancelled or awaited by id, or when its
+ * deadline comes. Every outcome must equal what the wait would have done in memory. Memory and
+ * fake-indexeddb.
+ */
+import "fake-indexeddb/auto";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  type CommitRecord,
+  createRegistry,
+  defineSignal,
+  defineTask,
+  InvalidArgumentError,
+  indexedDbStorage,
+  type Json,
+  ManualClock,
+  ManualTimers,
+  memoryStorage,
+  openSession,
+  type PendingWait,
+  type Received,
+  type Storage,
+  sequentialIds,
+} from "../../src/index.ts";
+
+const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
+const strict = defineSignal({ key: "strict:*", schema: z.object({ ok: z.boolean() }), early: false });
+
+const asker = defineTask({
+  kind: "asker",
+  version: 1,
+  input: z.object({
+    keys: z.array(z.string()).min(1),
+    mode: z.enum(["any", "all"]).default("any"),
+    deadlineMs: z.number().optional(),
+  }),
+  phases: {
+    ask: (ctx) =>
+      ctx.waitFor(ctx.input.keys, {
+        next: "answered",
+        mode: ctx.input.mode,
+        about: { question: ctx.input.keys.join("+") },
+        ...(ctx.input.deadlineMs !== undefined && {
+          deadline: { at: ctx.clock.now() + ctx.input.deadlineMs, next: "late" },
+        }),
+      }),
+    answered: (ctx) =>
+      ctx.complete({ via: "signal", signals: (ctx.data as unknown as Received).signals } as unknown as Json),
+    late: (ctx) => ctx.complete({ via: "deadline" }),
+  },
+});
+
+let databases = 0;
+const stores: [string, () => Storage][] = [
+  ["memory", () => memoryStorage()],
+  ["fake-indexeddb", () => indexedDbStorage(`parked-${++databases}`)],
+];
+
+/** A process over `storage` (memory stores are shared between processes through `reopen`). */
+async function open(storage: Storage, clock: ManualClock, liveWaits = 3) {
+  const timers = new ManualTimers(clock);
+  const commits: CommitRecord[] = [];
+  const session = await openSession({
+    id: "parked",
+    storage: "reopen" in storage ? (storage as ReturnType<typeof memoryStorage>).reopen() : storage,
+    registry: createRegistry({ tasks: [asker], signals: [answer, strict] }),
+    clock,
+    timers,
+    ids: sequentialIds(clock.now()),
+    liveWaits,
+  });
+  session.subscribe(session.version, (c) => commits.push(c));
+  await session.resume();
+  return { session, timers, commits };
+}
+
+/** Ten waits, one per key `answer:0` … `answer:9` (the fifth with a deadline): three live, seven parked. */
+async function tenWaits(storage: Storage, clock: ManualClock) {
+  const first = await open(storage, clock);
+  const ids: string[] = [];
+  for (let i = 0; i < 10; i++) {
+    const input = { keys: [`answer:${i}`], ...(i === 4 && { deadlineMs: 60_000 }) };
+    ids.push((await first.session.spawn("asker", input)).id);
+    await first.session.whenIdle();
+  }
+  const pending = first.session.pending();
+  const parked = first.commits.flatMap((c) => c.parked ?? []).map((w) => w.id);
+  await first.session.close();
+  return { ids, pending, parked };
+}
+
+async function allParkedWaits(session: Awaited<ReturnType<typeof open>>["session"], limit: number) {
+  const waits: PendingWait[] = [];
+  let before: number | undefined;
+  for (let page = 0; page < 100; page++) {
+    const next = await session.readParkedWaits({ limit, ...(before !== undefined && { before }) });
+    waits.push(...next.waits);
+    if (next.next === undefined) break;
+    before = next.next;
+  }
+  return waits;
+}
+
+describe.each(stores)("parked waits on %s", (_name, makeStorage) => {
+  it("parks waits past liveWaits; a reopened session loads the live ones, counts the parked and lists them from storage", async () => {
+    const storage = makeStorage();
+    const clock = new ManualClock(1_000);
+    const { ids, pending, parked } = await tenWaits(storage, clock);
+    expect(pending).toHaveLength(10);
+    expect(parked).toEqual(ids.slice(3));
+    const { session } = await open(storage, clock);
+    expect(session.pending().map((w) => w.taskId)).toEqual(ids.slice(0, 3));
+    expect(session.view().tasks.map((t) => t.id)).toEqual(ids.slice(0, 3));
+    expect(session.parkedInStorage).toBe(7);
+    // Paged two at a time, the parked waits are exactly what pending() listed before the reopen.
+    const listed = await allParkedWaits(session, 2);
+    expect(new Set(listed.map((w) => w.key)).size).toBe(7);
+    expect(listed.sort((a, b) => (a.key < b.key ? -1 : 1))).toEqual(pending.slice(3));
+    // The next deadline among them is the scheduler's next wake-up (an alarm at the edge).
+    expect(session.wakeInfo().nextWakeAt).toBe(61_000);
+  });
+
+  it("a signal for a parked wait reads it back and continues it in the commit that stores the signal", async () => {
+    const storage = makeStorage();
+    const clock = new ManualClock(1_000);
+    const { ids } = await tenWaits(storage, clock);
+    const { session, commits } = await open(storage, clock);
+    const receipt = await session.signal("answer:7", { text: "seven" }, { requestId: "r7" });
+    expect(receipt).toMatchObject({ duplicate: false, takenBy: ids[7] });
+    const resolved = commits.find((c) => c.signals?.some((s) => s.key === "answer:7")) as CommitRecord;
+    expect(resolved.tasks.find((t) => t.id === ids[7])?.state.status).toBe("running");
+    expect(resolved.unparked?.map((w) => w.id)).toEqual([ids[7]]);
+    const done = await session.waitForTask(ids[7] as string);
+    expect(done.state).toEqual({
+      status: "succeeded",
+      result: { via: "signal", signals: { "answer:7": { text: "seven" } } },
+    });
+    expect(session.parkedInStorage).toBe(6);
+    // A repeat gets the first outcome; another payload is refused — also from a new process.
+    await session.close();
+    const again = await open(storage, clock);
+    expect(again.session.parkedInStorage).toBe(6);
+    const repeat = await again.session.signal("answer:7", { text: "seven" }, { requestId: "r7" });
+    expect(repeat).toMatchObject({ duplicate: true, takenBy: ids[7] });
+    await expect(
+      again.session.signal("answer:7", { text: "eight" }, { requestId: "r8" }),
+    ).rejects.toMatchObject({ code: "signal-conflict" });
+    expect((await again.session.readParkedWaits({ limit: 100 })).waits.map((w) => w.key)).not.toContain(
+      "answer:7",
+    );
+  });
+
+  it("refuses a bad payload for a parked wait and stores nothing; a strict key is found when parked", async () => {
+    const storage = makeStorage();
+    const clock = new ManualClock(1_000);
+    const first = await open(storage, clock, 0);
+    const task = await first.session.spawn("asker", { keys: ["strict:1"] });
+    await first.session.whenIdle();
+    await first.session.close();
+    const { session } = await open(storage, clock, 0);
+    expect(session.parkedInStorage).toBe(1);
+    const version = session.version;
+    await expect(session.signal("strict:1", { ok: "yes" }, { requestId: "bad" })).rejects.toBeInstanceOf(
+      InvalidArgumentError,
+    );
+    expect(session.version).toBe(version);
+    // `early: false` takes a signal only while a wait has the key: the parked one does.
+    await session.signal("strict:1", { ok: true }, { requestId: "good" });
+    expect((await session.waitForTask(task.id)).state).toMatchObject({ status: "succeeded" });
+    await expect(session.signal("strict:2", { ok: true }, { requestId: "nobody" })).rejects.toMatchObject({
+      code: "signal-not-awaited",
+    });
+  });
+
+  it("cancels a parked wait by id; awaiting one by id reads it back", async () => {
+    const storage = makeStorage();
+    const clock = new ManualClock(1_000);
+    const { ids } = await tenWaits(storage, clock);
+    const { session } = await open(storage, clock);
+    await session.cancel(ids[5] as string, "no longer needed");
+    const cancelled = await session.waitForTask(ids[5] as string);
+    expect(cancelled.state).toEqual({ status: "cancelled", reason: "no longer needed" });
+    expect(session.parkedInStorage).toBe(6);
+    // Waiting on a parked task by id reads it back, and it ends when its signal comes.
+    const waiting = session.waitForTask(ids[9] as string);
+    await session.signal("answer:9", { text: "nine" }, { requestId: "r9" });
+    expect((await waiting).state).toMatchObject({ status: "succeeded" });
+    await session.close();
+    const again = await open(storage, clock);
+    expect(again.session.parkedInStorage).toBe(5);
+    expect((await again.session.readTask(ids[5] as string))?.state.status).toBe("cancelled");
+    const listed = (await again.session.readParkedWaits()).waits.map((w) => w.taskId);
+    expect(listed).not.toContain(ids[5]);
+    expect(listed).not.toContain(ids[9]);
+  });
+
+  it("a parked wait's deadline wakes a reopened session, with no signal and nothing else running", async () => {
+    const storage = makeStorage();
+    const clock = new ManualClock(1_000);
+    const { ids } = await tenWaits(storage, clock);
+    const { session, timers } = await open(storage, clock);
+    expect(session.task(ids[4] as string)).toBeUndefined();
+    timers.advance(60_000);
+    const done = await session.waitForTask(ids[4] as string);
+    expect(done.state).toEqual({ status: "succeeded", result: { via: "deadline" } });
+    expect(session.parkedInStorage).toBe(6);
+    // No other deadline is left among the parked waits.
+    expect(session.wakeInfo().nextWakeAt).toBeUndefined();
+    await expect(
+      session.signal("answer:4", { text: "too late" }, { requestId: "late" }),
+    ).resolves.toMatchObject({ duplicate: false });
+    expect((await session.readTask(ids[4] as string))?.state).toEqual(done.state);
+  });
+
+  it("a parked wait on all of two keys stays parked as it takes the first, and continues with both", async () => {
+    const storage = makeStorage();
+    const clock = new ManualClock(1_000);
+    const first = await open(storage, clock, 0);
+    const task = await first.session.spawn("asker", { keys: ["answer:a", "answer:b"], mode: "all" });
+    await first.session.whenIdle();
+    await first.session.close();
+    const second = await open(storage, clock, 0);
+    await second.session.signal("answer:a", { text: "A" }, { requestId: "ra" });
+    await second.session.whenIdle();
+    await second.session.close();
+    const third = await open(storage, clock, 0);
+    expect(third.session.parkedInStorage).toBe(1);
+    expect((await third.session.readParkedWaits()).waits.map((w) => w.key)).toEqual(["answer:b"]);
+    await third.session.signal("answer:b", { text: "B" }, { requestId: "rb" });
+    expect((await third.session.waitForTask(task.id)).state).toEqual({
+      status: "succeeded",
+      result: { via: "signal", signals: { "answer:a": { text: "A" }, "answer:b": { text: "B" } } },
+    });
+    expect(third.session.parkedInStorage).toBe(0);
+  });
+});
