@@ -16,7 +16,7 @@
  * | `GET /sessions/:id/recovery` | admin | what resume() would do to each unfinished task (no side effects) |
  * | `GET /sessions/:id/events?since=v` (or `Last-Event-ID`) | read | committed changes as Server-Sent Events |
  * | `POST /sessions/:id/stream-token` | read | a short-lived read-only token for `…/events?access_token=` |
- * | `GET /sessions/:id/pending` | read | what the session waits for from outside (`{ version, pending }`) |
+ * | `GET /sessions/:id/pending` | read | what the session waits for from outside: `{ version, pending, parked, fromStorage, next }` (the waits in memory, then a page of parked ones from storage — `fromStorage` of them, `?before=<next>&limit=` for more) |
  * | `POST /sessions/:id/signals/:key` `{ requestId, payload }` | signal | 201 + the receipt (200 for a repeat); 400 bad payload, 404 unknown key, 409 resolved differently or not awaited |
  * | `POST /sessions/:id/signals/:key/callback-url` | signal | the key's callback URL for a third party |
  * | `POST /hooks/:id/:key/:mac` payload | (the URL is the credential) | resolves that one key, like `…/signals/:key` |
@@ -377,7 +377,9 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   app.get("/sessions/:id/pending", async (c) => {
     const g = await guard(c, "read");
     if (g instanceof Response) return g;
-    return forward(c, { op: "pending", sessionId: g.sessionId });
+    const page = parse("query", PageQuery, { before: c.req.query("before"), limit: c.req.query("limit") });
+    if (page instanceof Response) return page;
+    return forward(c, { op: "pending", sessionId: g.sessionId, ...page });
   });
 
   app.post("/sessions/:id/signals/:key", async (c) => {

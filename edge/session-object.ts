@@ -82,10 +82,13 @@ export interface SessionObjectOptions<Env> {
    */
   readonly leaseMs?: (env: Env) => number;
   /**
-   * Each session's working set and retention (`openSession`'s `retainSettled`, `entryTail`, `retention`):
+   * Each session's working set and retention (`openSession`'s `retainSettled`, `entryTail`, `retention`,
+   * `liveWaits`):
    * what stays in memory, and what finished work may leave storage (DESIGN §9). Default: the kernel's.
    */
-  readonly session?: (env: Env) => Pick<OpenSessionOptions, "retainSettled" | "entryTail" | "retention">;
+  readonly session?: (
+    env: Env,
+  ) => Pick<OpenSessionOptions, "retainSettled" | "entryTail" | "retention" | "liveWaits">;
 }
 
 /** A Durable Object class hosting one session (see {@link defineSessionObject}). */
@@ -373,7 +376,17 @@ class SessionHost<Env> {
         return Response.json(await this.previewRecovery(route.sessionId));
       case "pending": {
         const session = await this.required(route.sessionId);
-        return Response.json({ version: session.version, pending: session.pending() });
+        // Waits in memory first, then parked waits left in storage, a page at a time (`next` continues).
+        const inMemory = route.before === undefined ? session.pending() : [];
+        const page = { limit: route.limit, ...(route.before !== undefined && { before: route.before }) };
+        const parked = session.parkedInStorage > 0 ? await session.readParkedWaits(page) : { waits: [] };
+        return Response.json({
+          version: session.version,
+          pending: [...inMemory, ...parked.waits],
+          parked: session.parkedInStorage,
+          fromStorage: parked.waits.length,
+          next: parked.next ?? null,
+        });
       }
       case "signal": {
         const { requestId, payload } = parseSignalBody(body);

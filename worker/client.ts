@@ -48,6 +48,7 @@ export function connectSessionWorker(endpoint: Comlink.Endpoint): SessionWorkerC
     },
     cancelSubmission: (submissionId, reason) => remote.cancelSubmission(submissionId, reason),
     signal: (key, payload, options) => remote.signal(key, payload, options),
+    parkedWaits: (options) => remote.parkedWaits(options),
     changes: (afterVersion, limit) => remote.changes(afterVersion, limit),
     subscriptionCount: () => remote.subscriptionCount(),
     link: () => remote.link(),

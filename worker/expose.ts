@@ -61,6 +61,11 @@ export function exposeSessionWorker(
         throw new Error("only the leader tab can cancel; retry on the leader");
       return host.session.cancelSubmission(submissionId, reason);
     },
+    async parkedWaits(options) {
+      const session = (await starting).session;
+      if (!session) return undefined;
+      return { parked: session.parkedInStorage, ...(await session.readParkedWaits(options)) };
+    },
     signal: async (key, payload, options) => (await starting).signal(key, payload, options),
     subscriptionCount: async () => subscriptions.size,
     async changes(afterVersion, limit) {

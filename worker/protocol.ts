@@ -7,6 +7,7 @@ import * as Comlink from "comlink";
 import type {
   CommitRecord,
   Json,
+  PendingWait,
   Preview,
   SessionView,
   SignalOptions,
@@ -46,6 +47,14 @@ export interface SessionWorkerApi {
   ): Promise<number>;
   unsubscribe(id: number): void;
   cancelSubmission(submissionId: string, reason?: string): Promise<Submission | undefined>;
+  /**
+   * Parked waits left in storage (not in `view().pending`): how many, and a page of them, newest first
+   * (`before`: the `next` of the previous page). Undefined while this tab follows.
+   */
+  parkedWaits(options?: {
+    before?: number;
+    limit?: number;
+  }): Promise<{ parked: number; waits: PendingWait[]; next?: number } | undefined>;
   /** Answers a wait (`view().pending`): from the leader at once, from a follower through the durable inbox. */
   signal(key: string, payload: Json, options: SignalOptions): Promise<SignalReceipt>;
   /** Live subscriptions held in the worker for this page (each one holds a proxied listener). */

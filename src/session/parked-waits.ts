@@ -73,18 +73,24 @@ export class ParkedWaits {
   }> {
     const limit = Math.min(Math.max(1, options.limit ?? 100), 1000);
     const before = options.before ?? Number.MAX_SAFE_INTEGER;
-    // A page holds whole versions (one commit may park many waits): a full page drops its lowest version,
-    // read whole by the next page, unless that version is all the page holds (then it is read whole now).
-    let items = await this.storage.readParked(this.state.id, before, limit);
-    for (
-      let wider = limit * 2;
-      items.length >= wider / 2 && items[0]?.version === items.at(-1)?.version;
-      wider *= 2
-    )
-      items = await this.storage.readParked(this.state.id, before, wider);
-    const lowest = items.at(-1)?.version;
-    const full = items.length >= limit && lowest !== undefined;
-    if (full && items[0]?.version !== lowest) items = items.filter((item) => item.version !== lowest);
+    // A page holds whole versions (one commit may park many waits; the next page starts below the last
+    // version listed): rows past the page say where a version ends, and a version longer than a page is
+    // listed whole.
+    let want = limit + 1;
+    let rows = await this.storage.readParked(this.state.id, before, want);
+    while (rows.length === want && rows[0]?.version === rows.at(-1)?.version) {
+      want *= 2;
+      rows = await this.storage.readParked(this.state.id, before, want);
+    }
+    let end = Math.min(limit, rows.length);
+    if (end < rows.length) {
+      const boundary = rows[end]?.version;
+      while (end > 0 && rows[end - 1]?.version === boundary) end--;
+      if (end === 0) end = rows.findIndex((row) => row.version !== boundary);
+      if (end < 0) end = rows.length;
+    }
+    const items = rows.slice(0, end);
+    const full = end < rows.length;
     const roots: Task[] = [];
     for (const item of items) {
       if (this.state.task(item.id)) continue;

@@ -278,10 +278,16 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
       (change.baseline !== undefined ? change.baseline : applyJsonPatch(before?.value ?? null, change.patch));
     state.documents.set(change.id, { head: headAfter(change, commit.at), value });
   }
+  if (commit.parked || commit.unparked) {
+    // A wait that comes back from storage in a commit another process made (a follower's view): it is no
+    // longer among the parked waits left in storage.
+    for (const wait of commit.unparked ?? [])
+      if (!state.tasks.has(wait.id)) state.parkedInStorage = Math.max(0, state.parkedInStorage - 1);
+    state.trackParking(commit.unparked ?? [], commit.parked ?? []);
+  }
   for (const task of commit.tasks) state.putTask(task);
   for (const submission of commit.submissions) state.putSubmission(submission);
   for (const signal of commit.signals ?? []) state.putSignal(signal);
-  if (commit.parked || commit.unparked) state.trackParking(commit.unparked ?? [], commit.parked ?? []);
   for (const item of state.items.observe(commit.submissions, commit.tasks, state, commit.version))
     state.evict(item);
   // Retention removes only items outside the writer's working set; a replica may still hold one.

@@ -722,6 +722,55 @@ describe("devtools page in Chromium", () => {
     });
   }, 120_000);
 
+  it("counts the parked waits left in storage and lists them from storage, a page at a time", async () => {
+    await withChromiumProfile(async (context) => {
+      await runInOrigin(
+        context,
+        `
+        const { writeParkedWaitsForTest } = await import("${ROOT}/test/support/parked-seed.ts");
+        const { indexedDbStorage } = await import("${ROOT}/src/index.ts");
+        const store = indexedDbStorage("devtools-parked", { durability: "relaxed" });
+        await writeParkedWaitsForTest(store, "parked", 250);
+        await store.close();
+        `,
+      );
+      const devtools = await context.newPage();
+      await devtools.goto(`${origin}/devtools/?local=devtools-parked&session=parked&tab=pending`);
+      await devtools.waitForSelector("[data-testid=pending-parked]", TIMEOUT);
+      const parkedRows = () =>
+        devtools.$$eval("[data-testid=pending] tr[data-parked=true]", (rows) => rows.length);
+      // None is in the session's memory (its view lists no task); all 250 are in storage, listed 100 at a time.
+      expect(await parkedRows()).toBe(100);
+      expect(await devtools.textContent("[data-testid=pending-parked]")).toContain(
+        "250 parked waits are in storage, not in memory",
+      );
+      const row = (await devtools.textContent("[data-testid=pending] tr:has-text('ask:249')")) ?? "";
+      expect(row).toContain("asker");
+      expect(row).toContain("question 249");
+      await devtools.click("[data-testid=pending-parked] button");
+      await devtools.waitForFunction(
+        () => document.querySelectorAll("[data-testid=pending] tr[data-parked=true]").length === 200,
+        undefined,
+        TIMEOUT,
+      );
+      await devtools.click("[data-testid=pending-parked] button");
+      await devtools.waitForFunction(
+        () => document.querySelectorAll("[data-testid=pending] tr[data-parked=true]").length === 250,
+        undefined,
+        TIMEOUT,
+      );
+      // Every key once: what the page lists is what storage holds.
+      const keys = await devtools.$$eval(
+        "[data-testid=pending] tr[data-parked=true] td:first-child code",
+        (cells) => cells.map((cell) => cell.textContent ?? ""),
+      );
+      expect(new Set(keys)).toEqual(new Set(Array.from({ length: 250 }, (_, n) => `ask:${n}`)));
+      expect(await devtools.$("[data-testid=pending-parked] button")).toBeNull();
+      expect(await accessibilityProblems(devtools)).toEqual([]);
+      await shoot(devtools, "parked-waits");
+    });
+  }, 120_000);
+
   it("is interactive on a session of 20,000 Submissions with all 20,000 commits kept: latest first, then the whole history", async () => {
     await withChromiumProfile(async (context) => {
       await runInOrigin(

@@ -123,6 +123,26 @@ describe.each(stores)("parked waits on %s", (_name, makeStorage) => {
     expect(session.wakeInfo().nextWakeAt).toBe(61_000);
   });
 
+  it("lists parked waits a page at a time, each exactly once, also when one commit parked more than a page", async () => {
+    const storage = makeStorage();
+    const clock = new ManualClock(1_000);
+    const first = await open(storage, clock, 0);
+    // Seven waits created in one commit (one version), then three in commits of their own.
+    await first.session.commit((d) => {
+      for (let i = 0; i < 7; i++) d.spawn("asker", { keys: [`answer:many-${i}`] });
+    });
+    for (let i = 0; i < 3; i++) await first.session.spawn("asker", { keys: [`answer:one-${i}`] });
+    await first.session.whenIdle();
+    await first.session.close();
+    const { session } = await open(storage, clock, 0);
+    expect(session.parkedInStorage).toBe(10);
+    for (const limit of [1, 2, 3, 7, 100]) {
+      const keys = (await allParkedWaits(session, limit)).map((w) => w.key);
+      expect(keys.length, `pages of ${limit}`).toBe(10);
+      expect(new Set(keys).size, `pages of ${limit}`).toBe(10);
+    }
+  });
+
   it("a signal for a parked wait reads it back and continues it in the commit that stores the signal", async () => {
     const storage = makeStorage();
     const clock = new ManualClock(1_000);

@@ -587,6 +587,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                       }
                     : undefined
                 }
+                parked={source?.readParkedWaits && shown === latest ? source.readParkedWaits : undefined}
               />
             )}
             {tab === "documents" && <DocumentsView view={view} history={history} />}

@@ -16,6 +16,7 @@ import {
   indexedDbStorage,
   type Json,
   openSession,
+  type PendingWait,
   type RecoveryPlan,
   type Registry,
   type Session,
@@ -69,6 +70,14 @@ export interface SessionSource {
    * its Durable Object, or a linked tab while that tab's lease lasts. Absent where it cannot be known.
    */
   writer?(): Promise<WriterState>;
+  /**
+   * Parked waits left in storage, which the view's pending list does not hold (a session with many waits,
+   * DESIGN §9): how many there are now, and a page of them, newest first, with the `before` of the next.
+   */
+  readParkedWaits?(
+    before: number | undefined,
+    limit: number,
+  ): Promise<{ parked: number; waits: readonly PendingWait[]; next: number | null }>;
   /** A task tree as storage holds it now (for a Submission beyond the working set). */
   readTaskTree?(rootId: string): Promise<Task[]>;
   /**
@@ -199,6 +208,10 @@ export async function localSource(
     readSubmissions: (before, limit) =>
       session.readSubmissions({ ...(before !== undefined && { before }), limit }),
     readTaskTree: (rootId) => session.readTaskTree(rootId),
+    async readParkedWaits(before, limit) {
+      const page = await session.readParkedWaits({ ...(before !== undefined && { before }), limit });
+      return { parked: session.parkedInStorage, waits: page.waits, next: page.next ?? null };
+    },
     async readEntries(conversationId, before, limit) {
       const from = Math.max(0, before - limit);
       return {
@@ -291,6 +304,17 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
     readSubmissions: (before, limit) =>
       read(`/submissions?limit=${limit}${before === undefined ? "" : `&before=${before}`}`),
     readTaskTree: (rootId) => read(`/tree?root=${encodeURIComponent(rootId)}`),
+    async readParkedWaits(before, limit) {
+      // The edge's first page lists the waits in its memory first: those are the view's own pending list.
+      const page = await read<{
+        pending: PendingWait[];
+        parked: number;
+        fromStorage: number;
+        next: number | null;
+      }>(`/pending?limit=${limit}${before === undefined ? "" : `&before=${before}`}`);
+      const waits = page.pending.slice(page.pending.length - page.fromStorage);
+      return { parked: page.parked, waits, next: page.next };
+    },
     readEntries: (conversationId, before, limit) =>
       read(`/conversations/${encodeURIComponent(conversationId)}/entries?before=${before}&limit=${limit}`),
     async writer() {

@@ -1,11 +1,12 @@
 /** The devtools views of one session version: submissions, conversation, documents, timeline, wake info. */
 
-import { useMemo, useState } from "preact/hooks";
+import { useCallback, useEffect, useMemo, useState } from "preact/hooks";
 import {
   type CommitRecord,
   diffJson,
   type Entry,
   isSubmissionFinished,
+  type PendingWait,
   type RecoveryEvent,
   type RecoveryPlan,
   type SessionView,
@@ -136,70 +137,129 @@ function EntryLine({ entry }: { entry: Entry }) {
 
 /**
  * What the session waits for from outside at this version: each key, what it is for, how long it has
- * waited, its deadline. Answering one is an explicit, confirmed write (when the source allows it).
+ * waited, its deadline. Answering one is an explicit, confirmed write (when the source allows it). Parked
+ * waits left in storage (not in the view) are counted and listed from storage, a page at a time.
  */
 export function PendingView(props: {
   view: SessionView;
   now: number;
   onAnswer?: ((key: string, suggested: string) => void) | undefined;
+  parked?: SessionSource["readParkedWaits"] | undefined;
 }) {
   const pending = props.view.pending ?? [];
-  if (pending.length === 0)
-    return (
-      <p class="empty" data-testid="pending-empty">
-        Nothing waits on outside input at this version.
-      </p>
-    );
+  const [parked, setParked] = useState<{ count: number; waits: PendingWait[]; next: number | null }>();
+  const [failed, setFailed] = useState<string>();
+  const { parked: read } = props;
+  const version = props.view.version;
+  const load = useCallback(
+    (before: number | undefined, _atVersion: number) =>
+      read?.(before, 100)
+        .then((page) =>
+          setParked((shown) => ({
+            count: page.parked,
+            waits: [...(before === undefined ? [] : (shown?.waits ?? [])), ...page.waits],
+            next: page.next,
+          })),
+        )
+        .catch((error: unknown) => setFailed((error as Error).message)),
+    [read],
+  );
+  // Read again as the session moves on: a parked wait read back and answered leaves storage's list.
+  useEffect(() => {
+    void load(undefined, version);
+  }, [load, version]);
+  const inMemory = new Set(pending.map((wait) => wait.key));
+  const fromStorage = (parked?.waits ?? []).filter((wait) => !inMemory.has(wait.key));
+  const rows = [...pending, ...fromStorage];
   return (
-    <table data-testid="pending">
-      <thead>
-        <tr>
-          <th>key</th>
-          <th>task</th>
-          <th>for</th>
-          <th>waiting</th>
-          <th>deadline</th>
-          {props.onAnswer && <th />}
-        </tr>
-      </thead>
-      <tbody>
-        {pending.map((wait) => (
-          <tr key={wait.key}>
-            <td>
-              <code>{wait.key}</code>
-              {wait.keys.length > 1 && (
-                <span class="meta">
-                  {" "}
-                  ({wait.mode} of {wait.keys.length})
-                </span>
-              )}
-            </td>
-            <td>
-              {wait.taskId} <span class="meta">{wait.kind}</span>
-            </td>
-            <td>
-              <code>{JSON.stringify(wait.about ?? null)}</code>
-            </td>
-            <td>
-              since {formatTime(wait.since)} ({formatAge(props.now - wait.since)})
-            </td>
-            <td>{wait.until === undefined ? "none" : formatTime(wait.until)}</td>
-            {props.onAnswer && (
-              <td>
-                <button
-                  type="button"
-                  onClick={() =>
-                    props.onAnswer?.(wait.key, /approval/.test(wait.key) ? '{"approved": true}' : "{}")
-                  }
-                >
-                  answer…
-                </button>
-              </td>
-            )}
-          </tr>
-        ))}
-      </tbody>
-    </table>
+    <div>
+      {parked !== undefined && parked.count > 0 && (
+        <p class="meta" data-testid="pending-parked">
+          {parked.count} parked {parked.count === 1 ? "wait is" : "waits are"} in storage, not in memory (read
+          back when signalled, cancelled or due); {fromStorage.length} listed.{" "}
+          {parked.next !== null && (
+            <button type="button" onClick={() => void load(parked.next ?? undefined, version)}>
+              list more
+            </button>
+          )}
+        </p>
+      )}
+      {rows.length === 0 ? (
+        <p class="empty" data-testid="pending-empty">
+          Nothing waits on outside input at this version.
+        </p>
+      ) : (
+        <table data-testid="pending">
+          <thead>
+            <tr>
+              <th>key</th>
+              <th>task</th>
+              <th>for</th>
+              <th>waiting</th>
+              <th>deadline</th>
+              {props.onAnswer && <th />}
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((wait, i) => (
+              <WaitRow
+                key={wait.key}
+                wait={wait}
+                now={props.now}
+                onAnswer={props.onAnswer}
+                parked={i >= pending.length}
+              />
+            ))}
+          </tbody>
+        </table>
+      )}
+      {failed && <p class="error">parked waits could not be read: {failed}</p>}
+    </div>
+  );
+}
+
+function WaitRow(props: {
+  wait: PendingWait;
+  now: number;
+  parked: boolean;
+  onAnswer?: ((key: string, suggested: string) => void) | undefined;
+}) {
+  const { wait } = props;
+  return (
+    <tr data-parked={props.parked ? "true" : undefined}>
+      <td>
+        <code>{wait.key}</code>
+        {wait.keys.length > 1 && (
+          <span class="meta">
+            {" "}
+            ({wait.mode} of {wait.keys.length})
+          </span>
+        )}
+        {props.parked && <span class="tag"> parked</span>}
+      </td>
+      <td>
+        {wait.taskId} <span class="meta">{wait.kind}</span>
+      </td>
+      <td>
+        <code>{JSON.stringify(wait.about ?? null)}</code>
+      </td>
+      <td>
+        since {formatTime(wait.since)} ({formatAge(props.now - wait.since)})
+      </td>
+      <td>{wait.until === undefined ? "none" : formatTime(wait.until)}</td>
+      {props.onAnswer && (
+        <td>
+          <button
+            type="button"
+            onClick={() =>
+              props.onAnswer?.(wait.key, /approval/.test(wait.key) ? '{"approved": true}' : "{}")
+            }
+          >
+            answer…
+          </button>
+        </td>
+      )}
+    </tr>
   );
 }
 

@@ -1,0 +1,91 @@
+/**
+ * Parked waits at the edge, in real workerd (DO SQLite, alarms): a session whose waits are parked opens
+ * without them after a runtime restart, lists them over `GET …/pending` from storage a page at a time, hands
+ * a signal to one it reads back by its key, and passes a parked deadline on the alarm with no request sent.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { expect, it } from "vitest";
+import type { PendingWait, SessionView, Submission, Task } from "../../src/index.ts";
+import { bundleWorker, startWorkerd } from "../support/workerd.ts";
+
+interface PendingPage {
+  version: number;
+  pending: PendingWait[];
+  parked: number;
+  next: number | null;
+}
+
+it("lists parked waits from storage after a restart, signals one by key, and passes one's deadline on the alarm", async () => {
+  const script = await bundleWorker(fileURLToPath(new URL("./fixtures/waiter.ts", import.meta.url)));
+  const persist = mkdtempSync(join(tmpdir(), "edge-parked-"));
+  const start = () =>
+    startWorkerd(script, { SESSIONS: "AgentSession" }, persist, { API_TOKEN: "t", WAIT_DEADLINE_MS: "4000" });
+  const call = async <T>(runtime: ReturnType<typeof start>, path: string, body?: unknown) => {
+    const response = await runtime.dispatchFetch(`http://edge.test${path}`, {
+      method: body === undefined ? "GET" : "POST",
+      headers: { authorization: "Bearer t", "content-type": "application/json" },
+      ...(body !== undefined && { body: JSON.stringify(body) }),
+    });
+    return { status: response.status, body: (await response.json()) as T };
+  };
+  let runtime = start();
+  try {
+    const created = await call<Submission>(runtime, "/sessions/parked/submissions", {
+      requestId: "r1",
+      conversationId: "main",
+      input: { text: "start" },
+    });
+    expect(created.status).toBe(202);
+    await call<Submission>(runtime, `/sessions/parked/submissions/${created.body.id}?wait=10000`);
+    const before = (await call<PendingPage>(runtime, "/sessions/parked/pending")).body;
+    expect(before.pending.map((w) => w.key)).toEqual(["k:0", "k:1", "k:2", "k:3", "k:4"]);
+    const until = before.pending.find((w) => w.key === "k:4")?.until ?? 0;
+    expect(until).toBeGreaterThan(Date.now());
+    await runtime.dispose(); // evicted: the parked waits and the deadline's alarm are all that is left
+    runtime = start();
+
+    // Reopened, the session holds none of them in memory; they are listed from storage, two a page.
+    const view = (await call<SessionView>(runtime, "/sessions/parked/view")).body;
+    expect(view.tasks.filter((t) => t.kind === "waiter")).toEqual([]);
+    const listed: PendingWait[] = [];
+    let page = (await call<PendingPage>(runtime, "/sessions/parked/pending?limit=2")).body;
+    expect(page.parked).toBe(5);
+    for (let n = 0; n < 10; n++) {
+      listed.push(...page.pending);
+      if (page.next === null) break;
+      page = (await call<PendingPage>(runtime, `/sessions/parked/pending?limit=2&before=${page.next}`)).body;
+    }
+    expect(listed.map((w) => w.key).sort()).toEqual(["k:0", "k:1", "k:2", "k:3", "k:4"]);
+    expect(listed.find((w) => w.key === "k:2")).toEqual(before.pending.find((w) => w.key === "k:2"));
+    const bad = await call<{ errors: { path: string }[] }>(runtime, "/sessions/parked/pending?limit=0");
+    expect(bad.status).toBe(400);
+
+    // A signal for a parked wait reads it back by its key and continues it.
+    const signalled = await call<{ takenBy: string }>(runtime, "/sessions/parked/signals/k%3A2", {
+      requestId: "s2",
+      payload: { answer: "two" },
+    });
+    expect(signalled).toMatchObject({ status: 201, body: { takenBy: "wait-2" } });
+    const after = (await call<PendingPage>(runtime, "/sessions/parked/pending")).body;
+    expect(after.pending.map((w) => w.key).sort()).toEqual(["k:0", "k:1", "k:3", "k:4"]);
+
+    await runtime.dispose();
+    runtime = start();
+    // Nothing touches the session until well after the parked deadline: the alarm alone must pass it.
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, until - Date.now()) + 2000));
+    const askedAt = Date.now();
+    const tasks = (await call<SessionView>(runtime, "/sessions/parked/view")).body.tasks;
+    const late = tasks.find((t) => t.id === "wait-4") as Task;
+    expect(late.state).toEqual({ status: "succeeded", result: { via: "deadline" } });
+    expect(late.updatedAt).toBeGreaterThanOrEqual(until);
+    expect(late.updatedAt).toBeLessThan(askedAt - 500);
+    const left = (await call<PendingPage>(runtime, "/sessions/parked/pending")).body;
+    expect(left.pending.map((w) => w.key).sort()).toEqual(["k:0", "k:1", "k:3"]);
+  } finally {
+    await runtime.dispose();
+    rmSync(persist, { recursive: true, force: true });
+  }
+}, 90_000);

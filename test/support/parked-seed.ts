@@ -1,0 +1,39 @@
+/**
+ * Writes a session whose waits are all parked (`liveWaits: 0`): `count` tasks started without a
+ * Submission, each waiting for signal `ask:<n>`, created `perCommit` to a commit. Used by the devtools
+ * page test, in the browser, over real IndexedDB.
+ */
+import { z } from "zod";
+import { createRegistry, defineSignal, defineTask, openSession, type Storage } from "../../src/index.ts";
+
+const asker = defineTask({
+  kind: "asker",
+  version: 1,
+  input: z.object({ n: z.number().int() }),
+  phases: {
+    ask: (ctx) =>
+      ctx.waitFor(`ask:${ctx.input.n}`, { next: "done", about: { question: `question ${ctx.input.n}` } }),
+    done: (ctx) => ctx.complete(null),
+  },
+});
+
+export async function writeParkedWaitsForTest(
+  storage: Storage,
+  sessionId: string,
+  count: number,
+  perCommit = 50,
+): Promise<void> {
+  const registry = createRegistry({
+    tasks: [asker],
+    signals: [defineSignal({ key: "ask:*", schema: z.object({ answer: z.string() }) })],
+  });
+  const session = await openSession({ id: sessionId, storage, registry, liveWaits: 0 });
+  await session.resume();
+  for (let n = 0; n < count; n += perCommit) {
+    await session.commit((draft) => {
+      for (let i = n; i < Math.min(count, n + perCommit); i++) draft.spawn("asker", { n: i });
+    });
+  }
+  await session.whenIdle();
+  await session.close();
+}
