@@ -235,7 +235,12 @@ function WaitRow(props: {
             ({wait.mode} of {wait.keys.length})
           </span>
         )}
-        {props.parked && <span class="tag"> parked</span>}
+        {props.parked && (
+          <>
+            {" "}
+            <span class="tag">parked</span>
+          </>
+        )}
       </td>
       <td>
         {wait.taskId} <span class="meta">{wait.kind}</span>
