@@ -91,6 +91,7 @@ export function loadSessionState(
   }
   for (const item of state.items.load(itemsOf(stored), state)) state.evict(item);
   state.parkedInStorage = stored.parked?.count ?? 0;
+  state.mayHoldParked = state.parkedInStorage > 0;
   state.parkedDue = stored.parked?.due;
   return state;
 }

@@ -4,9 +4,10 @@
  * Reads happen outside any commit; what they bring is adopted through the reducer, and only when memory does
  * not hold the tree yet (a concurrent read of the same wait adopts it once).
  */
+import { CorruptRecordError } from "../errors.ts";
 import type { Task } from "../records/schemas.ts";
 import { TaskSchema } from "../records/schemas.ts";
-import { deepFreeze, validateRecord } from "../records/validate.ts";
+import { deepFreeze, summarizeIssues } from "../records/validate.ts";
 import type { Storage, StoredRecord } from "../storage/storage.ts";
 import { deadlineOfRow } from "../storage/working-set.ts";
 import { isStandaloneRoot } from "./parking.ts";
@@ -15,6 +16,8 @@ import { reduceSession, type SessionState } from "./state.ts";
 
 /** How many deadline rows are read at a time while looking for due waits. */
 const DEADLINE_PAGE = 64;
+/** How long after a failed read of due parked waits it is tried again. */
+const RETRY_MS = 1_000;
 
 export class ParkedWaits {
   constructor(
@@ -26,39 +29,59 @@ export class ParkedWaits {
 
   /** Reads back the parked wait on `key`, if storage holds one memory does not. */
   async loadByKey(key: string): Promise<void> {
-    if (this.state.parkedInStorage === 0 || this.state.awaiter(key)) return;
-    this.adopt(await this.storage.readWaiting(this.state.id, key));
+    if (!this.state.mayHoldParked || this.state.awaiter(key)) return;
+    this.adopt(await this.storage.readWaiting(this.state.id, key), key);
+  }
+
+  /** {@link loadByKey} for each of `keys` (a wait about to begin must see who already holds its keys). */
+  async loadByKeys(keys: readonly string[]): Promise<void> {
+    for (const key of keys) await this.loadByKey(key);
   }
 
   /** Reads back the parked wait whose root is `taskId`, if it is one memory does not hold. */
   async loadById(taskId: string): Promise<void> {
-    if (this.state.parkedInStorage === 0 || this.state.task(taskId)) return;
+    if (!this.state.mayHoldParked || this.state.task(taskId)) return;
     const row = await this.storage.readTask(this.state.id, taskId);
     if (!row) return;
-    const root = validateRecord(TaskSchema, row.value, row.key);
+    const root = storedTask(row);
     if (!isStandaloneRoot(root) || root.state.status !== "awaiting") return;
-    this.adopt(await this.storage.readTaskTree(this.state.id, taskId));
+    // Parked, not a live wait this (lagging, read-only) session has not seen yet: its key index names it.
+    const key = root.state.keys[0] as string;
+    this.adopt(await this.storage.readWaiting(this.state.id, key), key);
   }
 
   /**
    * Reads back every parked wait whose deadline is at or before `now` and looks up the next deadline among
-   * those still in storage (the scheduler wakes then).
+   * those still in storage (the scheduler wakes then). A corrupt tree is reported blocked and skipped; a
+   * failed read is tried again a little later.
    */
   async loadDue(now: number): Promise<void> {
     if (this.state.parkedDue === undefined || this.state.parkedDue > now) return;
     let next: number | undefined;
-    for (let limit = DEADLINE_PAGE; ; limit *= 2) {
-      const rows = await this.storage.readDeadlines(this.state.id, limit);
-      for (const row of rows) {
-        const { at, id } = deadlineOfRow(row);
-        if (this.state.task(id)) continue;
-        if (at > now) {
-          next = at;
-          break;
+    try {
+      for (let limit = DEADLINE_PAGE; ; limit *= 2) {
+        const rows = await this.storage.readDeadlines(this.state.id, limit);
+        for (const row of rows) {
+          const { at, id } = deadlineOfRow(row);
+          if (this.state.task(id) || this.state.blocked("task", id)) continue;
+          if (at > now) {
+            next = at;
+            break;
+          }
+          const tree = await this.storage.readTaskTree(this.state.id, id);
+          try {
+            this.adopt(tree);
+          } catch (error) {
+            if (!(error instanceof CorruptRecordError)) throw error;
+            const record = { kind: "task" as const, id, record: error.record, reason: error.reason };
+            reduceSession(this.state, { type: "blocked", record });
+          }
         }
-        this.adopt(await this.storage.readTaskTree(this.state.id, id));
+        if (next !== undefined || rows.length < limit) break;
       }
-      if (next !== undefined || rows.length < limit) break;
+    } catch (error) {
+      reduceSession(this.state, { type: "parked-due", at: now + RETRY_MS });
+      throw error;
     }
     reduceSession(this.state, { type: "parked-due", at: next });
   }
@@ -95,18 +118,29 @@ export class ParkedWaits {
     for (const item of items) {
       if (this.state.task(item.id)) continue;
       const row = await this.storage.readTask(this.state.id, item.id);
-      if (row) roots.push(validateRecord(TaskSchema, row.value, row.key));
+      if (row) roots.push(storedTask(row));
     }
     const last = items.at(-1);
     return { waits: pendingWaits(roots), ...(full && last && { next: last.version }) };
   }
 
-  private adopt(rows: readonly StoredRecord[]): void {
-    const tasks = rows.map((row) => deepFreeze(validateRecord(TaskSchema, row.value, row.key)));
+  /** Adopts a parked wait's tree as read: only a standalone root awaiting (`key`, when given) not in memory. */
+  private adopt(rows: readonly StoredRecord[], key?: string): void {
+    const tasks = rows.map((row) => deepFreeze(storedTask(row)));
     const root = tasks[0];
     if (!root || root.createdVersion === undefined || this.state.task(root.id)) return;
+    if (!isStandaloneRoot(root) || root.state.status !== "awaiting") return;
+    if (key !== undefined && !root.state.keys.includes(key)) return;
     const item = { version: root.createdVersion, id: root.id, root: root.id };
     reduceSession(this.state, { type: "parked-loaded", item, tasks });
     this.loaded(tasks);
   }
+}
+
+/** A task row read back from storage, validated: one that fails is a corrupt record, named. */
+function storedTask(row: StoredRecord): Task {
+  const parsed = TaskSchema.safeParse(row.value);
+  if (!parsed.success)
+    throw new CorruptRecordError(row.key, summarizeIssues(parsed.error), { cause: parsed.error });
+  return parsed.data;
 }

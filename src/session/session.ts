@@ -97,6 +97,7 @@ export class Session extends SessionReads {
         beforeEffect: (signal) => options.effectGate?.(this.version, signal) ?? Promise.resolve(),
         ...(options.host !== undefined && { hostKind: options.host }),
         loadDue: (now) => this.parked.loadDue(now),
+        loadWaiting: (keys) => this.parked.loadByKeys(keys),
       });
       const policy = options.retention;
       if (policy) this.retention = new Retention({ state, storage, clock, policy, ...this.retentionHost() });
@@ -156,7 +157,12 @@ export class Session extends SessionReads {
   }
 
   /** What `signal()` would answer, without committing (read-only sessions too): a repeat's first outcome, or undefined. */
-  checkSignal(key: string, payload: unknown, options: SignalOptions): Promise<SignalReceipt | undefined> {
+  async checkSignal(
+    key: string,
+    payload: unknown,
+    options: SignalOptions,
+  ): Promise<SignalReceipt | undefined> {
+    if (typeof key === "string") await this.parked.loadByKey(key);
     return precheckSignal(this.signalHost, key, payload, options);
   }
 

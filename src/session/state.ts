@@ -94,6 +94,11 @@ export class SessionState implements StateReader {
   private awaitingRoots = 0;
   /** Parked waits left in storage when the session opened and not read back since (see `parking.ts`). */
   parkedInStorage = 0;
+  /**
+   * Whether storage may hold parked waits memory does not: some were stored when the session opened, or a
+   * commit it adopted parked one. Reads for them are skipped while false (most sessions never park).
+   */
+  mayHoldParked = false;
   /** A lower bound of the earliest deadline among them: the scheduler wakes then to read the due ones. */
   parkedDue: number | undefined;
 
@@ -154,6 +159,7 @@ export class SessionState implements StateReader {
   trackParking(unparked: readonly { id: string }[], parked: readonly { id: string }[]): void {
     for (const wait of unparked) this.parked.delete(wait.id);
     for (const wait of parked) this.parked.add(wait.id);
+    if (parked.length > 0) this.mayHoldParked = true;
   }
 
   /** Keeps a signal while no wait has taken it (taken ones live in storage only). */

@@ -43,8 +43,9 @@ export interface SchedulerHost {
   readonly hostKind?: "browser" | "edge";
   block(taskId: string, reason: string): void;
   unblock(taskId: string): void;
-  /** Reads back the parked waits due by `now` from storage (see `session/parked-waits.ts`). */
+  /** Reads back parked waits from storage: those due by `now`, those on `keys` (`session/parked-waits.ts`). */
   loadDue?(now: number): Promise<void>;
+  loadWaiting?(keys: readonly string[]): Promise<void>;
 }
 
 /** The wake-queue id of the earliest deadline among parked waits left in storage (no task has it). */
@@ -169,11 +170,15 @@ export class Scheduler {
 
   /** Parked waits were read back from storage: their deadlines are kept like any other. */
   onLoaded(tasks: readonly Task[]): void {
-    for (const task of tasks) {
-      const at = wakeTimeOf(task);
-      if (at !== undefined) this.sleepers.push(at, task.id);
-    }
-    if (this.driving) this.armTimer();
+    // Recovered like the tasks of an open (migrated to their kind's version, blocked if unknown), its commit
+    // queued ahead of the one that reads them back for; resume() recovers them if it has not run yet.
+    // A failed recovery commit stops the session (its store failed): nothing to do here.
+    if (this.driving)
+      void this.track(
+        this.recover([...tasks])
+          .then(() => this.armTimer())
+          .catch(() => undefined),
+      );
   }
 
   /** The current wake info (the same rule as `wakeInfoOf`, from counters kept as commits are adopted). */
@@ -281,6 +286,9 @@ export class Scheduler {
       return;
     }
     const outcome = await this.runner.run(task, resolution.definition, abort);
+    // A wait about to begin checks who holds its keys: a parked wait in storage may.
+    if (outcome.transition.type === "await")
+      await this.host.loadWaiting?.(outcome.transition.keys).catch(() => undefined);
     if (!this.driving) return; // closed or stopped meanwhile: the task stays stored as running
     const ended: TaskEvent = {
       type: "phase-ended",

@@ -53,27 +53,59 @@ const asker = defineTask({
   },
 });
 
+/** Version 2 of a one-key asker whose input is renamed: stored version-1 waits are migrated when read back. */
+const askerV1 = defineTask({
+  kind: "renamed",
+  version: 1,
+  input: z.object({ question: z.string() }),
+  phases: {
+    ask: (ctx) => ctx.waitFor(`answer:${ctx.input.question}`, { next: "answered" }),
+    answered: (ctx) => ctx.complete(`v1 ${ctx.input.question}`),
+  },
+});
+const askerV2 = defineTask({
+  kind: "renamed",
+  version: 2,
+  input: z.object({ topic: z.string() }),
+  phases: {
+    ask: (ctx) => ctx.waitFor(`answer:${ctx.input.topic}`, { next: "answered" }),
+    answered: (ctx) => ctx.complete(`v2 ${ctx.input.topic}`),
+  },
+  migrations: {
+    1: (stored) => ({ ...stored, input: { topic: (stored.input as { question: string }).question } }),
+  },
+});
+
 let databases = 0;
+let processes = 0;
 const stores: [string, () => Storage][] = [
   ["memory", () => memoryStorage()],
   ["fake-indexeddb", () => indexedDbStorage(`parked-${++databases}`)],
 ];
 
 /** A process over `storage` (memory stores are shared between processes through `reopen`). */
-async function open(storage: Storage, clock: ManualClock, liveWaits = 3) {
+async function open(
+  storage: Storage,
+  clock: ManualClock,
+  liveWaits = 3,
+  mode: "write" | "read" = "write",
+  renamed = askerV1,
+) {
   const timers = new ManualTimers(clock);
   const commits: CommitRecord[] = [];
   const session = await openSession({
     id: "parked",
     storage: "reopen" in storage ? (storage as ReturnType<typeof memoryStorage>).reopen() : storage,
-    registry: createRegistry({ tasks: [asker], signals: [answer, strict] }),
+    registry: createRegistry({ tasks: [asker, renamed], signals: [answer, strict] }),
     clock,
     timers,
-    ids: sequentialIds(clock.now()),
+    // Every process numbers its records apart (a new task must never take an id storage already holds).
+    ids: sequentialIds(1_000 * ++processes),
     liveWaits,
+    mode,
   });
   session.subscribe(session.version, (c) => commits.push(c));
-  await session.resume();
+  if (mode === "write") await session.resume();
   return { session, timers, commits };
 }
 
@@ -256,4 +288,78 @@ describe.each(stores)("parked waits on %s", (_name, makeStorage) => {
     });
     expect(third.session.parkedInStorage).toBe(0);
   });
+
+  it("migrates a parked wait of an older task version when it is read back, before it takes its signal", async () => {
+    const storage = makeStorage();
+    const clock = new ManualClock(1_000);
+    const first = await open(storage, clock, 0);
+    const task = await first.session.spawn("renamed", { question: "colour" });
+    await first.session.whenIdle();
+    await first.session.close();
+    const second = await open(storage, clock, 0, "write", askerV2);
+    await second.session.signal("answer:colour", { text: "blue" }, { requestId: "c" });
+    const done = await second.session.waitForTask(task.id);
+    expect(done).toMatchObject({
+      kindVersion: 2,
+      input: { topic: "colour" },
+      state: { result: "v2 colour" },
+    });
+  });
+
+  it("refuses a new wait on a key a parked wait holds, and the parked one still takes its signal", async () => {
+    const storage = makeStorage();
+    const clock = new ManualClock(1_000);
+    const first = await open(storage, clock, 0);
+    const held = await first.session.spawn("asker", { keys: ["answer:shared"] });
+    await first.session.whenIdle();
+    await first.session.close();
+    const { session } = await open(storage, clock, 0);
+    const second = await session.spawn("asker", { keys: ["answer:shared"] });
+    expect((await session.waitForTask(second.id)).state).toMatchObject({
+      status: "failed",
+      error: { code: "key-taken" },
+    });
+    await session.signal("answer:shared", { text: "mine" }, { requestId: "s" });
+    expect((await session.waitForTask(held.id)).state).toMatchObject({ status: "succeeded" });
+  });
+
+  it("answers a read-only session's check of a signal for a parked wait as the writer would", async () => {
+    const storage = makeStorage();
+    const clock = new ManualClock(1_000);
+    const first = await open(storage, clock, 0);
+    await first.session.spawn("asker", { keys: ["strict:9"] });
+    await first.session.whenIdle();
+    await first.session.close();
+    const reader = await open(storage, clock, 0, "read");
+    await expect(
+      reader.session.checkSignal("strict:9", { ok: true }, { requestId: "x" }),
+    ).resolves.toBeUndefined();
+    await expect(
+      reader.session.checkSignal("strict:8", { ok: true }, { requestId: "x" }),
+    ).rejects.toMatchObject({
+      code: "signal-not-awaited",
+    });
+  });
+});
+
+it("reports a corrupt parked wait blocked when its deadline comes, and passes the deadlines of the others", async () => {
+  const storage = memoryStorage();
+  const clock = new ManualClock(1_000);
+  const first = await open(storage, clock, 0);
+  const broken = await first.session.spawn("asker", { keys: ["answer:x"], deadlineMs: 10_000 });
+  const fine = await first.session.spawn("asker", { keys: ["answer:y"], deadlineMs: 20_000 });
+  await first.session.whenIdle();
+  await first.session.close();
+  storage.unsafeWriteRaw("parked", "tasks", [broken.id], { id: broken.id, state: "not a task" });
+  const { session, timers } = await open(storage, clock, 0);
+  timers.advance(10_000);
+  await session.whenIdle();
+  expect(session.task(fine.id)).toBeUndefined(); // not due yet: still in storage only
+  timers.advance(10_000);
+  await session.whenIdle();
+  expect(session.task(fine.id)?.state).toEqual({ status: "succeeded", result: { via: "deadline" } });
+  expect(session.view().blocked).toEqual([
+    expect.objectContaining({ kind: "task", id: broken.id, record: `tasks/${broken.id}` }),
+  ]);
+  expect(session.wakeInfo().nextWakeAt).toBeUndefined();
 });
