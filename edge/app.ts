@@ -165,6 +165,15 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
       .transform((limit) => limit ?? DEFAULT_PAGE),
   });
 
+  // A page of parked waits goes on from the `next` of the previous one (`<version>/<id>`).
+  const PendingQuery = PageQuery.extend({
+    before: z
+      .string()
+      .max(600)
+      .regex(/^\d+\/.+$/, "must be the next of an earlier page")
+      .optional(),
+  });
+
   const app = new Hono<AppEnv<Env>>();
   // Every answer names its request; problems carry the id in the body too, so a user can quote it.
   app.use("*", async (c, next) => {
@@ -377,7 +386,7 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   app.get("/sessions/:id/pending", async (c) => {
     const g = await guard(c, "read");
     if (g instanceof Response) return g;
-    const page = parse("query", PageQuery, { before: c.req.query("before"), limit: c.req.query("limit") });
+    const page = parse("query", PendingQuery, { before: c.req.query("before"), limit: c.req.query("limit") });
     if (page instanceof Response) return page;
     return forward(c, { op: "pending", sessionId: g.sessionId, ...page });
   });

@@ -24,6 +24,7 @@ import {
 import type {
   CommitGuard,
   OpenRequest,
+  ParkedCursor,
   Storage,
   StorageOptions,
   StoredChanges,
@@ -243,7 +244,7 @@ export class DurableObjectSqliteStorage implements Storage {
     return this.read(() => readWaitingTree(this.reader(sessionId), key), []);
   }
 
-  async readParked(sessionId: string, before: number, limit: number) {
+  async readParked(sessionId: string, before: ParkedCursor | undefined, limit: number) {
     return this.read(() => readParkedPage(this.reader(sessionId), before, limit), []);
   }
 
@@ -380,6 +381,18 @@ export class DurableObjectSqliteStorage implements Storage {
           )
           .toArray()
           .map((row) => this.record(table, row)),
+      parkedBefore: (before: ParkedCursor | undefined, limit: number) =>
+        this.storage.sql
+          .exec(
+            `SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = 'parked' AND (n < ? OR (n = ? AND id < ?)) ORDER BY n DESC, id DESC LIMIT ?`,
+            sessionId,
+            before?.version ?? Number.MAX_SAFE_INTEGER,
+            before?.version ?? Number.MAX_SAFE_INTEGER,
+            before?.id ?? "",
+            limit,
+          )
+          .toArray()
+          .map((row) => this.record("parked", row)),
       earliest: (table: "settled" | "deadlines", limit: number) =>
         this.storage.sql
           .exec(

@@ -103,7 +103,12 @@ export const SessionCallSchema = z.discriminatedUnion("op", [
     limit: Count,
   }),
   z.object({ op: z.literal("recovery"), sessionId: IdSchema }),
-  z.object({ op: z.literal("pending"), sessionId: IdSchema, before: Count.optional(), limit: Count }),
+  z.object({
+    op: z.literal("pending"),
+    sessionId: IdSchema,
+    before: z.string().max(600).optional(),
+    limit: Count,
+  }),
   z.object({ op: z.literal("signal"), sessionId: IdSchema, key: SignalKeySchema }),
   z.object({
     op: z.literal("events"),

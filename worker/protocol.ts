@@ -52,9 +52,9 @@ export interface SessionWorkerApi {
    * (`before`: the `next` of the previous page). Undefined while this tab follows.
    */
   parkedWaits(options?: {
-    before?: number;
+    before?: string;
     limit?: number;
-  }): Promise<{ parked: number; waits: PendingWait[]; next?: number } | undefined>;
+  }): Promise<{ parked: number; waits: PendingWait[]; next?: string } | undefined>;
   /** Answers a wait (`view().pending`): from the leader at once, from a follower through the durable inbox. */
   signal(key: string, payload: Json, options: SignalOptions): Promise<SignalReceipt>;
   /** Live subscriptions held in the worker for this page (each one holds a proxied listener). */

@@ -4,11 +4,11 @@
  * Reads happen outside any commit; what they bring is adopted through the reducer, and only when memory does
  * not hold the tree yet (a concurrent read of the same wait adopts it once).
  */
-import { CorruptRecordError } from "../errors.ts";
+import { CorruptRecordError, InvalidArgumentError } from "../errors.ts";
 import type { Task } from "../records/schemas.ts";
 import { TaskSchema } from "../records/schemas.ts";
 import { deepFreeze, summarizeIssues } from "../records/validate.ts";
-import type { Storage, StoredRecord } from "../storage/storage.ts";
+import type { ParkedCursor, Storage, StoredRecord } from "../storage/storage.ts";
 import { deadlineOfRow } from "../storage/working-set.ts";
 import { isStandaloneRoot } from "./parking.ts";
 import { type PendingWait, pendingWaits } from "./pending.ts";
@@ -87,33 +87,15 @@ export class ParkedWaits {
   }
 
   /**
-   * The pending waits of parked waits memory does not hold, newest first, a page of up to `limit` waits
-   * created before version `before` (`next` continues).
+   * The pending waits of parked waits memory does not hold, newest first: a page of up to `limit` parked
+   * waits below `before` (the `next` of the previous page: `<version>/<id>` of the last one listed).
    */
-  async readPage(options: { before?: number; limit?: number } = {}): Promise<{
+  async readPage(options: { before?: string; limit?: number } = {}): Promise<{
     waits: PendingWait[];
-    next?: number;
+    next?: string;
   }> {
     const limit = Math.min(Math.max(1, options.limit ?? 100), 1000);
-    const before = options.before ?? Number.MAX_SAFE_INTEGER;
-    // A page holds whole versions (one commit may park many waits; the next page starts below the last
-    // version listed): rows past the page say where a version ends, and a version longer than a page is
-    // listed whole.
-    let want = limit + 1;
-    let rows = await this.storage.readParked(this.state.id, before, want);
-    while (rows.length === want && rows[0]?.version === rows.at(-1)?.version) {
-      want *= 2;
-      rows = await this.storage.readParked(this.state.id, before, want);
-    }
-    let end = Math.min(limit, rows.length);
-    if (end < rows.length) {
-      const boundary = rows[end]?.version;
-      while (end > 0 && rows[end - 1]?.version === boundary) end--;
-      if (end === 0) end = rows.findIndex((row) => row.version !== boundary);
-      if (end < 0) end = rows.length;
-    }
-    const items = rows.slice(0, end);
-    const full = end < rows.length;
+    const items = await this.storage.readParked(this.state.id, cursorOf(options.before), limit);
     const roots: Task[] = [];
     for (const item of items) {
       if (this.state.task(item.id)) continue;
@@ -121,7 +103,10 @@ export class ParkedWaits {
       if (row) roots.push(storedTask(row));
     }
     const last = items.at(-1);
-    return { waits: pendingWaits(roots), ...(full && last && { next: last.version }) };
+    return {
+      waits: pendingWaits(roots),
+      ...(items.length === limit && last && { next: `${last.version}/${last.id}` }),
+    };
   }
 
   /** Adopts a parked wait's tree as read: only a standalone root awaiting (`key`, when given) not in memory. */
@@ -143,4 +128,16 @@ function storedTask(row: StoredRecord): Task {
   if (!parsed.success)
     throw new CorruptRecordError(row.key, summarizeIssues(parsed.error), { cause: parsed.error });
   return parsed.data;
+}
+
+/** A page cursor `<version>/<id>` (ids may hold `/`); refused with a typed error when it is not one. */
+function cursorOf(before: string | undefined): ParkedCursor | undefined {
+  if (before === undefined) return undefined;
+  const slash = before.indexOf("/");
+  const version = Number(before.slice(0, slash));
+  if (slash < 1 || !Number.isSafeInteger(version) || slash === before.length - 1)
+    throw new InvalidArgumentError(`"${before.slice(0, 80)}" is not a page cursor of parked waits`, [
+      { path: "before", message: "must be the next of an earlier page" },
+    ]);
+  return { version, id: before.slice(slash + 1) };
 }

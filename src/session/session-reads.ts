@@ -88,7 +88,7 @@ export class SessionReads {
   }
 
   /** The pending waits of parked waits memory does not hold, newest first, a page at a time. */
-  readParkedWaits(options?: { before?: number; limit?: number }) {
+  readParkedWaits(options?: { before?: string; limit?: number }) {
     return this.parked.readPage(options);
   }
 

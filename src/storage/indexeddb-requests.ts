@@ -61,6 +61,11 @@ export class SessionRanges {
     return this.keyRange.bound([sessionId, ...prefix, from], [sessionId, ...prefix, to]);
   }
 
+  /** Keys `[sessionId, …]` below `[sessionId, ...parts]`. */
+  beforeKey(sessionId: string, parts: readonly KeyPart[]): IDBKeyRange {
+    return this.keyRange.bound([sessionId, Number.NEGATIVE_INFINITY], [sessionId, ...parts], false, true);
+  }
+
   /** Keys `[sessionId, n, …]` with n below `before`. */
   below(sessionId: string, before: number): IDBKeyRange {
     return this.keyRange.bound([sessionId, Number.NEGATIVE_INFINITY], [sessionId, before], false, true);
@@ -83,6 +88,14 @@ export function reader(tx: IDBTransaction, keys: SessionRanges, sessionId: strin
       const cursor = tx.objectStore(table).openCursor(keys.below(sessionId, before), "prev");
       await walkCursor(cursor, limit, ({ key, value }) => {
         rows.push({ key: recordName(table, (key as KeyPart[]).slice(1)), value });
+      });
+      return rows;
+    },
+    parkedBefore: async (before, limit) => {
+      const rows: StoredRecord[] = [];
+      const range = before ? keys.beforeKey(sessionId, [before.version, before.id]) : keys.all(sessionId);
+      await walkCursor(tx.objectStore("parked").openCursor(range, "prev"), limit, ({ key, value }) => {
+        rows.push({ key: recordName("parked", (key as KeyPart[]).slice(1)), value });
       });
       return rows;
     },

@@ -29,6 +29,7 @@ import {
 import type {
   CommitGuard,
   OpenRequest,
+  ParkedCursor,
   Storage,
   StorageOptions,
   StoredChanges,
@@ -277,7 +278,7 @@ export class IndexedDbStorage implements Storage {
     return this.read(sessionId, (r) => readWaitingTree(r, key));
   }
 
-  async readParked(sessionId: string, before: number, limit: number) {
+  async readParked(sessionId: string, before: ParkedCursor | undefined, limit: number) {
     return this.read(sessionId, (r) => readParkedPage(r, before, limit));
   }
 

@@ -25,6 +25,7 @@ import {
 import type {
   CommitGuard,
   OpenRequest,
+  ParkedCursor,
   Storage,
   StorageOptions,
   StoredChanges,
@@ -32,6 +33,8 @@ import type {
 } from "./storage.ts";
 import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";
 import {
+  isBelow,
+  itemOfRow,
   readItemPage,
   readParkedPage,
   readRequest,
@@ -215,7 +218,7 @@ export class MemoryStorage implements Storage {
     return this.read(sessionId, (reader) => readWaitingTree(reader, key), []);
   }
 
-  async readParked(sessionId: string, before: number, limit: number) {
+  async readParked(sessionId: string, before: ParkedCursor | undefined, limit: number) {
     return this.read(sessionId, (reader) => readParkedPage(reader, before, limit), []);
   }
 
@@ -292,6 +295,12 @@ export class MemoryStorage implements Storage {
         rows.tables[table]
           .latest(before, limit)
           .map((row) => ({ key: recordName(table, row.key), value: row.value })),
+      // Sorted whole rather than stepped through (this store is for tests and small sessions).
+      parkedBefore: (before: ParkedCursor | undefined, limit: number) =>
+        sortedRange(rows.tables.parked, "parked", undefined, -Infinity, Number.POSITIVE_INFINITY)
+          .filter((row) => before === undefined || isBelow(itemOfRow(row), before))
+          .reverse()
+          .slice(0, limit),
       // Deadlines are times, far apart: sorted whole rather than stepped through (this store is for tests).
       earliest: (table: "settled" | "deadlines", limit: number) =>
         table === "deadlines"

@@ -18,6 +18,12 @@ export interface StoredItem {
   readonly value: unknown;
 }
 
+/** Where a page of parked waits stops: the key of the last item listed (the next page lists those below it). */
+export interface ParkedCursor {
+  readonly version: number;
+  readonly id: string;
+}
+
 /** A document head with the rows needed to rebuild its current value (its baseline and later deltas). */
 export interface StoredDocument {
   readonly head: StoredRecord;
@@ -132,8 +138,11 @@ export interface Storage {
   readSignal(sessionId: string, key: string): Promise<StoredRecord | undefined>;
   /** The task tree of the parked wait on signal key `key` (DESIGN §9), empty when no parked wait has it. */
   readWaiting(sessionId: string, key: string): Promise<StoredRecord[]>;
-  /** Up to `limit` parked waits created before version `before`, newest first (items of their root tasks). */
-  readParked(sessionId: string, before: number, limit: number): Promise<StoredItem[]>;
+  /**
+   * Up to `limit` parked waits keyed below `before` (the newest when undefined), newest first: items of their
+   * root tasks, keyed by the version that created them and their id.
+   */
+  readParked(sessionId: string, before: ParkedCursor | undefined, limit: number): Promise<StoredItem[]>;
   /** Up to `limit` deadlines of parked waits, earliest first, as `deadlines/<at>/<rootId>` rows. */
   readDeadlines(sessionId: string, limit: number): Promise<StoredRecord[]>;
   /** Every task of the tree under `rootId` (the root first, then level by level). */

@@ -7,7 +7,7 @@
  */
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import { rawNumber, recordName } from "./rows.ts";
-import type { StoredDocument, StoredItem, StoredRecord, StoredSession } from "./storage.ts";
+import type { ParkedCursor, StoredDocument, StoredItem, StoredRecord, StoredSession } from "./storage.ts";
 
 export type { StoredItem } from "./storage.ts";
 
@@ -28,6 +28,11 @@ export interface SessionRowReader {
     before: number,
     limit: number,
   ): Promise<StoredRecord[]> | StoredRecord[];
+  /**
+   * Up to `limit` rows of the `parked` index keyed below `[version, id]` (every row when undefined), highest
+   * first: a page of parked waits that may cut one version's many waits anywhere.
+   */
+  parkedBefore(before: ParkedCursor | undefined, limit: number): Promise<StoredRecord[]> | StoredRecord[];
   /** Up to `limit` rows of the `settled` (or `deadlines`) index, lowest number first. */
   earliest(table: "settled" | "deadlines", limit: number): Promise<StoredRecord[]> | StoredRecord[];
   /** How many rows of the `settled` index (or of its tasks, or of parked waits) the session holds. */
@@ -231,13 +236,18 @@ export async function readItemPage(
   return { items, submissions };
 }
 
-/** Up to `limit` parked waits created before version `before`, newest first. */
+/** Whether an item's key `[version, id]` is below `cursor`. */
+export function isBelow(item: StoredItem, cursor: ParkedCursor): boolean {
+  return item.version < cursor.version || (item.version === cursor.version && item.id < cursor.id);
+}
+
+/** Up to `limit` parked waits keyed below `before` (the newest when undefined), newest first. */
 export async function readParkedPage(
   reader: SessionRowReader,
-  before: number,
+  before: ParkedCursor | undefined,
   limit: number,
 ): Promise<StoredItem[]> {
-  return (await reader.latest("parked", before, limit)).map(itemOfRow);
+  return (await reader.parkedBefore(before, limit)).map(itemOfRow);
 }
 
 /** The oldest finished items (for retention, DESIGN §9), and how many finished items are stored. */

@@ -15,7 +15,7 @@ interface PendingPage {
   version: number;
   pending: PendingWait[];
   parked: number;
-  next: number | null;
+  next: string | null;
 }
 
 it("lists parked waits from storage after a restart, signals one by key, and passes one's deadline on the alarm", async () => {
@@ -56,12 +56,22 @@ it("lists parked waits from storage after a restart, signals one by key, and pas
     for (let n = 0; n < 10; n++) {
       listed.push(...page.pending);
       if (page.next === null) break;
-      page = (await call<PendingPage>(runtime, `/sessions/parked/pending?limit=2&before=${page.next}`)).body;
+      page = (
+        await call<PendingPage>(
+          runtime,
+          `/sessions/parked/pending?limit=2&before=${encodeURIComponent(page.next)}`,
+        )
+      ).body;
     }
     expect(listed.map((w) => w.key).sort()).toEqual(["k:0", "k:1", "k:2", "k:3", "k:4"]);
     expect(listed.find((w) => w.key === "k:2")).toEqual(before.pending.find((w) => w.key === "k:2"));
     const bad = await call<{ errors: { path: string }[] }>(runtime, "/sessions/parked/pending?limit=0");
     expect(bad.status).toBe(400);
+    const badCursor = await call<{ errors: { path: string }[] }>(
+      runtime,
+      "/sessions/parked/pending?before=x",
+    );
+    expect(badCursor.status).toBe(400);
 
     // A signal for a parked wait reads it back by its key and continues it.
     const signalled = await call<{ takenBy: string }>(runtime, "/sessions/parked/signals/k%3A2", {

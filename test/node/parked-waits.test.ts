@@ -89,7 +89,7 @@ async function open(
   clock: ManualClock,
   liveWaits = 3,
   mode: "write" | "read" = "write",
-  renamed = askerV1,
+  renamed: typeof askerV1 | typeof askerV2 = askerV1,
 ) {
   const timers = new ManualTimers(clock);
   const commits: CommitRecord[] = [];
@@ -126,7 +126,7 @@ async function tenWaits(storage: Storage, clock: ManualClock) {
 
 async function allParkedWaits(session: Awaited<ReturnType<typeof open>>["session"], limit: number) {
   const waits: PendingWait[] = [];
-  let before: number | undefined;
+  let before: string | undefined;
   for (let page = 0; page < 100; page++) {
     const next = await session.readParkedWaits({ limit, ...(before !== undefined && { before }) });
     waits.push(...next.waits);

@@ -673,13 +673,11 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(reader.parkedInStorage).toBe(5);
       expect(ids(await store.readWaiting(id, "k:3"))).toEqual(["w-3"]);
       expect(await store.readWaiting(id, "k:none")).toEqual([]);
-      expect((await store.readParked(id, Number.MAX_SAFE_INTEGER, 10)).map((i) => i.id).sort()).toEqual([
-        "w-0",
-        "w-1",
-        "w-2",
-        "w-3",
-        "w-4",
-      ]);
+      const parked = await store.readParked(id, undefined, 10);
+      expect(parked.map((i) => i.id)).toEqual(["w-4", "w-3", "w-2", "w-1", "w-0"]);
+      // A page may end inside one version (all five were created by one commit): the next goes on below it.
+      const [, second] = parked as [StoredItem, StoredItem];
+      expect((await store.readParked(id, second, 2)).map((i) => i.id)).toEqual(["w-2", "w-1"]);
       expect((await store.readDeadlines(id, 10)).map((row) => row.key)).toEqual([
         "deadlines/8997/w-3",
         "deadlines/8999/w-1",
@@ -693,7 +691,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(after.view().tasks.map((t) => t.id)).toEqual(["w-3"]);
       expect(await store.readWaiting(id, "k:3")).toEqual([]);
       expect((await store.readDeadlines(id, 10)).map((row) => row.key)).toEqual(["deadlines/8999/w-1"]);
-      expect((await store.readParked(id, Number.MAX_SAFE_INTEGER, 10)).map((i) => i.id)).not.toContain("w-3");
+      expect((await store.readParked(id, undefined, 10)).map((i) => i.id)).not.toContain("w-3");
     });
 
     it("refuses a taken requestId with the typed refusal at a pruning boundary too, and keeps the session usable", async () => {

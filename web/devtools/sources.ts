@@ -75,9 +75,9 @@ export interface SessionSource {
    * DESIGN §9): how many there are now, and a page of them, newest first, with the `before` of the next.
    */
   readParkedWaits?(
-    before: number | undefined,
+    before: string | undefined,
     limit: number,
-  ): Promise<{ parked: number; waits: readonly PendingWait[]; next: number | null }>;
+  ): Promise<{ parked: number; waits: readonly PendingWait[]; next: string | null }>;
   /** A task tree as storage holds it now (for a Submission beyond the working set). */
   readTaskTree?(rootId: string): Promise<Task[]>;
   /**
@@ -310,8 +310,8 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
         pending: PendingWait[];
         parked: number;
         fromStorage: number;
-        next: number | null;
-      }>(`/pending?limit=${limit}${before === undefined ? "" : `&before=${before}`}`);
+        next: string | null;
+      }>(`/pending?limit=${limit}${before === undefined ? "" : `&before=${encodeURIComponent(before)}`}`);
       const waits = page.pending.slice(page.pending.length - page.fromStorage);
       return { parked: page.parked, waits, next: page.next };
     },

@@ -147,12 +147,12 @@ export function PendingView(props: {
   parked?: SessionSource["readParkedWaits"] | undefined;
 }) {
   const pending = props.view.pending ?? [];
-  const [parked, setParked] = useState<{ count: number; waits: PendingWait[]; next: number | null }>();
+  const [parked, setParked] = useState<{ count: number; waits: PendingWait[]; next: string | null }>();
   const [failed, setFailed] = useState<string>();
   const { parked: read } = props;
   const version = props.view.version;
   const load = useCallback(
-    (before: number | undefined, _atVersion: number) =>
+    (before: string | undefined, _atVersion: number) =>
       read?.(before, 100)
         .then((page) =>
           setParked((shown) => ({
