@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import { type CommitRecord, indexedDbStorage, openSession } from "../../src/index.ts";
 import { connectSessionWorker } from "../../worker/index.ts";
+import { writeParkedWaitsForTest } from "../support/parked-seed.ts";
 
 function startWorker(db: string, session: string, quotaAfter?: number, retain?: number) {
   const worker = new Worker(new URL("./fixtures/session.worker.ts", import.meta.url), {
@@ -34,6 +35,35 @@ describe("session worker (comlink)", () => {
     const trimmed = await client.view({ entries: 1, tasks: "active" });
     expect(trimmed?.conversations[0]?.entries.map((e) => e.content.kind)).toEqual(["note"]);
     expect(trimmed?.tasks).toEqual([]);
+    await client.close();
+    worker.terminate();
+  });
+
+  it("lists the parked waits left in storage, and a signal for one reads it back and runs it", async () => {
+    const db = `worker-parked-${Math.random().toString(36).slice(2)}`;
+    const seed = indexedDbStorage(db, { durability: "relaxed" });
+    await writeParkedWaitsForTest(seed, "s-parked", 120, 30);
+    await seed.close();
+    const { worker, client } = startWorker(db, "s-parked");
+    for (let i = 0; i < 200 && (await client.role()) !== "leader"; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    expect((await client.view())?.pending).toEqual([]); // none of them is in the worker's memory
+    const keys: string[] = [];
+    let page = await client.parkedWaits({ limit: 50 });
+    expect(page?.parked).toBe(120);
+    for (let n = 0; n < 10 && page; n++) {
+      keys.push(...page.waits.map((w) => w.key));
+      if (page.next === undefined) break;
+      page = await client.parkedWaits({ before: page.next, limit: 50 });
+    }
+    expect(new Set(keys)).toEqual(new Set(Array.from({ length: 120 }, (_, n) => `ask:${n}`)));
+    const receipt = await client.signal("ask:7", { answer: "seven" }, { requestId: "a7" });
+    expect(receipt.takenBy).toBeDefined();
+    const done = async () => (await client.view())?.tasks.find((t) => t.id === receipt.takenBy)?.state.status;
+    for (let i = 0; i < 200 && (await done()) !== "succeeded"; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(await done()).toBe("succeeded");
+    expect((await client.parkedWaits())?.parked).toBe(119);
     await client.close();
     worker.terminate();
   });

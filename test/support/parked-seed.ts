@@ -6,7 +6,8 @@
 import { z } from "zod";
 import { createRegistry, defineSignal, defineTask, openSession, type Storage } from "../../src/index.ts";
 
-const asker = defineTask({
+/** The task the seeded waits run (a session that answers them registers it too). */
+export const askerTask = defineTask({
   kind: "asker",
   version: 1,
   input: z.object({ n: z.number().int() }),
@@ -17,16 +18,16 @@ const asker = defineTask({
   },
 });
 
+/** The signal of those waits. */
+export const askSignal = defineSignal({ key: "ask:*", schema: z.object({ answer: z.string() }) });
+
 export async function writeParkedWaitsForTest(
   storage: Storage,
   sessionId: string,
   count: number,
   perCommit = 50,
 ): Promise<void> {
-  const registry = createRegistry({
-    tasks: [asker],
-    signals: [defineSignal({ key: "ask:*", schema: z.object({ answer: z.string() }) })],
-  });
+  const registry = createRegistry({ tasks: [askerTask], signals: [askSignal] });
   const session = await openSession({ id: sessionId, storage, registry, liveWaits: 0 });
   await session.resume();
   for (let n = 0; n < count; n += perCommit) {
