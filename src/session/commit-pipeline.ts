@@ -18,7 +18,7 @@ import type { Storage } from "../storage/storage.ts";
 import type { SealedCommit } from "./draft.ts";
 import { freezeSealed, KernelDraft } from "./draft.ts";
 import { GroupOverlay } from "./group-overlay.ts";
-import type { SessionState, StateReader } from "./state.ts";
+import type { ParkingReader, SessionState, StateReader } from "./state.ts";
 
 /** What a commit call resolves to. */
 export interface CommitResult<T> {
@@ -242,7 +242,7 @@ export class CommitPipeline {
     let overlay: GroupOverlay | undefined;
     let absorbed = 0;
     for (const request of critical) {
-      let base: StateReader = state;
+      let base: StateReader & ParkingReader = state;
       if (sealed.length > 0) {
         overlay ??= new GroupOverlay(state);
         for (; absorbed < sealed.length; absorbed++) {
@@ -274,7 +274,7 @@ export class CommitPipeline {
    * Coalesces deferred requests into one draft. Builds are plain functions of the draft, so when one throws
    * the draft is rebuilt without it rather than committing half of its changes.
    */
-  private buildDeferredGroup(base: StateReader, version: number, requests: PendingRequest[]) {
+  private buildDeferredGroup(base: StateReader & ParkingReader, version: number, requests: PendingRequest[]) {
     let pending = requests;
     for (;;) {
       const draft = new KernelDraft(base, this.host.registry, version, this.host.clock.now());

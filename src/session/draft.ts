@@ -35,9 +35,9 @@ import { assertStorable, deepFreeze, validateAll, validateRecord } from "../reco
 import type { Registry } from "../registry.ts";
 import { ChildIndex } from "./child-index.ts";
 import type { EntryLinks } from "./draft-types.ts";
-import { awaiterOf, openSignal } from "./overlay-lookups.ts";
+import { awaiterOf, noteAwaiting, openSignal } from "./overlay-lookups.ts";
 import { parkingOf } from "./parking.ts";
-import type { BlockedKind, BlockedRecord, DocumentState, StateReader } from "./state.ts";
+import type { BlockedKind, BlockedRecord, DocumentState, ParkingReader, StateReader } from "./state.ts";
 
 /**
  * A validated commit plus the document values the writer already computed. The commit pipeline deep-freezes
@@ -82,6 +82,8 @@ export class KernelDraft implements StateReader {
   /** Values set in this draft; `undefined` marks a document this draft deletes. */
   private documents: ReadonlyMap<string, { type: string; value: Json | undefined }> = NONE;
   private tasks: ReadonlyMap<string, Task> = NONE;
+  /** The last task this draft wrote awaiting each key. */
+  private awaiting: Map<string, string> | undefined;
   private submissions: ReadonlyMap<string, Submission> = NONE;
   private requestIndex: ReadonlyMap<string, string> = NONE;
   private signals: ReadonlyMap<string, Signal> = NONE;
@@ -89,7 +91,7 @@ export class KernelDraft implements StateReader {
   private removed: RemovedItem[] | undefined;
 
   constructor(
-    private readonly base: StateReader,
+    private readonly base: StateReader & ParkingReader,
     readonly registry: Registry,
     /** The session version this draft will become. */
     readonly version: number,
@@ -133,17 +135,11 @@ export class KernelDraft implements StateReader {
   }
   awaiter(key: string): Task | undefined {
     return awaiterOf(
-      this.tasks.values(),
+      this.awaiting,
       (k) => this.base.awaiter(k),
       (id) => this.task(id),
       key,
     );
-  }
-  isParked(taskId: string): boolean {
-    return this.base.isParked(taskId);
-  }
-  liveWaits(): number {
-    return this.base.liveWaits();
   }
   openChildCount(parentId: string): number {
     return this.children ? this.children.openChildCount(parentId) : this.base.openChildCount(parentId);
@@ -242,6 +238,7 @@ export class KernelDraft implements StateReader {
     this.assertWritable("task", task.id);
     const before = this.task(task.id);
     this.tasks = put(this.tasks, task.id, task);
+    this.awaiting = noteAwaiting(this.awaiting, task);
     if (task.parentId === undefined) return;
     this.children ??= new ChildIndex(this.base);
     this.children.track(before, task);

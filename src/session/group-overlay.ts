@@ -8,11 +8,18 @@ import type { Conversation, Json, Signal, Submission, Task } from "../records/sc
 import { headAfter } from "../records/schemas.ts";
 import { ChildIndex } from "./child-index.ts";
 import type { SealedCommit } from "./draft.ts";
-import { awaiterOf, openSignal } from "./overlay-lookups.ts";
+import { awaiterOf, noteAwaiting, openSignal } from "./overlay-lookups.ts";
 import { isStandaloneRoot } from "./parking.ts";
-import type { BlockedKind, BlockedRecord, DocumentState, SessionState, StateReader } from "./state.ts";
+import type {
+  BlockedKind,
+  BlockedRecord,
+  DocumentState,
+  ParkingReader,
+  SessionState,
+  StateReader,
+} from "./state.ts";
 
-export class GroupOverlay implements StateReader {
+export class GroupOverlay implements StateReader, ParkingReader {
   private readonly conversations = new Map<string, Conversation>();
   /** Documents changed by the group so far; `null` marks one it deleted. */
   private readonly documents = new Map<string, DocumentState | null>();
@@ -24,6 +31,8 @@ export class GroupOverlay implements StateReader {
   /** Waits the group parked (true) or moved on (false) so far, and how many live waits it added. */
   private readonly parked = new Map<string, boolean>();
   private liveAdded = 0;
+  /** The last task the group wrote awaiting each key. */
+  private awaiting: Map<string, string> | undefined;
 
   constructor(private readonly state: SessionState) {
     this.children = new ChildIndex(state);
@@ -60,7 +69,7 @@ export class GroupOverlay implements StateReader {
   }
   awaiter(key: string): Task | undefined {
     return awaiterOf(
-      this.tasks.values(),
+      this.awaiting,
       (k) => this.state.awaiter(k),
       (id) => this.task(id),
       key,
@@ -96,6 +105,7 @@ export class GroupOverlay implements StateReader {
         Number(isLiveWait(task, this.isParked(task.id))) -
         Number(isLiveWait(before, wasParked.get(task.id) === true));
       this.tasks.set(task.id, task);
+      this.awaiting = noteAwaiting(this.awaiting, task);
       this.children.track(before, task);
     }
     for (const signal of commit.signals ?? []) this.signals.set(signal.key, signal);

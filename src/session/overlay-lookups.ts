@@ -5,6 +5,17 @@
  */
 import type { Signal, Task } from "../records/schemas.ts";
 
+/** Notes the keys a written task awaits (`awaiterOf`'s index of a layer), creating the index when needed. */
+export function noteAwaiting(
+  index: Map<string, string> | undefined,
+  task: Task,
+): Map<string, string> | undefined {
+  if (task.state.status !== "awaiting") return index;
+  const keys = index ?? new Map<string, string>();
+  for (const key of task.state.keys) keys.set(key, task.id);
+  return keys;
+}
+
 /** A signal still waiting to be taken: the layer's own version of it, else the one below. */
 export function openSignal(
   changed: ReadonlyMap<string, Signal>,
@@ -17,18 +28,21 @@ export function openSignal(
 }
 
 /**
- * The task awaiting `key`: one the layer changed into awaiting it, else the one below — as long as the
+ * The task awaiting `key`: one the layer changed into awaiting it (`changed` names the last task the layer
+ * wrote awaiting each key: a key is awaited by one task at a time), else the one below — as long as the
  * layer did not move that task on.
  */
 export function awaiterOf(
-  changed: Iterable<Task>,
+  changed: ReadonlyMap<string, string> | undefined,
   below: (key: string) => Task | undefined,
   current: (taskId: string) => Task | undefined,
   key: string,
 ): Task | undefined {
   const awaits = (task: Task | undefined) =>
     task?.state.status === "awaiting" && task.state.keys.includes(key);
-  for (const task of changed) if (awaits(task)) return task;
+  const own = changed?.get(key);
+  const mine = own === undefined ? undefined : current(own);
+  if (awaits(mine)) return mine;
   const found = below(key);
   if (!found) return undefined;
   const now = current(found.id);

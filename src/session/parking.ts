@@ -9,7 +9,7 @@
  * it moves on, is decided here and written into the commit, so every store and replica keeps the same rows.
  */
 import type { ParkedWait, Task } from "../records/schemas.ts";
-import type { StateReader } from "./state.ts";
+import type { ParkingReader, StateReader } from "./state.ts";
 
 /** Whether a task is the root of a tree started without a Submission. */
 export const isStandaloneRoot = (task: Task): boolean =>
@@ -30,7 +30,7 @@ function parkedWaitOf(task: Task): ParkedWait | undefined {
 /** The waits `tasks` park (`after` sees the commit's own changes) and the parked waits they move on. */
 export function parkingOf(
   tasks: readonly Task[],
-  before: StateReader,
+  before: StateReader & ParkingReader,
   after: StateReader,
   liveWaits: number,
 ): { parked?: ParkedWait[]; unparked?: ParkedWait[] } {

@@ -61,13 +61,17 @@ export interface StateReader {
   signal(key: string): Signal | undefined;
   /** The task awaiting `key`, if one is. O(1): an index kept as tasks change. */
   awaiter(key: string): Task | undefined;
+}
+
+/** What a commit below the drafts knows of parked waits (the state, or a group of commits over it). */
+export interface ParkingReader {
   /** Whether the wait of task `taskId` is parked (stored apart from live work, see `parking.ts`). */
   isParked(taskId: string): boolean;
   /** How many waits of task trees started without a Submission memory holds that are not parked. O(1). */
   liveWaits(): number;
 }
 
-export class SessionState implements StateReader {
+export class SessionState implements StateReader, ParkingReader {
   version = 0;
   epoch = 0;
   readonly conversations = new Map<string, ConversationState>();

@@ -170,15 +170,9 @@ export class Scheduler {
 
   /** Parked waits were read back from storage: their deadlines are kept like any other. */
   onLoaded(tasks: readonly Task[]): void {
-    // Recovered like the tasks of an open (migrated to their kind's version, blocked if unknown), its commit
-    // queued ahead of the one that reads them back for; resume() recovers them if it has not run yet.
-    // A failed recovery commit stops the session (its store failed): nothing to do here.
-    if (this.driving)
-      void this.track(
-        this.recover([...tasks])
-          .then(() => this.armTimer())
-          .catch(() => undefined),
-      );
+    // Recovered like the tasks of an open (migrated, or blocked if unknown), its commit queued ahead of the
+    // one they were read back for (resume() recovers them if it has not run yet; a failed commit stops it).
+    if (this.driving) void this.track(this.recover([...tasks]).then(() => this.armTimer(), noop));
   }
 
   /** The current wake info (the same rule as `wakeInfoOf`, from counters kept as commits are adopted). */
@@ -338,8 +332,7 @@ export class Scheduler {
     const now = this.host.clock.now();
     const { state } = this.host;
     if (state.parkedDue !== undefined && state.parkedDue <= now && this.host.loadDue) {
-      // A failed read leaves them for the next open (the session stops on a failing store anyway).
-      await this.host.loadDue(now).catch(() => undefined);
+      await this.host.loadDue(now).catch(noop); // tried again a little later (see `loadDue`)
       if (state.parkedDue !== undefined) this.sleepers.push(state.parkedDue, PARKED);
     }
     const due: TaskEvent[] = [];
@@ -401,3 +394,5 @@ export class Scheduler {
     this.options.onWake?.(this.wakeInfo());
   }
 }
+
+const noop = () => undefined;
