@@ -57,6 +57,8 @@ export interface BrowserSessionHostOptions {
    * closed or crashed tab is re-entered before the task gives up (a tool call then asks `confirm`).
    */
   readonly maxRestarts?: number;
+  /** How many waits of task trees started without a Submission stay live before new ones park (default 100). */
+  readonly liveWaits?: number;
   /**
    * Link the session to its edge host: while this tab leads, its commits are pushed there, unsafe effects
    * wait until the edge holds their intent, and the edge takes over when this tab hands off, closes or goes
@@ -539,7 +541,7 @@ export class BrowserSessionHost {
   }
 
   private sessionOptions() {
-    const { sessionId, registry, clock, timers, maxRestarts } = this.options;
+    const { sessionId, registry, clock, timers, maxRestarts, liveWaits } = this.options;
     return {
       id: sessionId,
       storage: this.storage(),
@@ -548,6 +550,7 @@ export class BrowserSessionHost {
       ...(clock !== undefined && { clock }),
       ...(timers !== undefined && { timers }),
       ...(maxRestarts !== undefined && { maxRestarts }),
+      ...(liveWaits !== undefined && { liveWaits }),
     };
   }
 }
