@@ -114,7 +114,7 @@ export function nestedJsonSchema(depth: number): z.ZodType<Json> {
  * A deep copy of a JSON value, frozen as it is built: records never alias their caller's objects, and
  * freezing the record afterwards skips these already-frozen subtrees.
  */
-function frozenCopy(value: Json): Json {
+export function frozenCopy(value: Json): Json {
   if (typeof value !== "object" || value === null) return value;
   if (Array.isArray(value)) return Object.freeze(value.map(frozenCopy)) as Json[];
   const copy: { [key: string]: Json } = {};

@@ -6,7 +6,7 @@
  */
 import { z } from "zod";
 import { DuplicateKeyError, InvalidArgumentError, SignalRefusedError } from "../errors.ts";
-import { jsonEqual, utf8Length } from "../records/json.ts";
+import { findNonJson, frozenCopy, isWellFormedText, jsonEqual, utf8Length } from "../records/json.ts";
 import type { Json, Signal, Task } from "../records/schemas.ts";
 import { JsonSchema, SignalSchema, TextSchema } from "../records/schemas.ts";
 import { describeIssues, summarizeIssues, validateRecord } from "../records/validate.ts";
@@ -141,14 +141,10 @@ export function signalHost(
 }
 
 function checkCall(registry: Registry, key: unknown, payload: unknown, requestId: unknown) {
-  const parsed = SignalCallSchema.safeParse({ key, payload, requestId });
-  if (!parsed.success) {
-    throw new InvalidArgumentError(
-      `invalid signal: ${summarizeIssues(parsed.error)}`,
-      describeIssues(parsed.error),
-    );
-  }
-  const call = parsed.data;
+  const call =
+    isCallText(key) && isCallText(requestId) && findNonJson(payload) === undefined
+      ? { key, payload: frozenCopy(payload as Json), requestId }
+      : parseCall(key, payload, requestId);
   const definition = registry.signalFor(call.key);
   if (!definition || isInternalKey(call.key)) {
     throw new SignalRefusedError("unknown-signal", call.key, `no signal is defined for key "${call.key}"`);
@@ -171,6 +167,20 @@ function checkCall(registry: Registry, key: unknown, payload: unknown, requestId
     );
   }
   return { ...call, payload: checked.data as Json };
+}
+
+/** A key or requestId as `SignalCallSchema` takes it (checked by hand first: a signal's hot path). */
+const isCallText = (value: unknown): value is string =>
+  typeof value === "string" && value.length >= 1 && value.length <= 256 && isWellFormedText(value);
+
+/** The call as `SignalCallSchema` reads it, or its refusal naming each bad field. */
+function parseCall(key: unknown, payload: unknown, requestId: unknown) {
+  const parsed = SignalCallSchema.safeParse({ key, payload, requestId });
+  if (parsed.success) return parsed.data;
+  throw new InvalidArgumentError(
+    `invalid signal: ${summarizeIssues(parsed.error)}`,
+    describeIssues(parsed.error),
+  );
 }
 
 /** The awaiting task's own check of the signal (an approval's edited arguments), as payload field issues. */
