@@ -170,7 +170,7 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     before: z
       .string()
       .max(600)
-      .regex(/^\d+\/.+$/, "must be the next of an earlier page")
+      .regex(/^\d+\/[\s\S]+$/, "must be the next of an earlier page")
       .optional(),
   });
 

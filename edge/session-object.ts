@@ -376,10 +376,13 @@ class SessionHost<Env> {
         return Response.json(await this.previewRecovery(route.sessionId));
       case "pending": {
         const session = await this.required(route.sessionId);
-        // Waits in memory first, then parked waits left in storage, a page at a time (`next` continues).
-        const inMemory = route.before === undefined ? session.pending() : [];
+        // Waits in memory first, then parked waits left in storage, a page at a time (`next` continues). Memory
+        // is read after storage: a wait read back meanwhile is listed once, from memory.
         const page = { limit: route.limit, ...(route.before !== undefined && { before: route.before }) };
-        const parked = session.parkedInStorage > 0 ? await session.readParkedWaits(page) : { waits: [] };
+        const stored = session.parkedInStorage > 0 ? await session.readParkedWaits(page) : { waits: [] };
+        const inMemory = route.before === undefined ? session.pending() : [];
+        const held = new Set(session.pending().map((wait) => wait.key));
+        const parked = { ...stored, waits: stored.waits.filter((wait) => !held.has(wait.key)) };
         return Response.json({
           version: session.version,
           pending: [...inMemory, ...parked.waits],

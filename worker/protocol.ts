@@ -48,8 +48,8 @@ export interface SessionWorkerApi {
   unsubscribe(id: number): void;
   cancelSubmission(submissionId: string, reason?: string): Promise<Submission | undefined>;
   /**
-   * Parked waits left in storage (not in `view().pending`): how many, and a page of them, newest first
-   * (`before`: the `next` of the previous page). Undefined while this tab follows.
+   * Parked waits left in storage (not in `view().pending`): how many, and a page of them (`before`: the
+   * `next` of the previous page), read from storage by the leader's session or a follower's read-only one.
    */
   parkedWaits(options?: {
     before?: string;

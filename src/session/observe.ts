@@ -71,23 +71,24 @@ export function untilEnded<T>(
   return observeUntil(session, check, signal);
 }
 
-/** What the wait sees of a Submission that ended and left memory in the same commit. */
+/** What the wait sees of a record that ended and left memory in the same commit. */
 const LEFT_MEMORY = Symbol("left memory");
 
 /**
- * Resolves with a Submission once it has ended. One that left the working set has ended (unfinished ones
- * never leave) and is read back from storage, also when it ends and leaves in the same commit.
+ * Resolves with a record once it has ended. One that left the working set has ended (unfinished work never
+ * leaves) and is read back from storage, also when it ends and leaves in the same commit.
  */
-export async function untilSubmissionEnded(
+export async function untilStoredEnded<T>(
   session: Observable,
-  submissionId: string,
-  find: () => Submission | undefined,
-  read: () => Promise<Submission | undefined>,
+  what: string,
+  find: () => T | undefined,
+  read: () => Promise<T | undefined>,
+  ended: (record: T) => boolean,
   signal?: AbortSignal,
-): Promise<Submission> {
+): Promise<T> {
   if (!find()) {
     const stored = await read();
-    if (stored) return stored;
+    if (stored && ended(stored)) return stored;
   }
   let seen = false;
   const held = () => {
@@ -95,12 +96,23 @@ export async function untilSubmissionEnded(
     seen ||= record !== undefined;
     return record ?? (seen ? LEFT_MEMORY : undefined);
   };
-  const ended = await untilEnded(
+  const done = await untilEnded(
     session,
-    `submission ${submissionId}`,
+    what,
     held,
-    (record) => record === LEFT_MEMORY || isSubmissionFinished(record),
+    (record) => record === LEFT_MEMORY || ended(record),
     signal,
   );
-  return ended === LEFT_MEMORY ? ((await read()) as Submission) : ended;
+  return done === LEFT_MEMORY ? ((await read()) as T) : done;
+}
+
+/** {@link untilStoredEnded} for a Submission. */
+export function untilSubmissionEnded(
+  session: Observable,
+  submissionId: string,
+  find: () => Submission | undefined,
+  read: () => Promise<Submission | undefined>,
+  signal?: AbortSignal,
+): Promise<Submission> {
+  return untilStoredEnded(session, `submission ${submissionId}`, find, read, isSubmissionFinished, signal);
 }

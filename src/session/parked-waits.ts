@@ -73,8 +73,7 @@ export class ParkedWaits {
             this.adopt(tree);
           } catch (error) {
             if (!(error instanceof CorruptRecordError)) throw error;
-            const record = { kind: "task" as const, id, record: error.record, reason: error.reason };
-            reduceSession(this.state, { type: "blocked", record });
+            this.block(id, error);
           }
         }
         if (next !== undefined || rows.length < limit) break;
@@ -87,8 +86,9 @@ export class ParkedWaits {
   }
 
   /**
-   * The pending waits of parked waits memory does not hold, newest first: a page of up to `limit` parked
-   * waits below `before` (the `next` of the previous page: `<version>/<id>` of the last one listed).
+   * The pending waits of parked waits memory does not hold: a page of up to `limit` parked waits, newest
+   * first, below `before` (the `next` of the previous page: `<version>/<id>` of the last one listed), their
+   * keys listed in key order. A corrupt one is reported blocked and left out.
    */
   async readPage(options: { before?: string; limit?: number } = {}): Promise<{
     waits: PendingWait[];
@@ -98,15 +98,27 @@ export class ParkedWaits {
     const items = await this.storage.readParked(this.state.id, cursorOf(options.before), limit);
     const roots: Task[] = [];
     for (const item of items) {
-      if (this.state.task(item.id)) continue;
+      if (this.state.task(item.id) || this.state.blocked("task", item.id)) continue;
       const row = await this.storage.readTask(this.state.id, item.id);
-      if (row) roots.push(storedTask(row));
+      if (!row) continue;
+      try {
+        roots.push(storedTask(row));
+      } catch (error) {
+        if (!(error instanceof CorruptRecordError)) throw error;
+        this.block(item.id, error); // listed as blocked instead, and the page goes on
+      }
     }
     const last = items.at(-1);
     return {
       waits: pendingWaits(roots),
       ...(items.length === limit && last && { next: `${last.version}/${last.id}` }),
     };
+  }
+
+  /** Reports a parked wait whose stored tree failed to load (the row stays as it is). */
+  private block(id: string, error: CorruptRecordError): void {
+    const record = { kind: "task" as const, id, record: error.record, reason: error.reason };
+    reduceSession(this.state, { type: "blocked", record });
   }
 
   /** Adopts a parked wait's tree as read: only a standalone root awaiting (`key`, when given) not in memory. */

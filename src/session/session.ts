@@ -28,7 +28,7 @@ import type { BuildCommit, BuildProgress, CommitOptions } from "./draft-types.ts
 import { CHANGE_PAGE } from "./history.ts";
 import { registerKernelCommit } from "./kernel-access.ts";
 import { DEFAULT_LIVE_WAITS } from "./limits.ts";
-import { observeUntil, untilEnded, untilSubmissionEnded } from "./observe.ts";
+import { observeUntil, untilStoredEnded, untilSubmissionEnded } from "./observe.ts";
 import type { OpenSessionOptions, SessionStatus, WaitOptions } from "./options.ts";
 import { type CollectResult, Retention } from "./retention.ts";
 import { AppDraft, ProgressOnlyDraft } from "./role-drafts.ts";
@@ -223,7 +223,10 @@ export class Session extends SessionReads {
   /** Resolves with the task's record once it is terminal. Only observes. */
   async waitForTask(taskId: string, options?: WaitOptions): Promise<Task> {
     if (typeof taskId === "string") await this.parked.loadById(taskId);
-    return untilEnded(this, `task ${taskId}`, () => this.state.task(taskId), isTerminal, options?.signal);
+    const find = () => this.state.task(taskId);
+    const read = () => this.readTask(taskId);
+    // A read-back parked wait is old: it may leave memory in the commit that ends it.
+    return untilStoredEnded(this, `task ${taskId}`, find, read, isTerminal, options?.signal);
   }
 
   /** Resolves once the session has adopted `version` (a read-your-writes wait for remote clients). */

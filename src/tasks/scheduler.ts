@@ -170,9 +170,12 @@ export class Scheduler {
 
   /** Parked waits were read back from storage: their deadlines are kept like any other. */
   onLoaded(tasks: readonly Task[]): void {
-    // Recovered like the tasks of an open (migrated, or blocked if unknown), its commit queued ahead of the
-    // one they were read back for (resume() recovers them if it has not run yet; a failed commit stops it).
-    if (this.driving) void this.track(this.recover([...tasks]).then(() => this.armTimer(), noop));
+    // Recovered like an open's tasks, ahead of the commit they were read back for; a failed recovery blocks them.
+    const blockAll = (error: unknown) => {
+      if (!isSessionFailure(error))
+        for (const { id } of tasks) this.host.block(id, `recovery failed: ${errorInfo(error).message}`);
+    };
+    if (this.driving) void this.track(this.recover([...tasks]).then(() => this.armTimer(), blockAll));
   }
 
   /** The current wake info (the same rule as `wakeInfoOf`, from counters kept as commits are adopted). */
@@ -332,7 +335,7 @@ export class Scheduler {
     const now = this.host.clock.now();
     const { state } = this.host;
     if (state.parkedDue !== undefined && state.parkedDue <= now && this.host.loadDue) {
-      await this.host.loadDue(now).catch(noop); // tried again a little later (see `loadDue`)
+      await this.host.loadDue(now).catch(() => undefined); // tried again a little later (see `loadDue`)
       if (state.parkedDue !== undefined) this.sleepers.push(state.parkedDue, PARKED);
     }
     const due: TaskEvent[] = [];
@@ -394,5 +397,3 @@ export class Scheduler {
     this.options.onWake?.(this.wakeInfo());
   }
 }
-
-const noop = () => undefined;

@@ -72,6 +72,9 @@ it("lists parked waits from storage after a restart, signals one by key, and pas
       "/sessions/parked/pending?before=x",
     );
     expect(badCursor.status).toBe(400);
+    // Any id may end a page, a line break in it too.
+    const odd = encodeURIComponent("1/a\nb");
+    expect((await call<PendingPage>(runtime, `/sessions/parked/pending?before=${odd}`)).status).toBe(200);
 
     // A signal for a parked wait reads it back by its key and continues it.
     const signalled = await call<{ takenBy: string }>(runtime, "/sessions/parked/signals/k%3A2", {

@@ -352,6 +352,9 @@ it("reports a corrupt parked wait blocked when its deadline comes, and passes th
   await first.session.close();
   storage.unsafeWriteRaw("parked", "tasks", [broken.id], { id: broken.id, state: "not a task" });
   const { session, timers } = await open(storage, clock, 0);
+  // Listed without it (and it is reported blocked), not failing the whole page.
+  expect((await session.readParkedWaits()).waits.map((w) => w.key)).toEqual(["answer:y"]);
+  expect(session.view().blocked.map((b) => b.id)).toEqual([broken.id]);
   timers.advance(10_000);
   await session.whenIdle();
   expect(session.task(fine.id)).toBeUndefined(); // not due yet: still in storage only
@@ -362,4 +365,34 @@ it("reports a corrupt parked wait blocked when its deadline comes, and passes th
     expect.objectContaining({ kind: "task", id: broken.id, record: `tasks/${broken.id}` }),
   ]);
   expect(session.wakeInfo().nextWakeAt).toBeUndefined();
+});
+
+it("a parked wait awaited by id resolves when it ends, also when ending it evicts it from memory", async () => {
+  const storage = memoryStorage();
+  const clock = new ManualClock(1_000);
+  const first = await open(storage, clock, 0);
+  const parked = await first.session.spawn("asker", { keys: ["answer:old"] });
+  await first.session.whenIdle();
+  // Newer finished work: the read-back wait is the oldest item, so it leaves memory when it ends.
+  for (let i = 0; i < 2; i++) {
+    const newer = await first.session.spawn("asker", { keys: [`answer:new-${i}`] });
+    await first.session.signal(`answer:new-${i}`, { text: "done" }, { requestId: `n${i}` });
+    await first.session.waitForTask(newer.id);
+  }
+  await first.session.close();
+  const session = await openSession({
+    id: "parked",
+    storage: storage.reopen(),
+    registry: createRegistry({ tasks: [asker], signals: [answer, strict] }),
+    clock,
+    timers: new ManualTimers(clock),
+    ids: sequentialIds(1_000 * ++processes),
+    liveWaits: 0,
+    retainSettled: 1,
+  });
+  await session.resume();
+  const waiting = session.waitForTask(parked.id);
+  await session.signal("answer:old", { text: "finally" }, { requestId: "old" });
+  expect((await waiting).state).toMatchObject({ status: "succeeded" });
+  expect(session.task(parked.id)).toBeUndefined(); // it did leave memory
 });

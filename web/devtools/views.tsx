@@ -1,6 +1,6 @@
 /** The devtools views of one session version: submissions, conversation, documents, timeline, wake info. */
 
-import { useCallback, useEffect, useMemo, useState } from "preact/hooks";
+import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 import {
   type CommitRecord,
   diffJson,
@@ -151,22 +151,29 @@ export function PendingView(props: {
   const [failed, setFailed] = useState<string>();
   const { parked: read } = props;
   const version = props.view.version;
+  // Only the newest read is shown; a read again keeps as many waits listed as the page showed.
+  const newest = useRef(0);
+  const listed = useRef(100);
   const load = useCallback(
-    (before: string | undefined, _atVersion: number) =>
-      read?.(before, 100)
-        .then((page) =>
-          setParked((shown) => ({
-            count: page.parked,
-            waits: [...(before === undefined ? [] : (shown?.waits ?? [])), ...page.waits],
-            next: page.next,
-          })),
-        )
-        .catch((error: unknown) => setFailed((error as Error).message)),
+    (before: string | undefined, limit: number) => {
+      const request = ++newest.current;
+      if (!read) return setParked(undefined); // an older version: storage's list is not its own
+      read(before, limit)
+        .then((page) => {
+          if (request !== newest.current) return;
+          setParked((shown) => {
+            const waits = [...(before === undefined ? [] : (shown?.waits ?? [])), ...page.waits];
+            listed.current = Math.max(100, waits.length);
+            return { count: page.parked, waits, next: page.next };
+          });
+        })
+        .catch((error: unknown) => setFailed((error as Error).message));
+    },
     [read],
   );
   // Read again as the session moves on: a parked wait read back and answered leaves storage's list.
   useEffect(() => {
-    void load(undefined, version);
+    if (version >= 0) load(undefined, Math.min(1000, listed.current));
   }, [load, version]);
   const inMemory = new Set(pending.map((wait) => wait.key));
   const fromStorage = (parked?.waits ?? []).filter((wait) => !inMemory.has(wait.key));
@@ -176,9 +183,9 @@ export function PendingView(props: {
       {parked !== undefined && parked.count > 0 && (
         <p class="meta" data-testid="pending-parked">
           {parked.count} parked {parked.count === 1 ? "wait is" : "waits are"} in storage, not in memory (read
-          back when signalled, cancelled or due); {fromStorage.length} listed.{" "}
+          back when signalled, cancelled or due); {fromStorage.length} of their keys listed.{" "}
           {parked.next !== null && (
-            <button type="button" onClick={() => void load(parked.next ?? undefined, version)}>
+            <button type="button" onClick={() => load(parked.next ?? undefined, 100)}>
               list more
             </button>
           )}
