@@ -371,7 +371,7 @@ export class DurableObjectSqliteStorage implements Storage {
         return row === undefined ? undefined : this.record(table, row);
       },
       // The table is written into the statement (one of three literals), so SQLite can use its partial index.
-      latest: (table: "items" | "settled" | "changes" | "parked", before: number, limit: number) =>
+      latest: (table: "items" | "settled" | "changes", before: number, limit: number) =>
         this.storage.sql
           .exec(
             `SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = '${table}' AND n < ? ORDER BY n DESC, id DESC LIMIT ?`,
@@ -402,7 +402,7 @@ export class DurableObjectSqliteStorage implements Storage {
           )
           .toArray()
           .map((row) => this.record(table, row)),
-      count: (table: "settled" | "tasks" | "parked") =>
+      count: (table: "settled" | "tasks") =>
         Number(
           this.storage.sql
             .exec("SELECT COUNT(*) AS c FROM da_rows WHERE session = ? AND tbl = ?", sessionId, table)

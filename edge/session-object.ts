@@ -380,8 +380,9 @@ class SessionHost<Env> {
         // is read after storage: a wait read back meanwhile is listed once, from memory.
         const page = { limit: route.limit, ...(route.before !== undefined && { before: route.before }) };
         const stored = session.parkedInStorage > 0 ? await session.readParkedWaits(page) : { waits: [] };
-        const inMemory = route.before === undefined ? session.pending() : [];
-        const held = new Set(session.pending().map((wait) => wait.key));
+        const memory = session.pending();
+        const inMemory = route.before === undefined ? memory : [];
+        const held = new Set(memory.map((wait) => wait.key));
         const parked = { ...stored, waits: stored.waits.filter((wait) => !held.has(wait.key)) };
         return Response.json({
           version: session.version,

@@ -18,6 +18,9 @@ export const runOnKey = (toolTaskId: string, attempt: number) => `run-on:${toolT
 /** The signal key a call an executor accepted waits on for its report (one per acceptance). */
 export const doneKey = (toolTaskId: string, attempt: number) => `done:${toolTaskId}:${attempt}`;
 
+/** Whether a key is an executor's report key (see {@link doneKey}). */
+export const isDoneKey = (key: string) => key.startsWith("done:");
+
 /** How long an executor holds a call it accepted unless it asks for another lease (`leaseMs`). */
 export const DEFAULT_LEASE_MS = 60_000;
 

@@ -14,7 +14,7 @@ import {
   type TaskDefinition,
 } from "../tasks/define-task.ts";
 import { exclusiveCallKey, type ToolDefinition } from "./define-tool.ts";
-import { DEFAULT_LEASE_MS, doneKey, runOnKey, runsHere } from "./placement.ts";
+import { DEFAULT_LEASE_MS, doneKey, isDoneKey, runOnKey, runsHere } from "./placement.ts";
 import {
   finish,
   type Intent,
@@ -119,7 +119,7 @@ export function toolTask(
     // An approval's edited arguments are checked against the tool's schema when the decision is sent.
     checkSignal: (task, key, payload) => {
       // An executor's report is taken only from the executor that accepted the call.
-      if (key.startsWith("done:")) {
+      if (isDoneKey(key)) {
         const accepted = (task.checkpoint.data as { data?: { executor?: string } } | null)?.data?.executor;
         const by = (payload as { executor?: unknown } | null)?.executor;
         if (by === accepted) return undefined;

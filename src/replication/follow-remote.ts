@@ -92,7 +92,6 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
         );
       // Each page under its newest writer's epoch: a copy never takes commits from an owner older than one
       // it has seen, and becomes that owner's replica.
-      if (stopped) return version; // stopped meanwhile: whoever leads now owns this copy
       await applyAsReplica(storage, id, Math.max(...page.map((c) => c.epoch)), page);
       ({ version, epoch: headEpoch } = page.at(-1) as CommitRecord);
       options.onPulled?.(version);

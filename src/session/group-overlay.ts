@@ -8,8 +8,8 @@ import type { Conversation, Json, Signal, Submission, Task } from "../records/sc
 import { headAfter } from "../records/schemas.ts";
 import { ChildIndex } from "./child-index.ts";
 import type { SealedCommit } from "./draft.ts";
+import { isStandaloneRoot } from "./items.ts";
 import { awaiterOf, noteAwaiting, openSignal } from "./overlay-lookups.ts";
-import { isStandaloneRoot } from "./parking.ts";
 import type {
   BlockedKind,
   BlockedRecord,
@@ -28,9 +28,9 @@ export class GroupOverlay implements StateReader, ParkingReader {
   private readonly requestIndex = new Map<string, string>();
   private readonly children: ChildIndex;
   private readonly signals = new Map<string, Signal>();
-  /** Waits the group parked (true) or moved on (false) so far, and how many live waits it added. */
+  /** Waits the group parked (true) or moved on (false) so far, and how many more roots await than below. */
   private readonly parked = new Map<string, boolean>();
-  private liveAdded = 0;
+  private awaitingAdded = 0;
   /** The last task the group wrote awaiting each key. */
   private awaiting: Map<string, string> | undefined;
 
@@ -80,7 +80,10 @@ export class GroupOverlay implements StateReader, ParkingReader {
     return this.parked.get(taskId) ?? this.state.isParked(taskId);
   }
   liveWaits(): number {
-    return this.state.liveWaits() + this.liveAdded;
+    // Counted as the state counts them: roots that await, less those parked.
+    let parkedAdded = 0;
+    for (const [id, parked] of this.parked) parkedAdded += Number(parked) - Number(this.state.isParked(id));
+    return this.state.liveWaits() + this.awaitingAdded - parkedAdded;
   }
 
   /** Takes in a frozen draft of the group, so the next draft sees its changes. */
@@ -94,16 +97,13 @@ export class GroupOverlay implements StateReader, ParkingReader {
           : { head: headAfter(change, commit.at), value: documentValues.get(change.id) as Json },
       );
     }
-    const isLiveWait = (task: Task | undefined, parked: boolean) =>
-      task !== undefined && task.state.status === "awaiting" && isStandaloneRoot(task) && !parked;
-    const wasParked = new Map(commit.tasks.map((task) => [task.id, this.isParked(task.id)]));
     for (const wait of commit.unparked ?? []) this.parked.set(wait.id, false);
     for (const wait of commit.parked ?? []) this.parked.set(wait.id, true);
     for (const task of commit.tasks) {
       const before = this.task(task.id);
-      this.liveAdded +=
-        Number(isLiveWait(task, this.isParked(task.id))) -
-        Number(isLiveWait(before, wasParked.get(task.id) === true));
+      if (isStandaloneRoot(task))
+        this.awaitingAdded +=
+          Number(task.state.status === "awaiting") - Number(before?.state.status === "awaiting");
       this.tasks.set(task.id, task);
       this.awaiting = noteAwaiting(this.awaiting, task);
       this.children.track(before, task);

@@ -118,6 +118,10 @@ export class ItemTracker {
   }
 }
 
+/** Whether a task is the root of a tree started without a Submission (an item of its own). */
+export const isStandaloneRoot = (task: Task): boolean =>
+  task.parentId === undefined && task.submissionId === undefined;
+
 /** Whether an item has finished: its Submission ended (or it has none) and its root task is terminal. */
 export function isFinished(item: Pick<WorkItem, "submission" | "root">, records: ItemRecords): boolean {
   if (item.submission !== undefined) {

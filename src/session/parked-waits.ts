@@ -10,7 +10,7 @@ import { TaskSchema } from "../records/schemas.ts";
 import { deepFreeze, summarizeIssues } from "../records/validate.ts";
 import type { ParkedCursor, Storage, StoredRecord } from "../storage/storage.ts";
 import { deadlineOfRow } from "../storage/working-set.ts";
-import { isStandaloneRoot } from "./parking.ts";
+import { isStandaloneRoot } from "./items.ts";
 import { type PendingWait, pendingWaits } from "./pending.ts";
 import { reduceSession, type SessionState } from "./state.ts";
 

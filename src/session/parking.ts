@@ -9,11 +9,8 @@
  * it moves on, is decided here and written into the commit, so every store and replica keeps the same rows.
  */
 import type { ParkedWait, Task } from "../records/schemas.ts";
+import { isStandaloneRoot } from "./items.ts";
 import type { ParkingReader, StateReader } from "./state.ts";
-
-/** Whether a task is the root of a tree started without a Submission. */
-export const isStandaloneRoot = (task: Task): boolean =>
-  task.parentId === undefined && task.submissionId === undefined;
 
 function parkedWaitOf(task: Task): ParkedWait | undefined {
   if (task.state.status !== "awaiting" || task.createdVersion === undefined || !isStandaloneRoot(task))

@@ -19,7 +19,7 @@ import type {
 } from "../records/schemas.ts";
 import { headAfter, isSubmissionFinished } from "../records/schemas.ts";
 import { ChildIndex } from "./child-index.ts";
-import { ItemTracker, treeOf, type WorkItem } from "./items.ts";
+import { ItemTracker, isStandaloneRoot, treeOf, type WorkItem } from "./items.ts";
 import { DEFAULT_SETTLED } from "./limits.ts";
 
 /** A document's head and current value. */
@@ -208,7 +208,7 @@ export class SessionState implements StateReader, ParkingReader {
     this.children.track(before, task);
     if (before?.state.status === "awaiting") for (const key of before.state.keys) this.awaiters.delete(key);
     if (task.state.status === "awaiting") for (const key of task.state.keys) this.awaiters.set(key, task.id);
-    if (task.parentId === undefined && task.submissionId === undefined)
+    if (isStandaloneRoot(task))
       this.awaitingRoots +=
         (task.state.status === "awaiting" ? 1 : 0) - (before?.state.status === "awaiting" ? 1 : 0);
   }

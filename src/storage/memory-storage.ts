@@ -291,7 +291,7 @@ export class MemoryStorage implements Storage {
         const row = rows.tables[table].get(key);
         return row && { key: recordName(table, row.key), value: row.value };
       },
-      latest: (table: "items" | "settled" | "changes" | "parked", before: number, limit: number) =>
+      latest: (table: "items" | "settled" | "changes", before: number, limit: number) =>
         rows.tables[table]
           .latest(before, limit)
           .map((row) => ({ key: recordName(table, row.key), value: row.value })),
@@ -311,7 +311,7 @@ export class MemoryStorage implements Storage {
           : rows.tables[table]
               .earliest(limit)
               .map((row) => ({ key: recordName(table, row.key), value: row.value })),
-      count: (table: "settled" | "tasks" | "parked") => rows.tables[table].count,
+      count: (table: "settled" | "tasks") => rows.tables[table].count,
     } satisfies SessionRowReader;
   }
 

@@ -24,7 +24,7 @@ export interface SessionRowReader {
    * below `before`, highest first.
    */
   latest(
-    table: "items" | "settled" | "changes" | "parked",
+    table: "items" | "settled" | "changes",
     before: number,
     limit: number,
   ): Promise<StoredRecord[]> | StoredRecord[];
@@ -35,8 +35,8 @@ export interface SessionRowReader {
   parkedBefore(before: ParkedCursor | undefined, limit: number): Promise<StoredRecord[]> | StoredRecord[];
   /** Up to `limit` rows of the `settled` (or `deadlines`) index, lowest number first. */
   earliest(table: "settled" | "deadlines", limit: number): Promise<StoredRecord[]> | StoredRecord[];
-  /** How many rows of the `settled` index (or of its tasks, or of parked waits) the session holds. */
-  count(table: "settled" | "tasks" | "parked"): Promise<number> | number;
+  /** How many rows of the `settled` index (or of its tasks) the session holds. */
+  count(table: "settled" | "tasks"): Promise<number> | number;
 }
 
 /** An `items` or `live` row as an item: `items/12/sub_3` is version 12, id `sub_3` (ids may hold `/`). */
