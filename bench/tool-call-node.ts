@@ -18,7 +18,7 @@ export async function toolCallBench(): Promise<{
 }> {
   const durability = "relaxed";
   const result = await compareToolCalls(
-    () => indexedDbStorage(`tool-calls-${databases++}`, { durability }),
+    (_, onWrite) => indexedDbStorage(`tool-calls-${databases++}`, { durability, onWrite }),
     () => rawIndexedDb(`tool-calls-raw-${databases++}`, durability),
     5,
     gc,
@@ -28,7 +28,7 @@ export async function toolCallBench(): Promise<{
   let commits = 0;
   gc();
   const ours = await allocatedBy(async () => {
-    commits = (await runWorkload(memoryStorage())).counter.count().commits;
+    commits = (await runWorkload((onWrite) => memoryStorage({ onWrite }))).counter.count().commits;
   });
   const writer = await rawIndexedDb(`tool-calls-raw-${databases++}`, durability);
   await rawWrites(writer, 50);

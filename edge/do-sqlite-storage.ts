@@ -6,16 +6,22 @@
 import { ensureError, KernelError, StorageError } from "../src/errors.ts";
 import type { CommitRecord } from "../src/records/schemas.ts";
 import { pruneThroughSync } from "../src/storage/change-log.ts";
+import {
+  createRowsOf,
+  knownTail,
+  logRowWrite,
+  openedWriterMeta,
+  planGroup,
+  tailFromLog,
+} from "../src/storage/group-plan.ts";
+import { changesAfter, firstVersionOf, versionOfChange } from "../src/storage/log-rows.ts";
 import type { WriteHook } from "../src/storage/memory-storage.ts";
 import type { KeyPart, Table } from "../src/storage/rows.ts";
 import {
   checkCreate,
   checkGuard,
   checkRowSize,
-  loggedChange,
   nextWriterMeta,
-  opsOfGroup,
-  parkedCountAfter,
   type RowWrite,
   rawNumber,
   recordName,
@@ -32,6 +38,7 @@ import type {
   StoredSession,
 } from "../src/storage/storage.ts";
 import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "../src/storage/storage.ts";
+import { type Materialization, overlayReader, Tail, TailCache } from "../src/storage/tail.ts";
 import {
   readItemPage,
   readParkedPage,
@@ -123,6 +130,8 @@ export class DurableObjectSqliteStorage implements Storage {
   private readonly maxRowBytes: number;
   /** Whether the tables exist: created by the first write only, so reads never create a database. */
   private created = false;
+  /** This object's tail of each session (see `tail.ts`). */
+  private readonly tails = new TailCache();
 
   constructor(
     private readonly storage: DurableObjectStorageLike,
@@ -139,167 +148,225 @@ export class DurableObjectSqliteStorage implements Storage {
       this.storage.transactionSync(() => {
         this.createTables();
         let meta = this.readMeta(sessionId);
-        if (request.mode === "write") {
-          meta = nextWriterMeta(meta, sessionId, request.at, request.epoch);
-          // An older format: the index rows it lacks are written in this same transaction.
-          const upgrade = upgradeRowsSync(rawNumber(meta, "format"), this.reader(sessionId));
-          if (upgrade) {
-            for (const row of upgrade) this.put(sessionId, row);
-            meta = upgradedMeta(meta);
-          }
-          this.writeMeta(sessionId, meta);
+        if (request.mode === "read") return meta;
+        meta = nextWriterMeta(meta, sessionId, request.at, request.epoch);
+        // An older format: the index rows it lacks are written in this same transaction.
+        const upgrade = upgradeRowsSync(rawNumber(meta, "format"), this.reader(sessionId));
+        if (upgrade) {
+          for (const row of upgrade) this.put(sessionId, row);
+          meta = upgradedMeta(meta);
         }
+        // The tail a previous writer left in the log only is written into rows before anything is read.
+        this.materialize(sessionId, this.tailOf(sessionId, meta).materialization());
+        meta = openedWriterMeta(meta);
+        this.writeMeta(sessionId, meta);
         return meta;
       }),
     );
     if (meta === undefined) return undefined;
+    if (request.mode === "write")
+      this.tails.remember(sessionId, Tail.materialized(rawNumber(meta, "version") ?? 0));
     // SQLite calls are synchronous and a Durable Object runs nothing else between them (only microtasks
     // pass between these awaits), so this reads one consistent snapshot.
-    return this.run(() => readStoredSession(sessionId, meta, request, this.reader(sessionId)));
+    return this.run(() => readStoredSession(sessionId, meta, request, this.overlay(sessionId, meta)));
   }
 
   /** A row too large for the store fails the whole group with `RecordTooLargeError`, inside the transaction. */
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
-    const last = commits.at(-1);
-    if (!last) return;
-    this.run(() =>
+    if (commits.length === 0) return;
+    const tail = this.run(() =>
       this.storage.transactionSync(() => {
         const meta = checkGuard(this.hasTables() ? this.readMeta(guard.sessionId) : undefined, guard);
         let index = 0;
-        let logEnd = rawNumber(meta, "logEnd") ?? 0;
-        // In order: a document deleted by one commit and created again by the next keeps its new rows.
-        for (const op of opsOfGroup(commits, this.retain)) {
-          if (op.kind === "obsolete")
-            this.storage.sql.exec(
-              "DELETE FROM da_rows WHERE session = ? AND tbl = 'documentRows' AND id = ? AND n < ?",
-              guard.sessionId,
-              op.documentId,
-              op.below,
-            );
-          else if (op.kind === "prune")
-            this.prune(guard.sessionId, op.through, op.version, logEnd, guard.keepChangesAfter);
-          else {
-            const row = op.row.table === "changes" ? loggedChange(op.row, logEnd) : op.row;
-            this.options.onWrite?.(row, index++);
-            const written = this.put(guard.sessionId, row, op.version);
-            if (row.table === "changes") logEnd += written;
-          }
+        for (const { row, version } of createRowsOf(commits)) {
+          this.options.onWrite?.(row, index++);
+          this.put(guard.sessionId, row, version);
         }
-        const parked = parkedCountAfter(meta, commits);
-        this.writeMeta(guard.sessionId, {
-          ...meta,
-          version: last.version,
-          updatedAt: last.at,
-          logEnd,
-          ...parked,
+        const plan = planGroup(meta, this.tailOf(guard.sessionId, meta), commits, {
+          retain: this.retain,
+          maxRowBytes: this.maxRowBytes,
         });
+        for (const log of plan.log) {
+          this.options.onWrite?.(logRowWrite(log), index++);
+          this.storage.sql.exec(
+            "INSERT OR REPLACE INTO da_rows (session, tbl, id, n, v) VALUES (?, 'changes', '', ?, ?)",
+            guard.sessionId,
+            log.version,
+            log.json,
+          );
+        }
+        if (plan.materialize) {
+          for (const row of plan.materialize.rows) this.options.onWrite?.(row, index++);
+          this.materialize(guard.sessionId, plan.materialize, plan.meta.version);
+        }
+        if (plan.prune)
+          this.prune(guard.sessionId, plan.prune, plan.meta.logEnd ?? 0, guard.keepChangesAfter);
+        this.writeMeta(guard.sessionId, plan.meta);
+        return plan.tail;
       }),
     );
+    this.tails.remember(guard.sessionId, tail);
+  }
+
+  /** Writes the session's tail into rows, if the guard still holds (a writer closing). */
+  async checkpoint(guard: CommitGuard): Promise<void> {
+    if (!this.hasTables()) return;
+    const version = this.run(() =>
+      this.storage.transactionSync(() => {
+        const meta = checkGuard(this.readMeta(guard.sessionId), guard);
+        const tail = this.tailOf(guard.sessionId, meta);
+        if (tail.isEmpty) return tail.version;
+        const materialization = tail.materialization();
+        for (const [i, row] of materialization.rows.entries()) this.options.onWrite?.(row, i);
+        this.materialize(guard.sessionId, materialization);
+        this.writeMeta(guard.sessionId, { ...meta, materialized: tail.version });
+        return tail.version;
+      }),
+    );
+    this.tails.remember(guard.sessionId, Tail.materialized(version));
+  }
+
+  /** Writes a tail's rows: a document's obsolete rows go first, then each key's last write. */
+  private materialize(sessionId: string, { obsolete, rows }: Materialization, version = 0): void {
+    for (const { documentId, below } of obsolete)
+      this.storage.sql.exec(
+        "DELETE FROM da_rows WHERE session = ? AND tbl = 'documentRows' AND id = ? AND n < ?",
+        sessionId,
+        documentId,
+        below,
+      );
+    for (const row of rows) this.put(sessionId, row, version);
+  }
+
+  /**
+   * This object's tail of a session, read from the log when the session row says it is not the known one
+   * (in a Durable Object the one writer is this object: it is read only after a restart).
+   */
+  private tailOf(sessionId: string, meta: unknown): Tail {
+    const cached = this.tails.get(sessionId);
+    const known = knownTail(meta, cached);
+    if (known instanceof Tail) return known;
+    const rows = this.range(sessionId, "changes", "", known.readAfter + 1, Number.MAX_SAFE_INTEGER);
+    const tail = tailFromLog(meta, cached, known.readAfter, rows);
+    this.tails.remember(sessionId, tail);
+    return tail;
+  }
+
+  /** The stored rows of a session as the log's tail leaves them. */
+  private overlay(sessionId: string, meta: unknown): SessionRowReader {
+    return overlayReader(this.reader(sessionId), this.tailOf(sessionId, meta));
   }
 
   async readEntries(sessionId: string, conversationId: string, fromSeq: number, toSeq: number) {
-    if (!this.hasTables()) return [];
-    return this.run(() => this.range(sessionId, "entries", conversationId, fromSeq, toSeq - 1));
+    if (toSeq <= fromSeq) return [];
+    return this.read(sessionId, (r) => r.range("entries", conversationId, fromSeq, toSeq - 1), []);
   }
 
   async readChanges(sessionId: string, afterVersion: number, limit: number): Promise<StoredChanges> {
     if (!this.hasTables()) return { changes: [], oldestRetained: afterVersion + 1 };
     return this.run(() => {
-      const changes = this.range(sessionId, "changes", "", afterVersion + 1, Number.MAX_SAFE_INTEGER, limit);
-      const first = this.storage.sql
-        .exec("SELECT MIN(n) AS n FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = ''", sessionId)
-        .toArray()[0]?.n;
-      const oldestRetained =
-        typeof first === "number" ? first : (rawNumber(this.readMeta(sessionId), "version") ?? 0) + 1;
-      return { changes, oldestRetained };
+      const rows = this.range(sessionId, "changes", "", afterVersion + 1, Number.MAX_SAFE_INTEGER, limit);
+      const [first] = this.range(sessionId, "changes", "", 0, Number.MAX_SAFE_INTEGER, 1);
+      const version = rawNumber(this.readMeta(sessionId), "version") ?? 0;
+      return changesAfter(rows, first, afterVersion, limit, version);
     });
   }
 
   async readDocumentRows(sessionId: string, documentId: string, fromVersion: number, toVersion: number) {
-    if (!this.hasTables()) return [];
-    return this.run(() => this.range(sessionId, "documentRows", documentId, fromVersion, toVersion));
+    return this.read(sessionId, (r) => r.range("documentRows", documentId, fromVersion, toVersion), []);
   }
 
   async readSubmission(sessionId: string, submissionId: string) {
-    return this.read(() => this.reader(sessionId).get("submissions", [submissionId]), undefined);
+    return this.read(sessionId, (r) => r.get("submissions", [submissionId]), undefined);
   }
 
   async readRequest(sessionId: string, requestId: string) {
-    return this.read(() => readRequest(this.reader(sessionId), requestId), undefined);
+    return this.read(sessionId, (r) => readRequest(r, requestId), undefined);
   }
 
   async readTask(sessionId: string, taskId: string) {
-    return this.read(() => this.reader(sessionId).get("tasks", [taskId]), undefined);
+    return this.read(sessionId, (r) => r.get("tasks", [taskId]), undefined);
   }
 
   async readSignal(sessionId: string, key: string) {
-    return this.read(() => this.reader(sessionId).get("signals", [key]), undefined);
+    return this.read(sessionId, (r) => r.get("signals", [key]), undefined);
   }
 
   async readTaskTree(sessionId: string, rootId: string) {
-    return this.read(() => readTrees(this.reader(sessionId), [rootId]), []);
+    return this.read(sessionId, (r) => readTrees(r, [rootId]), []);
   }
 
   async readWaiting(sessionId: string, key: string) {
-    return this.read(() => readWaitingTree(this.reader(sessionId), key), []);
+    return this.read(sessionId, (r) => readWaitingTree(r, key), []);
   }
 
   async readParked(sessionId: string, before: ParkedCursor | undefined, limit: number) {
-    return this.read(() => readParkedPage(this.reader(sessionId), before, limit), []);
+    return this.read(sessionId, (r) => readParkedPage(r, before, limit), []);
   }
 
   async readDeadlines(sessionId: string, limit: number) {
-    return this.read(() => this.reader(sessionId).earliest("deadlines", limit), []);
+    return this.read(sessionId, (r) => r.earliest("deadlines", limit), []);
   }
 
   async readItems(sessionId: string, before: number, limit: number) {
     const none = { items: [] as StoredItem[], submissions: [] as StoredRecord[] };
-    return this.read(() => readItemPage(this.reader(sessionId), before, limit), none);
+    return this.read(sessionId, (r) => readItemPage(r, before, limit), none);
   }
 
   async readSettled(sessionId: string, limit: number) {
-    return this.read(() => readSettledPage(this.reader(sessionId), limit), { items: [], count: 0 });
+    return this.read(sessionId, (r) => readSettledPage(r, limit), { items: [], count: 0 });
   }
 
   async close(): Promise<void> {
     // The platform owns the database; nothing to release.
   }
 
-  /** A read, answered empty when this object's database holds no tables yet (it creates none). */
-  private async read<T>(body: () => T | Promise<T>, none: T): Promise<T> {
+  /**
+   * A read of one session through its rows as the log's tail leaves them, answered `none` when this
+   * object's database holds no tables yet (it creates none) or not the session.
+   */
+  private async read<T>(
+    sessionId: string,
+    body: (reader: SessionRowReader) => T | Promise<T>,
+    none: T,
+  ): Promise<T> {
     if (!this.hasTables()) return none;
-    return this.run(() => body());
+    return this.run(() => {
+      const meta = this.readMeta(sessionId);
+      return meta === undefined ? none : body(this.overlay(sessionId, meta));
+    });
   }
 
-  /** Deletes the change-log rows beyond the count bound (`through`) or the byte bound, whichever is more. */
+  /**
+   * Deletes the change-log rows beyond the count bound or the byte bound, whichever is more: whole rows (a
+   * group's row goes once its last commit may), the row holding version `v` being the first keyed at or after it.
+   */
   private prune(
     sessionId: string,
-    through: number,
-    newest: number,
+    prune: { through: number; newest: number },
     logEnd: number,
     keepAfter?: number,
   ): void {
     const { sql } = this.storage;
-    const oldest = sql
-      .exec("SELECT MIN(n) AS n FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = ''", sessionId)
-      .toArray()[0]?.n;
-    if (typeof oldest !== "number") return;
+    const [first] = this.range(sessionId, "changes", "", 0, Number.MAX_SAFE_INTEGER, 1);
+    if (!first) return;
     const logStartOf = (v: number) => {
       const start = sql
         .exec(
-          "SELECT json_extract(v, '$.logStart') AS s FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = '' AND n = ?",
+          "SELECT json_extract(v, '$.logStart') AS s FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = '' AND n >= ? ORDER BY n LIMIT 1",
           sessionId,
           v,
         )
         .toArray()[0]?.s;
       return typeof start === "number" ? start : undefined;
     };
+    const oldest = firstVersionOf(first.value, versionOfChange(first));
     const floor = pruneThroughSync(logStartOf, {
       oldest,
-      newest,
+      newest: prune.newest,
       logEnd,
       limit: this.retainBytes,
-      through,
+      through: prune.through,
       keepChangesAfter: keepAfter,
     });
     if (floor >= oldest)
@@ -504,6 +571,7 @@ export class DurableObjectSqliteStorage implements Storage {
         this.storage.sql.exec("DELETE FROM da_sessions WHERE id = ?", sessionId);
       }),
     );
+    this.tails.forget(sessionId);
   }
 
   /** Deletes every row of the store: a session created by a request that then failed leaves nothing. */
@@ -515,6 +583,7 @@ export class DurableObjectSqliteStorage implements Storage {
         this.storage.sql.exec("DELETE FROM da_sessions");
       }),
     );
+    this.tails.forget();
   }
 
   private readMeta(sessionId: string): unknown {

@@ -15,7 +15,7 @@ benches.runToolCallBench = async () => {
   const { indexedDbStorage } = await import("../../src/index.ts");
   const stamp = Date.now();
   const result = await compareToolCalls(
-    (i) => indexedDbStorage(`tool-calls-${stamp}-${i}`, { durability: "relaxed" }),
+    (i, onWrite) => indexedDbStorage(`tool-calls-${stamp}-${i}`, { durability: "relaxed", onWrite }),
     () => rawIndexedDb(`tool-calls-raw-${stamp}`, "relaxed"),
     5,
   );

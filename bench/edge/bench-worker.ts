@@ -86,7 +86,7 @@ export class CommitBench {
         const counting = countingSql(this.ctx.storage);
         const sessionId = `tool-calls-${this.runs++}`;
         const run = await runToolCalls(
-          new DurableObjectSqliteStorage(counting.storage),
+          (onWrite) => new DurableObjectSqliteStorage(counting.storage, { onWrite }),
           n || undefined,
           sessionId,
         );

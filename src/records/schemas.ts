@@ -25,26 +25,33 @@ const SignalKey = Text.min(1).max(256);
 const Time = z.number().finite();
 
 /** Format version of the stored layout; bumped when records change incompatibly. */
-export const STORAGE_FORMAT = 3;
+export const STORAGE_FORMAT = 4;
 
 /**
  * Formats this kernel reads: 1 had no index rows (a read-only open reads it whole), 2 had no `settled`
- * index (a read-only open steps over unfinished items to find the latest finished ones). Opening either for
- * writing adds what it lacks, in the same transaction, and moves it to 3.
+ * index (a read-only open steps over unfinished items to find the latest finished ones), 3 wrote every
+ * record's row with its commit and one change-log row per commit. Opening one for writing adds what it lacks,
+ * in the same transaction, and moves it to 4: one change-log row per transaction, the records' rows written
+ * later from the log's tail (`materialized` says how far).
  */
-export const READABLE_FORMATS = [1, 2, 3] as const;
+export const READABLE_FORMATS = [1, 2, 3, 4] as const;
 
 /** The session row: the commit counter and the current owner's fencing token. */
 export const SessionMetaSchema = compiled(
   z.object({
     id: Id,
-    format: z.union([z.literal(1), z.literal(2), z.literal(3)]),
+    format: z.union([z.literal(1), z.literal(2), z.literal(3), z.literal(4)]),
     version: Version,
     epoch: Version,
     createdAt: Time,
     updatedAt: Time,
     /** Characters of JSON the change log has taken so far (see `loggedChange`); absent before any. */
     logEnd: Version.optional(),
+    /**
+     * Every commit up to this version has its records in their own rows; the later ones are in the change
+     * log only, until a writer materializes them (format 4). Absent: all of them.
+     */
+    materialized: Version.optional(),
   }),
 );
 export type SessionMeta = z.infer<typeof SessionMetaSchema>;

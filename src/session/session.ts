@@ -57,7 +57,7 @@ export class Session extends SessionReads {
     state: SessionState,
     /** `write` or `read`. */
     readonly mode: "write" | "read",
-    storage: Storage,
+    private readonly storage: Storage,
     readonly registry: Registry,
     private readonly options: OpenSessionOptions,
   ) {
@@ -291,11 +291,20 @@ export class Session extends SessionReads {
     return this.pipeline.flush();
   }
 
-  /** Stops using the session: commits pending deferred changes, then ends subscriptions. Unfinished work stays stored. */
+  /**
+   * Stops using the session: commits pending deferred changes, writes the records still in the change log
+   * only into their rows (so readers need not read the log's tail), then ends subscriptions. Unfinished work
+   * stays stored.
+   */
   async close(): Promise<void> {
     if (this.currentStatus !== "open") return;
     this.scheduler?.close();
-    if (this.mode === "write") await this.pipeline.flush().catch(() => undefined);
+    if (this.mode === "write") {
+      await this.pipeline.flush().catch(() => undefined);
+      // Best effort: the log already holds these commits, so a checkpoint that fails loses nothing.
+      const guard = { sessionId: this.id, epoch: this.state.epoch, expectedVersion: this.state.version };
+      await this.storage.checkpoint?.(guard).catch(() => undefined);
+    }
     this.currentStatus = "closed";
     const closed = new SessionClosedError(this.id);
     this.pipeline.fail(closed);

@@ -5,10 +5,9 @@
  * interfaces) against the globals — and the store uses only a handful of requests, so they are wrapped here.
  */
 import { ensureError, KernelError, StorageError } from "../errors.ts";
-import { pruneThroughAsync } from "./change-log.ts";
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
-import { checkCreate, rawNumber, recordName } from "./rows.ts";
-import type { CommitGuard, StoredRecord } from "./storage.ts";
+import { checkCreate, recordName } from "./rows.ts";
+import type { StoredRecord } from "./storage.ts";
 import type { SessionRowReader } from "./working-set.ts";
 
 /** The request's result once it succeeds; its error (the transaction then aborts) if it fails. */
@@ -45,6 +44,33 @@ export function walkCursor(
     };
     request.onerror = () => reject(request.error);
   });
+}
+
+/**
+ * Opens a database (creating the object stores it lacks), from the given implementation or the globals, and
+ * the key ranges of that implementation.
+ */
+export async function openStores(
+  implementation: { readonly factory?: IDBFactory; readonly keyRange?: typeof IDBKeyRange },
+  name: string,
+  version: number,
+  stores: readonly string[],
+): Promise<{ db: IDBDatabase; ranges: SessionRanges }> {
+  const factory = implementation.factory ?? globalThis.indexedDB;
+  if (!factory) throw new StorageError("storage-failed", "IndexedDB is not available in this environment");
+  const keyRange = implementation.keyRange ?? globalThis.IDBKeyRange;
+  if (!keyRange) {
+    throw new StorageError(
+      "storage-failed",
+      "IndexedDB key ranges are not available in this environment: pass `keyRange` (the IDBKeyRange of the implementation `factory` comes from)",
+    );
+  }
+  const request = factory.open(name, version);
+  request.onupgradeneeded = () => {
+    const db = request.result;
+    for (const store of stores) if (!db.objectStoreNames.contains(store)) db.createObjectStore(store);
+  };
+  return { db: await requested(request), ranges: new SessionRanges(keyRange) };
 }
 
 /** Key ranges of one session's rows (every key starts with the session id), from a given `IDBKeyRange`. */
@@ -141,28 +167,4 @@ export function toStorageError(error: unknown, context: string): KernelError {
     });
   }
   return new StorageError("storage-failed", `${context}: ${err.name}: ${err.message}`, { cause: err });
-}
-
-/** The highest change version a pruning boundary deletes once the log holds `logEnd` characters (0: none). */
-export async function pruneThroughInTx(
-  tx: IDBTransaction,
-  keys: SessionRanges,
-  guard: CommitGuard,
-  op: { readonly through: number; readonly version: number },
-  limit: number,
-  logEnd = 0,
-): Promise<number> {
-  const store = tx.objectStore("changes");
-  const first = (await requested(store.getKey(keys.all(guard.sessionId)))) as KeyPart[] | undefined;
-  if (!first) return 0;
-  const logStartOf = async (v: number) =>
-    rawNumber(await requested(store.get([guard.sessionId, v])), "logStart");
-  return pruneThroughAsync(logStartOf, {
-    oldest: Number(first[1]),
-    newest: op.version,
-    logEnd,
-    limit,
-    through: op.through,
-    keepChangesAfter: guard.keepChangesAfter,
-  });
 }

@@ -4,28 +4,21 @@
  */
 import { type KernelError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
+import { createRowsOf, logRowWrite, openedWriterMeta, planGroup } from "./group-plan.ts";
+import { pruneThroughInTx, tailInTx, writeMaterialization, writeRow } from "./indexeddb-log.ts";
 import {
   finished,
-  pruneThroughInTx,
+  openStores,
   reader,
   readRows,
   refusalOf,
   requested,
-  SessionRanges,
+  type SessionRanges,
   toStorageError,
 } from "./indexeddb-requests.ts";
+import { changesAfter } from "./log-rows.ts";
 import type { WriteHook } from "./memory-storage.ts";
-import type { KeyPart } from "./rows.ts";
-import {
-  checkGuard,
-  loggedChange,
-  nextWriterMeta,
-  opsOfGroup,
-  parkedCountAfter,
-  rawNumber,
-  TABLES,
-  upgradedMeta,
-} from "./rows.ts";
+import { checkGuard, nextWriterMeta, rawNumber, TABLES, upgradedMeta } from "./rows.ts";
 import type {
   CommitGuard,
   OpenRequest,
@@ -37,6 +30,7 @@ import type {
   StoredSession,
 } from "./storage.ts";
 import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";
+import { overlayReader, Tail, TailCache } from "./tail.ts";
 import {
   readItemPage,
   readParkedPage,
@@ -87,6 +81,8 @@ export class IndexedDbStorage implements Storage {
   private readonly retainBytes: number;
   private readonly durability: "strict" | "relaxed" | "default";
   private ranges: SessionRanges | undefined;
+  /** This handle's tail of each session it wrote or read (see `tail.ts`). */
+  private readonly tails = new TailCache();
 
   constructor(
     /** The IndexedDB database name; one database holds any number of sessions. */
@@ -99,24 +95,34 @@ export class IndexedDbStorage implements Storage {
   }
 
   async open(sessionId: string, request: OpenRequest): Promise<StoredSession | undefined> {
-    return this.transaction(request.mode === "write" ? "readwrite" : "readonly", async (tx, keys) => {
+    if (request.mode === "read") {
+      return this.read(sessionId, (r, meta) => readStoredSession(sessionId, meta, request, r), undefined);
+    }
+    let opened = 0;
+    const stored = await this.transaction("readwrite", async (tx, keys) => {
       const sessions = tx.objectStore(SESSIONS);
-      let meta: unknown = await requested(sessions.get(sessionId));
-      if (request.mode === "write") {
-        meta = nextWriterMeta(meta, sessionId, request.at, request.epoch);
-        // An older format: the index rows it lacks are written in this same transaction.
-        const rows = await upgradeRows(rawNumber(meta, "format"), reader(tx, keys, sessionId));
-        if (rows) {
-          await Promise.all(
-            rows.map((row) => requested(tx.objectStore(row.table).put(row.value, [sessionId, ...row.key]))),
-          );
-          meta = upgradedMeta(meta);
-        }
-        await requested(sessions.put(meta, sessionId));
+      let meta = nextWriterMeta(
+        await requested(sessions.get(sessionId)),
+        sessionId,
+        request.at,
+        request.epoch,
+      );
+      // An older format: the index rows it lacks are written in this same transaction.
+      const rows = await upgradeRows(rawNumber(meta, "format"), reader(tx, keys, sessionId));
+      if (rows) {
+        await Promise.all(rows.map((row) => writeRow(tx, sessionId, row)));
+        meta = upgradedMeta(meta);
       }
-      if (meta === undefined) return undefined;
+      // The tail a previous writer left in the log only is written into rows before anything is read.
+      const tail = await tailInTx(tx, keys, sessionId, meta, this.tails);
+      await Promise.all(writeMaterialization(tx, keys, sessionId, tail.materialization()));
+      meta = openedWriterMeta(meta);
+      opened = rawNumber(meta, "version") ?? 0;
+      await requested(sessions.put(meta, sessionId));
       return readStoredSession(sessionId, meta, request, reader(tx, keys, sessionId));
     });
+    this.tails.remember(sessionId, Tail.materialized(opened));
+    return stored;
   }
 
   async deleteSession(sessionId: string): Promise<void> {
@@ -126,39 +132,37 @@ export class IndexedDbStorage implements Storage {
         ...TABLES.map((table) => requested(tx.objectStore(table).delete(keys.all(sessionId)))),
       ]);
     });
+    this.tails.forget(sessionId);
   }
 
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
-    const last = commits.at(-1);
-    if (!last) return;
+    if (commits.length === 0) return;
     // A refused create aborts the transaction; whatever else was waiting then fails with AbortError (a
     // read of the pruning step, the transaction itself). The refusal is what the caller is told.
     let refusal: KernelError | undefined;
     try {
-      await this.writeGroup(guard, commits, last, (error) => {
+      const tail = await this.writeGroup(guard, commits, (error) => {
         refusal ??= error;
       });
+      this.tails.remember(guard.sessionId, tail);
     } catch (error) {
       throw refusal ?? error;
     }
   }
 
-  private async writeGroup(
+  private writeGroup(
     guard: CommitGuard,
     commits: readonly CommitRecord[],
-    last: CommitRecord,
     refused: (error: KernelError) => void,
-  ): Promise<void> {
-    await this.transaction("readwrite", async (tx, keys) => {
+  ): Promise<Tail> {
+    return this.transaction("readwrite", async (tx, keys) => {
       const sessions = tx.objectStore(SESSIONS);
-      const ops = opsOfGroup(commits, this.retain);
-      // The guard is read in this transaction. The writes queue up behind the read instead of waiting for
-      // it (one round trip to the database, not two): a stale guard aborts the transaction, and nothing it
-      // queued is written. A create-only row is an `add`, which fails on an existing key and aborts the
-      // transaction the same way: the duplicate refuses the whole commit without a read before it.
+      // The guard is read in this transaction. The create-only rows queue up behind the read instead of
+      // waiting for it: a stale guard aborts the transaction, and nothing it queued is written. Each is an
+      // `add`, which fails on an existing key and aborts the transaction the same way: the duplicate refuses
+      // the whole group without a read before it.
       const stored = requested(sessions.get(guard.sessionId));
       stored.catch(() => undefined);
-      let meta: ReturnType<typeof checkGuard> | undefined;
       const writes: Promise<unknown>[] = [];
       // Handled as they are queued: one may fail (a refused create) while the body still awaits a read.
       const queue = (write: Promise<unknown>) => {
@@ -166,124 +170,116 @@ export class IndexedDbStorage implements Storage {
         writes.push(write);
       };
       let index = 0;
-      // The change log's size so far is in the session row: read before the first change row is queued.
-      let logEnd: number | undefined;
-      for (const op of ops) {
-        if (op.kind === "obsolete") {
-          const obsolete = keys.numbers(guard.sessionId, [op.documentId], 0, op.below - 1);
-          queue(requested(tx.objectStore("documentRows").delete(obsolete)));
-          continue;
-        }
-        if (op.kind === "prune") {
-          const through = await pruneThroughInTx(tx, keys, guard, op, this.retainBytes, logEnd);
-          if (through > 0) {
-            const pruned = keys.numbers(guard.sessionId, [], 0, through);
-            queue(requested(tx.objectStore("changes").delete(pruned)));
-          }
-          continue;
-        }
-        let { row } = op;
-        if (row.table === "changes") {
-          meta ??= checkGuard(await stored, guard);
-          logEnd ??= rawNumber(meta, "logEnd") ?? 0;
-          row = loggedChange(row, logEnd);
-          logEnd += JSON.stringify(row.value).length;
-        }
+      for (const { row, version } of createRowsOf(commits)) {
         this.options.onWrite?.(row, index++);
-        const store = tx.objectStore(row.table);
         const key = [guard.sessionId, ...row.key];
-        // `add` fails (and aborts the transaction) if the key exists: a requestId never changes owner.
         queue(
-          row.op === "delete"
-            ? requested(store.delete(key))
-            : row.op === "create"
-              ? requested(store.add(row.value, key)).catch((error: unknown) => {
-                  const refusal = refusalOf(error, row, op.version);
-                  if (refusal) refused(refusal);
-                  throw refusal ?? error;
-                })
-              : requested(store.put(row.value, key)),
+          requested(tx.objectStore(row.table).add(row.value, key)).catch((error: unknown) => {
+            const refusal = refusalOf(error, row, version);
+            if (refusal) refused(refusal);
+            throw refusal ?? error;
+          }),
         );
       }
-      meta ??= checkGuard(await stored, guard);
-      const log = logEnd === undefined ? {} : { logEnd };
-      queue(
-        requested(
-          sessions.put(
-            {
-              ...meta,
-              version: last.version,
-              updatedAt: last.at,
-              ...log,
-              ...parkedCountAfter(meta, commits),
-            },
-            guard.sessionId,
-          ),
-        ),
-      );
+      const meta = checkGuard(await stored, guard);
+      const plan = planGroup(meta, await tailInTx(tx, keys, guard.sessionId, meta, this.tails), commits, {
+        retain: this.retain,
+      });
+      const changes = tx.objectStore("changes");
+      for (const log of plan.log) {
+        this.options.onWrite?.(logRowWrite(log), index++);
+        queue(requested(changes.put(log.value, [guard.sessionId, log.version])));
+      }
+      if (plan.materialize) {
+        for (const row of plan.materialize.rows) this.options.onWrite?.(row, index++);
+        for (const write of writeMaterialization(tx, keys, guard.sessionId, plan.materialize)) queue(write);
+      }
+      if (plan.prune) {
+        const through = await pruneThroughInTx(
+          tx,
+          keys,
+          guard,
+          plan.prune,
+          this.retainBytes,
+          plan.meta.logEnd,
+        );
+        if (through > 0) queue(requested(changes.delete(keys.numbers(guard.sessionId, [], 0, through))));
+      }
+      queue(requested(sessions.put(plan.meta, guard.sessionId)));
       await Promise.all(writes);
+      return plan.tail;
     });
+  }
+
+  /** Writes this handle's tail of the session into rows, if the guard still holds (a writer closing). */
+  async checkpoint(guard: CommitGuard): Promise<void> {
+    const done = await this.transaction("readwrite", async (tx, keys) => {
+      const sessions = tx.objectStore(SESSIONS);
+      const meta = checkGuard(await requested(sessions.get(guard.sessionId)), guard);
+      const tail = await tailInTx(tx, keys, guard.sessionId, meta, this.tails);
+      if (tail.isEmpty) return tail;
+      const materialization = tail.materialization();
+      for (const [i, row] of materialization.rows.entries()) this.options.onWrite?.(row, i);
+      await Promise.all([
+        ...writeMaterialization(tx, keys, guard.sessionId, materialization),
+        requested(sessions.put({ ...meta, materialized: tail.version }, guard.sessionId)),
+      ]);
+      return Tail.materialized(tail.version);
+    });
+    this.tails.remember(guard.sessionId, done);
   }
 
   async readEntries(sessionId: string, conversationId: string, fromSeq: number, toSeq: number) {
     if (toSeq <= fromSeq) return [];
-    return this.transaction("readonly", (tx, keys) =>
-      readRows(tx, "entries", keys.numbers(sessionId, [conversationId], fromSeq, toSeq - 1)),
-    );
+    return this.read(sessionId, async (r) => r.range("entries", conversationId, fromSeq, toSeq - 1), []);
   }
 
   async readChanges(sessionId: string, afterVersion: number, limit: number): Promise<StoredChanges> {
     return this.transaction("readonly", async (tx, keys) => {
-      const store = tx.objectStore("changes");
-      const first = (await requested(store.getKey(keys.all(sessionId)))) as KeyPart[] | undefined;
-      const changes = await readRows(
-        tx,
-        "changes",
-        keys.numbers(sessionId, [], afterVersion + 1, Number.POSITIVE_INFINITY),
-        limit,
-      );
-      const meta = await requested(tx.objectStore(SESSIONS).get(sessionId));
-      const oldestRetained = first ? Number(first[1]) : (rawNumber(meta, "version") ?? 0) + 1;
-      return { changes, oldestRetained };
+      const after = keys.numbers(sessionId, [], afterVersion + 1, Number.POSITIVE_INFINITY);
+      const [[first], rows, meta] = await Promise.all([
+        readRows(tx, "changes", keys.all(sessionId), 1),
+        readRows(tx, "changes", after, limit),
+        requested(tx.objectStore(SESSIONS).get(sessionId)),
+      ]);
+      return changesAfter(rows, first, afterVersion, limit, rawNumber(meta, "version") ?? 0);
     });
   }
 
   async readDocumentRows(sessionId: string, documentId: string, fromVersion: number, toVersion: number) {
-    return this.transaction("readonly", (tx, keys) =>
-      readRows(tx, "documentRows", keys.numbers(sessionId, [documentId], fromVersion, toVersion)),
-    );
+    return this.read(sessionId, async (r) => r.range("documentRows", documentId, fromVersion, toVersion), []);
   }
 
   async readSubmission(sessionId: string, submissionId: string) {
-    return this.read(sessionId, async (r) => r.get("submissions", [submissionId]));
+    return this.read(sessionId, async (r) => r.get("submissions", [submissionId]), undefined);
   }
 
   async readRequest(sessionId: string, requestId: string) {
-    return this.read(sessionId, (r) => readRequest(r, requestId));
+    return this.read(sessionId, (r) => readRequest(r, requestId), undefined);
   }
 
   async readTask(sessionId: string, taskId: string) {
-    return this.read(sessionId, async (r) => r.get("tasks", [taskId]));
+    return this.read(sessionId, async (r) => r.get("tasks", [taskId]), undefined);
   }
 
   async readSignal(sessionId: string, key: string) {
-    return this.read(sessionId, async (r) => r.get("signals", [key]));
+    return this.read(sessionId, async (r) => r.get("signals", [key]), undefined);
   }
 
   async readTaskTree(sessionId: string, rootId: string) {
-    return this.read(sessionId, (r) => readTrees(r, [rootId]));
+    return this.read(sessionId, (r) => readTrees(r, [rootId]), []);
   }
 
   async readWaiting(sessionId: string, key: string) {
-    return this.read(sessionId, (r) => readWaitingTree(r, key));
+    return this.read(sessionId, (r) => readWaitingTree(r, key), []);
   }
 
   async readParked(sessionId: string, before: ParkedCursor | undefined, limit: number) {
-    return this.read(sessionId, (r) => readParkedPage(r, before, limit));
+    return this.read(sessionId, (r) => readParkedPage(r, before, limit), []);
   }
 
   async readDeadlines(sessionId: string, limit: number) {
-    return this.read(sessionId, async (r) => r.earliest("deadlines", limit));
+    return this.read(sessionId, async (r) => r.earliest("deadlines", limit), []);
   }
 
   async readItems(
@@ -291,15 +287,31 @@ export class IndexedDbStorage implements Storage {
     before: number,
     limit: number,
   ): Promise<{ items: StoredItem[]; submissions: StoredRecord[] }> {
-    return this.read(sessionId, (r) => readItemPage(r, before, limit));
+    return this.read(sessionId, (r) => readItemPage(r, before, limit), { items: [], submissions: [] });
   }
 
   async readSettled(sessionId: string, limit: number) {
-    return this.read(sessionId, (r) => readSettledPage(r, limit));
+    return this.read(sessionId, (r) => readSettledPage(r, limit), { items: [], count: 0 });
   }
 
-  private read<T>(sessionId: string, body: (reader: SessionRowReader) => Promise<T>): Promise<T> {
-    return this.transaction("readonly", (tx, keys) => body(reader(tx, keys, sessionId)));
+  /**
+   * A read of one session in one transaction, through its rows as the log's tail leaves them (the session
+   * row says whether there is a tail); `none` when the session does not exist.
+   */
+  private async read<T>(
+    sessionId: string,
+    body: (reader: SessionRowReader, meta: unknown) => Promise<T>,
+    none: T,
+  ): Promise<T> {
+    let tail: Tail | undefined;
+    const result = await this.transaction("readonly", async (tx, keys) => {
+      const meta: unknown = await requested(tx.objectStore(SESSIONS).get(sessionId));
+      if (meta === undefined) return none;
+      tail = await tailInTx(tx, keys, sessionId, meta, this.tails);
+      return body(overlayReader(reader(tx, keys, sessionId), tail), meta);
+    });
+    if (tail) this.tails.remember(sessionId, tail);
+    return result;
   }
 
   async close(): Promise<void> {
@@ -324,22 +336,8 @@ export class IndexedDbStorage implements Storage {
   }
 
   private async openDatabase(): Promise<Db> {
-    const factory = this.options.factory ?? globalThis.indexedDB;
-    if (!factory) throw new StorageError("storage-failed", "IndexedDB is not available in this environment");
-    const keyRange = this.options.keyRange ?? globalThis.IDBKeyRange;
-    if (!keyRange) {
-      throw new StorageError(
-        "storage-failed",
-        "IndexedDB key ranges are not available in this environment: pass `keyRange` (the IDBKeyRange of the implementation `factory` comes from)",
-      );
-    }
-    this.ranges = new SessionRanges(keyRange);
-    const request = factory.open(this.name, DB_VERSION);
-    request.onupgradeneeded = () => {
-      const db = request.result;
-      for (const store of ALL_STORES) if (!db.objectStoreNames.contains(store)) db.createObjectStore(store);
-    };
-    const db = await requested(request);
+    const { db, ranges } = await openStores(this.options, this.name, DB_VERSION, ALL_STORES);
+    this.ranges = ranges;
     // Another tab is upgrading the schema: let it, and stop cleanly instead of blocking it.
     db.addEventListener("versionchange", () => {
       this.closedReason = "closed because another connection is upgrading it";

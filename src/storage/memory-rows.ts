@@ -1,10 +1,11 @@
 /** The memory store's tables: rows by encoded key, grouped by their first key part (DESIGN §9 reads). */
 import type { KeyPart, Table } from "./rows.ts";
-import { recordName } from "./rows.ts";
-import type { StoredRecord } from "./storage.ts";
+import { recordName, TABLES } from "./rows.ts";
+import type { ParkedCursor, StoredRecord } from "./storage.ts";
+import { isBelow, itemOfRow, type SessionRowReader } from "./working-set.ts";
 
 /** A key as a string that sorts like the key: numbers offset to be non-negative (item keys may be below 0). */
-const encode = (key: readonly KeyPart[]): string =>
+export const encodeKey = (key: readonly KeyPart[]): string =>
   key
     .map((part) => (typeof part === "number" ? (part + 2 ** 52).toString(36).padStart(11, "0") : `s${part}`))
     .join("\u0000");
@@ -26,11 +27,11 @@ export class Rows {
   private highest = Number.NEGATIVE_INFINITY;
 
   get(key: readonly KeyPart[]): Row | undefined {
-    return this.rows.get(encode(key));
+    return this.rows.get(encodeKey(key));
   }
 
   delete(key: readonly KeyPart[]): void {
-    const encoded = encode(key);
+    const encoded = encodeKey(key);
     if (!this.rows.delete(encoded)) return;
     const first = key[0] as KeyPart;
     const group = this.groups.get(first);
@@ -39,7 +40,7 @@ export class Rows {
   }
 
   set(key: readonly KeyPart[], value: unknown): void {
-    const encoded = encode(key);
+    const encoded = encodeKey(key);
     const row = { key, value };
     this.rows.set(encoded, row);
     const first = key[0] as KeyPart;
@@ -144,4 +145,38 @@ export function sortedRange(
   }
   out.sort((a, b) => (a.sort < b.sort ? -1 : a.sort > b.sort ? 1 : 0));
   return out.map((o) => o.record);
+}
+
+/** One empty table per table of the layout. */
+export function emptyTables(): Record<Table, Rows> {
+  return Object.fromEntries(TABLES.map((table) => [table, new Rows()])) as Record<Table, Rows>;
+}
+
+/** The shared working-set reads over a session's tables (memory reads are synchronous). */
+export function tablesReader(tables: Record<Table, Rows>) {
+  const every = (table: Table) =>
+    sortedRange(tables[table], table, undefined, -Infinity, Number.POSITIVE_INFINITY);
+  const records = (table: Table, rows: Row[]) =>
+    rows.map((row) => ({ key: recordName(table, row.key), value: row.value }));
+  return {
+    all: every,
+    range: (table: Table, id: string, from: number, to: number) =>
+      sortedRange(tables[table], table, id, from, to),
+    get: (table: Table, key: readonly KeyPart[]) => {
+      const row = tables[table].get(key);
+      return row && { key: recordName(table, row.key), value: row.value };
+    },
+    latest: (table: "items" | "settled" | "changes", before: number, limit: number) =>
+      records(table, tables[table].latest(before, limit)),
+    // Sorted whole rather than stepped through (this store is for tests and small sessions).
+    parkedBefore: (before: ParkedCursor | undefined, limit: number) =>
+      every("parked")
+        .filter((row) => before === undefined || isBelow(itemOfRow(row), before))
+        .reverse()
+        .slice(0, limit),
+    // Deadlines are times, far apart: sorted whole rather than stepped through (this store is for tests).
+    earliest: (table: "settled" | "deadlines", limit: number) =>
+      table === "deadlines" ? every(table).slice(0, limit) : records(table, tables[table].earliest(limit)),
+    count: (table: "settled" | "tasks") => tables[table].count,
+  } satisfies SessionRowReader;
 }

@@ -6,22 +6,18 @@
 import { SessionNotFoundError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import { pruneThroughSync } from "./change-log.ts";
-import { Rows, sortedRange } from "./memory-rows.ts";
-import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import {
-  checkCreate,
-  checkGuard,
-  checkRowSize,
-  type GroupOp,
-  loggedChange,
-  nextWriterMeta,
-  opsOfGroup,
-  parkedCountAfter,
-  rawNumber,
-  recordName,
-  TABLES,
-  upgradedMeta,
-} from "./rows.ts";
+  createRowsOf,
+  knownTail,
+  logRowWrite,
+  openedWriterMeta,
+  planGroup,
+  tailFromLog,
+} from "./group-plan.ts";
+import { changesAfter, firstVersionOf } from "./log-rows.ts";
+import { emptyTables, type Rows, sortedRange, tablesReader } from "./memory-rows.ts";
+import type { KeyPart, RowWrite, Table } from "./rows.ts";
+import { checkCreate, checkGuard, checkRowSize, nextWriterMeta, rawNumber, upgradedMeta } from "./rows.ts";
 import type {
   CommitGuard,
   OpenRequest,
@@ -32,9 +28,8 @@ import type {
   StoredSession,
 } from "./storage.ts";
 import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";
+import { overlayReader, Tail, TailCache } from "./tail.ts";
 import {
-  isBelow,
-  itemOfRow,
   readItemPage,
   readParkedPage,
   readRequest,
@@ -67,6 +62,8 @@ export interface MemoryStorageOptions extends StorageOptions {
 /** The in-memory store. Create one with {@link memoryStorage}. */
 export class MemoryStorage implements Storage {
   private readonly sessions = new Map<string, SessionRows>();
+  /** This handle's tail of each session it wrote or read (see `tail.ts`); a new handle starts with none. */
+  private readonly tails = new TailCache();
   private readonly retain: number;
   private readonly retainBytes: number;
   private closed = false;
@@ -82,115 +79,180 @@ export class MemoryStorage implements Storage {
     if (request.mode === "write") {
       if (!rows) {
         rows = {
-          meta: nextWriterMeta(undefined, sessionId, request.at, request.epoch),
+          meta: openedWriterMeta(nextWriterMeta(undefined, sessionId, request.at, request.epoch)),
           tables: emptyTables(),
         };
         this.sessions.set(sessionId, rows);
-      } else {
-        rows.meta = nextWriterMeta(rows.meta, sessionId, request.at, request.epoch);
-        this.upgrade(rows);
-      }
+      } else this.takeOwnership(rows, sessionId, request);
+      this.tails.remember(sessionId, Tail.materialized(rawNumber(rows.meta, "version") ?? 0));
     }
     if (!rows) return undefined;
-    return structuredClone(await readStoredSession(sessionId, rows.meta, request, this.reader(rows)));
+    const reader = this.overlay(sessionId, rows);
+    return structuredClone(await readStoredSession(sessionId, rows.meta, request, reader));
+  }
+
+  /**
+   * A writer's open: the next epoch, the index rows an older format lacks, and the rows of the log's tail,
+   * all staged before anything is applied (a corrupt tail leaves the session as it was).
+   */
+  private takeOwnership(rows: SessionRows, sessionId: string, request: OpenRequest): void {
+    let meta = nextWriterMeta(rows.meta, sessionId, request.at, request.epoch);
+    const upgrade = upgradeRowsSync(rawNumber(meta, "format"), this.reader(rows)) ?? [];
+    const tail = this.tailOf(sessionId, rows);
+    const { obsolete, rows: materialized } = tail.materialization();
+    if (upgrade.length > 0) meta = upgradedMeta(meta);
+    for (const row of upgrade) rows.tables[row.table].set(row.key, row.value);
+    this.apply(rows, obsolete, materialized);
+    rows.meta = openedWriterMeta(meta);
   }
 
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     this.assertOpen();
     const rows = this.sessions.get(guard.sessionId);
     const meta = checkGuard(rows?.meta, guard);
-    if (!rows) return;
+    if (!rows || commits.length === 0) return;
     // Stage everything first: a fault while staging leaves the stored rows untouched, like an aborted
     // transaction would.
-    const ops = opsOfGroup(commits, this.retain);
-    const staged: (GroupOp & { logEnd?: number })[] = [];
     let index = 0;
-    let logEnd = rawNumber(meta, "logEnd") ?? 0;
-    for (const op of ops) {
-      if (op.kind !== "row") {
-        staged.push({ ...op, logEnd });
-        continue;
-      }
-      const { version } = op;
-      let { row } = op;
-      // A change row's JSON is measured once: for the log's size and, with a row limit, for that check.
-      let json: string | undefined;
-      if (row.table === "changes") {
-        row = loggedChange(row, logEnd);
-        json = JSON.stringify(row.value);
-        logEnd += json.length;
-      }
+    const limit = this.options.maxRowBytes;
+    const creates = createRowsOf(commits);
+    creates.forEach(({ row, version }, i) => {
       this.options.onWrite?.(row, index++);
-      const limit = this.options.maxRowBytes;
-      if (limit !== undefined) checkRowSize(row, json ?? JSON.stringify(row.value), limit, version);
-      if (row.op === "create") {
-        const exists =
-          rows.tables[row.table].get(row.key) !== undefined ||
-          staged.some((w) => w.kind === "row" && sameRow(w.row, row));
-        checkCreate(row, exists, version);
-      }
-      staged.push({ ...op, row: { ...row, value: structuredClone(row.value) } });
+      if (limit !== undefined) checkRowSize(row, JSON.stringify(row.value), limit, version);
+      const exists =
+        rows.tables[row.table].get(row.key) !== undefined ||
+        creates.slice(0, i).some((earlier) => sameRow(earlier.row, row));
+      checkCreate(row, exists, version);
+    });
+    const plan = planGroup(meta, this.tailOf(guard.sessionId, rows), commits, {
+      retain: this.retain,
+      maxRowBytes: limit,
+    });
+    for (const log of plan.log) this.options.onWrite?.(logRowWrite(log), index++);
+    const materialized = plan.materialize?.rows.map((row) => ({ ...row, value: structuredClone(row.value) }));
+    for (const row of materialized ?? []) {
+      this.options.onWrite?.(row, index++);
+      if (limit !== undefined && row.op !== "delete")
+        checkRowSize(row, JSON.stringify(row.value), limit, plan.meta.version);
     }
-    const last = commits.at(-1);
-    if (!last) return;
-    // Applied in order: a document deleted by one commit and created again by the next keeps its new rows.
-    for (const op of staged) {
-      if (op.kind === "prune") {
-        const changes = rows.tables.changes;
-        const oldest = changes.earliest(1)[0]?.key[0];
-        if (typeof oldest !== "number") continue;
-        const logStartOf = (v: number) => rawNumber(changes.get([v])?.value, "logStart");
-        const through = pruneThroughSync(logStartOf, {
-          oldest,
-          newest: op.version,
-          logEnd: op.logEnd ?? 0,
-          limit: this.retainBytes,
-          through: op.through,
-          keepChangesAfter: guard.keepChangesAfter,
-        });
-        if (through >= oldest) changes.deleteWhere(undefined, (key) => (key[0] as number) <= through);
-      } else if (op.kind === "obsolete")
-        rows.tables.documentRows.deleteWhere(op.documentId, (key) => (key[1] as number) < op.below);
-      else if (op.row.op === "delete") rows.tables[op.row.table].delete(op.row.key);
-      else rows.tables[op.row.table].set(op.row.key, op.row.value);
+    const logValues = plan.log.map((log) => ({ version: log.version, value: JSON.parse(log.json) }));
+    // Applied in order: creates, the log, the tail's rows (range deletes first), pruning, the session row.
+    for (const { row } of creates) rows.tables[row.table].set(row.key, structuredClone(row.value));
+    for (const log of logValues) rows.tables.changes.set([log.version], log.value);
+    if (plan.materialize) this.apply(rows, plan.materialize.obsolete, materialized ?? []);
+    if (plan.prune) this.prune(rows, plan.prune, plan.meta.logEnd ?? 0, guard.keepChangesAfter);
+    rows.meta = plan.meta;
+    this.tails.remember(guard.sessionId, plan.tail);
+  }
+
+  /** Writes this handle's tail of the session into rows, if the guard still holds (a writer closing). */
+  async checkpoint(guard: CommitGuard): Promise<void> {
+    this.assertOpen();
+    const rows = this.sessions.get(guard.sessionId);
+    const meta = checkGuard(rows?.meta, guard);
+    if (!rows) return;
+    const tail = this.tailOf(guard.sessionId, rows);
+    if (tail.isEmpty) return;
+    const { obsolete, rows: materialized } = tail.materialization();
+    for (const [i, row] of materialized.entries()) this.options.onWrite?.(row, i);
+    this.apply(rows, obsolete, materialized);
+    rows.meta = { ...meta, materialized: tail.version };
+    this.tails.remember(guard.sessionId, Tail.materialized(tail.version));
+  }
+
+  /** Writes a tail's rows: a document's obsolete rows go first, then each key's last write. */
+  private apply(
+    rows: SessionRows,
+    obsolete: readonly { documentId: string; below: number }[],
+    writes: readonly RowWrite[],
+  ): void {
+    for (const { documentId, below } of obsolete)
+      rows.tables.documentRows.deleteWhere(documentId, (key) => (key[1] as number) < below);
+    for (const row of writes) {
+      if (row.op === "delete") rows.tables[row.table].delete(row.key);
+      else rows.tables[row.table].set(row.key, row.value);
     }
-    rows.meta = {
-      ...meta,
-      version: last.version,
-      updatedAt: last.at,
+  }
+
+  /** Deletes the log rows the bounds let go (whole rows: a group's row goes once its last commit may). */
+  private prune(
+    rows: SessionRows,
+    prune: { through: number; newest: number },
+    logEnd: number,
+    keepChangesAfter: number | undefined,
+  ): void {
+    const changes = rows.tables.changes;
+    const first = changes.earliest(1)[0];
+    if (!first) return;
+    const through = pruneThroughSync((v) => rawNumber(this.logRowFrom(rows, v)?.value, "logStart"), {
+      oldest: firstVersionOf(first.value, first.key[0] as number),
+      newest: prune.newest,
       logEnd,
-      ...parkedCountAfter(meta, commits),
-    };
+      limit: this.retainBytes,
+      through: prune.through,
+      keepChangesAfter,
+    });
+    changes.deleteWhere(undefined, (key) => (key[0] as number) <= through);
+  }
+
+  /** The log row holding version `v`: the first keyed at or after it. */
+  private logRowFrom(rows: SessionRows, v: number) {
+    const newest = rawNumber(rows.meta, "version") ?? v;
+    for (let n = v; n <= newest; n++) {
+      const row = rows.tables.changes.get([n]);
+      if (row) return row;
+    }
+    return undefined;
+  }
+
+  /** This handle's tail of a session, read from the log when the session row says it is not the known one. */
+  private tailOf(sessionId: string, rows: SessionRows): Tail {
+    const cached = this.tails.get(sessionId);
+    const known = knownTail(rows.meta, cached);
+    if (known instanceof Tail) return known;
+    const logRows = sortedRange(
+      rows.tables.changes,
+      "changes",
+      undefined,
+      known.readAfter + 1,
+      Number.MAX_SAFE_INTEGER,
+    );
+    const tail = tailFromLog(rows.meta, cached, known.readAfter, logRows);
+    this.tails.remember(sessionId, tail);
+    return tail;
+  }
+
+  /** The stored rows as the log's tail leaves them. */
+  private overlay(sessionId: string, rows: SessionRows): SessionRowReader {
+    return overlayReader(this.reader(rows), this.tailOf(sessionId, rows));
   }
 
   async deleteSession(sessionId: string): Promise<void> {
     this.assertOpen();
     this.sessions.delete(sessionId);
+    this.tails.forget(sessionId);
   }
 
   async readEntries(sessionId: string, conversationId: string, fromSeq: number, toSeq: number) {
-    this.assertOpen();
-    const rows = this.sessions.get(sessionId);
-    if (!rows) return [];
-    return structuredClone(sortedRange(rows.tables.entries, "entries", conversationId, fromSeq, toSeq - 1));
+    if (toSeq <= fromSeq) return [];
+    return this.read(sessionId, (reader) => reader.range("entries", conversationId, fromSeq, toSeq - 1), []);
   }
 
   async readChanges(sessionId: string, afterVersion: number, limit: number): Promise<StoredChanges> {
     this.assertOpen();
     const rows = this.sessions.get(sessionId);
     if (!rows) return { changes: [], oldestRetained: afterVersion + 1 };
-    const all = sortedRange(rows.tables.changes, "changes", undefined, 0, Number.MAX_SAFE_INTEGER);
-    const oldest = all[0] ? Number(all[0].key.split("/")[1]) : (rawNumber(rows.meta, "version") ?? 0) + 1;
-    const changes = all.filter((r) => Number(r.key.split("/")[1]) > afterVersion).slice(0, limit);
-    return { changes: structuredClone(changes), oldestRetained: oldest };
+    const [first] = sortedRange(rows.tables.changes, "changes", undefined, 0, Number.MAX_SAFE_INTEGER);
+    const after = sortedRange(rows.tables.changes, "changes", undefined, afterVersion + 1, Infinity);
+    const page = changesAfter(after, first, afterVersion, limit, rawNumber(rows.meta, "version") ?? 0);
+    return structuredClone(page);
   }
 
   async readDocumentRows(sessionId: string, documentId: string, fromVersion: number, toVersion: number) {
-    this.assertOpen();
-    const rows = this.sessions.get(sessionId);
-    if (!rows) return [];
-    return structuredClone(
-      sortedRange(rows.tables.documentRows, "documentRows", documentId, fromVersion, toVersion),
+    return this.read(
+      sessionId,
+      (reader) => reader.range("documentRows", documentId, fromVersion, toVersion),
+      [],
     );
   }
 
@@ -242,15 +304,7 @@ export class MemoryStorage implements Storage {
   private async read<T>(sessionId: string, body: (reader: SessionRowReader) => Promise<T> | T, none: T) {
     this.assertOpen();
     const rows = this.sessions.get(sessionId);
-    return rows ? structuredClone(await body(this.reader(rows))) : none;
-  }
-
-  /** A session stored in an older format gets the index rows it lacks (a writer's open does it). */
-  private upgrade(rows: SessionRows): void {
-    const upgrade = upgradeRowsSync(rawNumber(rows.meta, "format"), this.reader(rows));
-    if (!upgrade) return;
-    for (const row of upgrade) rows.tables[row.table].set(row.key, row.value);
-    rows.meta = upgradedMeta(rows.meta);
+    return rows ? structuredClone(await body(this.overlay(sessionId, rows))) : none;
   }
 
   /**
@@ -282,46 +336,12 @@ export class MemoryStorage implements Storage {
   }
 
   private reader(rows: SessionRows) {
-    return {
-      all: (table: Table) =>
-        sortedRange(rows.tables[table], table, undefined, -Infinity, Number.POSITIVE_INFINITY),
-      range: (table: Table, id: string, from: number, to: number) =>
-        sortedRange(rows.tables[table], table, id, from, to),
-      get: (table: Table, key: readonly KeyPart[]) => {
-        const row = rows.tables[table].get(key);
-        return row && { key: recordName(table, row.key), value: row.value };
-      },
-      latest: (table: "items" | "settled" | "changes", before: number, limit: number) =>
-        rows.tables[table]
-          .latest(before, limit)
-          .map((row) => ({ key: recordName(table, row.key), value: row.value })),
-      // Sorted whole rather than stepped through (this store is for tests and small sessions).
-      parkedBefore: (before: ParkedCursor | undefined, limit: number) =>
-        sortedRange(rows.tables.parked, "parked", undefined, -Infinity, Number.POSITIVE_INFINITY)
-          .filter((row) => before === undefined || isBelow(itemOfRow(row), before))
-          .reverse()
-          .slice(0, limit),
-      // Deadlines are times, far apart: sorted whole rather than stepped through (this store is for tests).
-      earliest: (table: "settled" | "deadlines", limit: number) =>
-        table === "deadlines"
-          ? sortedRange(rows.tables[table], table, undefined, -Infinity, Number.POSITIVE_INFINITY).slice(
-              0,
-              limit,
-            )
-          : rows.tables[table]
-              .earliest(limit)
-              .map((row) => ({ key: recordName(table, row.key), value: row.value })),
-      count: (table: "settled" | "tasks") => rows.tables[table].count,
-    } satisfies SessionRowReader;
+    return tablesReader(rows.tables);
   }
 
   private assertOpen(): void {
     if (this.closed) throw new StorageError("storage-closed", "memory storage is closed");
   }
-}
-
-function emptyTables(): Record<Table, Rows> {
-  return Object.fromEntries(TABLES.map((table) => [table, new Rows()])) as Record<Table, Rows>;
 }
 
 function sameRow(a: RowWrite, b: RowWrite): boolean {

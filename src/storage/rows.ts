@@ -25,7 +25,6 @@ import {
   STORAGE_FORMAT,
   utf8Length,
 } from "../records/schemas.ts";
-import { pruneChangesThrough } from "./change-log.ts";
 import type { CommitGuard } from "./storage.ts";
 
 /** Tables of the layout, keyed by the parts after the session id. */
@@ -92,16 +91,21 @@ export interface RowWrite {
    * whole commit if it does); `delete` removes the row (`value` is ignored).
    */
   readonly op?: "put" | "create" | "delete";
+  /** The key did not exist before this commit (a new entry, task, item…): deleting it later needs no write. */
+  readonly fresh?: true;
 }
 
-/** The rows one commit writes, in a stable order. */
+/**
+ * The rows one commit leaves, in a stable order (its change-log row apart: see `log-rows.ts`). The stores
+ * write them when they materialize the log's tail (`tail.ts`); `create` rows are written with the commit.
+ */
 export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
   const rows: RowWrite[] = [];
   for (const conversation of commit.conversations) {
     rows.push({ table: "conversations", key: [conversation.id], value: conversation });
   }
   for (const entry of commit.entries) {
-    rows.push({ table: "entries", key: [entry.conversationId, entry.seq], value: entry });
+    rows.push({ table: "entries", key: [entry.conversationId, entry.seq], value: entry, fresh: true });
   }
   for (const change of commit.documents) {
     if (change.deleted) {
@@ -115,16 +119,17 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
         ? { version: change.version, baseline: change.baseline }
         : { version: change.version, patch: change.patch };
     rows.push({ table: "documents", key: [change.id], value: head });
-    rows.push({ table: "documentRows", key: [change.id, change.version], value: row });
+    rows.push({ table: "documentRows", key: [change.id, change.version], value: row, fresh: true });
   }
   const created = new Map<string, { item: Item; finished: boolean }>();
   // A Submission's root task is created in the commit that accepts it and belongs to its item; any other
   // root task is an item of its own.
   const submissionRoots = new Set(commit.submissions.map((s) => s.taskId));
   for (const task of commit.tasks) {
-    rows.push({ table: "tasks", key: [task.id], value: task });
+    const isNew = task.createdVersion === commit.version;
+    rows.push({ table: "tasks", key: [task.id], value: task, ...(isNew && { fresh: true as const }) });
     const standalone = task.parentId === undefined && !submissionRoots.has(task.id);
-    if (task.createdVersion !== commit.version) {
+    if (!isNew) {
       if (standalone && isTerminal(task) && task.createdVersion !== undefined) {
         const key = [task.createdVersion, task.id];
         rows.push({ table: "live", key, value: null, op: "delete" });
@@ -134,12 +139,18 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     }
     if (task.parentId !== undefined) {
       const childIndex = task.childIndex ?? 0;
-      rows.push({ table: "children", key: [task.parentId, childIndex], value: task.id });
+      rows.push({ table: "children", key: [task.parentId, childIndex], value: task.id, fresh: true });
     } else if (standalone) created.set(task.id, { item: { root: task.id }, finished: isTerminal(task) });
   }
   for (const submission of commit.submissions) {
-    rows.push({ table: "submissions", key: [submission.id], value: submission });
     const version = submission.acceptedVersion;
+    const isNew = version === commit.version;
+    rows.push({
+      table: "submissions",
+      key: [submission.id],
+      value: submission,
+      ...(isNew && { fresh: true as const }),
+    });
     if (version === undefined) continue;
     if (version === commit.version) {
       const item = { submission: submission.id, ...(submission.taskId && { root: submission.taskId }) };
@@ -153,8 +164,8 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     }
   }
   for (const [id, { item, finished }] of created) {
-    rows.push({ table: "items", key: [commit.version, id], value: item });
-    rows.push({ table: finished ? "settled" : "live", key: [commit.version, id], value: item });
+    rows.push({ table: "items", key: [commit.version, id], value: item, fresh: true });
+    rows.push({ table: finished ? "settled" : "live", key: [commit.version, id], value: item, fresh: true });
   }
   for (const signal of commit.signals ?? []) {
     const isNew = signal.version === commit.version;
@@ -169,7 +180,6 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
   }
   for (const item of commit.removed ?? []) rows.push(...removedRows(item));
   rows.push(...parkingRows(commit));
-  rows.push({ table: "changes", key: [commit.version], value: commit });
   return rows;
 }
 
@@ -213,57 +223,6 @@ function removedRows(item: RemovedItem): RowWrite[] {
 }
 
 /**
- * One step of writing a commit group, in order: a row, the rows of a document a baseline (or its deletion)
- * made obsolete, or the change-log rows past the retention bound. Each has the version of its commit.
- */
-export type GroupOp =
-  | { readonly kind: "row"; readonly row: RowWrite; readonly version: number }
-  | {
-      readonly kind: "obsolete";
-      readonly documentId: string;
-      readonly below: number;
-      readonly version: number;
-    }
-  | { readonly kind: "prune"; readonly through: number; readonly version: number };
-
-/**
- * What a commit group writes, step by step in commit order (each commit's rows, then its range deletes), with
- * the puts that a later row of the same group overwrites left out: a conversation's record once per group,
- * not once per commit; a task created and finished in one group once. What is left in the store is the same
- * as writing every commit in turn. Range deletes stay where their commit put them (a document deleted by one
- * commit and created again by the next keeps its new rows); `create` rows are always kept (they check their
- * key inside the transaction).
- */
-export function opsOfGroup(commits: readonly CommitRecord[], retain: number): GroupOp[] {
-  const ops: GroupOp[] = [];
-  for (const commit of commits) {
-    const version = commit.version;
-    for (const row of rowsOfCommit(commit)) ops.push({ kind: "row", row, version });
-    for (const change of commit.documents) {
-      const below = documentRowsObsoleteBelow(change);
-      if (below !== undefined) ops.push({ kind: "obsolete", documentId: change.id, below, version });
-    }
-    const through = pruneChangesThrough(version, retain);
-    if (through !== undefined) ops.push({ kind: "prune", through, version });
-  }
-  if (commits.length < 2) return ops;
-  const later = new Set<string>();
-  const kept: GroupOp[] = [];
-  for (let i = ops.length - 1; i >= 0; i--) {
-    const op = ops[i] as GroupOp;
-    if (op.kind !== "row") {
-      kept.push(op);
-      continue;
-    }
-    const id = op.row.table + JSON.stringify(op.row.key);
-    const overwritten = later.has(id);
-    later.add(id);
-    if (!overwritten || op.row.op === "create") kept.push(op);
-  }
-  return kept.reverse();
-}
-
-/**
  * Refuses a row whose serialized value is larger than `limit` UTF-8 bytes, naming it. Counting only runs
  * when the text could be too large (one UTF-16 unit is at most 3 UTF-8 bytes), so small rows pay nothing.
  */
@@ -290,15 +249,6 @@ export function checkRowSize(row: RowWrite, json: string, limit: number, version
 export function documentRowsObsoleteBelow(change: DocumentChange): number | undefined {
   if (change.deleted) return Number.MAX_SAFE_INTEGER; // every row of a deleted document
   return change.baseline !== undefined && change.version > 1 ? change.version : undefined;
-}
-
-/**
- * A change-log row as stored: its commit plus `logStart`, how many characters of JSON the session's change
- * log had taken before it (the session row keeps the running total as `logEnd`). Readers validate change
- * rows with the commit schema, which drops the field.
- */
-export function loggedChange(row: RowWrite, logStart: number): RowWrite {
-  return { ...row, value: { ...(row.value as CommitRecord), logStart } };
 }
 
 /**

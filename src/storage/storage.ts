@@ -108,6 +108,12 @@ export interface Storage {
    * writing anything. A document baseline deletes that document's earlier rows in the same transaction.
    */
   commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void>;
+  /**
+   * Writes the rows of the commits that are still in the change log only (format 4 writes a commit's records
+   * into their own rows later, many commits at once), if the stored epoch and version match `guard`. A
+   * writer does it when it closes the session. Optional: a store without it keeps every commit's rows.
+   */
+  checkpoint?(guard: CommitGuard): Promise<void>;
   /** Entries `fromSeq` ≤ seq < `toSeq` of one conversation, in order. */
   readEntries(
     sessionId: string,

@@ -35,4 +35,7 @@ export class ForwardingStorage implements Storage {
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     await this.target().commit(guard, commits);
   }
+  async checkpoint(guard: CommitGuard): Promise<void> {
+    await this.target().checkpoint?.(guard);
+  }
 }

@@ -386,12 +386,16 @@ describe("IndexedDB connection lifecycle", () => {
       code: "storage-closed",
     });
     expect(session.status).toBe("stopped");
-    const tx = upgraded.transaction("submissions", "readonly");
-    const count = await new Promise<number>((resolve) => {
-      const request = tx.objectStore("submissions").count();
+    // What was committed before is kept: a commit's records are first stored in its change-log row.
+    const tx = upgraded.transaction("changes", "readonly");
+    const logged = await new Promise<unknown[]>((resolve) => {
+      const request = tx.objectStore("changes").getAll();
       request.onsuccess = () => resolve(request.result);
     });
-    expect(count).toBe(1);
+    const requests = (logged as { submissions?: { requestId: string }[] }[]).flatMap(
+      (commit) => commit.submissions?.map((s) => s.requestId) ?? [],
+    );
+    expect(requests).toEqual(["r1"]);
     upgraded.close();
   });
 });

@@ -175,7 +175,7 @@ describe("memory of a long-lived session", () => {
 });
 
 describe("a session stored by format 2 (no settled index)", () => {
-  it("opens read-only as before, and a writer's open adds the index and moves it to format 3", async () => {
+  it("opens read-only as before, and a writer's open adds the index and moves it to the current format (4)", async () => {
     const storage = memoryStorage();
     const { session } = await run(storage, 8, 3);
     const open = await session.submit({ requestId: "open", conversationId: "main", input: "still running" });
@@ -203,7 +203,7 @@ describe("a session stored by format 2 (no settled index)", () => {
     expect(writer.submission(open.id)?.status).not.toBe("succeeded");
     await writer.close();
     const upgraded = await spy.open("long", { mode: "read", at: 0, entryTail: 1, settled: 3 });
-    expect((upgraded?.meta.value as { format?: number } | undefined)?.format).toBe(3);
+    expect((upgraded?.meta.value as { format?: number } | undefined)?.format).toBe(4);
     // The latest three finished items come from the new index, read directly.
     expect(upgraded?.items?.filter((i) => i.id !== open.id).length).toBe(3);
   });

@@ -16,7 +16,7 @@ import {
   type Table,
   type WriteHook,
 } from "../../src/index.ts";
-import { opsOfGroup } from "../../src/storage/rows.ts";
+import { createRowsOf } from "../../src/storage/group-plan.ts";
 
 export type Post = (body: unknown) => Promise<{ ok: boolean; result?: unknown; error?: WireError }>;
 interface WireError {
@@ -99,18 +99,25 @@ export class RemoteStorage implements Storage {
     this.call("readDeadlines", args) as ReturnType<Storage["readDeadlines"]>;
   readSettled: Storage["readSettled"] = (...args) =>
     this.call("readSettled", args) as ReturnType<Storage["readSettled"]>;
+  checkpoint = async (guard: CommitGuard): Promise<void> => void (await this.call("checkpoint", [guard]));
   close: Storage["close"] = async () => undefined;
   deleteSession = async (sessionId: string): Promise<void> =>
     void (await this.call("deleteSession", [sessionId]));
 
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     // The write hook cannot cross into workerd: find the row it would fail at here, and have the store
-    // fail at that row inside its real transaction.
+    // fail at that row inside its real transaction. A group writes its create-only rows, then its log row
+    // (the rows of a due tail after that are not known here).
     let failAtRow: number | undefined;
     if (this.options.onWrite) {
       let index = 0;
+      const last = commits.at(-1);
+      const rows = [
+        ...createRowsOf(commits).map((create) => create.row),
+        ...(last ? [{ table: "changes" as const, key: [last.version], value: { commits } }] : []),
+      ];
       try {
-        for (const op of opsOfGroup(commits, 0)) if (op.kind === "row") this.options.onWrite(op.row, index++);
+        for (const row of rows) this.options.onWrite(row, index++);
       } catch {
         failAtRow = index - 1;
       }

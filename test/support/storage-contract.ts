@@ -297,8 +297,9 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const confirmed = durable(session.view());
       let armed = true;
       const faulty = harness.storage({
+        // The group writes the requestId's index row, then its change-log row: it fails at the second.
         onWrite: (_row, index) => {
-          if (armed && index === 2) throw new Error("disk unplugged");
+          if (armed && index === 1) throw new Error("disk unplugged");
         },
       });
       const writer = await open(faulty, id);
@@ -413,6 +414,9 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
         d.writeTask(created(d, task("bad")));
         d.setDocument("plan", "plan", { steps: [], approved: false });
       });
+      // Closing writes every record into its own row (until then the change log holds them): those rows
+      // are what gets corrupted.
+      await session.close();
       await harness.corrupt(id, "tasks", ["bad"], { id: "bad", kind: 42 });
       await harness.corrupt(id, "entries", ["side", 0], { nonsense: true });
       await harness.corrupt(id, "documentRows", ["plan", 1], { version: 1, baseline: { steps: "nope" } });

@@ -1,0 +1,145 @@
+/**
+ * What one commit group writes (format 4), the same in every store: its create-only rows, its change-log
+ * row, and — when the tail is due — the rows of the whole tail, each key once; then the session row. The
+ * stores differ only in how they run the transaction.
+ */
+import { CorruptRecordError } from "../errors.ts";
+import type { CommitRecord, SessionMeta } from "../records/schemas.ts";
+import { STORAGE_FORMAT } from "../records/schemas.ts";
+import { PRUNE_EVERY, pruneChangesThrough } from "./change-log.ts";
+import type { LogRowWrite } from "./log-rows.ts";
+import { logRowsOfGroup, tailCommitsOf } from "./log-rows.ts";
+import type { RowWrite } from "./rows.ts";
+import { parkedCountAfter, rawNumber, rowsOfCommit } from "./rows.ts";
+import type { StoredRecord } from "./storage.ts";
+import { type Materialization, Tail } from "./tail.ts";
+
+/** A create-only row of a commit (a requestId's index, a new signal) and the version of its commit. */
+export interface CreateRow {
+  readonly row: RowWrite;
+  readonly version: number;
+}
+
+/**
+ * The rows that must not exist yet, written with their commit (never left to the tail): the store refuses
+ * the whole group when one does, in the same transaction. Known before the session row is read.
+ */
+export function createRowsOf(commits: readonly CommitRecord[]): CreateRow[] {
+  const creates: CreateRow[] = [];
+  for (const commit of commits) {
+    // Only requestIds and new signals are created: a commit without either has none.
+    if (commit.submissions.length === 0 && !commit.signals?.length) continue;
+    for (const row of rowsOfCommit(commit))
+      if (row.op === "create") creates.push({ row, version: commit.version });
+  }
+  return creates;
+}
+
+/** Everything a commit group writes after its create rows, in order. */
+export interface GroupPlan {
+  /** The group's change-log rows (one, unless a row size bound splits it). */
+  readonly log: readonly LogRowWrite[];
+  /** The tail's rows, when it is due: the tail is then empty, everything through the group materialized. */
+  readonly materialize: Materialization | undefined;
+  /** At a log pruning boundary: the count bound's version and the newest version (see `change-log.ts`). */
+  readonly prune: { readonly through: number; readonly newest: number } | undefined;
+  /** The session row after the group. */
+  readonly meta: SessionMeta;
+  /** The store handle's tail of this session once the transaction succeeded. */
+  readonly tail: Tail;
+}
+
+/**
+ * Plans a group on top of the checked session row and the handle's tail of it (which must end at the
+ * row's version). The tail is materialized when it is due, and whenever the group crosses a log pruning
+ * boundary, so pruning never reaches a commit whose rows are in the log only.
+ */
+export function planGroup(
+  meta: SessionMeta,
+  tail: Tail,
+  commits: readonly CommitRecord[],
+  options: { readonly retain: number; readonly maxRowBytes?: number | undefined },
+): GroupPlan {
+  const last = commits.at(-1) as CommitRecord;
+  const logStart = meta.logEnd ?? 0;
+  const { rows, logEnd } = logRowsOfGroup(commits, logStart, options.maxRowBytes);
+  const grown = tail.with(commits, logEnd - logStart);
+  const boundary = commits.findLast((commit) => commit.version % PRUNE_EVERY === 0);
+  const through = boundary && pruneChangesThrough(boundary.version, options.retain);
+  const due = grown.isDue() || boundary !== undefined;
+  const next = due ? Tail.materialized(last.version) : grown;
+  return {
+    log: rows,
+    materialize: due ? grown.materialization() : undefined,
+    prune: through === undefined ? undefined : { through, newest: last.version },
+    meta: {
+      ...meta,
+      format: STORAGE_FORMAT,
+      version: last.version,
+      updatedAt: last.at,
+      logEnd,
+      materialized: next.through,
+      ...parkedCountAfter(meta, commits),
+    },
+    tail: next,
+  };
+}
+
+/** Up to which version a stored session row's records are in their own rows (all of them before format 4). */
+export function materializedThrough(meta: unknown): number {
+  const version = rawNumber(meta, "version") ?? 0;
+  return Math.min(version, rawNumber(meta, "materialized") ?? version);
+}
+
+/**
+ * The tail of a session as its stored row describes it: `cached` when it is that tail, else the version
+ * after which the store must read the log (`readAfter`) and pass the rows to {@link tailFromLog}.
+ */
+export function knownTail(meta: unknown, cached: Tail | undefined): Tail | { readonly readAfter: number } {
+  const version = rawNumber(meta, "version") ?? 0;
+  const through = materializedThrough(meta);
+  if (through >= version) return Tail.materialized(version);
+  if (cached?.through === through) {
+    if (cached.version === version) return cached;
+    if (cached.version < version) return { readAfter: cached.version };
+  }
+  return { readAfter: through };
+}
+
+/** The tail after reading the log rows past `readAfter` (see {@link knownTail}). */
+export function tailFromLog(
+  meta: unknown,
+  cached: Tail | undefined,
+  readAfter: number,
+  rows: readonly StoredRecord[],
+): Tail {
+  const through = materializedThrough(meta);
+  const commits = tailCommitsOf(rows, readAfter);
+  const version = rawNumber(meta, "version") ?? 0;
+  const gap = commits.findIndex((commit, i) => commit.version !== readAfter + 1 + i);
+  if (gap !== -1 || readAfter + commits.length !== version) {
+    const missing = gap === -1 ? readAfter + commits.length + 1 : readAfter + 1 + gap;
+    throw new CorruptRecordError(
+      `changes/${missing}`,
+      `the change log lacks commit ${missing}, which is not materialized yet (the session is at version ${version})`,
+    );
+  }
+  const first = rawNumber(rows[0]?.value, "logStart") ?? 0;
+  const chars = Math.max(0, (rawNumber(meta, "logEnd") ?? first) - first);
+  if (cached && readAfter === cached.version && cached.through === through)
+    return cached.with(commits, chars);
+  return new Tail(through, commits, chars);
+}
+
+/**
+ * The session row a writer stores once its open materialized the tail it found: the current format, every
+ * commit in its rows.
+ */
+export function openedWriterMeta(meta: unknown): unknown {
+  return { ...(meta as object), format: STORAGE_FORMAT, materialized: rawNumber(meta, "version") ?? 0 };
+}
+
+/** A log row as the row a write hook is shown. */
+export function logRowWrite(log: LogRowWrite): RowWrite {
+  return { table: "changes", key: [log.version], value: log.value };
+}

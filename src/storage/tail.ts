@@ -1,0 +1,300 @@
+/**
+ * The tail of a session's change log: commits whose records are in the log only, not yet in their own rows
+ * (format 4). A commit writes its group's log row and nothing else of its records; every so often the
+ * writer *materializes* the tail — the rows those commits leave, each key once (a tool task created and
+ * finished in the window is written once, in its final state) — in the transaction of a later commit. Reads
+ * see the tail through {@link overlayReader}, so what a reader gets is always stored rows + log tail: the
+ * state at the session's version. A new writer materializes the tail it finds when it opens the session.
+ */
+import type { CommitRecord } from "../records/schemas.ts";
+import { encodeKey } from "./memory-rows.ts";
+import type { KeyPart, RowWrite, Table } from "./rows.ts";
+import { documentRowsObsoleteBelow, recordName, rowsOfCommit } from "./rows.ts";
+import type { ParkedCursor, StoredRecord } from "./storage.ts";
+import type { SessionRowReader } from "./working-set.ts";
+
+/** A writer materializes its tail once it holds this many commits… */
+export const TAIL_COMMITS = 64;
+/** …or this many characters of log rows, whichever comes first (and at every log pruning boundary). */
+export const TAIL_CHARS = 256 * 1024;
+
+/** The last write of one key in the tail. */
+interface LastWrite {
+  readonly key: readonly KeyPart[];
+  readonly value: unknown;
+  readonly op: "put" | "create" | "delete";
+  /** The key did not exist before the tail (so a delete of it needs no write). */
+  readonly fresh: boolean;
+}
+
+/** What materializing a tail writes: document row ranges to delete first, then each key's last write. */
+export interface Materialization {
+  readonly obsolete: readonly { readonly documentId: string; readonly below: number }[];
+  readonly rows: readonly RowWrite[];
+}
+
+/**
+ * The commits after `through` (the version materialized so far) that a store handle knows of for one session,
+ * and the rows they leave. Immutable: a commit makes a new tail ({@link Tail.with}), adopted by the handle
+ * only once its transaction succeeded.
+ */
+export class Tail {
+  private last: Map<Table, Map<string, LastWrite>> | undefined;
+  private below: Map<string, number> | undefined;
+
+  constructor(
+    /** Every commit up to this version has its rows written. */
+    readonly through: number,
+    readonly commits: readonly CommitRecord[] = [],
+    /** Characters of log rows the tail's commits took. */
+    readonly chars = 0,
+  ) {}
+
+  /** The version of the last commit the tail knows (its `through` when empty). */
+  get version(): number {
+    return this.commits.at(-1)?.version ?? this.through;
+  }
+
+  get isEmpty(): boolean {
+    return this.commits.length === 0;
+  }
+
+  /** The tail with a group's commits added (their log rows took `chars`). */
+  with(commits: readonly CommitRecord[], chars: number): Tail {
+    // Its rows are derived again when first needed (reads and materializing), not carried along per commit.
+    return new Tail(this.through, [...this.commits, ...commits], this.chars + chars);
+  }
+
+  /** An empty tail: everything through `version` is materialized. */
+  static materialized(version: number): Tail {
+    return new Tail(version);
+  }
+
+  /** Whether a writer should materialize now (or when its group crosses a log pruning boundary: see caller). */
+  isDue(): boolean {
+    return this.commits.length >= TAIL_COMMITS || this.chars >= TAIL_CHARS;
+  }
+
+  /** What materializing the tail writes: creates were written with their commit and are left out. */
+  materialization(): Materialization {
+    const { last, below } = this.rows();
+    const obsolete = [...below].map(([documentId, b]) => ({ documentId, below: b }));
+    const rows: RowWrite[] = [];
+    for (const [table, writes] of last) {
+      for (const write of writes.values()) {
+        if (write.op === "create" || (write.op === "delete" && write.fresh)) continue;
+        rows.push({
+          table,
+          key: write.key,
+          value: write.value,
+          ...(write.op === "delete" && { op: "delete" }),
+        });
+      }
+    }
+    return { obsolete, rows };
+  }
+
+  /** The rows the tail writes, by table and key (each key's last write), and its document range deletes. */
+  rows(): { last: ReadonlyMap<Table, ReadonlyMap<string, LastWrite>>; below: ReadonlyMap<string, number> } {
+    if (!this.last || !this.below) {
+      this.last = new Map();
+      this.below = new Map();
+      for (const commit of this.commits) this.absorb(commit);
+    }
+    return { last: this.last, below: this.below as Map<string, number> };
+  }
+
+  private absorb(commit: CommitRecord): void {
+    const last = this.last as Map<Table, Map<string, LastWrite>>;
+    for (const row of rowsOfCommit(commit)) {
+      let writes = last.get(row.table);
+      if (!writes) {
+        writes = new Map();
+        last.set(row.table, writes);
+      }
+      const encoded = encodeKey(row.key);
+      const before = writes.get(encoded);
+      writes.set(encoded, {
+        key: row.key,
+        value: row.value,
+        op: row.op ?? "put",
+        fresh: before ? before.fresh : row.op === "create" || row.fresh === true,
+      });
+    }
+    // A baseline (or a deletion) makes the document's earlier rows go, those of this tail included.
+    for (const change of commit.documents) {
+      const b = documentRowsObsoleteBelow(change);
+      if (b === undefined) continue;
+      const below = this.below as Map<string, number>;
+      below.set(change.id, Math.max(below.get(change.id) ?? 0, b));
+      const rows = last.get("documentRows");
+      if (!rows) continue;
+      for (const [encoded, write] of rows) {
+        if (write.key[0] === change.id && (write.key[1] as number) < b) {
+          if (write.fresh) rows.delete(encoded);
+          else rows.set(encoded, { ...write, value: null, op: "delete" });
+        }
+      }
+    }
+  }
+}
+
+/**
+ * A store handle's tail of each session it wrote or read, kept between transactions so a writer never reads
+ * its own tail back from the log.
+ */
+export class TailCache {
+  private readonly tails = new Map<string, Tail>();
+
+  get(sessionId: string): Tail | undefined {
+    return this.tails.get(sessionId);
+  }
+
+  /** Keeps a session's tail, unless a newer one of the same log is known already (transactions may end out of order). */
+  remember(sessionId: string, tail: Tail): void {
+    const cached = this.tails.get(sessionId);
+    if (cached && cached.through === tail.through && cached.version > tail.version) return;
+    this.tails.set(sessionId, tail);
+  }
+
+  /** Forgets one session's tail (it was deleted), or every one. */
+  forget(sessionId?: string): void {
+    if (sessionId === undefined) this.tails.clear();
+    else this.tails.delete(sessionId);
+  }
+}
+
+/**
+ * A reader of stored rows as the tail leaves them: each key's last write in the tail wins over the stored row
+ * (a delete hides it), a document's rows below its tail baseline are gone, and ranges and pages merge both.
+ */
+export function overlayReader(base: SessionRowReader, tail: Tail): SessionRowReader {
+  if (tail.isEmpty) return base;
+  const { last, below } = tail.rows();
+  const writesOf = (table: Table) => last.get(table);
+  /** Whether a stored row is replaced or hidden by the tail. */
+  const shadowed = (table: Table, key: readonly KeyPart[]): boolean => {
+    if (writesOf(table)?.has(encodeKey(key))) return true;
+    if (table !== "documentRows") return false;
+    const b = below.get(key[0] as string);
+    return b !== undefined && (key[1] as number) < b;
+  };
+  /** The tail's live rows of a table that pass `keep`. */
+  const tailRows = (table: Table, keep: (key: readonly KeyPart[]) => boolean): Row[] => {
+    const rows: Row[] = [];
+    for (const write of writesOf(table)?.values() ?? [])
+      if (write.op !== "delete" && keep(write.key)) rows.push({ key: write.key, value: write.value });
+    return rows;
+  };
+  /** How many more stored rows a limited read must ask for: each tail write may hide one. */
+  const margin = (table: Table) => writesOf(table)?.size ?? 0;
+  const merge = async (
+    table: Table,
+    stored: Promise<StoredRecord[]> | StoredRecord[],
+    keep: (key: readonly KeyPart[]) => boolean,
+    order: (a: readonly KeyPart[], b: readonly KeyPart[]) => number,
+    limit = Number.POSITIVE_INFINITY,
+  ): Promise<StoredRecord[]> => {
+    const rows: Row[] = [];
+    for (const record of await stored) {
+      const key = keyOfRecord(table, record.key);
+      if (!shadowed(table, key)) rows.push({ key, value: record.value });
+    }
+    rows.push(...tailRows(table, keep));
+    rows.sort((a, b) => order(a.key, b.key));
+    return rows.slice(0, limit).map((row) => ({ key: recordName(table, row.key), value: row.value }));
+  };
+  const ascending = (a: readonly KeyPart[], b: readonly KeyPart[]) => compareKeys(a, b);
+  const descending = (a: readonly KeyPart[], b: readonly KeyPart[]) => compareKeys(b, a);
+  return {
+    all: (table) => merge(table, base.all(table), () => true, ascending),
+    range: (table, id, from, to) =>
+      merge(
+        table,
+        base.range(table, id, from, to),
+        (key) => key[0] === id && (key[1] as number) >= from && (key[1] as number) <= to,
+        ascending,
+      ),
+    get: async (table, key) => {
+      const write = writesOf(table)?.get(encodeKey(key));
+      if (write)
+        return write.op === "delete" ? undefined : { key: recordName(table, key), value: write.value };
+      if (shadowed(table, key)) return undefined;
+      return base.get(table, key);
+    },
+    latest: (table, before, limit) =>
+      merge(
+        table,
+        base.latest(table, before, limit + margin(table)),
+        (key) => (key[0] as number) < before,
+        descending,
+        limit,
+      ),
+    parkedBefore: (cursor, limit) =>
+      merge(
+        "parked",
+        base.parkedBefore(cursor, limit + margin("parked")),
+        (key) => !cursor || isKeyBelow(key, cursor),
+        descending,
+        limit,
+      ),
+    earliest: (table, limit) =>
+      merge(table, base.earliest(table, limit + margin(table)), () => true, ascending, limit),
+    count: async (table) => {
+      let count = await base.count(table);
+      for (const write of writesOf(table)?.values() ?? []) {
+        const stored = (await base.get(table, write.key)) !== undefined;
+        if (write.op === "delete" && stored) count--;
+        else if (write.op !== "delete" && !stored) count++;
+      }
+      return count;
+    },
+  };
+}
+
+interface Row {
+  readonly key: readonly KeyPart[];
+  readonly value: unknown;
+}
+
+/** A stored record's key parts, from its name (`entries/main/3` → `["main", 3]`) and its table's layout. */
+function keyOfRecord(table: Table, name: string): KeyPart[] {
+  const rest = name.slice(table.length + 1);
+  switch (table) {
+    case "items":
+    case "live":
+    case "settled":
+    case "parked":
+    case "deadlines": {
+      const slash = rest.indexOf("/");
+      return [Number(rest.slice(0, slash)), rest.slice(slash + 1)];
+    }
+    case "entries":
+    case "documentRows":
+    case "children": {
+      const slash = rest.lastIndexOf("/");
+      return [rest.slice(0, slash), Number(rest.slice(slash + 1))];
+    }
+    case "changes":
+      return [Number(rest)];
+    default:
+      return [rest];
+  }
+}
+
+/** IndexedDB's key order: numbers before strings, strings by code unit, part by part. */
+export function compareKeys(a: readonly KeyPart[], b: readonly KeyPart[]): number {
+  for (let i = 0; i < Math.min(a.length, b.length); i++) {
+    const x = a[i] as KeyPart;
+    const y = b[i] as KeyPart;
+    if (x === y) continue;
+    if (typeof x !== typeof y) return typeof x === "number" ? -1 : 1;
+    return x < y ? -1 : 1;
+  }
+  return a.length - b.length;
+}
+
+/** Whether an item key `[version, id]` is below a page cursor. */
+function isKeyBelow(key: readonly KeyPart[], cursor: ParkedCursor): boolean {
+  return compareKeys(key, [cursor.version, cursor.id]) < 0;
+}
