@@ -97,6 +97,13 @@ const SCHEMA = [
   ...INDEXES,
 ];
 
+/**
+ * Writes a row, updating it in place when it exists: a replace deletes and inserts again, which SQLite (and
+ * the platform's bill) counts as two rows written for a row the partial indexes hold.
+ */
+const UPSERT_ROW =
+  "INSERT INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session, tbl, id, n) DO UPDATE SET v = excluded.v";
+
 /** Splits a layout key into its (id, n) columns. */
 function columns(table: Table, key: readonly KeyPart[]): [string, number] {
   switch (table) {
@@ -188,12 +195,7 @@ export class DurableObjectSqliteStorage implements Storage {
         });
         for (const log of plan.log) {
           this.options.onWrite?.(logRowWrite(log), index++);
-          this.storage.sql.exec(
-            "INSERT OR REPLACE INTO da_rows (session, tbl, id, n, v) VALUES (?, 'changes', '', ?, ?)",
-            guard.sessionId,
-            log.version,
-            log.json,
-          );
+          this.storage.sql.exec(UPSERT_ROW, guard.sessionId, "changes", "", log.version, log.json);
         }
         if (plan.materialize) {
           for (const row of plan.materialize.rows) this.options.onWrite?.(row, index++);
@@ -226,13 +228,14 @@ export class DurableObjectSqliteStorage implements Storage {
     this.tails.remember(guard.sessionId, Tail.materialized(version));
   }
 
-  /** Writes a tail's rows: a document's obsolete rows go first, then each key's last write. */
-  private materialize(sessionId: string, { obsolete, rows }: Materialization, version = 0): void {
-    for (const { documentId, below } of obsolete)
+  /** Writes a tail's rows: its range deletes go first, then each key's last write. */
+  private materialize(sessionId: string, { ranges, rows }: Materialization, version = 0): void {
+    for (const { table, id, below } of ranges)
       this.storage.sql.exec(
-        "DELETE FROM da_rows WHERE session = ? AND tbl = 'documentRows' AND id = ? AND n < ?",
+        "DELETE FROM da_rows WHERE session = ? AND tbl = ? AND id = ? AND n < ?",
         sessionId,
-        documentId,
+        table,
+        id,
         below,
       );
     for (const row of rows) this.put(sessionId, row, version);
@@ -408,7 +411,7 @@ export class DurableObjectSqliteStorage implements Storage {
       checkCreate(row, found.length > 0, version);
     }
     this.storage.sql.exec(
-      "INSERT OR REPLACE INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?)",
+      UPSERT_ROW,
       sessionId,
       row.table,
       id,
@@ -593,7 +596,8 @@ export class DurableObjectSqliteStorage implements Storage {
 
   private writeMeta(sessionId: string, meta: unknown): void {
     this.storage.sql.exec(
-      "INSERT OR REPLACE INTO da_sessions (id, v) VALUES (?, ?)",
+      // An update, not a replace, when the row exists: SQLite (and the platform's bill) counts one row written.
+      "INSERT INTO da_sessions (id, v) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET v = excluded.v",
       sessionId,
       JSON.stringify(meta),
     );

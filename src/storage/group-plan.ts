@@ -8,11 +8,11 @@ import type { CommitRecord, SessionMeta } from "../records/schemas.ts";
 import { STORAGE_FORMAT } from "../records/schemas.ts";
 import { PRUNE_EVERY, pruneChangesThrough } from "./change-log.ts";
 import type { LogRowWrite } from "./log-rows.ts";
-import { logRowsOfGroup, tailCommitsOf } from "./log-rows.ts";
+import { logRowsOfGroup, logRowValue, tailCommitsOf } from "./log-rows.ts";
 import type { RowWrite } from "./rows.ts";
 import { parkedCountAfter, rawNumber, rowsOfCommit } from "./rows.ts";
 import type { StoredRecord } from "./storage.ts";
-import { type Materialization, Tail } from "./tail.ts";
+import { type Materialization, TAIL_CHARS, TAIL_COMMITS, Tail } from "./tail.ts";
 
 /** A create-only row of a commit (a requestId's index, a new signal) and the version of its commit. */
 export interface CreateRow {
@@ -58,15 +58,24 @@ export function planGroup(
   meta: SessionMeta,
   tail: Tail,
   commits: readonly CommitRecord[],
-  options: { readonly retain: number; readonly maxRowBytes?: number | undefined },
+  options: {
+    readonly retain: number;
+    readonly maxRowBytes?: number | undefined;
+    /**
+     * False when this transaction cannot write the tail's rows (its scope holds only what a commit writes
+     * otherwise: see {@link mayMaterialize}): the tail then waits, and so does pruning.
+     */
+    readonly mayMaterialize?: boolean;
+  },
 ): GroupPlan {
   const last = commits.at(-1) as CommitRecord;
   const logStart = meta.logEnd ?? 0;
   const { rows, logEnd } = logRowsOfGroup(commits, logStart, options.maxRowBytes);
   const grown = tail.with(commits, logEnd - logStart);
   const boundary = commits.findLast((commit) => commit.version % PRUNE_EVERY === 0);
-  const through = boundary && pruneChangesThrough(boundary.version, options.retain);
-  const due = grown.isDue() || boundary !== undefined;
+  const allowed = options.mayMaterialize !== false;
+  const through = allowed && boundary ? pruneChangesThrough(boundary.version, options.retain) : undefined;
+  const due = allowed && (grown.isDue() || boundary !== undefined);
   const next = due ? Tail.materialized(last.version) : grown;
   return {
     log: rows,
@@ -83,6 +92,21 @@ export function planGroup(
     },
     tail: next,
   };
+}
+
+/**
+ * Whether a group may materialize the tail, as far as the handle can tell before its transaction starts:
+ * a store whose transactions name the tables they touch (IndexedDB) opens a narrow one when this is false.
+ * True whenever the cached tail may not be the stored one, or the group crosses a pruning boundary (which
+ * must materialize).
+ */
+export function mayMaterialize(
+  cached: Tail | undefined,
+  expectedVersion: number,
+  commits: readonly CommitRecord[],
+): boolean {
+  if (!cached || cached.version !== expectedVersion || crossesPruning(commits)) return true;
+  return cached.commits.length + commits.length >= TAIL_COMMITS || cached.chars >= TAIL_CHARS * 0.75;
 }
 
 /** Up to which version a stored session row's records are in their own rows (all of them before format 4). */
@@ -124,7 +148,7 @@ export function tailFromLog(
       `the change log lacks commit ${missing}, which is not materialized yet (the session is at version ${version})`,
     );
   }
-  const first = rawNumber(rows[0]?.value, "logStart") ?? 0;
+  const first = rawNumber(logRowValue(rows[0]?.value), "logStart") ?? 0;
   const chars = Math.max(0, (rawNumber(meta, "logEnd") ?? first) - first);
   if (cached && readAfter === cached.version && cached.through === through)
     return cached.with(commits, chars);
@@ -142,4 +166,26 @@ export function openedWriterMeta(meta: unknown): unknown {
 /** A log row as the row a write hook is shown. */
 export function logRowWrite(log: LogRowWrite): RowWrite {
   return { table: "changes", key: [log.version], value: log.value };
+}
+
+/** Whether a group holds a log pruning boundary (which materializes the tail and prunes the log). */
+export function crossesPruning(commits: readonly CommitRecord[]): boolean {
+  return commits.some((commit) => commit.version % PRUNE_EVERY === 0);
+}
+
+/** Whether a session row read back is the one a handle wrote (every field a group's plan is built on). */
+export function isSameRow(stored: SessionMeta, written: SessionMeta): boolean {
+  return (
+    stored.version === written.version &&
+    stored.epoch === written.epoch &&
+    stored.format === written.format &&
+    stored.logEnd === written.logEnd &&
+    stored.materialized === written.materialized &&
+    (stored as { parked?: unknown }).parked === (written as { parked?: unknown }).parked
+  );
+}
+
+/** A session row was not as the handle that planned a group on it left it: nothing was written. */
+export class RowChanged extends Error {
+  override readonly name = "RowChanged";
 }

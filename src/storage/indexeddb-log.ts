@@ -5,7 +5,7 @@
 import { pruneThroughAsync } from "./change-log.ts";
 import { knownTail, tailFromLog } from "./group-plan.ts";
 import { readRows, requested, type SessionRanges } from "./indexeddb-requests.ts";
-import { firstVersionOf } from "./log-rows.ts";
+import { firstVersionOf, logRowValue } from "./log-rows.ts";
 import type { RowWrite } from "./rows.ts";
 import { rawNumber } from "./rows.ts";
 import type { CommitGuard } from "./storage.ts";
@@ -18,17 +18,17 @@ export function writeRow(tx: IDBTransaction, sessionId: string, row: RowWrite): 
   return row.op === "delete" ? requested(store.delete(key)) : requested(store.put(row.value, key));
 }
 
-/** Queues a tail's rows in `tx`: a document's obsolete rows go first, then each key's last write. */
+/** Queues a tail's rows in `tx`: its range deletes go first, then each key's last write. */
 export function writeMaterialization(
   tx: IDBTransaction,
   keys: SessionRanges,
   sessionId: string,
-  { obsolete, rows }: Materialization,
+  { ranges, rows }: Materialization,
 ): Promise<unknown>[] {
   const writes: Promise<unknown>[] = [];
-  for (const { documentId, below } of obsolete) {
-    const range = keys.numbers(sessionId, [documentId], 0, below - 1);
-    writes.push(requested(tx.objectStore("documentRows").delete(range)));
+  for (const { table, id, below } of ranges) {
+    const range = keys.numbers(sessionId, [id], Number.NEGATIVE_INFINITY, below - 1);
+    writes.push(requested(tx.objectStore(table).delete(range)));
   }
   for (const row of rows) writes.push(writeRow(tx, sessionId, row));
   return writes;
@@ -67,7 +67,7 @@ export async function pruneThroughInTx(
   const store = tx.objectStore("changes");
   const logStartOf = async (v: number) =>
     rawNumber(
-      await requested(store.get(keys.numbers(guard.sessionId, [], v, Number.POSITIVE_INFINITY))),
+      logRowValue(await requested(store.get(keys.numbers(guard.sessionId, [], v, Number.POSITIVE_INFINITY)))),
       "logStart",
     );
   return pruneThroughAsync(logStartOf, {

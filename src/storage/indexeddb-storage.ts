@@ -3,15 +3,15 @@
  * `[sessionId, …]` so every session lives in the same object stores and each read is one key range.
  */
 import { type KernelError, StorageError } from "../errors.ts";
-import type { CommitRecord } from "../records/schemas.ts";
-import { createRowsOf, logRowWrite, openedWriterMeta, planGroup } from "./group-plan.ts";
-import { pruneThroughInTx, tailInTx, writeMaterialization, writeRow } from "./indexeddb-log.ts";
+import type { CommitRecord, SessionMeta } from "../records/schemas.ts";
+import { type GroupPlan, mayMaterialize, openedWriterMeta, RowChanged } from "./group-plan.ts";
+import { writeGroupInTx } from "./indexeddb-commit.ts";
+import { tailInTx, writeMaterialization, writeRow } from "./indexeddb-log.ts";
 import {
   finished,
   openStores,
   reader,
   readRows,
-  refusalOf,
   requested,
   type SessionRanges,
   toStorageError,
@@ -70,6 +70,8 @@ export interface IndexedDbStorageOptions extends StorageOptions {
 const DB_VERSION = 5;
 const SESSIONS = "sessions";
 const ALL_STORES = [SESSIONS, ...TABLES];
+/** What a group that does not materialize the tail writes: the session row, its log row, its create-only rows. */
+const COMMIT_STORES = [SESSIONS, "changes", "requests", "signals"];
 type Db = IDBDatabase;
 type Tx = IDBTransaction;
 
@@ -98,7 +100,7 @@ export class IndexedDbStorage implements Storage {
     if (request.mode === "read") {
       return this.read(sessionId, (r, meta) => readStoredSession(sessionId, meta, request, r), undefined);
     }
-    let opened = 0;
+    let opened: SessionMeta | undefined;
     const stored = await this.transaction("readwrite", async (tx, keys) => {
       const sessions = tx.objectStore(SESSIONS);
       let meta = nextWriterMeta(
@@ -116,12 +118,11 @@ export class IndexedDbStorage implements Storage {
       // The tail a previous writer left in the log only is written into rows before anything is read.
       const tail = await tailInTx(tx, keys, sessionId, meta, this.tails);
       await Promise.all(writeMaterialization(tx, keys, sessionId, tail.materialization()));
-      meta = openedWriterMeta(meta);
-      opened = rawNumber(meta, "version") ?? 0;
-      await requested(sessions.put(meta, sessionId));
-      return readStoredSession(sessionId, meta, request, reader(tx, keys, sessionId));
+      opened = openedWriterMeta(meta) as SessionMeta;
+      await requested(sessions.put(opened, sessionId));
+      return readStoredSession(sessionId, opened, request, reader(tx, keys, sessionId));
     });
-    this.tails.remember(sessionId, Tail.materialized(opened));
+    if (opened) this.tails.remember(sessionId, Tail.materialized(opened.version), opened);
     return stored;
   }
 
@@ -140,75 +141,46 @@ export class IndexedDbStorage implements Storage {
     // A refused create aborts the transaction; whatever else was waiting then fails with AbortError (a
     // read of the pruning step, the transaction itself). The refusal is what the caller is told.
     let refusal: KernelError | undefined;
+    const refused = (error: KernelError) => {
+      refusal ??= error;
+    };
     try {
-      const tail = await this.writeGroup(guard, commits, (error) => {
-        refusal ??= error;
-      });
-      this.tails.remember(guard.sessionId, tail);
+      let plan: GroupPlan;
+      try {
+        plan = await this.writeGroup(guard, commits, refused, true);
+      } catch (error) {
+        if (!(error instanceof RowChanged)) throw error;
+        // The session row was not as this handle left it (nothing was written): read it, then write.
+        this.tails.forget(guard.sessionId);
+        plan = await this.writeGroup(guard, commits, refused, false);
+      }
+      this.tails.remember(guard.sessionId, plan.tail, plan.meta);
     } catch (error) {
       throw refusal ?? error;
     }
   }
 
+  /** One group's transaction (see `writeGroupInTx`). */
   private writeGroup(
     guard: CommitGuard,
     commits: readonly CommitRecord[],
     refused: (error: KernelError) => void,
-  ): Promise<Tail> {
-    return this.transaction("readwrite", async (tx, keys) => {
-      const sessions = tx.objectStore(SESSIONS);
-      // The guard is read in this transaction. The create-only rows queue up behind the read instead of
-      // waiting for it: a stale guard aborts the transaction, and nothing it queued is written. Each is an
-      // `add`, which fails on an existing key and aborts the transaction the same way: the duplicate refuses
-      // the whole group without a read before it.
-      const stored = requested(sessions.get(guard.sessionId));
-      stored.catch(() => undefined);
-      const writes: Promise<unknown>[] = [];
-      // Handled as they are queued: one may fail (a refused create) while the body still awaits a read.
-      const queue = (write: Promise<unknown>) => {
-        write.catch(() => undefined);
-        writes.push(write);
-      };
-      let index = 0;
-      for (const { row, version } of createRowsOf(commits)) {
-        this.options.onWrite?.(row, index++);
-        const key = [guard.sessionId, ...row.key];
-        queue(
-          requested(tx.objectStore(row.table).add(row.value, key)).catch((error: unknown) => {
-            const refusal = refusalOf(error, row, version);
-            if (refusal) refused(refusal);
-            throw refusal ?? error;
-          }),
-        );
-      }
-      const meta = checkGuard(await stored, guard);
-      const plan = planGroup(meta, await tailInTx(tx, keys, guard.sessionId, meta, this.tails), commits, {
+    optimistic: boolean,
+  ): Promise<GroupPlan> {
+    const cached = this.tails.get(guard.sessionId);
+    const known = optimistic ? this.tails.writtenRow(guard.sessionId) : undefined;
+    // Most groups write only their log row, create-only rows and the session row: their transaction names
+    // only those stores (a smaller scope costs the browser less to schedule).
+    const wide = mayMaterialize(cached, guard.expectedVersion, commits);
+    const group = { guard, commits, cached, known, wide, refused };
+    return this.transaction("readwrite", wide ? ALL_STORES : COMMIT_STORES, (tx, keys) =>
+      writeGroupInTx(tx, keys, group, {
+        tails: this.tails,
         retain: this.retain,
-      });
-      const changes = tx.objectStore("changes");
-      for (const log of plan.log) {
-        this.options.onWrite?.(logRowWrite(log), index++);
-        queue(requested(changes.put(log.value, [guard.sessionId, log.version])));
-      }
-      if (plan.materialize) {
-        for (const row of plan.materialize.rows) this.options.onWrite?.(row, index++);
-        for (const write of writeMaterialization(tx, keys, guard.sessionId, plan.materialize)) queue(write);
-      }
-      if (plan.prune) {
-        const through = await pruneThroughInTx(
-          tx,
-          keys,
-          guard,
-          plan.prune,
-          this.retainBytes,
-          plan.meta.logEnd,
-        );
-        if (through > 0) queue(requested(changes.delete(keys.numbers(guard.sessionId, [], 0, through))));
-      }
-      queue(requested(sessions.put(plan.meta, guard.sessionId)));
-      await Promise.all(writes);
-      return plan.tail;
-    });
+        retainBytes: this.retainBytes,
+        onWrite: this.options.onWrite,
+      }),
+    );
   }
 
   /** Writes this handle's tail of the session into rows, if the guard still holds (a writer closing). */
@@ -217,16 +189,17 @@ export class IndexedDbStorage implements Storage {
       const sessions = tx.objectStore(SESSIONS);
       const meta = checkGuard(await requested(sessions.get(guard.sessionId)), guard);
       const tail = await tailInTx(tx, keys, guard.sessionId, meta, this.tails);
-      if (tail.isEmpty) return tail;
+      if (tail.isEmpty) return { tail, written: undefined };
       const materialization = tail.materialization();
       for (const [i, row] of materialization.rows.entries()) this.options.onWrite?.(row, i);
+      const written = { ...meta, materialized: tail.version };
       await Promise.all([
         ...writeMaterialization(tx, keys, guard.sessionId, materialization),
-        requested(sessions.put({ ...meta, materialized: tail.version }, guard.sessionId)),
+        requested(sessions.put(written, guard.sessionId)),
       ]);
-      return Tail.materialized(tail.version);
+      return { tail: Tail.materialized(tail.version), written };
     });
-    this.tails.remember(guard.sessionId, done);
+    this.tails.remember(guard.sessionId, done.tail, done.written);
   }
 
   async readEntries(sessionId: string, conversationId: string, fromSeq: number, toSeq: number) {
@@ -353,14 +326,17 @@ export class IndexedDbStorage implements Storage {
 
   private async transaction<T>(
     mode: "readonly" | "readwrite",
-    body: (tx: Tx, keys: SessionRanges) => Promise<T>,
+    scopeOrBody: readonly string[] | ((tx: Tx, keys: SessionRanges) => Promise<T>),
+    scopedBody?: (tx: Tx, keys: SessionRanges) => Promise<T>,
   ): Promise<T> {
+    const scope = typeof scopeOrBody === "function" ? ALL_STORES : scopeOrBody;
+    const body = (scopedBody ?? scopeOrBody) as (tx: Tx, keys: SessionRanges) => Promise<T>;
     const db = await this.connect();
     const keys = this.ranges as SessionRanges; // set by connect()
     let tx: Tx;
     let done: Promise<void>;
     try {
-      tx = db.transaction(ALL_STORES, mode, { durability: this.durability });
+      tx = db.transaction([...scope], mode, { durability: this.durability });
       done = finished(tx);
     } catch (error) {
       this.database = undefined;
@@ -377,6 +353,7 @@ export class IndexedDbStorage implements Storage {
       }
       // Wait for the abort to settle; the error that caused it is the one worth reporting.
       await done.catch(() => undefined);
+      if (error instanceof RowChanged) throw error;
       throw toStorageError(error, "IndexedDB transaction failed");
     }
   }

@@ -98,7 +98,8 @@ function isGroupRow(value: unknown): value is { commits: unknown[] } {
  */
 export function changesOfRows(rows: readonly StoredRecord[]): StoredRecord[] {
   const changes: StoredRecord[] = [];
-  for (const row of rows) {
+  for (const stored of rows) {
+    const row = { key: stored.key, value: logRowValue(stored.value) };
     if (!isGroupRow(row.value)) {
       changes.push(row);
       continue;
@@ -135,8 +136,23 @@ export function versionOfChange(change: StoredRecord): number {
   return Number(change.key.slice("changes/".length));
 }
 
+/**
+ * A stored log row's value: a store may keep the row as its JSON text (IndexedDB does: the browser copies a
+ * string at once, where it would walk every object of the commit). Text that is not JSON stays as it is, so
+ * the reader's validation reports it.
+ */
+export function logRowValue(stored: unknown): unknown {
+  if (typeof stored !== "string") return stored;
+  try {
+    return JSON.parse(stored);
+  } catch {
+    return stored;
+  }
+}
+
 /** The first version a stored log row holds (its key's version for a format-3 row). */
-export function firstVersionOf(value: unknown, key: number): number {
+export function firstVersionOf(stored: unknown, key: number): number {
+  const value = logRowValue(stored);
   if (!isGroupRow(value)) return key;
   const version = (value.commits[0] as { version?: unknown } | undefined)?.version;
   return typeof version === "number" ? version : key;

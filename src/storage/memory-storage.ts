@@ -16,7 +16,7 @@ import {
 } from "./group-plan.ts";
 import { changesAfter, firstVersionOf } from "./log-rows.ts";
 import { emptyTables, type Rows, sortedRange, tablesReader } from "./memory-rows.ts";
-import type { KeyPart, RowWrite, Table } from "./rows.ts";
+import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
 import { checkCreate, checkGuard, checkRowSize, nextWriterMeta, rawNumber, upgradedMeta } from "./rows.ts";
 import type {
   CommitGuard,
@@ -99,10 +99,10 @@ export class MemoryStorage implements Storage {
     let meta = nextWriterMeta(rows.meta, sessionId, request.at, request.epoch);
     const upgrade = upgradeRowsSync(rawNumber(meta, "format"), this.reader(rows)) ?? [];
     const tail = this.tailOf(sessionId, rows);
-    const { obsolete, rows: materialized } = tail.materialization();
+    const { ranges, rows: materialized } = tail.materialization();
     if (upgrade.length > 0) meta = upgradedMeta(meta);
     for (const row of upgrade) rows.tables[row.table].set(row.key, row.value);
-    this.apply(rows, obsolete, materialized);
+    this.apply(rows, ranges, materialized);
     rows.meta = openedWriterMeta(meta);
   }
 
@@ -139,7 +139,7 @@ export class MemoryStorage implements Storage {
     // Applied in order: creates, the log, the tail's rows (range deletes first), pruning, the session row.
     for (const { row } of creates) rows.tables[row.table].set(row.key, structuredClone(row.value));
     for (const log of logValues) rows.tables.changes.set([log.version], log.value);
-    if (plan.materialize) this.apply(rows, plan.materialize.obsolete, materialized ?? []);
+    if (plan.materialize) this.apply(rows, plan.materialize.ranges, materialized ?? []);
     if (plan.prune) this.prune(rows, plan.prune, plan.meta.logEnd ?? 0, guard.keepChangesAfter);
     rows.meta = plan.meta;
     this.tails.remember(guard.sessionId, plan.tail);
@@ -153,21 +153,17 @@ export class MemoryStorage implements Storage {
     if (!rows) return;
     const tail = this.tailOf(guard.sessionId, rows);
     if (tail.isEmpty) return;
-    const { obsolete, rows: materialized } = tail.materialization();
+    const { ranges, rows: materialized } = tail.materialization();
     for (const [i, row] of materialized.entries()) this.options.onWrite?.(row, i);
-    this.apply(rows, obsolete, materialized);
+    this.apply(rows, ranges, materialized);
     rows.meta = { ...meta, materialized: tail.version };
     this.tails.remember(guard.sessionId, Tail.materialized(tail.version));
   }
 
-  /** Writes a tail's rows: a document's obsolete rows go first, then each key's last write. */
-  private apply(
-    rows: SessionRows,
-    obsolete: readonly { documentId: string; below: number }[],
-    writes: readonly RowWrite[],
-  ): void {
-    for (const { documentId, below } of obsolete)
-      rows.tables.documentRows.deleteWhere(documentId, (key) => (key[1] as number) < below);
+  /** Writes a tail's rows: its range deletes go first, then each key's last write. */
+  private apply(rows: SessionRows, ranges: readonly RangeDelete[], writes: readonly RowWrite[]): void {
+    for (const { table, id, below } of ranges)
+      rows.tables[table].deleteWhere(id, (key) => (key[1] as number) < below);
     for (const row of writes) {
       if (row.op === "delete") rows.tables[row.table].delete(row.key);
       else rows.tables[row.table].set(row.key, row.value);

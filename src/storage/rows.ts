@@ -215,11 +215,32 @@ function removedRows(item: RemovedItem): RowWrite[] {
   const doomed = (table: Table, key: KeyPart[]): RowWrite => ({ table, key, value: null, op: "delete" });
   const rows = [doomed("items", [item.version, item.id]), doomed("settled", [item.version, item.id])];
   if (item.submission !== undefined) rows.push(doomed("submissions", [item.submission]));
-  for (const task of item.tasks) {
-    rows.push(doomed("tasks", [task.id]));
-    if (task.parentId !== undefined) rows.push(doomed("children", [task.parentId, task.childIndex ?? 0]));
-  }
+  // Each task's child links go with it, as a range (see rangeDeletesOfCommit): a row may list many.
+  for (const task of item.tasks) rows.push(doomed("tasks", [task.id]));
   return rows;
+}
+
+/**
+ * Rows of `[id, n]` keys deleted below `below`, all of one id: a document's rows a baseline made obsolete,
+ * or the child links of a task that retention removed.
+ */
+export interface RangeDelete {
+  readonly table: "documentRows" | "children";
+  readonly id: string;
+  readonly below: number;
+}
+
+/** The range deletes one commit makes, after its rows. */
+export function rangeDeletesOfCommit(commit: CommitRecord): RangeDelete[] {
+  const ranges: RangeDelete[] = [];
+  for (const change of commit.documents) {
+    const below = documentRowsObsoleteBelow(change);
+    if (below !== undefined) ranges.push({ table: "documentRows", id: change.id, below });
+  }
+  for (const item of commit.removed ?? [])
+    for (const task of item.tasks)
+      ranges.push({ table: "children", id: task.id, below: Number.MAX_SAFE_INTEGER });
+  return ranges;
 }
 
 /**

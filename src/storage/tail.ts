@@ -6,10 +6,11 @@
  * see the tail through {@link overlayReader}, so what a reader gets is always stored rows + log tail: the
  * state at the session's version. A new writer materializes the tail it finds when it opens the session.
  */
-import type { CommitRecord } from "../records/schemas.ts";
+import type { CommitRecord, SessionMeta } from "../records/schemas.ts";
+import { childRuns } from "./child-runs.ts";
 import { encodeKey } from "./memory-rows.ts";
-import type { KeyPart, RowWrite, Table } from "./rows.ts";
-import { documentRowsObsoleteBelow, recordName, rowsOfCommit } from "./rows.ts";
+import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
+import { rangeDeletesOfCommit, recordName, rowsOfCommit } from "./rows.ts";
 import type { ParkedCursor, StoredRecord } from "./storage.ts";
 import type { SessionRowReader } from "./working-set.ts";
 
@@ -27,9 +28,9 @@ interface LastWrite {
   readonly fresh: boolean;
 }
 
-/** What materializing a tail writes: document row ranges to delete first, then each key's last write. */
+/** What materializing a tail writes: ranges of rows to delete first, then each key's last write. */
 export interface Materialization {
-  readonly obsolete: readonly { readonly documentId: string; readonly below: number }[];
+  readonly ranges: readonly RangeDelete[];
   readonly rows: readonly RowWrite[];
 }
 
@@ -40,7 +41,7 @@ export interface Materialization {
  */
 export class Tail {
   private last: Map<Table, Map<string, LastWrite>> | undefined;
-  private below: Map<string, number> | undefined;
+  private below: Map<string, RangeDelete> | undefined;
 
   constructor(
     /** Every commit up to this version has its rows written. */
@@ -75,14 +76,22 @@ export class Tail {
     return this.commits.length >= TAIL_COMMITS || this.chars >= TAIL_CHARS;
   }
 
-  /** What materializing the tail writes: creates were written with their commit and are left out. */
+  /**
+   * What materializing the tail writes: creates were written with their commit and are left out, and the
+   * new child links of each parent become one row per run of them.
+   */
   materialization(): Materialization {
     const { last, below } = this.rows();
-    const obsolete = [...below].map(([documentId, b]) => ({ documentId, below: b }));
     const rows: RowWrite[] = [];
+    const links: { parentId: string; index: number; id: string }[] = [];
     for (const [table, writes] of last) {
       for (const write of writes.values()) {
         if (write.op === "create" || (write.op === "delete" && write.fresh)) continue;
+        if (table === "children" && write.op === "put") {
+          const [parentId, index] = write.key as [string, number];
+          links.push({ parentId, index, id: write.value as string });
+          continue;
+        }
         rows.push({
           table,
           key: write.key,
@@ -91,17 +100,21 @@ export class Tail {
         });
       }
     }
-    return { obsolete, rows };
+    rows.push(...childRuns(links));
+    return { ranges: [...below.values()], rows };
   }
 
-  /** The rows the tail writes, by table and key (each key's last write), and its document range deletes. */
-  rows(): { last: ReadonlyMap<Table, ReadonlyMap<string, LastWrite>>; below: ReadonlyMap<string, number> } {
+  /** The rows the tail writes, by table and key (each key's last write), and its range deletes by table and id. */
+  rows(): {
+    last: ReadonlyMap<Table, ReadonlyMap<string, LastWrite>>;
+    below: ReadonlyMap<string, RangeDelete>;
+  } {
     if (!this.last || !this.below) {
       this.last = new Map();
       this.below = new Map();
       for (const commit of this.commits) this.absorb(commit);
     }
-    return { last: this.last, below: this.below as Map<string, number> };
+    return { last: this.last, below: this.below as Map<string, RangeDelete> };
   }
 
   private absorb(commit: CommitRecord): void {
@@ -121,16 +134,16 @@ export class Tail {
         fresh: before ? before.fresh : row.op === "create" || row.fresh === true,
       });
     }
-    // A baseline (or a deletion) makes the document's earlier rows go, those of this tail included.
-    for (const change of commit.documents) {
-      const b = documentRowsObsoleteBelow(change);
-      if (b === undefined) continue;
-      const below = this.below as Map<string, number>;
-      below.set(change.id, Math.max(below.get(change.id) ?? 0, b));
-      const rows = last.get("documentRows");
+    // A baseline (or a deletion) makes a document's earlier rows go, a removed task its child links: those
+    // of this tail included.
+    for (const range of rangeDeletesOfCommit(commit)) {
+      const below = this.below as Map<string, RangeDelete>;
+      const name = rangeName(range.table, range.id);
+      below.set(name, { ...range, below: Math.max(below.get(name)?.below ?? 0, range.below) });
+      const rows = last.get(range.table);
       if (!rows) continue;
       for (const [encoded, write] of rows) {
-        if (write.key[0] === change.id && (write.key[1] as number) < b) {
+        if (write.key[0] === range.id && (write.key[1] as number) < range.below) {
           if (write.fresh) rows.delete(encoded);
           else rows.set(encoded, { ...write, value: null, op: "delete" });
         }
@@ -140,27 +153,45 @@ export class Tail {
 }
 
 /**
- * A store handle's tail of each session it wrote or read, kept between transactions so a writer never reads
- * its own tail back from the log.
+ * What a store handle knows of each session it wrote or read, kept between transactions: its tail (so a
+ * writer never reads its own tail back from the log) and the session row it last wrote (so its next commit
+ * can queue every write before the row is read back: see the IndexedDB store).
  */
 export class TailCache {
   private readonly tails = new Map<string, Tail>();
+  private readonly rows = new Map<string, SessionMeta>();
 
   get(sessionId: string): Tail | undefined {
     return this.tails.get(sessionId);
   }
 
-  /** Keeps a session's tail, unless a newer one of the same log is known already (transactions may end out of order). */
-  remember(sessionId: string, tail: Tail): void {
-    const cached = this.tails.get(sessionId);
-    if (cached && cached.through === tail.through && cached.version > tail.version) return;
-    this.tails.set(sessionId, tail);
+  /** The session row this handle wrote last, if its tail is still the one cached with it. */
+  writtenRow(sessionId: string): SessionMeta | undefined {
+    return this.rows.get(sessionId);
   }
 
-  /** Forgets one session's tail (it was deleted), or every one. */
+  /**
+   * Keeps a session's tail (and the session row just written with it), unless a newer tail of the same log
+   * is known already (transactions may end out of order).
+   */
+  remember(sessionId: string, tail: Tail, written?: SessionMeta): void {
+    const cached = this.tails.get(sessionId);
+    if (cached && cached.through === tail.through && cached.version >= tail.version && !written) return;
+    if (cached && cached.through === tail.through && cached.version > tail.version) return;
+    this.tails.set(sessionId, tail);
+    if (written) this.rows.set(sessionId, written);
+    else this.rows.delete(sessionId);
+  }
+
+  /** Forgets one session (it was deleted, or a transaction found its row not as this handle left it), or every one. */
   forget(sessionId?: string): void {
-    if (sessionId === undefined) this.tails.clear();
-    else this.tails.delete(sessionId);
+    if (sessionId === undefined) {
+      this.tails.clear();
+      this.rows.clear();
+    } else {
+      this.tails.delete(sessionId);
+      this.rows.delete(sessionId);
+    }
   }
 }
 
@@ -175,9 +206,9 @@ export function overlayReader(base: SessionRowReader, tail: Tail): SessionRowRea
   /** Whether a stored row is replaced or hidden by the tail. */
   const shadowed = (table: Table, key: readonly KeyPart[]): boolean => {
     if (writesOf(table)?.has(encodeKey(key))) return true;
-    if (table !== "documentRows") return false;
-    const b = below.get(key[0] as string);
-    return b !== undefined && (key[1] as number) < b;
+    if (table !== "documentRows" && table !== "children") return false;
+    const range = below.get(rangeName(table, key[0] as string));
+    return range !== undefined && (key[1] as number) < range.below;
   };
   /** The tail's live rows of a table that pass `keep`. */
   const tailRows = (table: Table, keep: (key: readonly KeyPart[]) => boolean): Row[] => {
@@ -256,6 +287,9 @@ interface Row {
   readonly key: readonly KeyPart[];
   readonly value: unknown;
 }
+
+/** A range delete's name in a tail: its table and id. */
+const rangeName = (table: Table, id: string) => `${table}\u0000${id}`;
 
 /** A stored record's key parts, from its name (`entries/main/3` → `["main", 3]`) and its table's layout. */
 function keyOfRecord(table: Table, name: string): KeyPart[] {

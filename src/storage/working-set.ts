@@ -5,6 +5,8 @@
  * `items` index, newest first). Everything else stays in storage, reachable by id, by requestId and by
  * page. Stores supply a {@link SessionRowReader} over one transaction; the logic here is shared.
  */
+
+import { childIdsOf } from "./child-runs.ts";
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import { rawNumber, recordName } from "./rows.ts";
 import type { ParkedCursor, StoredDocument, StoredItem, StoredRecord, StoredSession } from "./storage.ts";
@@ -180,8 +182,7 @@ export async function readTrees(reader: SessionRowReader, roots: readonly string
     ]);
     for (const row of found) if (row) tasks.push(row);
     const next: string[] = [];
-    for (const rows of children)
-      for (const child of rows) if (typeof child.value === "string") next.push(child.value);
+    for (const rows of children) for (const child of rows) next.push(...childIdsOf(child.value));
     level = next;
   }
   return tasks;

@@ -17,6 +17,7 @@ import {
   sequentialIds,
   ValidationError,
 } from "../../src/index.ts";
+import { logRowValue } from "../../src/storage/log-rows.ts";
 import { deferred, SpyStorage } from "../support/storage-wrappers.ts";
 import { rng } from "../support/task-simulation.ts";
 
@@ -392,9 +393,9 @@ describe("IndexedDB connection lifecycle", () => {
       const request = tx.objectStore("changes").getAll();
       request.onsuccess = () => resolve(request.result);
     });
-    const requests = (logged as { submissions?: { requestId: string }[] }[]).flatMap(
-      (commit) => commit.submissions?.map((s) => s.requestId) ?? [],
-    );
+    const requests = logged
+      .map((row) => logRowValue(row) as { submissions?: { requestId: string }[] })
+      .flatMap((commit) => commit.submissions?.map((s) => s.requestId) ?? []);
     expect(requests).toEqual(["r1"]);
     upgraded.close();
   });
