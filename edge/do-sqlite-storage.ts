@@ -191,6 +191,7 @@ export class DurableObjectSqliteStorage implements Storage {
         }
         const plan = planGroup(meta, this.tailOf(guard.sessionId, meta), commits, {
           retain: this.retain,
+          tailCommits: this.options.tailCommits,
           maxRowBytes: this.maxRowBytes,
         });
         for (const log of plan.log) {

@@ -12,7 +12,7 @@ import { logRowsOfGroup, logRowValue, tailCommitsOf } from "./log-rows.ts";
 import type { RowWrite } from "./rows.ts";
 import { parkedCountAfter, rawNumber, rowsOfCommit } from "./rows.ts";
 import type { StoredRecord } from "./storage.ts";
-import { type Materialization, TAIL_CHARS, TAIL_COMMITS, Tail } from "./tail.ts";
+import { DEFAULT_TAIL_COMMITS, type Materialization, TAIL_CHARS, Tail } from "./tail.ts";
 
 /** A create-only row of a commit (a requestId's index, a new signal) and the version of its commit. */
 export interface CreateRow {
@@ -60,6 +60,8 @@ export function planGroup(
   commits: readonly CommitRecord[],
   options: {
     readonly retain: number;
+    /** How many commits the tail may hold (`StorageOptions.tailCommits`). */
+    readonly tailCommits?: number | undefined;
     readonly maxRowBytes?: number | undefined;
     /**
      * False when this transaction cannot write the tail's rows (its scope holds only what a commit writes
@@ -75,7 +77,7 @@ export function planGroup(
   const boundary = commits.findLast((commit) => commit.version % PRUNE_EVERY === 0);
   const allowed = options.mayMaterialize !== false;
   const through = allowed && boundary ? pruneChangesThrough(boundary.version, options.retain) : undefined;
-  const due = allowed && (grown.isDue() || boundary !== undefined);
+  const due = allowed && (grown.isDue(options.tailCommits ?? DEFAULT_TAIL_COMMITS) || boundary !== undefined);
   const next = due ? Tail.materialized(last.version) : grown;
   return {
     log: rows,
@@ -104,9 +106,10 @@ export function mayMaterialize(
   cached: Tail | undefined,
   expectedVersion: number,
   commits: readonly CommitRecord[],
+  tailCommits = DEFAULT_TAIL_COMMITS,
 ): boolean {
   if (!cached || cached.version !== expectedVersion || crossesPruning(commits)) return true;
-  return cached.commits.length + commits.length >= TAIL_COMMITS || cached.chars >= TAIL_CHARS * 0.75;
+  return cached.commits.length + commits.length >= tailCommits || cached.chars >= TAIL_CHARS * 0.75;
 }
 
 /** Up to which version a stored session row's records are in their own rows (all of them before format 4). */

@@ -38,6 +38,7 @@ export interface GroupWrite {
 export interface GroupStore {
   readonly tails: TailCache;
   readonly retain: number;
+  readonly tailCommits: number | undefined;
   readonly retainBytes: number;
   readonly onWrite: WriteHook | undefined;
 }
@@ -87,7 +88,7 @@ export async function writeGroupInTx(
       }),
     );
   }
-  const options = { retain: store.retain, mayMaterialize: wide };
+  const options = { retain: store.retain, tailCommits: store.tailCommits, mayMaterialize: wide };
   let plan: GroupPlan;
   if (fast) {
     plan = planGroup(known, cached, commits, options);

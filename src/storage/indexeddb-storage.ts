@@ -171,12 +171,13 @@ export class IndexedDbStorage implements Storage {
     const known = optimistic ? this.tails.writtenRow(guard.sessionId) : undefined;
     // Most groups write only their log row, create-only rows and the session row: their transaction names
     // only those stores (a smaller scope costs the browser less to schedule).
-    const wide = mayMaterialize(cached, guard.expectedVersion, commits);
+    const wide = mayMaterialize(cached, guard.expectedVersion, commits, this.options.tailCommits);
     const group = { guard, commits, cached, known, wide, refused };
     return this.transaction("readwrite", wide ? ALL_STORES : COMMIT_STORES, (tx, keys) =>
       writeGroupInTx(tx, keys, group, {
         tails: this.tails,
         retain: this.retain,
+        tailCommits: this.options.tailCommits,
         retainBytes: this.retainBytes,
         onWrite: this.options.onWrite,
       }),

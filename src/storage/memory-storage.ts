@@ -126,6 +126,7 @@ export class MemoryStorage implements Storage {
     });
     const plan = planGroup(meta, this.tailOf(guard.sessionId, rows), commits, {
       retain: this.retain,
+      tailCommits: this.options.tailCommits,
       maxRowBytes: limit,
     });
     for (const log of plan.log) this.options.onWrite?.(logRowWrite(log), index++);

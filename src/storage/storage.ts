@@ -186,6 +186,13 @@ export interface StorageOptions {
    * newest commit always stays. Default 32 MiB.
    */
   readonly retainChangeBytes?: number;
+  /**
+   * How many commits a writer's records may stay in the change log only before it writes their rows (each
+   * key once, in its latest state: see `tail.ts`); also written whenever the log passes 256 KiB of such
+   * commits, at each pruning boundary, and when the writer closes the session. More means fewer rows
+   * written, and more log to read for a reader that opens meanwhile. Default 64.
+   */
+  readonly tailCommits?: number;
 }
 
 export const DEFAULT_RETAIN_CHANGES = 10_000;

@@ -14,8 +14,9 @@ import { rangeDeletesOfCommit, recordName, rowsOfCommit } from "./rows.ts";
 import type { ParkedCursor, StoredRecord } from "./storage.ts";
 import type { SessionRowReader } from "./working-set.ts";
 
-/** A writer materializes its tail once it holds this many commits… */
-export const TAIL_COMMITS = 64;
+/**
+ * A writer materializes its tail once it holds this many commits (the default of `tailCommits`)… */
+export const DEFAULT_TAIL_COMMITS = 64;
 /** …or this many characters of log rows, whichever comes first (and at every log pruning boundary). */
 export const TAIL_CHARS = 256 * 1024;
 
@@ -71,9 +72,12 @@ export class Tail {
     return new Tail(version);
   }
 
-  /** Whether a writer should materialize now (or when its group crosses a log pruning boundary: see caller). */
-  isDue(): boolean {
-    return this.commits.length >= TAIL_COMMITS || this.chars >= TAIL_CHARS;
+  /**
+   * Whether a writer should materialize now, past `commits` commits (or when its group crosses a log
+   * pruning boundary: see `planGroup`).
+   */
+  isDue(commits: number): boolean {
+    return this.commits.length >= commits || this.chars >= TAIL_CHARS;
   }
 
   /**

@@ -241,13 +241,17 @@ const path = process.env.CRASH_PATH;
 
 function memoryStore(): Store {
   const disk = memoryStorage();
-  return { storage: (onWrite) => disk.reopen({ onWrite }), reopen: () => disk.reopen() };
+  // A short tail: commits' rows are written from the change log every few commits, crashes included.
+  return { storage: (onWrite) => disk.reopen({ onWrite, tailCommits: 3 }), reopen: () => disk.reopen() };
 }
 
 let databases = 0;
 function fakeIndexedDbStore(): Store {
   const name = `crash-${databases++}`;
-  return { storage: (onWrite) => indexedDbStorage(name, { onWrite }), reopen: () => indexedDbStorage(name) };
+  return {
+    storage: (onWrite) => indexedDbStorage(name, { onWrite, tailCommits: 3 }),
+    reopen: () => indexedDbStorage(name),
+  };
 }
 
 describe("crash injection", () => {

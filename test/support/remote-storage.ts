@@ -5,6 +5,7 @@
 import {
   type CommitGuard,
   type CommitRecord,
+  CorruptRecordError,
   DuplicateRequestError,
   KernelError,
   type KeyPart,
@@ -17,8 +18,11 @@ import {
   type WriteHook,
 } from "../../src/index.ts";
 import { createRowsOf } from "../../src/storage/group-plan.ts";
+import type { RowWrite } from "../../src/storage/rows.ts";
 
-export type Post = (body: unknown) => Promise<{ ok: boolean; result?: unknown; error?: WireError }>;
+export type Post = (
+  body: unknown,
+) => Promise<{ ok: boolean; result?: unknown; error?: WireError; written?: RowWrite[] }>;
 interface WireError {
   name: string;
   code: string;
@@ -33,6 +37,10 @@ const classes: Record<string, { prototype: object }> = {
 };
 
 function rebuild(wire: WireError): KernelError {
+  if (wire.name === "CorruptRecordError") {
+    const d = wire.details as { record: string; reason: string };
+    return new CorruptRecordError(d.record, d.reason);
+  }
   if (wire.name === "RecordTooLargeError") {
     const d = wire.details as { record: string; bytes: number; limit: number; version: number };
     return new RecordTooLargeError(wire.message, d.record, d.bytes, d.limit, d.version);
@@ -55,11 +63,16 @@ export class RemoteStorage implements Storage {
     private readonly options: {
       retainChanges?: number;
       retainChangeBytes?: number;
+      tailCommits?: number;
       onWrite?: WriteHook;
     } = {},
   ) {}
 
-  private async call(method: string, args: unknown[], failAtRow?: number): Promise<unknown> {
+  /**
+   * Calls the store in workerd. Rows it wrote past the first `told` (the ones the write hook was already
+   * shown here, to find where to inject a fault) are shown to the hook once the call returns.
+   */
+  private async call(method: string, args: unknown[], failAtRow?: number, told = 0): Promise<unknown> {
     const reply = await this.post({
       method,
       args,
@@ -67,13 +80,15 @@ export class RemoteStorage implements Storage {
       ...(this.options.retainChangeBytes !== undefined && {
         retainChangeBytes: this.options.retainChangeBytes,
       }),
+      ...(this.options.tailCommits !== undefined && { tailCommits: this.options.tailCommits }),
       ...(failAtRow !== undefined && { failAtRow }),
     });
     if (!reply.ok && reply.error) throw rebuild(reply.error);
+    const hook = this.options.onWrite;
+    if (hook) for (const [i, row] of (reply.written ?? []).slice(told).entries()) hook(row, told + i);
     return reply.result === null ? undefined : reply.result;
   }
 
-  open: Storage["open"] = (...args) => this.call("open", args) as ReturnType<Storage["open"]>;
   readEntries: Storage["readEntries"] = (...args) =>
     this.call("readEntries", args) as ReturnType<Storage["readEntries"]>;
   readChanges: Storage["readChanges"] = (...args) =>
@@ -100,17 +115,19 @@ export class RemoteStorage implements Storage {
   readSettled: Storage["readSettled"] = (...args) =>
     this.call("readSettled", args) as ReturnType<Storage["readSettled"]>;
   checkpoint = async (guard: CommitGuard): Promise<void> => void (await this.call("checkpoint", [guard]));
+  open: Storage["open"] = (...args) =>
+    this.call("open", args, undefined, Number.POSITIVE_INFINITY) as ReturnType<Storage["open"]>;
   close: Storage["close"] = async () => undefined;
   deleteSession = async (sessionId: string): Promise<void> =>
     void (await this.call("deleteSession", [sessionId]));
 
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     // The write hook cannot cross into workerd: find the row it would fail at here, and have the store
-    // fail at that row inside its real transaction. A group writes its create-only rows, then its log row
-    // (the rows of a due tail after that are not known here).
+    // fail at that row inside its real transaction. A group writes its create-only rows, then its log row;
+    // the rows of a due tail after those are shown to the hook when the call returns.
     let failAtRow: number | undefined;
+    let index = 0;
     if (this.options.onWrite) {
-      let index = 0;
       const last = commits.at(-1);
       const rows = [
         ...createRowsOf(commits).map((create) => create.row),
@@ -122,7 +139,7 @@ export class RemoteStorage implements Storage {
         failAtRow = index - 1;
       }
     }
-    await this.call("commit", [guard, commits], failAtRow);
+    await this.call("commit", [guard, commits], failAtRow, failAtRow === undefined ? index : 0);
   }
 
   unsafeWriteRaw(sessionId: string, table: Table | "sessions", key: readonly KeyPart[], value: unknown) {

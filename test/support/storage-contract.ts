@@ -31,6 +31,7 @@ import { isWellFormedText } from "../../src/records/schemas.ts";
 import type { KernelDraft } from "../../src/session/draft.ts";
 import { commitAsKernel } from "../../src/session/kernel-access.ts";
 import { PRUNE_EVERY } from "../../src/storage/change-log.ts";
+import type { RowWrite } from "../../src/storage/rows.ts";
 import { rng } from "./task-simulation.ts";
 
 let opens = 0;
@@ -719,6 +720,134 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(session.status).toBe("open");
       await session.commit((d) => d.setDocument("plan", "plan", { steps: ["after"], approved: true }));
       expect(session.version).toBe(PRUNE_EVERY);
+    });
+
+    it("serves commits still only in the change log to every other handle, record by record, as a view", async () => {
+      const id = freshId("tail");
+      const writes: RowWrite[] = [];
+      const writer = await open(
+        harness.storage({ tailCommits: 1_000, onWrite: (row) => void writes.push(row) }),
+        id,
+      );
+      const sub = await writer.submit({ requestId: "r1", conversationId: "main", input: "first" });
+      await commitAsKernel(writer, (d) => {
+        d.writeTask(created(d, { ...task("root"), submissionId: sub.id }));
+        d.setDocument("plan", "plan", { steps: ["a"], approved: false });
+      });
+      // Two commits in one group: one change-log row.
+      await Promise.all([
+        commitAsKernel(writer, (d) => {
+          d.writeTask(created(d, { ...task("root.0"), parentId: "root", childIndex: 0 }));
+          d.appendEntry("main", { kind: "note", text: "child 0" }, { taskId: "root.0" });
+        }),
+        commitAsKernel(writer, (d) => {
+          d.writeTask(created(d, { ...task("root.1"), parentId: "root", childIndex: 1 }));
+          d.patchDocument("plan", [{ op: "replace", path: "/approved", value: true }]);
+        }),
+      ]);
+      await commitAsKernel(writer, (d) => {
+        const done = d.task("root.0") as NonNullable<ReturnType<KernelDraft["task"]>>;
+        d.writeTask({ ...done, state: { status: "succeeded", result: { ok: true } } });
+      });
+      expect(writer.version).toBe(5);
+      // Nothing but create-only rows (the requestId's) and change-log rows was written: one per group.
+      expect(writes.map((row) => `${row.table}/${row.key.join("/")}`)).toEqual([
+        "requests/r1",
+        "changes/1",
+        "changes/2",
+        "changes/4",
+        "changes/5",
+      ]);
+      // Another handle (another tab, a restarted object) reads the same records from the log's tail.
+      const other = harness.storage();
+      const reader = await open(other, id, "read");
+      expect(durable(reader.view())).toEqual(durable(writer.view()));
+      const value = (row: { value: unknown } | undefined) => row?.value;
+      expect(value(await other.readTask(id, "root.0"))).toEqual(
+        writer.view().tasks.find((t) => t.id === "root.0"),
+      );
+      expect(value(await other.readSubmission(id, sub.id))).toEqual(writer.submission(sub.id));
+      expect(value(await other.readRequest(id, "r1"))).toEqual(writer.submission(sub.id));
+      expect((await other.readTaskTree(id, "root")).map((row) => (row.value as { id: string }).id)).toEqual([
+        "root",
+        "root.0",
+        "root.1",
+      ]);
+      expect((await other.readEntries(id, "main", 0, 10)).map((row) => row.key)).toEqual([
+        "entries/main/0",
+        "entries/main/1",
+      ]);
+      const { changes } = await other.readChanges(id, 0, 10);
+      expect(changes.map((c) => c.key)).toEqual([1, 2, 3, 4, 5].map((v) => `changes/${v}`));
+      // A new writer writes them into rows when it opens, each record once, in its latest state; the view
+      // is the same, and so is what the first handle reads now.
+      const rows: RowWrite[] = [];
+      const next = await open(harness.storage({ onWrite: (row) => void rows.push(row) }), id);
+      expect(durable(next.view())).toEqual({ ...durable(writer.view()), version: 5 });
+      const meta = await harness.storage().open(id, { mode: "read", at: 0, entryTail: 1, settled: 0 });
+      expect(meta?.meta.value).toMatchObject({ format: 4, version: 5, materialized: 5 });
+      expect(value(await harness.storage().readTask(id, "root.0"))).toMatchObject({
+        state: { status: "succeeded", result: { ok: true } },
+      });
+      expect((await harness.storage().readTaskTree(id, "root")).length).toBe(3);
+      await next.submit({ requestId: "r2", conversationId: "main", input: "second" });
+      await expect(
+        writer.submit({ requestId: "r3", conversationId: "main", input: "stale" }),
+      ).rejects.toBeInstanceOf(StaleOwnerError);
+    });
+
+    it("writes a tail's records once each when it is due, and reads the same before and after", async () => {
+      const id = freshId("tail-due");
+      const writes: RowWrite[] = [];
+      const store = harness.storage({ tailCommits: 4, onWrite: (row) => void writes.push(row) });
+      const session = await open(store, id);
+      for (let i = 0; i < 3; i++) {
+        await commitAsKernel(session, (d) => d.writeTask(created(d, task(`t${i}`))));
+        await commitAsKernel(session, (d) => {
+          const t = d.task(`t${i}`) as NonNullable<ReturnType<KernelDraft["task"]>>;
+          d.writeTask({ ...t, state: { status: "succeeded", result: i } });
+        });
+      }
+      // Versions 1–4 were written as rows with the fourth commit, 5–6 stay in the log.
+      const tasks = writes.filter((row) => row.table === "tasks");
+      expect(
+        tasks.map((row) => [row.key[0], (row.value as { state: { status: string } }).state.status]),
+      ).toEqual([
+        ["t0", "succeeded"],
+        ["t1", "succeeded"],
+      ]);
+      const before = durable((await open(harness.storage(), id, "read")).view());
+      await session.close(); // writes the rest
+      expect(writes.filter((row) => row.table === "tasks").map((row) => row.key[0])).toEqual([
+        "t0",
+        "t1",
+        "t2",
+      ]);
+      expect(durable((await open(harness.storage(), id, "read")).view())).toEqual(before);
+    });
+
+    it("refuses to open a session whose change-log row not yet in rows is corrupt, naming it, and writes nothing", async () => {
+      const id = freshId("tail-corrupt");
+      const session = await open(harness.storage({ tailCommits: 1_000 }), id);
+      await session.commit((d) => d.appendEntry("main", { kind: "note", text: "one" }));
+      await session.commit((d) => d.appendEntry("main", { kind: "note", text: "two" }));
+      const [logged] = (await harness.storage().readChanges(id, 1, 1)).changes;
+      await harness.corrupt(id, "changes", [2], { version: 2, nonsense: true });
+      for (const mode of ["write", "read"] as const) {
+        const error = await open(harness.storage(), id, mode).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(CorruptRecordError);
+        expect(error).toMatchObject({ record: "changes/2" });
+      }
+      // Mended, the session is as it was: the failed writer's open took no epoch, the first writer still
+      // owns it, and nothing of it was lost.
+      await harness.corrupt(id, "changes", [2], logged?.value);
+      await session.commit((d) => d.appendEntry("main", { kind: "note", text: "three" }));
+      const reopened = await open(harness.storage(), id, "read");
+      expect(reopened.view().conversations[0]?.entries.map((e) => e.content)).toMatchObject([
+        { text: "one" },
+        { text: "two" },
+        { text: "three" },
+      ]);
     });
 
     it("deletes one session with every row of it, and leaves the others as they were", async () => {

@@ -294,6 +294,8 @@ export async function simulate(seed: number): Promise<SimulationResult> {
     const storage = new DyingStorage(
       disk.reopen({
         retainChanges: 1_000_000,
+        // Each process writes the log's tail into rows after its own number of commits.
+        tailCommits: 1 + r.int(8),
         onWrite: (_row, index) => {
           if (during.armed && index >= 1) world.kill();
         },
