@@ -4,7 +4,7 @@
  */
 import { type KernelError, StorageError } from "../errors.ts";
 import type { CommitRecord, SessionMeta } from "../records/schemas.ts";
-import { type GroupPlan, mayMaterialize, openedWriterMeta, RowChanged } from "./group-plan.ts";
+import { type GroupPlan, isSameRow, mayMaterialize, openedWriterMeta, RowChanged } from "./group-plan.ts";
 import { writeGroupInTx } from "./indexeddb-commit.ts";
 import { tailInTx, writeMaterialization, writeRow } from "./indexeddb-log.ts";
 import {
@@ -278,8 +278,22 @@ export class IndexedDbStorage implements Storage {
     none: T,
   ): Promise<T> {
     let tail: Tail | undefined;
+    const cached = this.tails.get(sessionId);
+    const known = this.tails.writtenRow(sessionId);
     const result = await this.transaction("readonly", async (tx, keys) => {
-      const meta: unknown = await requested(tx.objectStore(SESSIONS).get(sessionId));
+      const stored = requested(tx.objectStore(SESSIONS).get(sessionId));
+      if (cached && known && cached.version === known.version) {
+        // Read as this handle left the session while its row is read back (one round trip, not two);
+        // read again when the row is not that one.
+        const guess = body(overlayReader(reader(tx, keys, sessionId), cached), known);
+        guess.catch(() => undefined);
+        const meta: unknown = await stored;
+        if (meta !== undefined && isSameRow(meta as SessionMeta, known)) {
+          tail = cached;
+          return guess;
+        }
+      }
+      const meta: unknown = await stored;
       if (meta === undefined) return none;
       tail = await tailInTx(tx, keys, sessionId, meta, this.tails);
       return body(overlayReader(reader(tx, keys, sessionId), tail), meta);

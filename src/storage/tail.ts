@@ -43,6 +43,8 @@ export interface Materialization {
 export class Tail {
   private last: Map<Table, Map<string, LastWrite>> | undefined;
   private below: Map<string, RangeDelete> | undefined;
+  /** The tail this one extends, while its rows may still be reused (see `rows`). */
+  private parent: Tail | undefined;
 
   constructor(
     /** Every commit up to this version has its rows written. */
@@ -63,8 +65,10 @@ export class Tail {
 
   /** The tail with a group's commits added (their log rows took `chars`). */
   with(commits: readonly CommitRecord[], chars: number): Tail {
-    // Its rows are derived again when first needed (reads and materializing), not carried along per commit.
-    return new Tail(this.through, [...this.commits, ...commits], this.chars + chars);
+    const next = new Tail(this.through, [...this.commits, ...commits], this.chars + chars);
+    // Only a tail whose rows were derived is worth keeping for this: never a chain of them.
+    next.parent = this.last ? this : this.parent;
+    return next;
   }
 
   /** An empty tail: everything through `version` is materialized. */
@@ -114,10 +118,14 @@ export class Tail {
     below: ReadonlyMap<string, RangeDelete>;
   } {
     if (!this.last || !this.below) {
-      this.last = new Map();
-      this.below = new Map();
-      for (const commit of this.commits) this.absorb(commit);
+      // Derived when first needed (a read, materializing), not per commit: from the rows of the tail this
+      // one extends when those were derived (a writer that reads between commits), else from scratch.
+      const parent = this.parent?.last && this.parent.below ? this.parent : undefined;
+      this.last = new Map([...(parent?.last ?? [])].map(([table, writes]) => [table, new Map(writes)]));
+      this.below = new Map(parent?.below);
+      for (const commit of this.commits.slice(parent?.commits.length ?? 0)) this.absorb(commit);
     }
+    this.parent = undefined;
     return { last: this.last, below: this.below as Map<string, RangeDelete> };
   }
 
