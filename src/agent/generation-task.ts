@@ -165,7 +165,13 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
           const stream = streamer(ctx, round.round, options.streamCheckpointMs);
           let response: Awaited<ReturnType<typeof options.model.generate>>;
           try {
-            response = await options.model.generate(request, { signal: ctx.signal, onText: stream.onText });
+            // A getter: the phase's AbortController is made only for a model that looks at its signal.
+            response = await options.model.generate(request, {
+              get signal() {
+                return ctx.signal;
+              },
+              onText: stream.onText,
+            });
           } finally {
             stream.stop();
           }

@@ -100,7 +100,10 @@ export async function runByRules(
   try {
     const output = await (tool.execute as NonNullable<typeof tool.execute>)(args, {
       operationId: intent.operationId,
-      signal: run.signal,
+      // A getter: the phase's AbortController is made only for a tool that looks at its signal.
+      get signal() {
+        return run.signal;
+      },
       reportProgress: run.reportProgress ?? (() => undefined),
     });
     return { outcome: "ok", output, via };

@@ -204,7 +204,9 @@ export function toolTask(
           return ctx.waitFor(runOnKey(ctx.task.id, ctx.attempt), { next: "placed", about }, data as Json);
         }
         const result = await runByRules(tool, args.data, intent, recovering, {
-          signal: ctx.signal,
+          get signal() {
+            return ctx.signal;
+          },
           reportProgress: (progress) =>
             ctx.progress((draft) =>
               draft.setDocument(progressDocumentId(ctx.task.id), TOOL_PROGRESS_DOCUMENT, { progress }),
