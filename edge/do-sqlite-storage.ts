@@ -5,7 +5,7 @@
  */
 import { ensureError, KernelError, StorageError } from "../src/errors.ts";
 import type { CommitRecord } from "../src/records/schemas.ts";
-import { pruneThroughSync } from "../src/storage/change-log.ts";
+import { prunableThrough, pruneThroughSync, withLogFloor } from "../src/storage/change-log.ts";
 import {
   createRowsOf,
   knownTail,
@@ -202,9 +202,10 @@ export class DurableObjectSqliteStorage implements Storage {
           for (const row of plan.materialize.rows) this.options.onWrite?.(row, index++);
           this.materialize(guard.sessionId, plan.materialize, plan.meta.version);
         }
-        if (plan.prune)
+        const floor =
+          plan.prune &&
           this.prune(guard.sessionId, plan.prune, plan.meta.logEnd ?? 0, guard.keepChangesAfter);
-        this.writeMeta(guard.sessionId, plan.meta);
+        this.writeMeta(guard.sessionId, withLogFloor(plan.meta, floor));
         return plan.tail;
       }),
     );
@@ -268,12 +269,11 @@ export class DurableObjectSqliteStorage implements Storage {
 
   async readChanges(sessionId: string, afterVersion: number, limit: number): Promise<StoredChanges> {
     if (!this.hasTables()) return { changes: [], oldestRetained: afterVersion + 1 };
-    return this.run(() => {
-      const rows = this.range(sessionId, "changes", "", afterVersion + 1, Number.MAX_SAFE_INTEGER, limit);
-      const [first] = this.range(sessionId, "changes", "", 0, Number.MAX_SAFE_INTEGER, 1);
-      const version = rawNumber(this.readMeta(sessionId), "version") ?? 0;
-      return changesAfter(rows, first, afterVersion, limit, version);
-    });
+    const [first] = this.run(() => this.range(sessionId, "changes", "", 0, Number.MAX_SAFE_INTEGER, 1));
+    const meta = this.run(() => this.readMeta(sessionId));
+    const read = (from: number, to: number, most = -1) =>
+      this.run(() => this.range(sessionId, "changes", "", from, to, most));
+    return changesAfter(read, first, afterVersion, limit, meta);
   }
 
   async readDocumentRows(sessionId: string, documentId: string, fromVersion: number, toVersion: number) {
@@ -342,18 +342,19 @@ export class DurableObjectSqliteStorage implements Storage {
   }
 
   /**
-   * Deletes the change-log rows beyond the count bound or the byte bound, whichever is more: whole rows (a
-   * group's row goes once its last commit may), the row holding version `v` being the first keyed at or after it.
+   * Deletes the change-log rows beyond the count bound or the byte bound, whichever is more: whole rows of
+   * whole blocks (see `prunableThrough`), the row holding version `v` being the first keyed at or after it.
+   * Returns how far the bounds let the log go (0: not at all).
    */
   private prune(
     sessionId: string,
     prune: { through: number; newest: number },
     logEnd: number,
     keepAfter?: number,
-  ): void {
+  ): number {
     const { sql } = this.storage;
     const [first] = this.range(sessionId, "changes", "", 0, Number.MAX_SAFE_INTEGER, 1);
-    if (!first) return;
+    if (!first) return 0;
     const logStartOf = (v: number) => {
       const start = sql
         .exec(
@@ -373,12 +374,13 @@ export class DurableObjectSqliteStorage implements Storage {
       through: prune.through,
       keepChangesAfter: keepAfter,
     });
-    if (floor >= oldest)
+    if (prunableThrough(floor) >= oldest)
       sql.exec(
         "DELETE FROM da_rows WHERE session = ? AND tbl = 'changes' AND id = '' AND n <= ?",
         sessionId,
-        floor,
+        prunableThrough(floor),
       );
+    return floor;
   }
 
   /**
@@ -411,14 +413,7 @@ export class DurableObjectSqliteStorage implements Storage {
         .toArray();
       checkCreate(row, found.length > 0, version);
     }
-    this.storage.sql.exec(
-      UPSERT_ROW,
-      sessionId,
-      row.table,
-      id,
-      n,
-      json,
-    );
+    this.storage.sql.exec(UPSERT_ROW, sessionId, row.table, id, n, json);
     return json.length;
   }
 

@@ -52,6 +52,8 @@ export const SessionMetaSchema = compiled(
      * log only, until a writer materializes them (format 4). Absent: all of them.
      */
     materialized: Version.optional(),
+    /** The first version of the change log that readers are served (older ones may still be stored). */
+    logFloor: Version.optional(),
   }),
 );
 export type SessionMeta = z.infer<typeof SessionMetaSchema>;

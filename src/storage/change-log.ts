@@ -1,4 +1,6 @@
 /** The change log's bounds (DESIGN §9): pruned by count and by bytes, at the same boundaries. */
+import { blockStart } from "./log-codec.ts";
+import { rawNumber } from "./rows.ts";
 
 /** Log pruning happens only at these boundaries, so most commits pay nothing for it. */
 export const PRUNE_EVERY = 256;
@@ -80,4 +82,20 @@ export async function pruneThroughAsync(
     if (step.done) return step.value;
     step = search.next(await logStartOf(step.value));
   }
+}
+
+/**
+ * How far pruning may delete rows once the bounds let the log go through `through`: to the end of the block
+ * before the one holding `through + 1`, since a commit's deltas refer to records logged earlier in its block
+ * (`log-codec.ts`). The session row's `logFloor` says where the log readers are served starts.
+ */
+export function prunableThrough(through: number): number {
+  return through <= 0 ? 0 : blockStart(through + 1) - 1;
+}
+
+/** The session row with the log's floor moved up to `through + 1` (unchanged when nothing was pruned). */
+export function withLogFloor<T extends object>(meta: T, through: number | undefined): T {
+  if (!through) return meta;
+  const floor = Math.max(rawNumber(meta, "logFloor") ?? 0, through + 1);
+  return { ...meta, logFloor: floor };
 }

@@ -7,6 +7,7 @@ import { CorruptRecordError } from "../errors.ts";
 import type { CommitRecord, SessionMeta } from "../records/schemas.ts";
 import { STORAGE_FORMAT } from "../records/schemas.ts";
 import { PRUNE_EVERY, pruneChangesThrough } from "./change-log.ts";
+import { endsBlock } from "./log-codec.ts";
 import type { LogRowWrite } from "./log-rows.ts";
 import { logRowsOfGroup, logRowValue, tailCommitsOf } from "./log-rows.ts";
 import type { RowWrite } from "./rows.ts";
@@ -72,12 +73,17 @@ export function planGroup(
 ): GroupPlan {
   const last = commits.at(-1) as CommitRecord;
   const logStart = meta.logEnd ?? 0;
-  const { rows, logEnd } = logRowsOfGroup(commits, logStart, options.maxRowBytes);
-  const grown = tail.with(commits, logEnd - logStart);
+  const { rows, logEnd, wholes } = logRowsOfGroup(commits, logStart, tail.wholes, options.maxRowBytes);
+  const grown = tail.with(commits, logEnd - logStart, wholes);
   const boundary = commits.findLast((commit) => commit.version % PRUNE_EVERY === 0);
   const allowed = options.mayMaterialize !== false;
   const through = allowed && boundary ? pruneChangesThrough(boundary.version, options.retain) : undefined;
-  const due = allowed && (grown.isDue(options.tailCommits ?? DEFAULT_TAIL_COMMITS) || boundary !== undefined);
+  // A block of the log ends: its records are written into rows, so the next block's log stands alone.
+  const due =
+    allowed &&
+    (grown.isDue(options.tailCommits ?? DEFAULT_TAIL_COMMITS) ||
+      boundary !== undefined ||
+      endsBlock(commits));
   const next = due ? Tail.materialized(last.version) : grown;
   return {
     log: rows,
@@ -108,7 +114,8 @@ export function mayMaterialize(
   commits: readonly CommitRecord[],
   tailCommits = DEFAULT_TAIL_COMMITS,
 ): boolean {
-  if (!cached || cached.version !== expectedVersion || crossesPruning(commits)) return true;
+  if (!cached || cached.version !== expectedVersion || crossesPruning(commits) || endsBlock(commits))
+    return true;
   return cached.commits.length + commits.length >= tailCommits || cached.chars >= TAIL_CHARS * 0.75;
 }
 
@@ -141,7 +148,10 @@ export function tailFromLog(
   rows: readonly StoredRecord[],
 ): Tail {
   const through = materializedThrough(meta);
-  const commits = tailCommitsOf(rows, readAfter);
+  // Extending the cached tail, the new commits' deltas may refer to its records; else the log from `through`
+  // stands alone (a writer starts logging records whole again after each materialization).
+  const extending = cached !== undefined && readAfter === cached.version && cached.through === through;
+  const { commits, wholes } = tailCommitsOf(rows, readAfter, extending ? cached.wholes : undefined);
   const version = rawNumber(meta, "version") ?? 0;
   const gap = commits.findIndex((commit, i) => commit.version !== readAfter + 1 + i);
   if (gap !== -1 || readAfter + commits.length !== version) {
@@ -153,9 +163,8 @@ export function tailFromLog(
   }
   const first = rawNumber(logRowValue(rows[0]?.value), "logStart") ?? 0;
   const chars = Math.max(0, (rawNumber(meta, "logEnd") ?? first) - first);
-  if (cached && readAfter === cached.version && cached.through === through)
-    return cached.with(commits, chars);
-  return new Tail(through, commits, chars);
+  if (extending) return cached.with(commits, chars, wholes);
+  return new Tail(through, commits, chars, wholes);
 }
 
 /**
@@ -184,6 +193,7 @@ export function isSameRow(stored: SessionMeta, written: SessionMeta): boolean {
     stored.format === written.format &&
     stored.logEnd === written.logEnd &&
     stored.materialized === written.materialized &&
+    stored.logFloor === written.logFloor &&
     (stored as { parked?: unknown }).parked === (written as { parked?: unknown }).parked
   );
 }

@@ -4,6 +4,7 @@
  */
 import type { KernelError } from "../errors.ts";
 import type { CommitRecord, SessionMeta } from "../records/schemas.ts";
+import { prunableThrough, withLogFloor } from "./change-log.ts";
 import {
   createRowsOf,
   crossesPruning,
@@ -107,13 +108,16 @@ export async function writeGroupInTx(
     for (const row of plan.materialize.rows) store.onWrite?.(row, index++);
     for (const write of writeMaterialization(tx, keys, guard.sessionId, plan.materialize)) queue(write);
   }
+  let floor = 0;
   if (plan.prune) {
     const { logEnd } = plan.meta;
-    const through = await pruneThroughInTx(tx, keys, guard, plan.prune, store.retainBytes, logEnd);
-    if (through > 0) queue(requested(changes.delete(keys.numbers(guard.sessionId, [], 0, through))));
+    floor = await pruneThroughInTx(tx, keys, guard, plan.prune, store.retainBytes, logEnd);
+    const physical = prunableThrough(floor);
+    if (physical > 0) queue(requested(changes.delete(keys.numbers(guard.sessionId, [], 0, physical))));
   }
-  queue(requested(sessions.put(plan.meta, guard.sessionId)));
+  const meta = withLogFloor(plan.meta, floor);
+  queue(requested(sessions.put(meta, guard.sessionId)));
   if (fast && !isSameRow(checkGuard(await stored, guard), known)) throw new RowChanged();
   await Promise.all(writes);
-  return plan;
+  return { ...plan, meta };
 }

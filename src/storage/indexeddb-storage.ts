@@ -210,13 +210,13 @@ export class IndexedDbStorage implements Storage {
 
   async readChanges(sessionId: string, afterVersion: number, limit: number): Promise<StoredChanges> {
     return this.transaction("readonly", async (tx, keys) => {
-      const after = keys.numbers(sessionId, [], afterVersion + 1, Number.POSITIVE_INFINITY);
-      const [[first], rows, meta] = await Promise.all([
+      const [[first], meta] = await Promise.all([
         readRows(tx, "changes", keys.all(sessionId), 1),
-        readRows(tx, "changes", after, limit),
         requested(tx.objectStore(SESSIONS).get(sessionId)),
       ]);
-      return changesAfter(rows, first, afterVersion, limit, rawNumber(meta, "version") ?? 0);
+      const read = (from: number, to: number, most?: number) =>
+        readRows(tx, "changes", keys.numbers(sessionId, [], from, to), most);
+      return changesAfter(read, first, afterVersion, limit, meta);
     });
   }
 

@@ -7,21 +7,22 @@
 import { CorruptRecordError, RecordTooLargeError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import { utf8Length } from "../records/schemas.ts";
-import { checkRowSize, rowsOfCommit } from "./rows.ts";
+import { blockStart, decodeCommit, encodeCommit, missingBase, WholeRecords } from "./log-codec.ts";
+import { checkRowSize, rawNumber, rowsOfCommit } from "./rows.ts";
 import type { StoredChanges, StoredRecord } from "./storage.ts";
 
 /**
- * A change-log row as stored: one commit, or the commits of one group; and how much of the log (in JSON
- * characters) came before it.
+ * A change-log row as stored: one commit, or the commits of one group, as the log writes commits (see
+ * `log-codec.ts`); and how much of the log (in JSON characters) came before it.
  */
 export type LogRow =
-  | (CommitRecord & { readonly logStart: number })
-  | { readonly logStart: number; readonly commits: readonly CommitRecord[] };
+  | (Record<string, unknown> & { readonly logStart: number })
+  | { readonly logStart: number; readonly commits: readonly Record<string, unknown>[] };
 
-/** The row of `commits` starting at `logStart`. */
-function logRowOf(commits: readonly CommitRecord[], logStart: number): LogRow {
-  const [only] = commits;
-  return commits.length === 1 && only ? { ...only, logStart } : { logStart, commits };
+/** The row of logged commits starting at `logStart`. */
+function logRowOf(logged: readonly Record<string, unknown>[], logStart: number): LogRow {
+  const [only] = logged;
+  return logged.length === 1 && only ? { ...only, logStart } : { logStart, commits: logged };
 }
 
 /** One log row to write: its key (the last commit's version), its value and that value's JSON. */
@@ -32,34 +33,44 @@ export interface LogRowWrite {
 }
 
 /**
- * The log rows of a commit group, starting at `logStart`: one row, or — when a store bounds its row size and
- * the group is larger — as many as keep each under `maxBytes` UTF-8 bytes. A commit larger than that alone is
- * refused with `RecordTooLargeError` before anything is written, naming its largest record when that alone
- * is over the bound.
+ * The log rows of a commit group, starting at `logStart`, each commit written as `encodeCommit` writes it
+ * against the records `wholes` holds (and those of the group's earlier commits, which the returned chain
+ * adds): one row, or — when a store bounds its row size and the group is larger — as many as keep each
+ * under `maxBytes` UTF-8 bytes. A commit larger than that alone is refused with `RecordTooLargeError`
+ * before anything is written, naming its largest record when that alone is over the bound.
  */
 export function logRowsOfGroup(
   commits: readonly CommitRecord[],
   logStart: number,
+  wholes: WholeRecords,
   maxBytes?: number,
-): { rows: LogRowWrite[]; logEnd: number } {
-  const whole = logRowOf(commits, logStart);
+): { rows: LogRowWrite[]; logEnd: number; wholes: WholeRecords } {
+  const next = new WholeRecords(wholes);
+  const lookup = next.lookup();
+  const logged = commits.map((commit) => {
+    const encoded = encodeCommit(commit, lookup);
+    next.add(commit, encoded);
+    return encoded;
+  });
+  const whole = logRowOf(logged, logStart);
   const json = JSON.stringify(whole);
   if (maxBytes === undefined || fits(json, maxBytes)) {
     const version = (commits.at(-1) as CommitRecord).version;
-    return { rows: [{ version, value: whole, json }], logEnd: logStart + json.length };
+    return { rows: [{ version, value: whole, json }], logEnd: logStart + json.length, wholes: next };
   }
   const rows: LogRowWrite[] = [];
   let start = logStart;
-  let part: CommitRecord[] = [];
+  let part: Record<string, unknown>[] = [];
   const close = () => {
     const value = logRowOf(part, start);
     const text = JSON.stringify(value);
-    rows.push({ version: (part.at(-1) as CommitRecord).version, value, json: text });
+    rows.push({ version: (part.at(-1) as { version: number }).version, value, json: text });
     start += text.length;
     part = [];
   };
-  for (const commit of commits) {
-    const alone = JSON.stringify(logRowOf([commit], start));
+  logged.forEach((encoded, i) => {
+    const commit = commits[i] as CommitRecord;
+    const alone = JSON.stringify(logRowOf([encoded], start));
     if (!fits(alone, maxBytes)) {
       // Named by the record that is too large when one is (its row would be too), else as the whole commit.
       for (const row of rowsOfCommit(commit))
@@ -73,11 +84,11 @@ export function logRowsOfGroup(
         commit.version,
       );
     }
-    if (part.length > 0 && !fits(JSON.stringify(logRowOf([...part, commit], start)), maxBytes)) close();
-    part.push(commit);
-  }
+    if (part.length > 0 && !fits(JSON.stringify(logRowOf([...part, encoded], start)), maxBytes)) close();
+    part.push(encoded);
+  });
   close();
-  return { rows, logEnd: start };
+  return { rows, logEnd: start, wholes: next };
 }
 
 /** Whether a JSON text is at most `limit` UTF-8 bytes (counted only when it could be more). */
@@ -113,21 +124,68 @@ export function changesOfRows(rows: readonly StoredRecord[]): StoredRecord[] {
 }
 
 /**
- * A page of the change log from its stored rows: the commits after `afterVersion` in `rows` (read from the
- * first row keyed after it; `limit` rows hold at least `limit` commits), and the oldest version retained
- * (from the log's first row, or past the session's `version` when the log is empty).
+ * Whole commits from logged ones (see `log-codec.ts`), in order, each delta resolved against a record logged
+ * whole before it in `changes` or in `wholes` (what earlier reads decoded); the chain `wholes` then holds
+ * the new ones too. `missing` is the first version whose delta refers to a record neither holds: the caller
+ * reads further back in its block, or reports it. A change that is not a logged commit comes back as it is.
  */
-export function changesAfter(
-  rows: readonly StoredRecord[],
+export function decodeChanges(
+  changes: readonly StoredRecord[],
+  wholes = new WholeRecords(),
+): { changes: StoredRecord[]; wholes: WholeRecords; missing?: number } {
+  const next = new WholeRecords(wholes);
+  const lookup = next.byVersion();
+  const decoded: StoredRecord[] = [];
+  for (const change of changes) {
+    const value = decodeCommit(change.value, lookup);
+    if (value === undefined) return { changes: decoded, wholes: next, missing: versionOfChange(change) };
+    if (isLoggedCommit(value)) next.add(value, change.value);
+    decoded.push({ key: change.key, value });
+  }
+  return { changes: decoded, wholes: next };
+}
+
+/** Reads log rows keyed `from` ≤ key ≤ `to`, oldest first (at most `limit` of them). */
+export type LogReader = (
+  from: number,
+  to: number,
+  limit?: number,
+) => Promise<StoredRecord[]> | StoredRecord[];
+
+/**
+ * A page of the change log: up to `limit` whole commits after `afterVersion` (`limit` rows hold at least that
+ * many), and the oldest version retained — the session row's `logFloor` (the stores keep the rest of its
+ * block, which later commits' deltas refer to), the log's first row, or past the session's version when the
+ * log is empty. A delta that refers back past the rows read has the rest of its block read for it.
+ */
+export async function changesAfter(
+  read: LogReader,
   first: StoredRecord | undefined,
   afterVersion: number,
   limit: number,
-  version: number,
-): StoredChanges {
-  const changes = changesOfRows(rows)
-    .filter((change) => versionOfChange(change) > afterVersion)
-    .slice(0, limit);
-  const oldestRetained = first ? firstVersionOf(first.value, versionOfChange(first)) : version + 1;
+  meta: unknown,
+): Promise<StoredChanges> {
+  const version = rawNumber(meta, "version") ?? 0;
+  const floor = rawNumber(meta, "logFloor") ?? 0;
+  const oldestRetained = Math.max(
+    floor,
+    first ? firstVersionOf(first.value, versionOfChange(first)) : version + 1,
+  );
+  const from = Math.max(afterVersion + 1, oldestRetained);
+  const logged = changesOfRows(await read(from, Number.MAX_SAFE_INTEGER, limit));
+  let page = decodeChanges(logged);
+  if (page.missing !== undefined) {
+    // The block's earlier rows hold what the deltas refer to; the commits before the block are not needed.
+    const start = blockStart(page.missing);
+    const earlier = changesOfRows(await read(start, from - 1)).filter(
+      (change) => versionOfChange(change) >= start && versionOfChange(change) < from,
+    );
+    const before = decodeChanges(earlier);
+    page = decodeChanges(logged, before.wholes);
+    if (before.missing !== undefined || page.missing !== undefined)
+      throw missingBase(before.missing ?? (page.missing as number));
+  }
+  const changes = page.changes.filter((change) => versionOfChange(change) >= from).slice(0, limit);
   return { changes, oldestRetained };
 }
 
@@ -159,22 +217,30 @@ export function firstVersionOf(stored: unknown, key: number): number {
 }
 
 /**
- * The commits of the log rows a writer has not materialized yet, checked enough to derive their rows from
- * (`rowsOfCommit` reads ids, keys and states): a row that is not is reported by name, and the session cannot
- * be opened until it is mended — it is the only copy of those commits.
+ * The commits of the log rows a writer has not materialized yet (after `after`), decoded against `wholes` and
+ * checked enough to derive their rows from (`rowsOfCommit` reads ids, keys and states): a row that is not
+ * is reported by name, and the session cannot be opened until it is mended — it is the only copy of those
+ * commits.
  */
-export function tailCommitsOf(rows: readonly StoredRecord[], after: number): CommitRecord[] {
+export function tailCommitsOf(
+  rows: readonly StoredRecord[],
+  after: number,
+  wholes?: WholeRecords,
+): { commits: CommitRecord[]; wholes: WholeRecords } {
+  const logged = changesOfRows(rows).filter((change) => versionOfChange(change) > after);
+  const decoded = decodeChanges(logged, wholes);
+  if (decoded.missing !== undefined) throw missingBase(decoded.missing);
   const commits: CommitRecord[] = [];
-  for (const change of changesOfRows(rows)) {
+  for (const change of decoded.changes) {
     if (!isLoggedCommit(change.value)) {
       throw new CorruptRecordError(
         change.key,
         "a change-log row not yet materialized is not a commit record (the session cannot be rebuilt past it)",
       );
     }
-    if (change.value.version > after) commits.push(change.value);
+    commits.push(change.value);
   }
-  return commits;
+  return { commits, wholes: decoded.wholes };
 }
 
 /** Per list of a commit, the fields of each record that name its rows (what `rowsOfCommit` keys them by). */

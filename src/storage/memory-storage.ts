@@ -5,7 +5,8 @@
  */
 import { SessionNotFoundError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
-import { pruneThroughSync } from "./change-log.ts";
+import { deepFreeze } from "../records/validate.ts";
+import { prunableThrough, pruneThroughSync, withLogFloor } from "./change-log.ts";
 import {
   createRowsOf,
   knownTail,
@@ -130,19 +131,22 @@ export class MemoryStorage implements Storage {
       maxRowBytes: limit,
     });
     for (const log of plan.log) this.options.onWrite?.(logRowWrite(log), index++);
-    const materialized = plan.materialize?.rows.map((row) => ({ ...row, value: structuredClone(row.value) }));
+    // Stored by reference, deep-frozen (the records are the commits' own, which the pipeline freezes anyway):
+    // nothing a caller holds can change what is stored, and reads hand out copies.
+    const materialized = plan.materialize?.rows.map((row) => ({ ...row, value: deepFreeze(row.value) }));
     for (const row of materialized ?? []) {
       this.options.onWrite?.(row, index++);
       if (limit !== undefined && row.op !== "delete")
         checkRowSize(row, JSON.stringify(row.value), limit, plan.meta.version);
     }
-    const logValues = plan.log.map((log) => ({ version: log.version, value: JSON.parse(log.json) }));
+    const logValues = plan.log.map((log) => ({ version: log.version, value: deepFreeze(log.value) }));
     // Applied in order: creates, the log, the tail's rows (range deletes first), pruning, the session row.
     for (const { row } of creates) rows.tables[row.table].set(row.key, structuredClone(row.value));
     for (const log of logValues) rows.tables.changes.set([log.version], log.value);
     if (plan.materialize) this.apply(rows, plan.materialize.ranges, materialized ?? []);
-    if (plan.prune) this.prune(rows, plan.prune, plan.meta.logEnd ?? 0, guard.keepChangesAfter);
-    rows.meta = plan.meta;
+    const logFloor =
+      plan.prune && this.prune(rows, plan.prune, plan.meta.logEnd ?? 0, guard.keepChangesAfter);
+    rows.meta = withLogFloor(plan.meta, logFloor);
     this.tails.remember(guard.sessionId, plan.tail);
   }
 
@@ -171,16 +175,19 @@ export class MemoryStorage implements Storage {
     }
   }
 
-  /** Deletes the log rows the bounds let go (whole rows: a group's row goes once its last commit may). */
+  /**
+   * Deletes the log rows the bounds let go (whole rows of whole blocks, see `prunableThrough`); returns how
+   * far the bounds let the log go (0: not at all).
+   */
   private prune(
     rows: SessionRows,
     prune: { through: number; newest: number },
     logEnd: number,
     keepChangesAfter: number | undefined,
-  ): void {
+  ): number {
     const changes = rows.tables.changes;
     const first = changes.earliest(1)[0];
-    if (!first) return;
+    if (!first) return 0;
     const through = pruneThroughSync((v) => rawNumber(this.logRowFrom(rows, v)?.value, "logStart"), {
       oldest: firstVersionOf(first.value, first.key[0] as number),
       newest: prune.newest,
@@ -189,7 +196,9 @@ export class MemoryStorage implements Storage {
       through: prune.through,
       keepChangesAfter,
     });
-    changes.deleteWhere(undefined, (key) => (key[0] as number) <= through);
+    const physical = prunableThrough(through);
+    changes.deleteWhere(undefined, (key) => (key[0] as number) <= physical);
+    return through;
   }
 
   /** The log row holding version `v`: the first keyed at or after it. */
@@ -239,10 +248,11 @@ export class MemoryStorage implements Storage {
     this.assertOpen();
     const rows = this.sessions.get(sessionId);
     if (!rows) return { changes: [], oldestRetained: afterVersion + 1 };
-    const [first] = sortedRange(rows.tables.changes, "changes", undefined, 0, Number.MAX_SAFE_INTEGER);
-    const after = sortedRange(rows.tables.changes, "changes", undefined, afterVersion + 1, Infinity);
-    const page = changesAfter(after, first, afterVersion, limit, rawNumber(rows.meta, "version") ?? 0);
-    return structuredClone(page);
+    const log = rows.tables.changes;
+    const [first] = sortedRange(log, "changes", undefined, 0, Number.MAX_SAFE_INTEGER);
+    const read = (from: number, to: number, most = Number.POSITIVE_INFINITY) =>
+      sortedRange(log, "changes", undefined, from, to).slice(0, most);
+    return structuredClone(await changesAfter(read, first, afterVersion, limit, rows.meta));
   }
 
   async readDocumentRows(sessionId: string, documentId: string, fromVersion: number, toVersion: number) {

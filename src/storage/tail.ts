@@ -8,6 +8,7 @@
  */
 import type { CommitRecord, SessionMeta } from "../records/schemas.ts";
 import { childRuns } from "./child-runs.ts";
+import { WholeRecords } from "./log-codec.ts";
 import { encodeKey } from "./memory-rows.ts";
 import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
 import { rangeDeletesOfCommit, recordName, rowsOfCommit } from "./rows.ts";
@@ -52,6 +53,8 @@ export class Tail {
     readonly commits: readonly CommitRecord[] = [],
     /** Characters of log rows the tail's commits took. */
     readonly chars = 0,
+    /** The records the tail's commits logged whole, which later ones are logged as changes to (`log-codec.ts`). */
+    readonly wholes: WholeRecords = new WholeRecords(),
   ) {}
 
   /** The version of the last commit the tail knows (its `through` when empty). */
@@ -63,9 +66,9 @@ export class Tail {
     return this.commits.length === 0;
   }
 
-  /** The tail with a group's commits added (their log rows took `chars`). */
-  with(commits: readonly CommitRecord[], chars: number): Tail {
-    const next = new Tail(this.through, [...this.commits, ...commits], this.chars + chars);
+  /** The tail with a group's commits added (their log rows took `chars`, and logged whole `wholes`). */
+  with(commits: readonly CommitRecord[], chars: number, wholes: WholeRecords): Tail {
+    const next = new Tail(this.through, [...this.commits, ...commits], this.chars + chars, wholes);
     // Only a tail whose rows were derived is worth keeping for this: never a chain of them.
     next.parent = this.last ? this : this.parent;
     return next;

@@ -17,7 +17,6 @@ import {
   type Table,
   type WriteHook,
 } from "../../src/index.ts";
-import { createRowsOf } from "../../src/storage/group-plan.ts";
 import type { RowWrite } from "../../src/storage/rows.ts";
 
 export type Post = (
@@ -72,8 +71,15 @@ export class RemoteStorage implements Storage {
    * Calls the store in workerd. Rows it wrote past the first `told` (the ones the write hook was already
    * shown here, to find where to inject a fault) are shown to the hook once the call returns.
    */
-  private async call(method: string, args: unknown[], failAtRow?: number, told = 0): Promise<unknown> {
+  private async call(
+    method: string,
+    args: unknown[],
+    failAtRow?: number,
+    told = 0,
+    dryRun = false,
+  ): Promise<unknown> {
     const reply = await this.post({
+      ...(dryRun && { dryRun }),
       method,
       args,
       ...(this.options.retainChanges !== undefined && { retainChanges: this.options.retainChanges }),
@@ -84,6 +90,7 @@ export class RemoteStorage implements Storage {
       ...(failAtRow !== undefined && { failAtRow }),
     });
     if (!reply.ok && reply.error) throw rebuild(reply.error);
+    if (dryRun) return reply.written ?? [];
     const hook = this.options.onWrite;
     if (hook) for (const [i, row] of (reply.written ?? []).slice(told).entries()) hook(row, told + i);
     return reply.result === null ? undefined : reply.result;
@@ -122,24 +129,25 @@ export class RemoteStorage implements Storage {
     void (await this.call("deleteSession", [sessionId]));
 
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
-    // The write hook cannot cross into workerd: find the row it would fail at here, and have the store
-    // fail at that row inside its real transaction. A group writes its create-only rows, then its log row;
-    // the rows of a due tail after those are shown to the hook when the call returns.
+    const hook = this.options.onWrite;
+    if (!hook) {
+      await this.call("commit", [guard, commits]);
+      return;
+    }
+    // The write hook cannot cross into workerd: the store first runs the transaction and rolls it back,
+    // answering with the rows it would write; the hook sees them here, and where it throws, the real
+    // transaction is made to fail at that row.
+    const rows = (await this.call("commit", [guard, commits], undefined, 0, true)) as RowWrite[];
     let failAtRow: number | undefined;
-    let index = 0;
-    if (this.options.onWrite) {
-      const last = commits.at(-1);
-      const rows = [
-        ...createRowsOf(commits).map((create) => create.row),
-        ...(last ? [{ table: "changes" as const, key: [last.version], value: { commits } }] : []),
-      ];
+    for (const [i, row] of rows.entries()) {
       try {
-        for (const row of rows) this.options.onWrite(row, index++);
+        hook(row, i);
       } catch {
-        failAtRow = index - 1;
+        failAtRow = i;
+        break;
       }
     }
-    await this.call("commit", [guard, commits], failAtRow, failAtRow === undefined ? index : 0);
+    await this.call("commit", [guard, commits], failAtRow, Number.POSITIVE_INFINITY);
   }
 
   unsafeWriteRaw(sessionId: string, table: Table | "sessions", key: readonly KeyPart[], value: unknown) {

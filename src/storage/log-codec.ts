@@ -1,0 +1,181 @@
+/**
+ * How commits are written in the change log (format 4): a task, Submission, conversation or signal that the
+ * log already holds whole at an earlier version of the same block of {@link LOG_BLOCK} versions is written
+ * as what changed since then (`{ "~": baseVersion, id, …changed fields, "~x": removed fields }`), and empty
+ * lists are left out. A tool task logged whole when the model asked for it is logged again, when it ends,
+ * as its new state only. Readers get whole commits back (`decodeCommit`); a delta never refers outside its
+ * block, and the stores keep a block whole until every commit of it may go (see `change-log.ts`).
+ */
+import { CorruptRecordError } from "../errors.ts";
+import type { CommitRecord } from "../records/schemas.ts";
+
+/** Versions come in blocks of this many: a logged record refers back only within its block. */
+export const LOG_BLOCK = 64;
+
+/** The first version of the block holding `version`. */
+export function blockStart(version: number): number {
+  return Math.floor((version - 1) / LOG_BLOCK) * LOG_BLOCK + 1;
+}
+
+/** Whether a group holds the last version of a block (the writer then writes its tail into rows). */
+export function endsBlock(commits: readonly { readonly version: number }[]): boolean {
+  return commits.some((commit) => commit.version % LOG_BLOCK === 0);
+}
+
+/** The lists of a commit whose records may be logged as deltas, and the field naming each record. */
+const KEYED = { tasks: "id", submissions: "id", conversations: "id", signals: "key" } as const;
+export type KeyedList = keyof typeof KEYED;
+/** The lists every commit has (left out of the log when empty, given back empty). */
+const REQUIRED = ["conversations", "entries", "documents", "tasks", "submissions"] as const;
+const OPTIONAL = ["signals", "removed", "parked", "unparked"] as const;
+
+/** A record logged whole: where a later version of it may be logged as a delta. */
+export interface LoggedWhole {
+  readonly version: number;
+  readonly record: Readonly<Record<string, unknown>>;
+}
+
+/** Finds the record `id` of `list` logged whole at an earlier version of `version`'s block, if any. */
+export type WholeLookup = (list: KeyedList, id: string, version: number) => LoggedWhole | undefined;
+
+const BASE = "~";
+const DROPPED = "~x";
+
+/**
+ * A commit as the log holds it: each keyed record whose id `whole` finds in the block as a delta against
+ * that copy (the fields it changed, by reference: a draft keeps the objects it did not touch), empty lists
+ * and a `false` deferred flag left out.
+ */
+export function encodeCommit(commit: CommitRecord, whole: WholeLookup): Record<string, unknown> {
+  const source = commit as unknown as Record<string, unknown>;
+  const out: Record<string, unknown> = { version: commit.version, epoch: commit.epoch, at: commit.at };
+  if (commit.deferred) out.deferred = true;
+  for (const list of [...REQUIRED, ...OPTIONAL]) {
+    const records = source[list] as Record<string, unknown>[] | undefined;
+    if (records === undefined || (records.length === 0 && (REQUIRED as readonly string[]).includes(list)))
+      continue;
+    const keyed = (KEYED as Record<string, string>)[list];
+    out[list] =
+      keyed === undefined
+        ? records
+        : records.map((record) => {
+            const base = whole(list as KeyedList, record[keyed] as string, commit.version);
+            return base ? delta(base, record, keyed) : record;
+          });
+  }
+  return out;
+}
+
+/** What changed from `base` to `record`, with the version of `base` and the record's id. */
+function delta(base: LoggedWhole, record: Record<string, unknown>, keyed: string): Record<string, unknown> {
+  const out: Record<string, unknown> = { [BASE]: base.version, [keyed]: record[keyed] };
+  for (const field in record) if (record[field] !== base.record[field]) out[field] = record[field];
+  const dropped: string[] = [];
+  for (const field in base.record) if (!(field in record)) dropped.push(field);
+  if (dropped.length > 0) out[DROPPED] = dropped;
+  return out;
+}
+
+/**
+ * A whole commit from its logged form, or `undefined` when a delta refers to a record `whole` does not find
+ * (the reader must read the log further back in the block: see `decodeChanges`). Anything that is not a
+ * logged commit comes back as it is, for validation to report.
+ */
+export function decodeCommit(logged: unknown, whole: WholeLookup): unknown {
+  if (typeof logged !== "object" || logged === null) return logged;
+  const source = logged as Record<string, unknown>;
+  // A commit logged before deltas (or by another writer of format 3) is whole already.
+  const out: Record<string, unknown> = { ...source, deferred: source.deferred === true };
+  delete out.logStart;
+  for (const list of REQUIRED) if (out[list] === undefined) out[list] = [];
+  const version = source.version as number;
+  for (const list of Object.keys(KEYED) as KeyedList[]) {
+    const records = out[list];
+    if (!Array.isArray(records) || !records.some(isDelta)) continue;
+    const keyed = KEYED[list];
+    const decoded: unknown[] = [];
+    for (const record of records) {
+      if (!isDelta(record)) {
+        decoded.push(record);
+        continue;
+      }
+      const base = whole(list, record[keyed] as string, record[BASE] as number);
+      if (!base || base.version !== record[BASE] || base.version >= version) return undefined;
+      const full: Record<string, unknown> = { ...base.record };
+      for (const field in record) if (field !== BASE && field !== DROPPED) full[field] = record[field];
+      for (const field of (record[DROPPED] as string[] | undefined) ?? []) delete full[field];
+      decoded.push(full);
+    }
+    out[list] = decoded;
+  }
+  return out;
+}
+
+/** Why a logged commit could not be rebuilt: a delta whose record the log no longer holds whole. */
+export function missingBase(version: number): CorruptRecordError {
+  return new CorruptRecordError(
+    `changes/${version}`,
+    "it is logged as changes to records the change log does not hold whole (the session cannot be rebuilt past it)",
+  );
+}
+
+function isDelta(record: unknown): record is Record<string, unknown> {
+  return typeof record === "object" && record !== null && BASE in record;
+}
+
+/**
+ * The records logged whole so far (the latest of each id, per list), which later commits of the same block
+ * are logged as changes to: a chain of small maps, one per group, so a writer's tail never copies what it
+ * already knew. Writer and reader keep it the same way, from what the log holds.
+ */
+export class WholeRecords {
+  private readonly own = new Map<string, LoggedWhole>();
+  /** Every record logged whole, by version too: a delta names the version it changes. */
+  private readonly exact = new Map<string, LoggedWhole>();
+
+  constructor(private readonly before?: WholeRecords) {}
+
+  /** The latest record logged whole for `id`, if it was at or after `from`. */
+  find(list: KeyedList, id: string, from: number): LoggedWhole | undefined {
+    const key = `${list}\u0000${id}`;
+    for (let at: WholeRecords | undefined = this; at; at = at.before) {
+      const found = at.own.get(key);
+      if (found) return found.version >= from ? found : undefined;
+    }
+    return undefined;
+  }
+
+  /** Notes the records of `commit` that `logged` (its form in the log) holds whole. */
+  add(commit: CommitRecord, logged: unknown): void {
+    const lists = (typeof logged === "object" && logged !== null ? logged : {}) as Record<string, unknown>;
+    for (const list of Object.keys(KEYED) as KeyedList[]) {
+      const records = (commit as unknown as Record<string, unknown>)[list];
+      const forms = lists[list];
+      if (!Array.isArray(records) || !Array.isArray(forms)) continue;
+      records.forEach((record: Record<string, unknown>, i) => {
+        if (isDelta(forms[i])) return;
+        const key = `${list}\u0000${record[KEYED[list]] as string}`;
+        const whole = { version: commit.version, record };
+        this.own.set(key, whole);
+        this.exact.set(`${key}\u0000${commit.version}`, whole);
+      });
+    }
+  }
+
+  /** For `encodeCommit`: the latest record logged whole, within the block of the version being logged. */
+  lookup(): WholeLookup {
+    return (list, id, version) => this.find(list, id, blockStart(version));
+  }
+
+  /** For `decodeCommit`: the record logged whole at exactly the version a delta names. */
+  byVersion(): WholeLookup {
+    return (list, id, version) => {
+      const key = `${list}\u0000${id}\u0000${version}`;
+      for (let at: WholeRecords | undefined = this; at; at = at.before) {
+        const found = at.exact.get(key);
+        if (found) return found;
+      }
+      return undefined;
+    };
+  }
+}
