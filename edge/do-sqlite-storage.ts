@@ -271,8 +271,12 @@ export class DurableObjectSqliteStorage implements Storage {
     if (!this.hasTables()) return { changes: [], oldestRetained: afterVersion + 1 };
     const [first] = this.run(() => this.range(sessionId, "changes", "", 0, Number.MAX_SAFE_INTEGER, 1));
     const meta = this.run(() => this.readMeta(sessionId));
-    const read = (from: number, to: number, most = -1) =>
-      this.run(() => this.range(sessionId, "changes", "", from, to, most));
+    const read = {
+      rows: (from: number, to: number, most = -1) =>
+        this.run(() => this.range(sessionId, "changes", "", from, to, most)),
+      entries: (conversation: string, from: number, to: number) =>
+        this.run(() => this.range(sessionId, "entries", conversation, from, to)),
+    };
     return changesAfter(read, first, afterVersion, limit, meta);
   }
 

@@ -11,7 +11,7 @@ import { endsBlock } from "./log-codec.ts";
 import type { LogRowWrite } from "./log-rows.ts";
 import { logRowsOfGroup, logRowValue, tailCommitsOf } from "./log-rows.ts";
 import type { RowWrite } from "./rows.ts";
-import { parkedCountAfter, rawNumber, rowsOfCommit } from "./rows.ts";
+import { parkedCountAfter, rawNumber } from "./rows.ts";
 import type { StoredRecord } from "./storage.ts";
 import { DEFAULT_TAIL_COMMITS, type Materialization, TAIL_CHARS, Tail } from "./tail.ts";
 
@@ -22,16 +22,38 @@ export interface CreateRow {
 }
 
 /**
- * The rows that must not exist yet, written with their commit (never left to the tail): the store refuses
- * the whole group when one does, in the same transaction. Known before the session row is read.
+ * The rows written with their commit, never left to the tail: those that must not exist yet (a requestId's
+ * index, a new signal: the store refuses the whole group when one does, in the same transaction) and the
+ * entries, which the change log refers to instead of holding them (`log-codec.ts`). Known before the
+ * session row is read. Built directly, not from `rowsOfCommit`: this runs for every group.
  */
 export function createRowsOf(commits: readonly CommitRecord[]): CreateRow[] {
   const creates: CreateRow[] = [];
   for (const commit of commits) {
-    // Only requestIds and new signals are created: a commit without either has none.
-    if (commit.submissions.length === 0 && !commit.signals?.length) continue;
-    for (const row of rowsOfCommit(commit))
-      if (row.op === "create") creates.push({ row, version: commit.version });
+    const { version } = commit;
+    for (const submission of commit.submissions) {
+      if (submission.acceptedVersion !== version) continue;
+      const row: RowWrite = {
+        table: "requests",
+        key: [submission.requestId],
+        value: submission.id,
+        op: "create",
+      };
+      creates.push({ row, version });
+    }
+    for (const entry of commit.entries) {
+      const row: RowWrite = {
+        table: "entries",
+        key: [entry.conversationId, entry.seq],
+        value: entry,
+        op: "create",
+      };
+      creates.push({ row, version });
+    }
+    for (const signal of commit.signals ?? []) {
+      if (signal.version !== version) continue;
+      creates.push({ row: { table: "signals", key: [signal.key], value: signal, op: "create" }, version });
+    }
   }
   return creates;
 }

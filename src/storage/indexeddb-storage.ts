@@ -70,8 +70,8 @@ export interface IndexedDbStorageOptions extends StorageOptions {
 const DB_VERSION = 5;
 const SESSIONS = "sessions";
 const ALL_STORES = [SESSIONS, ...TABLES];
-/** What a group that does not materialize the tail writes: the session row, its log row, its create-only rows. */
-const COMMIT_STORES = [SESSIONS, "changes", "requests", "signals"];
+/** What a group that does not materialize the tail writes: the session row, its log row, the rows written with it. */
+const COMMIT_STORES = [SESSIONS, "changes", "requests", "signals", "entries"];
 type Db = IDBDatabase;
 type Tx = IDBTransaction;
 
@@ -214,8 +214,12 @@ export class IndexedDbStorage implements Storage {
         readRows(tx, "changes", keys.all(sessionId), 1),
         requested(tx.objectStore(SESSIONS).get(sessionId)),
       ]);
-      const read = (from: number, to: number, most?: number) =>
-        readRows(tx, "changes", keys.numbers(sessionId, [], from, to), most);
+      const read = {
+        rows: (from: number, to: number, most?: number) =>
+          readRows(tx, "changes", keys.numbers(sessionId, [], from, to), most),
+        entries: (conversation: string, from: number, to: number) =>
+          readRows(tx, "entries", keys.numbers(sessionId, [conversation], from, to)),
+      };
       return changesAfter(read, first, afterVersion, limit, meta);
     });
   }

@@ -3,8 +3,10 @@
  * log already holds whole at an earlier version of the same block of {@link LOG_BLOCK} versions is written
  * as what changed since then (`{ "~": baseVersion, id, …changed fields, "~x": removed fields }`), and empty
  * lists are left out. A tool task logged whole when the model asked for it is logged again, when it ends,
- * as its new state only. Readers get whole commits back (`decodeCommit`); a delta never refers outside its
- * block, and the stores keep a block whole until every commit of it may go (see `change-log.ts`).
+ * as its new state only. A commit's entries are written in rows of their own with it (they never change)
+ * and the log names them (`"~e": [conversationId, firstSeq, count, …]`). Readers get whole commits back
+ * (`decodeCommit`, then `entriesNamed` for the entries); a delta never refers outside its block, and the
+ * stores keep a block whole until every commit of it may go (see `change-log.ts`).
  */
 import { CorruptRecordError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
@@ -40,6 +42,7 @@ export type WholeLookup = (list: KeyedList, id: string, version: number) => Logg
 
 const BASE = "~";
 const DROPPED = "~x";
+const ENTRIES = "~e";
 
 /**
  * A commit as the log holds it: each keyed record whose id `whole` finds in the block as a delta against
@@ -50,7 +53,9 @@ export function encodeCommit(commit: CommitRecord, whole: WholeLookup): Record<s
   const source = commit as unknown as Record<string, unknown>;
   const out: Record<string, unknown> = { version: commit.version, epoch: commit.epoch, at: commit.at };
   if (commit.deferred) out.deferred = true;
+  if (commit.entries.length > 0) out[ENTRIES] = entryNames(commit);
   for (const list of [...REQUIRED, ...OPTIONAL]) {
+    if (list === "entries") continue;
     const records = source[list] as Record<string, unknown>[] | undefined;
     if (records === undefined || (records.length === 0 && (REQUIRED as readonly string[]).includes(list)))
       continue;
@@ -63,6 +68,41 @@ export function encodeCommit(commit: CommitRecord, whole: WholeLookup): Record<s
             return base ? delta(base, record, keyed) : record;
           });
   }
+  return out;
+}
+
+/** A commit's entries by name: each run of consecutive seqs of a conversation as `conversationId, first, count`. */
+function entryNames(commit: CommitRecord): (string | number)[] {
+  const names: (string | number)[] = [];
+  for (const entry of commit.entries) {
+    const at = names.length - 3;
+    if (at >= 0 && names[at] === entry.conversationId && (names[at + 1] as number) + (names[at + 2] as number) === entry.seq)
+      names[at + 2] = (names[at + 2] as number) + 1;
+    else names.push(entry.conversationId, entry.seq, 1);
+  }
+  return names;
+}
+
+/**
+ * The entries a decoded commit's log names (as `[conversationId, seq]`), for the reader to read from their
+ * rows and put back with `withEntries`; none when the log held them itself (format 3).
+ */
+export function entriesNamed(decoded: unknown): [string, number][] {
+  const names = (decoded as Record<string, unknown> | null)?.[ENTRIES];
+  if (!Array.isArray(names)) return [];
+  const out: [string, number][] = [];
+  for (let i = 0; i + 2 < names.length; i += 3) {
+    const [conversation, first, count] = [names[i], names[i + 1], names[i + 2]];
+    if (typeof conversation !== "string" || typeof first !== "number" || typeof count !== "number") break;
+    for (let seq = first; seq < first + count; seq++) out.push([conversation, seq]);
+  }
+  return out;
+}
+
+/** A decoded commit with the entries its log named, read from their rows. */
+export function withEntries(decoded: unknown, entries: readonly unknown[]): unknown {
+  const out: Record<string, unknown> = { ...(decoded as Record<string, unknown>), entries };
+  delete out[ENTRIES];
   return out;
 }
 

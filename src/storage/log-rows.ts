@@ -7,8 +7,16 @@
 import { CorruptRecordError, RecordTooLargeError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import { utf8Length } from "../records/schemas.ts";
-import { blockStart, decodeCommit, encodeCommit, missingBase, WholeRecords } from "./log-codec.ts";
-import { checkRowSize, rawNumber, rowsOfCommit } from "./rows.ts";
+import {
+  blockStart,
+  decodeCommit,
+  encodeCommit,
+  entriesNamed,
+  missingBase,
+  WholeRecords,
+  withEntries,
+} from "./log-codec.ts";
+import { checkRowSize, rawNumber, recordName, rowsOfCommit } from "./rows.ts";
 import type { StoredChanges, StoredRecord } from "./storage.ts";
 
 /**
@@ -145,12 +153,13 @@ export function decodeChanges(
   return { changes: decoded, wholes: next };
 }
 
-/** Reads log rows keyed `from` ≤ key ≤ `to`, oldest first (at most `limit` of them). */
-export type LogReader = (
-  from: number,
-  to: number,
-  limit?: number,
-) => Promise<StoredRecord[]> | StoredRecord[];
+/** How a store reads its log for `changesAfter`, inside one snapshot. */
+export interface LogReader {
+  /** Log rows keyed `from` ≤ key ≤ `to`, oldest first (at most `limit` of them). */
+  rows(from: number, to: number, limit?: number): Promise<StoredRecord[]> | StoredRecord[];
+  /** A conversation's entry rows `from` ≤ seq ≤ `to`, in order. */
+  entries(conversationId: string, from: number, to: number): Promise<StoredRecord[]> | StoredRecord[];
+}
 
 /**
  * A page of the change log: up to `limit` whole commits after `afterVersion` (`limit` rows hold at least that
@@ -172,12 +181,12 @@ export async function changesAfter(
     first ? firstVersionOf(first.value, versionOfChange(first)) : version + 1,
   );
   const from = Math.max(afterVersion + 1, oldestRetained);
-  const logged = changesOfRows(await read(from, Number.MAX_SAFE_INTEGER, limit));
+  const logged = changesOfRows(await read.rows(from, Number.MAX_SAFE_INTEGER, limit));
   let page = decodeChanges(logged);
   if (page.missing !== undefined) {
     // The block's earlier rows hold what the deltas refer to; the commits before the block are not needed.
     const start = blockStart(page.missing);
-    const earlier = changesOfRows(await read(start, from - 1)).filter(
+    const earlier = changesOfRows(await read.rows(start, from - 1)).filter(
       (change) => versionOfChange(change) >= start && versionOfChange(change) < from,
     );
     const before = decodeChanges(earlier);
@@ -186,7 +195,39 @@ export async function changesAfter(
       throw missingBase(before.missing ?? (page.missing as number));
   }
   const changes = page.changes.filter((change) => versionOfChange(change) >= from).slice(0, limit);
-  return { changes, oldestRetained };
+  return { changes: await withNamedEntries(changes, read), oldestRetained };
+}
+
+/**
+ * Commits with the entries their log names, read from the entry rows (one range per conversation). An entry
+ * that is not there is reported by name: it was written with its commit.
+ */
+async function withNamedEntries(changes: StoredRecord[], read: LogReader): Promise<StoredRecord[]> {
+  const ranges = new Map<string, { from: number; to: number }>();
+  const named = changes.map((change) => entriesNamed(change.value));
+  for (const names of named)
+    for (const [conversation, seq] of names) {
+      const range = ranges.get(conversation);
+      if (range) {
+        range.from = Math.min(range.from, seq);
+        range.to = Math.max(range.to, seq);
+      } else ranges.set(conversation, { from: seq, to: seq });
+    }
+  if (ranges.size === 0) return changes;
+  const entries = new Map<string, unknown>();
+  for (const [conversation, { from, to }] of ranges)
+    for (const row of await read.entries(conversation, from, to)) entries.set(row.key, row.value);
+  return changes.map((change, i) => {
+    const names = named[i] as [string, number][];
+    if (names.length === 0) return change;
+    const values = names.map(([conversation, seq]) => {
+      const key = recordName("entries", [conversation, seq]);
+      if (!entries.has(key))
+        throw new CorruptRecordError(key, `commit ${versionOfChange(change)} names it, and it is not stored`);
+      return entries.get(key);
+    });
+    return { key: change.key, value: withEntries(change.value, values) };
+  });
 }
 
 /** The version of a change as `changesOfRows` named it. */

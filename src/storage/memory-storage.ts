@@ -250,8 +250,12 @@ export class MemoryStorage implements Storage {
     if (!rows) return { changes: [], oldestRetained: afterVersion + 1 };
     const log = rows.tables.changes;
     const [first] = sortedRange(log, "changes", undefined, 0, Number.MAX_SAFE_INTEGER);
-    const read = (from: number, to: number, most = Number.POSITIVE_INFINITY) =>
-      sortedRange(log, "changes", undefined, from, to).slice(0, most);
+    const read = {
+      rows: (from: number, to: number, most = Number.POSITIVE_INFINITY) =>
+        sortedRange(log, "changes", undefined, from, to).slice(0, most),
+      entries: (conversation: string, from: number, to: number) =>
+        sortedRange(rows.tables.entries, "entries", conversation, from, to),
+    };
     return structuredClone(await changesAfter(read, first, afterVersion, limit, rows.meta));
   }
 

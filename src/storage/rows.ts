@@ -105,7 +105,14 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     rows.push({ table: "conversations", key: [conversation.id], value: conversation });
   }
   for (const entry of commit.entries) {
-    rows.push({ table: "entries", key: [entry.conversationId, entry.seq], value: entry, fresh: true });
+    // Written with their commit, as create-only rows (see `createRowsOf`): the log refers to them.
+    rows.push({
+      table: "entries",
+      key: [entry.conversationId, entry.seq],
+      value: entry,
+      op: "create",
+      fresh: true,
+    });
   }
   for (const change of commit.documents) {
     if (change.deleted) {

@@ -144,7 +144,7 @@ describe("session worker (comlink)", () => {
 
   it("surfaces a full quota to the page as a typed error, keeping what was committed", async () => {
     const db = `worker-${Math.random().toString(36).slice(2)}`;
-    const { worker, client } = startWorker(db, "s4", 4); // room for one submission's 3 rows, not two
+    const { worker, client } = startWorker(db, "s4", 6); // room for one submission's 5 rows, not two
     for (let i = 0; i < 200 && (await client.role()) !== "leader"; i++)
       await new Promise((r) => setTimeout(r, 10));
     const kept = await client.submit({ requestId: "kept", conversationId: "main", input: "fits" });
