@@ -76,7 +76,11 @@ function entryNames(commit: CommitRecord): (string | number)[] {
   const names: (string | number)[] = [];
   for (const entry of commit.entries) {
     const at = names.length - 3;
-    if (at >= 0 && names[at] === entry.conversationId && (names[at + 1] as number) + (names[at + 2] as number) === entry.seq)
+    if (
+      at >= 0 &&
+      names[at] === entry.conversationId &&
+      (names[at + 1] as number) + (names[at + 2] as number) === entry.seq
+    )
       names[at + 2] = (names[at + 2] as number) + 1;
     else names.push(entry.conversationId, entry.seq, 1);
   }
