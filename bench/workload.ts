@@ -14,7 +14,7 @@ import {
   type Session,
   sequentialIds,
 } from "../src/index.ts";
-import { documentRowsObsoleteBelow, rowsOfCommit } from "../src/storage/rows.ts";
+import { documentRowsObsoleteBelow, type RowWrite, rowsOfCommit } from "../src/storage/rows.ts";
 
 const progress = defineDocument({
   type: "progress",
@@ -56,7 +56,16 @@ export function renumber(template: readonly CommitRecord[], from: number, count:
 }
 
 /**
- * A bare `idb` connection on the kernel's object stores that writes exactly the rows the kernel writes for
+ * The rows a floor transaction writes for one commit: every record's row and the whole commit in the change log,
+ * as storage formats before 4 wrote them in one transaction. The kernel now writes the log first and the rows
+ * later (fewer bytes); the floor keeps the old, fuller shape so ratios stay comparable across formats.
+ */
+export function floorRowsOf(commit: CommitRecord): RowWrite[] {
+  return [...rowsOfCommit(commit), { table: "changes", key: [commit.version], value: commit }];
+}
+
+/**
+ * A bare `idb` connection on the kernel's object stores that writes the floor rows (`floorRowsOf`) for
  * given commits (and deletes the document rows a baseline makes obsolete, as the kernel's store does), one
  * transaction per commit. `write` returns ms per transaction.
  */
@@ -68,7 +77,7 @@ export async function openRawWriter(database: string, durability: "strict" | "re
   return {
     async write(commits: readonly CommitRecord[]): Promise<number> {
       const rows = commits.map((commit) => ({
-        writes: rowsOfCommit(commit),
+        writes: floorRowsOf(commit),
         obsolete: commit.documents.flatMap((change) => {
           const below = documentRowsObsoleteBelow(change);
           return below === undefined

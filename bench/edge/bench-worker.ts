@@ -25,10 +25,10 @@ import {
   sequentialIds,
 } from "../../src/index.ts";
 import { pruneChangesThrough } from "../../src/storage/change-log.ts";
-import { documentRowsObsoleteBelow, rowsOfCommit } from "../../src/storage/rows.ts";
+import { documentRowsObsoleteBelow } from "../../src/storage/rows.ts";
 import { DEFAULT_RETAIN_CHANGES } from "../../src/storage/storage.ts";
 import { rawWrites, runToolCalls } from "../tool-call.ts";
-import { benchRegistry, commitStep, renumber } from "../workload.ts";
+import { benchRegistry, commitStep, floorRowsOf, renumber } from "../workload.ts";
 
 /** `ctx.storage` as this bench uses it: the store's parts plus `sync()` (wait until writes are durable). */
 type BenchStorage = DurableObjectStorageLike & { sync(): Promise<void> };
@@ -127,7 +127,7 @@ export class CommitBench {
     const { sql } = this.ctx.storage;
     this.ctx.storage.transactionSync(() => {
       const meta = sql.exec("SELECT v FROM da_sessions WHERE id = ?", "bench").toArray()[0];
-      for (const row of rowsOfCommit(commit)) {
+      for (const row of floorRowsOf(commit)) {
         const [id, n] = row.table === "changes" ? ["", row.key[0]] : [row.key[0], row.key[1] ?? -1];
         sql.exec(
           "INSERT OR REPLACE INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?)",
