@@ -56,4 +56,9 @@ if (side === "ours") {
   }
   db.close();
 }
-console.log(process.resourceUsage().maxRSS / 1024);
+// VmHWM is this process image's own peak; getrusage's maxRSS keeps the peak of the process that spawned us
+// (Linux carries it across exec), which a long `npm run bench` run makes hundreds of MiB.
+const { readFileSync, existsSync } = await import("node:fs");
+const status = existsSync("/proc/self/status") ? readFileSync("/proc/self/status", "utf8") : "";
+const hwm = /^VmHWM:\s+(\d+) kB/m.exec(status);
+console.log(hwm ? Number(hwm[1]) / 1024 : process.resourceUsage().maxRSS / 1024);

@@ -1,6 +1,5 @@
 /** The Node side of agent/tool-call-vs-minimal (bench/tool-call.ts): fake-indexeddb, allocations, peak RSS. */
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { indexedDbStorage, memoryStorage } from "../src/index.ts";
 import { allocatedBy } from "./allocations.ts";
@@ -43,12 +42,10 @@ export async function toolCallBench(): Promise<{
   };
 }
 
-/** Peak RSS (MiB) of bench/rss-child.mjs from the built package; builds `dist/` first if it is missing. */
+/** Peak RSS (MiB) of bench/rss-child.mjs from the built package; builds `dist/` first (a stale one measures old code). */
 export async function toolCallRss(): Promise<Line> {
   const root = fileURLToPath(new URL("..", import.meta.url));
-  if (!existsSync(`${root}/dist/src/index.js`)) {
-    execFileSync("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: root, stdio: "inherit" });
-  }
+  execFileSync("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: root, stdio: "inherit" });
   const peak = (side: string) =>
     Number(execFileSync(process.execPath, ["bench/rss-child.mjs", side], { cwd: root, encoding: "utf8" }));
   const ours: number[] = [];

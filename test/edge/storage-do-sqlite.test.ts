@@ -39,7 +39,7 @@ describe("Durable Object SQLite row limit (workerd)", () => {
     expect(error).toBeInstanceOf(RecordTooLargeError);
     expect(error).toMatchObject({ record: "entries/main/1", limit: DO_SQLITE_MAX_ROW_BYTES, version: 2 });
     expect([session.status, session.version]).toEqual(["open", 1]);
-    // Just under the limit (the commit's change-log row, which holds the whole commit, too) is written.
+    // Just under the limit is written: the entry has its own row, and the commit's change-log row names it.
     await session.commit((d) => d.appendEntry("main", { kind: "note", text: "y".repeat(1_990_000) }));
     const reopened = await open(new RemoteStorage(post), id);
     const texts = reopened
