@@ -181,7 +181,12 @@ export async function changesAfter(
     first ? firstVersionOf(first.value, versionOfChange(first)) : version + 1,
   );
   const from = Math.max(afterVersion + 1, oldestRetained);
-  const logged = changesOfRows(await read.rows(from, Number.MAX_SAFE_INTEGER, limit));
+  // Versions are consecutive: the page is `from`…`to`, in the rows keyed up to `to` and the one row after
+  // them (a group's row is keyed by its last version). Commits of those rows past `to` are not decoded.
+  const to = from + Math.min(limit, Number.MAX_SAFE_INTEGER - from) - 1;
+  const rows = [...(await read.rows(from, to))];
+  if (to < Number.MAX_SAFE_INTEGER) rows.push(...(await read.rows(to + 1, Number.MAX_SAFE_INTEGER, 1)));
+  const logged = changesOfRows(rows).filter((change) => !(versionOfChange(change) > to));
   let page = decodeChanges(logged);
   if (page.missing !== undefined) {
     // The block's earlier rows hold what the deltas refer to; the commits before the block are not needed.
@@ -194,7 +199,7 @@ export async function changesAfter(
     if (before.missing !== undefined || page.missing !== undefined)
       throw missingBase(before.missing ?? (page.missing as number));
   }
-  const changes = page.changes.filter((change) => versionOfChange(change) >= from).slice(0, limit);
+  const changes = page.changes.filter((change) => versionOfChange(change) >= from);
   return { changes: await withNamedEntries(changes, read), oldestRetained };
 }
 

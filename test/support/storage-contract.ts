@@ -346,6 +346,43 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(errors[0]).toBeInstanceOf(HistoryTruncatedError);
     });
 
+    it("serves the same commits in pages of any size, across group rows and blocks of the log", async () => {
+      const id = freshId("pages");
+      const storage = harness.storage();
+      const session = await open(storage, id);
+      // Groups of 1 to 150 commits (one transaction each), each commit changing the conversation again.
+      let n = 0;
+      for (const size of [1, 150, 3, 70, 1, 40]) {
+        await Promise.all(
+          Array.from({ length: size }, () =>
+            session.commit((d) => d.appendEntry("main", { kind: "note", text: `n${n++}` })),
+          ),
+        );
+      }
+      expect(session.version).toBe(265);
+      const all = (await storage.readChanges(id, 0, 1_000)).changes.map((c) => c.value as CommitRecord);
+      expect(all.map((c) => c.version)).toEqual(Array.from({ length: 265 }, (_, i) => i + 1));
+      expect(all.map((c) => (c.entries[0]?.content as { text: string }).text)).toEqual(
+        Array.from({ length: 265 }, (_, i) => `n${i}`),
+      );
+      for (const [after, limit] of [
+        [0, 1],
+        [5, 7],
+        [63, 64],
+        [100, 100],
+        [130, 3],
+        [200, 1_000],
+        [264, 5],
+      ] as const) {
+        const page = await storage.readChanges(id, after, limit);
+        const expected = all.slice(after, after + limit);
+        expect(
+          page.changes.map((c) => c.value),
+          `after ${after}, limit ${limit}`,
+        ).toEqual(expected);
+      }
+    });
+
     it("bounds the change log by bytes as well: the oldest rows go once the log passes the limit", async () => {
       const id = freshId("log-bytes");
       // What each change-log row took, as the store wrote it (one commit a row here).
