@@ -86,6 +86,8 @@ export function planGroup(
     /** How many commits the tail may hold (`StorageOptions.tailCommits`). */
     readonly tailCommits?: number | undefined;
     readonly maxRowBytes?: number | undefined;
+    /** Packs a group's commits into log rows of at most this many bytes (see `logRowsOfGroup`). */
+    readonly logRowBytes?: number | undefined;
     /**
      * False when this transaction cannot write the tail's rows (its scope holds only what a commit writes
      * otherwise: see {@link mayMaterialize}): the tail then waits, and so does pruning.
@@ -95,7 +97,13 @@ export function planGroup(
 ): GroupPlan {
   const last = commits.at(-1) as CommitRecord;
   const logStart = meta.logEnd ?? 0;
-  const { rows, logEnd, wholes } = logRowsOfGroup(commits, logStart, tail.wholes, options.maxRowBytes);
+  const { rows, logEnd, wholes } = logRowsOfGroup(
+    commits,
+    logStart,
+    tail.wholes,
+    options.maxRowBytes,
+    options.logRowBytes,
+  );
   const grown = tail.with(commits, logEnd - logStart, wholes);
   const boundary = commits.findLast((commit) => commit.version % PRUNE_EVERY === 0);
   const allowed = options.mayMaterialize !== false;

@@ -45,13 +45,15 @@ export interface LogRowWrite {
  * against the records `wholes` holds (and those of the group's earlier commits, which the returned chain
  * adds): one row, or — when a store bounds its row size and the group is larger — as many as keep each
  * under `maxBytes` UTF-8 bytes. A commit larger than that alone is refused with `RecordTooLargeError`
- * before anything is written, naming its largest record when that alone is over the bound.
+ * before anything is written, naming its largest record when that alone is over the bound. With `packBytes`,
+ * commits are packed into rows of at most that many bytes (a larger commit still gets a row of its own).
  */
 export function logRowsOfGroup(
   commits: readonly CommitRecord[],
   logStart: number,
   wholes: WholeRecords,
   maxBytes?: number,
+  packBytes?: number,
 ): { rows: LogRowWrite[]; logEnd: number; wholes: WholeRecords } {
   const next = new WholeRecords(wholes);
   const lookup = next.lookup();
@@ -62,28 +64,31 @@ export function logRowsOfGroup(
   });
   const whole = logRowOf(logged, logStart);
   const json = JSON.stringify(whole);
-  if (maxBytes === undefined || fits(json, maxBytes)) {
+  const pack = Math.min(packBytes ?? Number.POSITIVE_INFINITY, maxBytes ?? Number.POSITIVE_INFINITY);
+  if (pack === Number.POSITIVE_INFINITY || fits(json, pack)) {
     const version = (commits.at(-1) as CommitRecord).version;
     return { rows: [{ version, value: whole, json }], logEnd: logStart + json.length, wholes: next };
   }
   const rows: LogRowWrite[] = [];
   let start = logStart;
   let part: Record<string, unknown>[] = [];
+  let partBytes = 0; // the sum of its commits' rows alone: at least the row of them all, less its brackets
   const close = () => {
     const value = logRowOf(part, start);
     const text = JSON.stringify(value);
     rows.push({ version: (part.at(-1) as { version: number }).version, value, json: text });
     start += text.length;
     part = [];
+    partBytes = 0;
   };
   logged.forEach((encoded, i) => {
     const commit = commits[i] as CommitRecord;
     const alone = JSON.stringify(logRowOf([encoded], start));
-    if (!fits(alone, maxBytes)) {
+    const bytes = utf8Length(alone);
+    if (maxBytes !== undefined && bytes > maxBytes) {
       // Named by the record that is too large when one is (its row would be too), else as the whole commit.
       for (const row of rowsOfCommit(commit))
         if (row.op !== "delete") checkRowSize(row, JSON.stringify(row.value), maxBytes, commit.version);
-      const bytes = utf8Length(alone);
       throw new RecordTooLargeError(
         `commit ${commit.version} was not written: its change-log row changes/${commit.version} (the whole commit) is ${bytes} bytes, and one row holds at most ${maxBytes}`,
         `changes/${commit.version}`,
@@ -92,8 +97,9 @@ export function logRowsOfGroup(
         commit.version,
       );
     }
-    if (part.length > 0 && !fits(JSON.stringify(logRowOf([...part, encoded], start)), maxBytes)) close();
+    if (part.length > 0 && partBytes + bytes + 64 > pack) close();
     part.push(encoded);
+    partBytes += bytes;
   });
   close();
   return { rows, logEnd: start, wholes: next };
