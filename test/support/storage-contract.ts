@@ -363,7 +363,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(session.version).toBe(415);
       const all = (await storage.readChanges(id, 0, 1_000)).changes.map((c) => c.value as CommitRecord);
       expect(all.map((c) => c.version)).toEqual(Array.from({ length: 415 }, (_, i) => i + 1));
-      expect(all.map((c) => (c.entries[0]?.content as { text: string }).text)).toEqual(
+      expect(all.map((c) => (c.entries[0]?.content as { text: string } | undefined)?.text)).toEqual(
         Array.from({ length: 415 }, (_, i) => `n${i}`),
       );
       for (const [after, limit] of [
