@@ -257,6 +257,46 @@ describe("agent loop", () => {
     expect((await session.wait(next.id)).status).toBe("succeeded");
   });
 
+  it("stores a tool result close to the store's row limit once: its entry's row, which the task and the change log name", async () => {
+    const fetchPage = defineTool({
+      name: "fetch_page",
+      description: "Fetch a web page",
+      input: z.object({ url: z.string() }),
+      replay: "safe",
+      execute: ({ url }) => ({ url, html: "<p>".padEnd(18_000, "x") }),
+    });
+    const model = scriptedModel([
+      { toolCalls: [{ name: "fetch_page", args: { url: "https://example.com" } }] },
+      { text: "read it" },
+    ]);
+    // 18 kB of output in a store that holds 20 kB a row: it fits only if no row holds it twice.
+    const html = "<p>".padEnd(18_000, "x");
+    const holding: string[] = [];
+    const disk = memoryStorage({
+      maxRowBytes: 20_000,
+      onWrite: (row) => {
+        if (row.op !== "delete" && JSON.stringify(row.value).includes(html)) holding.push(row.table);
+      },
+    });
+    const { session } = await open(disk, model, [fetchPage]);
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "read the page" });
+    expect(await session.wait(sub.id)).toMatchObject({ status: "succeeded", result: { text: "read it" } });
+    const { session: reopened } = await open(disk.reopen(), model, [fetchPage]);
+    const results = (reopened.view().conversations[0]?.entries ?? []).flatMap((e) =>
+      e.content.kind === "tool-result" ? [e.content] : [],
+    );
+    expect(results).toEqual([
+      expect.objectContaining({
+        toolName: "fetch_page",
+        outcome: "ok",
+        output: { url: "https://example.com", html },
+      }),
+    ]);
+    // Written once, in the entry's own row: not again in the task's row or the change log.
+    expect(holding).toEqual(["entries"]);
+  });
+
   it("after a crash mid-tool, never re-runs an unsafe tool blindly: the result is interrupted, with its progress", async () => {
     const service = new Service();
     const disk = memoryStorage();
