@@ -169,10 +169,12 @@ export async function edgeToolCallBench(): Promise<{
 }> {
   const { workerd, dispose } = await startBenchWorker();
   try {
-    type Run = { ms: number; toolCalls: number; rows: number; bytes: number; sqliteRowsWritten: number };
+    type Run = { toolCalls: number; rows: number; bytes: number; sqliteRowsWritten: number };
     const run = async (n?: number) => {
       const { elapsed, text } = await timed(workerd, `/commit/agent/toolcalls${n ? `?n=${n}` : ""}`);
-      return { elapsed, run: JSON.parse(text) as Run };
+      const { toolCalls } = JSON.parse(text) as { toolCalls: number };
+      const counted = JSON.parse((await timed(workerd, "/commit/agent/toolcalls-count")).text) as Run;
+      return { elapsed, run: { ...counted, toolCalls } };
     };
     for (let i = 0; i < 5; i++) await run(30); // warm-up
     const ours: number[] = [];

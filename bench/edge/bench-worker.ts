@@ -27,7 +27,7 @@ import {
 import { pruneChangesThrough } from "../../src/storage/change-log.ts";
 import { documentRowsObsoleteBelow } from "../../src/storage/rows.ts";
 import { DEFAULT_RETAIN_CHANGES } from "../../src/storage/storage.ts";
-import { rawWrites, runToolCalls } from "../tool-call.ts";
+import { rawWrites, runWorkload, type WriteCounter } from "../tool-call.ts";
 import { benchRegistry, commitStep, floorRowsOf, renumber } from "../workload.ts";
 
 /** `ctx.storage` as this bench uses it: the store's parts plus `sync()` (wait until writes are durable). */
@@ -44,6 +44,8 @@ export class CommitBench {
   private session: Session | undefined;
   private template: CommitRecord[] = [];
   private runs = 0;
+  /** What the last `/toolcalls` run wrote, read by `/toolcalls-count`. */
+  private counted: { counting: ReturnType<typeof countingSql>; counter: WriteCounter } | undefined;
 
   constructor(private readonly ctx: { storage: BenchStorage }) {
     this.storage = new DurableObjectSqliteStorage(ctx.storage);
@@ -81,16 +83,24 @@ export class CommitBench {
         }
         return new Response(String(this.session.version));
       case "/toolcalls": {
-        // The agent workload in a fresh session of this object; rows written as SQLite counts them
-        // (index rows included, as the platform bills them).
+        // The agent workload in a fresh session of this object. What it wrote is counted by the next
+        // request (`/toolcalls-count`), so counting is not timed with the run.
         const counting = countingSql(this.ctx.storage);
         const sessionId = `tool-calls-${this.runs++}`;
-        const run = await runToolCalls(
+        const { toolCalls, counter } = await runWorkload(
           (onWrite) => new DurableObjectSqliteStorage(counting.storage, { onWrite }),
           n || undefined,
           sessionId,
         );
-        return Response.json({ ...run, sqliteRowsWritten: counting.rowsWritten() });
+        this.counted = { counting, counter };
+        return Response.json({ toolCalls });
+      }
+      case "/toolcalls-count": {
+        // The last run's rows, bytes and transactions; rows also as SQLite counts them (index rows
+        // included, as the platform bills them).
+        if (!this.counted) break;
+        const { counting, counter } = this.counted;
+        return Response.json({ ...counter.count(), sqliteRowsWritten: counting.rowsWritten() });
       }
       case "/rawsteps": {
         const { sql } = this.ctx.storage;
