@@ -9,6 +9,7 @@
  * stores keep a block whole until every commit of it may go (see `change-log.ts`).
  */
 import { CorruptRecordError } from "../errors.ts";
+import { type Json, jsonEqual } from "../records/json.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 
 /** Versions come in blocks of this many: a logged record refers back only within its block. */
@@ -110,10 +111,20 @@ export function withEntries(decoded: unknown, entries: readonly unknown[]): unkn
   return out;
 }
 
-/** What changed from `base` to `record`, with the version of `base` and the record's id. */
+/**
+ * What changed from `base` to `record`, with the version of `base` and the record's id. Fields are compared
+ * as JSON: sealing a commit validates its records, which copies their JSON values, so a field nobody
+ * touched is often a new object equal to the one logged.
+ */
 function delta(base: LoggedWhole, record: Record<string, unknown>, keyed: string): Record<string, unknown> {
   const out: Record<string, unknown> = { [BASE]: base.version, [keyed]: record[keyed] };
-  for (const field in record) if (record[field] !== base.record[field]) out[field] = record[field];
+  for (const field in record) {
+    const value = record[field];
+    const was = base.record[field];
+    if (value === was) continue;
+    if (typeof value === "object" && value !== null && jsonEqual(value as Json, was as Json)) continue;
+    out[field] = value;
+  }
   const dropped: string[] = [];
   for (const field in base.record) if (!(field in record)) dropped.push(field);
   if (dropped.length > 0) out[DROPPED] = dropped;
