@@ -192,7 +192,11 @@ export async function changesAfter(
   const to = from + Math.min(limit, Number.MAX_SAFE_INTEGER - from) - 1;
   const rows = [...(await read.rows(from, to))];
   if (to < Number.MAX_SAFE_INTEGER) rows.push(...(await read.rows(to + 1, Number.MAX_SAFE_INTEGER, 1)));
-  const logged = changesOfRows(rows).filter((change) => !(versionOfChange(change) > to));
+  // A row may begin in an earlier block (a group written across a block's end): its commits before this
+  // block are not needed, and may refer to rows pruned since, so they are not decoded either.
+  const logged = changesOfRows(rows).filter(
+    (change) => versionOfChange(change) >= blockStart(from) && !(versionOfChange(change) > to),
+  );
   let page = decodeChanges(logged);
   if (page.missing !== undefined) {
     // The block's earlier rows hold what the deltas refer to; the commits before the block are not needed.

@@ -386,6 +386,31 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       }
     });
 
+    it("serves the oldest retained commits when a pruned block's last commits share a row with the next block", async () => {
+      const id = freshId("span");
+      const storage = harness.storage({ retainChanges: 192 });
+      const session = await openSession({ id, storage, registry: contractRegistry, ids: sequentialIds() });
+      const note = (text: string) => session.commit((d) => d.appendEntry("main", { kind: "note", text }));
+      while (session.version < 49) await note(`n${session.version}`);
+      await commitAsKernel(session, (d) => d.writeTask(created(d, task("t1", "a")))); // v50: logged whole
+      while (session.version < 59) await note(`n${session.version}`);
+      // v60…v70 in one group: one row across the end of block 1…64, v60 logging t1 as changes to v50.
+      await Promise.all([
+        commitAsKernel(session, (d) => d.writeTask(created(d, task("t1", "b")))),
+        ...Array.from({ length: 10 }, (_, i) => note(`g${i}`)),
+      ]);
+      while (session.version < 300) await note(`n${session.version}`);
+      // Pruned at 256 through 64: v50's row is gone, the row of v60…v70 stays for v65…v70.
+      const first = await storage.readChanges(id, 0, 5);
+      expect(first.oldestRetained).toBe(65);
+      const versions = (page: { changes: { value: unknown }[] }) =>
+        page.changes.map((c) => (c.value as CommitRecord).version);
+      expect(versions(first)).toEqual([65, 66, 67, 68, 69]);
+      const all = await session.readChanges(64, 1_000);
+      expect(all.changes.map((c) => c.version)).toEqual(Array.from({ length: 236 }, (_, i) => 65 + i));
+      expect(versions(await storage.readChanges(id, 69, 2))).toEqual([70, 71]);
+    });
+
     it("bounds the change log by bytes as well: the oldest rows go once the log passes the limit", async () => {
       const id = freshId("log-bytes");
       // What each change-log row took, as the store wrote it (one commit a row here).
