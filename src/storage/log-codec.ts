@@ -121,12 +121,13 @@ function delta(base: LoggedWhole, record: Record<string, unknown>, keyed: string
   for (const field in record) {
     const value = record[field];
     const was = base.record[field];
-    if (value === was) continue;
+    if (value === was || value === undefined) continue;
     if (typeof value === "object" && value !== null && jsonEqual(value as Json, was as Json)) continue;
     out[field] = value;
   }
+  // A field set to undefined is gone from the record as stored (JSON has no undefined).
   const dropped: string[] = [];
-  for (const field in base.record) if (!(field in record)) dropped.push(field);
+  for (const field in base.record) if (record[field] === undefined) dropped.push(field);
   if (dropped.length > 0) out[DROPPED] = dropped;
   return out;
 }
@@ -172,6 +173,15 @@ export function missingBase(version: number): CorruptRecordError {
     `changes/${version}`,
     "it is logged as changes to records the change log does not hold whole (the session cannot be rebuilt past it)",
   );
+}
+
+/** Whether a logged commit holds a record as changes to an earlier copy (its whole row is not in the log). */
+export function holdsChanges(logged: Record<string, unknown>): boolean {
+  for (const list of Object.keys(KEYED)) {
+    const records = logged[list];
+    if (Array.isArray(records) && records.some(isDelta)) return true;
+  }
+  return false;
 }
 
 function isDelta(record: unknown): record is Record<string, unknown> {

@@ -12,6 +12,7 @@ import {
   decodeCommit,
   encodeCommit,
   entriesNamed,
+  holdsChanges,
   missingBase,
   WholeRecords,
   withEntries,
@@ -45,7 +46,8 @@ export interface LogRowWrite {
  * against the records `wholes` holds (and those of the group's earlier commits, which the returned chain
  * adds): one row, or — when a store bounds its row size and the group is larger — as many as keep each
  * under `maxBytes` UTF-8 bytes. A commit larger than that alone is refused with `RecordTooLargeError`
- * before anything is written, naming its largest record when that alone is over the bound. With `packBytes`,
+ * before anything is written, naming its largest record when that alone is over the bound; so is a commit
+ * that logs a record as its changes when that record's whole row would be over it. With `packBytes`,
  * commits are packed into rows of at most that many bytes (a larger commit still gets a row of its own).
  */
 export function logRowsOfGroup(
@@ -59,6 +61,11 @@ export function logRowsOfGroup(
   const lookup = next.lookup();
   const logged = commits.map((commit) => {
     const encoded = encodeCommit(commit, lookup);
+    // A record logged as its changes is written whole into its own row later: that row must fit too, and
+    // is checked now, while the commit can still be refused alone.
+    if (maxBytes !== undefined && holdsChanges(encoded))
+      for (const row of rowsOfCommit(commit))
+        if (row.op !== "delete") checkRowSize(row, JSON.stringify(row.value), maxBytes, commit.version);
     next.add(commit, encoded);
     return encoded;
   });

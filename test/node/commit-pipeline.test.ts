@@ -5,8 +5,10 @@ import {
   type CommitRecord,
   createRegistry,
   defineDocument,
+  defineTask,
   InvalidArgumentError,
   indexedDbStorage,
+  type Json,
   ManualClock,
   ManualTimers,
   memoryStorage,
@@ -17,6 +19,7 @@ import {
   sequentialIds,
   ValidationError,
 } from "../../src/index.ts";
+import { commitAsKernel } from "../../src/session/kernel-access.ts";
 import { logRowValue } from "../../src/storage/log-rows.ts";
 import { deferred, SpyStorage } from "../support/storage-wrappers.ts";
 import { rng } from "../support/task-simulation.ts";
@@ -33,6 +36,18 @@ const draftText = defineDocument({
   progress: true,
 });
 const registry = createRegistry({ documents: [counter, draftText] });
+/** A registry that knows the `demo` task the kernel-level tests write. */
+const taskRegistry = createRegistry({
+  documents: [counter, draftText],
+  tasks: [
+    defineTask({
+      kind: "demo",
+      version: 1,
+      input: z.unknown(),
+      phases: { start: (ctx) => ctx.complete(null) },
+    }),
+  ],
+});
 
 async function setup() {
   const disk = memoryStorage();
@@ -204,6 +219,50 @@ describe("commit pipeline", () => {
       note("after"),
       note("later"),
     ]);
+  });
+
+  it("refuses a commit that grows a record past the row limit even though the log holds only its changes", async () => {
+    // The log writes the task's second version as what changed (about 6 KB), but its own row, written when
+    // the log's tail is, would hold all of it (about 12 KB): refused now, not at a later, unrelated commit.
+    const disk = memoryStorage({ maxRowBytes: 10_000 });
+    const session = await openSession({
+      id: "s",
+      storage: disk,
+      registry: taskRegistry,
+      ids: sequentialIds(),
+    });
+    const big = "x".repeat(6_000);
+    const task = (data: Json, createdVersion: number) => ({
+      id: "t1",
+      kind: "demo",
+      kindVersion: 1,
+      input: { big },
+      state: { status: "pending" as const },
+      checkpoint: { phase: "start", data },
+      attempts: 0,
+      restarts: 0,
+      createdAt: 0,
+      updatedAt: 0,
+      createdVersion,
+    });
+    await commitAsKernel(session, (d) => d.writeTask(task(null, d.version)));
+    await expect(commitAsKernel(session, (d) => d.writeTask(task({ more: big }, 1)))).rejects.toMatchObject({
+      code: "record-too-large",
+      record: "tasks/t1",
+      version: 2,
+    });
+    expect(session.status).toBe("open");
+    // Past the tail's length (64 commits): every later commit is written, and the session reopens.
+    for (let i = 0; i < 70; i++) await session.commit((d) => d.appendEntry("main", note(`n${i}`)));
+    await session.close();
+    const reopened = await openSession({
+      id: "s",
+      storage: disk,
+      registry: taskRegistry,
+      ids: sequentialIds(),
+    });
+    expect(reopened.version).toBe(71);
+    expect(reopened.view().tasks[0]?.checkpoint.data).toBeNull();
   });
 
   it("in seeded random groups, refuses exactly the too-large commits and saves everything else in order", async () => {

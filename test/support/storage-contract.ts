@@ -403,7 +403,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       // Pruned at 256 through 64: v50's row is gone, the row of v60…v70 stays for v65…v70.
       const first = await storage.readChanges(id, 0, 5);
       expect(first.oldestRetained).toBe(65);
-      const versions = (page: { changes: { value: unknown }[] }) =>
+      const versions = (page: { changes: readonly { value: unknown }[] }) =>
         page.changes.map((c) => (c.value as CommitRecord).version);
       expect(versions(first)).toEqual([65, 66, 67, 68, 69]);
       const all = await session.readChanges(64, 1_000);
