@@ -175,13 +175,23 @@ export function missingBase(version: number): CorruptRecordError {
   );
 }
 
-/** Whether a logged commit holds a record as changes to an earlier copy (its whole row is not in the log). */
-export function holdsChanges(logged: Record<string, unknown>): boolean {
-  for (const list of Object.keys(KEYED)) {
-    const records = logged[list];
-    if (Array.isArray(records) && records.some(isDelta)) return true;
+/**
+ * The records of `commit` that its logged form holds as changes to an earlier copy, as the rows they will be
+ * written to whole (each keyed list is the table of the same name, keyed by the record's id or key).
+ */
+export function* loggedAsChanges(
+  commit: CommitRecord,
+  logged: Record<string, unknown>,
+): Generator<{ table: KeyedList; key: [string]; value: Record<string, unknown> }> {
+  for (const [list, keyed] of Object.entries(KEYED) as [KeyedList, string][]) {
+    const forms = logged[list];
+    if (!Array.isArray(forms)) continue;
+    const records = (commit as unknown as Record<string, Record<string, unknown>[] | undefined>)[list] ?? [];
+    for (const [i, form] of forms.entries()) {
+      const record = records[i];
+      if (record && isDelta(form)) yield { table: list, key: [record[keyed] as string], value: record };
+    }
   }
-  return false;
 }
 
 function isDelta(record: unknown): record is Record<string, unknown> {

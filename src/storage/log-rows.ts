@@ -12,7 +12,7 @@ import {
   decodeCommit,
   encodeCommit,
   entriesNamed,
-  holdsChanges,
+  loggedAsChanges,
   missingBase,
   WholeRecords,
   withEntries,
@@ -63,9 +63,9 @@ export function logRowsOfGroup(
     const encoded = encodeCommit(commit, lookup);
     // A record logged as its changes is written whole into its own row later: that row must fit too, and
     // is checked now, while the commit can still be refused alone.
-    if (maxBytes !== undefined && holdsChanges(encoded))
-      for (const row of rowsOfCommit(commit))
-        if (row.op !== "delete") checkRowSize(row, JSON.stringify(row.value), maxBytes, commit.version);
+    if (maxBytes !== undefined)
+      for (const row of loggedAsChanges(commit, encoded))
+        checkRowSize(row, JSON.stringify(row.value), maxBytes, commit.version);
     next.add(commit, encoded);
     return encoded;
   });
