@@ -91,6 +91,17 @@ async function open(
   return { session, clock, timers };
 }
 
+/** A tool that returns a page of `chars` characters of HTML. */
+function fetchPageTool(chars: number) {
+  return defineTool({
+    name: "fetch_page",
+    description: "Fetch a web page",
+    input: z.object({ url: z.string() }),
+    replay: "safe",
+    execute: ({ url }) => ({ url, html: "<p>".padEnd(chars, "x") }),
+  });
+}
+
 const kinds = (entries: readonly Entry[]) => entries.map((e) => e.content.kind);
 
 /** Each tool's call result, as its tool task ended (outcome, how it was obtained, output). */
@@ -204,13 +215,7 @@ describe("agent loop", () => {
 
   it("answers a tool call whose result is too large to store with an error the model sees; the session goes on", async () => {
     const service = new Service();
-    const fetchPage = defineTool({
-      name: "fetch_page",
-      description: "Fetch a web page",
-      input: z.object({ url: z.string() }),
-      replay: "safe",
-      execute: ({ url }) => ({ url, html: "<p>".padEnd(50_000, "x") }),
-    });
+    const fetchPage = fetchPageTool(50_000);
     const model = scriptedModel([
       {
         toolCalls: [
@@ -258,13 +263,7 @@ describe("agent loop", () => {
   });
 
   it("stores a tool result close to the store's row limit once: its entry's row, which the task and the change log name", async () => {
-    const fetchPage = defineTool({
-      name: "fetch_page",
-      description: "Fetch a web page",
-      input: z.object({ url: z.string() }),
-      replay: "safe",
-      execute: ({ url }) => ({ url, html: "<p>".padEnd(18_000, "x") }),
-    });
+    const fetchPage = fetchPageTool(18_000);
     const model = scriptedModel([
       { toolCalls: [{ name: "fetch_page", args: { url: "https://example.com" } }] },
       { text: "read it" },

@@ -5,7 +5,6 @@ import {
   type CommitRecord,
   createRegistry,
   defineDocument,
-  defineTask,
   InvalidArgumentError,
   indexedDbStorage,
   type Json,
@@ -21,6 +20,7 @@ import {
 } from "../../src/index.ts";
 import { commitAsKernel } from "../../src/session/kernel-access.ts";
 import { logRowValue } from "../../src/storage/log-rows.ts";
+import { created, demoTask } from "../support/storage-contract.ts";
 import { deferred, SpyStorage } from "../support/storage-wrappers.ts";
 import { rng } from "../support/task-simulation.ts";
 
@@ -36,18 +36,6 @@ const draftText = defineDocument({
   progress: true,
 });
 const registry = createRegistry({ documents: [counter, draftText] });
-/** A registry that knows the `demo` task the kernel-level tests write. */
-const taskRegistry = createRegistry({
-  documents: [counter, draftText],
-  tasks: [
-    defineTask({
-      kind: "demo",
-      version: 1,
-      input: z.unknown(),
-      phases: { start: (ctx) => ctx.complete(null) },
-    }),
-  ],
-});
 
 async function setup() {
   const disk = memoryStorage();
@@ -228,25 +216,19 @@ describe("commit pipeline", () => {
     const session = await openSession({
       id: "s",
       storage: disk,
-      registry: taskRegistry,
+      registry,
       ids: sequentialIds(),
     });
     const big = "x".repeat(6_000);
-    const task = (data: Json, createdVersion: number) => ({
-      id: "t1",
-      kind: "demo",
-      kindVersion: 1,
+    const task = (data: Json) => ({
+      ...demoTask("t1"),
       input: { big },
-      state: { status: "pending" as const },
       checkpoint: { phase: "start", data },
-      attempts: 0,
-      restarts: 0,
-      createdAt: 0,
-      updatedAt: 0,
-      createdVersion,
     });
-    await commitAsKernel(session, (d) => d.writeTask(task(null, d.version)));
-    await expect(commitAsKernel(session, (d) => d.writeTask(task({ more: big }, 1)))).rejects.toMatchObject({
+    await commitAsKernel(session, (d) => d.writeTask(created(d, task(null))));
+    await expect(
+      commitAsKernel(session, (d) => d.writeTask(created(d, task({ more: big })))),
+    ).rejects.toMatchObject({
       code: "record-too-large",
       record: "tasks/t1",
       version: 2,
@@ -258,7 +240,7 @@ describe("commit pipeline", () => {
     const reopened = await openSession({
       id: "s",
       storage: disk,
-      registry: taskRegistry,
+      registry,
       ids: sequentialIds(),
     });
     expect(reopened.version).toBe(71);

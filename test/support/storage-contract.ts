@@ -114,11 +114,12 @@ export function durable(view: SessionView) {
 }
 
 /** A task record as the kernel creates it: its `createdVersion` is the commit that first wrote it. */
-function created<T extends { id: string }>(d: KernelDraft, record: T): T & { createdVersion: number } {
+export function created<T extends { id: string }>(d: KernelDraft, record: T): T & { createdVersion: number } {
   return { ...record, createdVersion: d.task(record.id)?.createdVersion ?? d.version };
 }
 
-function task(id: string, phase = "start") {
+/** A task record of kind `demo`, as the kernel-level tests write one. */
+export function demoTask(id: string, phase = "start") {
   return {
     id,
     kind: "demo",
@@ -157,7 +158,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "send the notice" });
       await commitAsKernel(session, (d) => {
         d.setDocument("plan", "plan", { steps: ["a", "b"], approved: false });
-        d.writeTask(created(d, { ...task("t1"), submissionId: sub.id }));
+        d.writeTask(created(d, { ...demoTask("t1"), submissionId: sub.id }));
         d.appendEntry("main", { kind: "note", text: "planned" }, { taskId: "t1" });
       });
       await session.commit((d) =>
@@ -282,7 +283,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
         conversations: [],
         entries: [],
         documents: [],
-        tasks: [task("ghost")],
+        tasks: [demoTask("ghost")],
         submissions: [],
       };
       await expect(
@@ -306,7 +307,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const writer = await open(faulty, id);
       const expected = durable(writer.view());
       const a = writer.submit({ requestId: "r2", conversationId: "main", input: "second" });
-      const b = commitAsKernel(writer, (d) => d.writeTask(created(d, task("t9"))));
+      const b = commitAsKernel(writer, (d) => d.writeTask(created(d, demoTask("t9"))));
       await expect(a).rejects.toMatchObject({ name: "StorageError" });
       await expect(b).rejects.toMatchObject({ name: "StorageError" });
       armed = false;
@@ -392,11 +393,11 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const session = await openSession({ id, storage, registry: contractRegistry, ids: sequentialIds() });
       const note = (text: string) => session.commit((d) => d.appendEntry("main", { kind: "note", text }));
       while (session.version < 49) await note(`n${session.version}`);
-      await commitAsKernel(session, (d) => d.writeTask(created(d, task("t1", "a")))); // v50: logged whole
+      await commitAsKernel(session, (d) => d.writeTask(created(d, demoTask("t1", "a")))); // v50: logged whole
       while (session.version < 59) await note(`n${session.version}`);
       // v60…v70 in one group: one row across the end of block 1…64, v60 logging t1 as changes to v50.
       await Promise.all([
-        commitAsKernel(session, (d) => d.writeTask(created(d, task("t1", "b")))),
+        commitAsKernel(session, (d) => d.writeTask(created(d, demoTask("t1", "b")))),
         ...Array.from({ length: 10 }, (_, i) => note(`g${i}`)),
       ]);
       while (session.version < 300) await note(`n${session.version}`);
@@ -480,8 +481,8 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       await session.submit({ requestId: "r1", conversationId: "main", input: "keep me" });
       await session.submit({ requestId: "r2", conversationId: "side", input: "and me" });
       await commitAsKernel(session, (d) => {
-        d.writeTask(created(d, task("good")));
-        d.writeTask(created(d, task("bad")));
+        d.writeTask(created(d, demoTask("good")));
+        d.writeTask(created(d, demoTask("bad")));
         d.setDocument("plan", "plan", { steps: [], approved: false });
       });
       // Closing writes every record into its own row (until then the change log holds them): those rows
@@ -502,10 +503,10 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(view.submissions.map((s) => s.requestId)).toEqual(["r1", "r2"]);
       expect(view.conversations.find((c) => c.id === "main")?.entries).toHaveLength(1);
       await expect(
-        commitAsKernel(reopened, (d) => d.writeTask(created(d, task("bad")))),
+        commitAsKernel(reopened, (d) => d.writeTask(created(d, demoTask("bad")))),
       ).rejects.toBeInstanceOf(BlockedRecordError);
       expect(reopened.status).toBe("open");
-      await commitAsKernel(reopened, (d) => d.writeTask(created(d, task("new"))));
+      await commitAsKernel(reopened, (d) => d.writeTask(created(d, demoTask("new"))));
       expect(reopened.view().tasks.map((t) => t.id)).toEqual(["good", "new"]);
     });
 
@@ -642,13 +643,13 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const session = await open(store, id);
       const done = { state: { status: "succeeded" as const, result: 1 } };
       await commitAsKernel(session, (d) => {
-        d.writeTask(created(d, { ...task("a"), ...done }));
-        d.writeTask(created(d, { ...task("a.0"), ...done, parentId: "a", childIndex: 0 }));
+        d.writeTask(created(d, { ...demoTask("a"), ...done }));
+        d.writeTask(created(d, { ...demoTask("a.0"), ...done, parentId: "a", childIndex: 0 }));
       });
-      await commitAsKernel(session, (d) => d.writeTask(created(d, { ...task("b"), ...done })));
+      await commitAsKernel(session, (d) => d.writeTask(created(d, { ...demoTask("b"), ...done })));
       const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "hello" });
       await session.cancelSubmission(sub.id, "not needed");
-      await commitAsKernel(session, (d) => d.writeTask(created(d, task("open")))); // unfinished: never listed
+      await commitAsKernel(session, (d) => d.writeTask(created(d, demoTask("open")))); // unfinished: never listed
       const before = await store.readSettled(id, 10);
       expect([before.items.map((i) => i.id), before.count]).toEqual([["a", "b", sub.id], 3]);
       expect((await store.readSettled(id, 2)).items.map((i) => i.id)).toEqual(["a", "b"]);
@@ -695,9 +696,9 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const session = await open(store, id);
       await commitAsKernel(session, (d) => {
         for (let i = 0; i < 300; i++) {
-          d.writeTask(created(d, task(`root-${i}`)));
+          d.writeTask(created(d, demoTask(`root-${i}`)));
           for (let c = 0; c < 2; c++)
-            d.writeTask(created(d, { ...task(`root-${i}.${c}`), parentId: `root-${i}`, childIndex: c }));
+            d.writeTask(created(d, { ...demoTask(`root-${i}.${c}`), parentId: `root-${i}`, childIndex: c }));
         }
       });
       const expected = session.view().tasks.map((t) => t.id);
@@ -735,7 +736,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const waiting = (d: KernelDraft, id: string) =>
         d.task(id) as NonNullable<ReturnType<KernelDraft["task"]>>;
       await commitAsKernel(session, (d) => {
-        for (let i = 0; i < 5; i++) d.writeTask(created(d, task(`w-${i}`)));
+        for (let i = 0; i < 5; i++) d.writeTask(created(d, demoTask(`w-${i}`)));
       });
       await commitAsKernel(session, (d) => {
         for (let i = 0; i < 5; i++)
@@ -800,17 +801,17 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       );
       const sub = await writer.submit({ requestId: "r1", conversationId: "main", input: "first" });
       await commitAsKernel(writer, (d) => {
-        d.writeTask(created(d, { ...task("root"), submissionId: sub.id }));
+        d.writeTask(created(d, { ...demoTask("root"), submissionId: sub.id }));
         d.setDocument("plan", "plan", { steps: ["a"], approved: false });
       });
       // Two commits in one group: one change-log row.
       await Promise.all([
         commitAsKernel(writer, (d) => {
-          d.writeTask(created(d, { ...task("root.0"), parentId: "root", childIndex: 0 }));
+          d.writeTask(created(d, { ...demoTask("root.0"), parentId: "root", childIndex: 0 }));
           d.appendEntry("main", { kind: "note", text: "child 0" }, { taskId: "root.0" });
         }),
         commitAsKernel(writer, (d) => {
-          d.writeTask(created(d, { ...task("root.1"), parentId: "root", childIndex: 1 }));
+          d.writeTask(created(d, { ...demoTask("root.1"), parentId: "root", childIndex: 1 }));
           d.patchDocument("plan", [{ op: "replace", path: "/approved", value: true }]);
         }),
       ]);
@@ -874,7 +875,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const store = harness.storage({ tailCommits: 4, onWrite: (row) => void writes.push(row) });
       const session = await open(store, id);
       for (let i = 0; i < 3; i++) {
-        await commitAsKernel(session, (d) => d.writeTask(created(d, task(`t${i}`))));
+        await commitAsKernel(session, (d) => d.writeTask(created(d, demoTask(`t${i}`))));
         await commitAsKernel(session, (d) => {
           const t = d.task(`t${i}`) as NonNullable<ReturnType<KernelDraft["task"]>>;
           d.writeTask({ ...t, state: { status: "succeeded", result: i } });
