@@ -94,7 +94,7 @@ export type { ArchivedItem, CollectResult, RetentionPolicy } from "./session/ret
 export { Session } from "./session/session.ts";
 export { SessionReads } from "./session/session-reads.ts";
 export type { BlockedRecord, DocumentState } from "./session/state.ts";
-export type { SubmitInput } from "./session/submit.ts";
+export type { SubmitInput, SubmitOptions } from "./session/submit.ts";
 export { parseSubmitInput, SubmitInputSchema } from "./session/submit.ts";
 export type { ChangeListener, SubscribeOptions, Unsubscribe } from "./session/subscriptions.ts";
 export type { ConversationView, DocumentView, SessionView, ViewLimits, ViewOptions } from "./session/view.ts";

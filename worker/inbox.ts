@@ -4,7 +4,8 @@
  * idempotent by requestId — and only then deletes them, so nothing is lost if either tab dies in between.
  */
 import { type IDBPDatabase, openDB } from "idb";
-import type { Json, SubmitInput } from "../src/index.ts";
+import { type Json, KernelError, type Session, type SubmitInput } from "../src/index.ts";
+import type { LocalInput } from "../src/replication/rebase.ts";
 
 const STORE = "inbox";
 
@@ -13,14 +14,46 @@ export interface InboxSignal {
   readonly signal: { readonly key: string; readonly payload: Json; readonly requestId: string };
 }
 
-/** One input waiting for the leader: a submission, or a signal. */
-export type InboxRow = SubmitInput | InboxSignal;
+/**
+ * A Submission given again whose first acceptance was cancelled: a copy rebuilt from its edge keeps what
+ * its unsent commits held (`followRemote`'s `onRebased`), and the leader accepts it already cancelled.
+ */
+export interface InboxCancelled {
+  readonly submit: SubmitInput;
+  readonly cancelled: string;
+}
+
+/** One input waiting for the leader: a submission (maybe cancelled), or a signal. */
+export type InboxRow = SubmitInput | InboxSignal | InboxCancelled;
 
 export const isInboxSignal = (row: InboxRow): row is InboxSignal => "signal" in row;
 
+/** The inbox row that gives a rebuilt copy's kept input again. */
+export function inboxRowOf(input: LocalInput): InboxRow {
+  if (input.kind === "signal")
+    return { signal: { key: input.key, payload: input.payload, requestId: input.requestId } };
+  return input.cancelled === undefined ? input.input : { submit: input.input, cancelled: input.cancelled };
+}
+
+/** Accepts one inbox row on the leader's session; a signal it refuses for a reason in `refusals` is dropped. */
+export async function acceptInboxRow(
+  session: Session,
+  row: InboxRow,
+  refusals: ReadonlySet<string>,
+): Promise<void> {
+  if (isInboxSignal(row)) {
+    const { key, payload, requestId } = row.signal;
+    await session.signal(key, payload, { requestId }).catch((error: unknown) => {
+      if (!(error instanceof KernelError && refusals.has(error.code))) throw error;
+    });
+  } else if ("submit" in row) await session.submit(row.submit, { cancelled: row.cancelled });
+  else await session.submit(row);
+}
+
 /** Its key in the store: a signal's cannot collide with a submission's requestId. */
 function rowId(row: InboxRow): string {
-  return isInboxSignal(row) ? `signal\u0000${row.signal.key}\u0000${row.signal.requestId}` : row.requestId;
+  if (isInboxSignal(row)) return `signal\u0000${row.signal.key}\u0000${row.signal.requestId}`;
+  return "submit" in row ? row.submit.requestId : row.requestId;
 }
 
 export class DurableInbox {

@@ -32,7 +32,7 @@ import {
   type Timers,
   takePlacedCalls,
 } from "../src/index.ts";
-import { DurableInbox, isInboxSignal } from "./inbox.ts";
+import { acceptInboxRow, DurableInbox, inboxRowOf } from "./inbox.ts";
 import { type Leadership, requestLeadership } from "./leadership.ts";
 
 export interface BrowserSessionHostOptions {
@@ -324,14 +324,7 @@ export class BrowserSessionHost {
         // commits goes to the durable inbox first — given again once a tab here leads — then the copy is
         // rebuilt, and every tab reopens it.
         onRebased: async (inputs) => {
-          for (const input of inputs) {
-            await this.inbox.put(
-              this.options.sessionId,
-              input.kind === "submit"
-                ? input.input
-                : { signal: { key: input.key, payload: input.payload, requestId: input.requestId } },
-            );
-          }
+          for (const input of inputs) await this.inbox.put(this.options.sessionId, inboxRowOf(input));
           this.copyReplaced = true;
         },
       });
@@ -482,12 +475,7 @@ export class BrowserSessionHost {
     const session = this.current;
     if (!session || this.role !== "leader") return;
     for (const row of await this.inbox.pending(this.options.sessionId)) {
-      if (isInboxSignal(row)) {
-        const { key, payload, requestId } = row.signal;
-        await session.signal(key, payload, { requestId }).catch((error: unknown) => {
-          if (!(error instanceof KernelError && REFUSALS.has(error.code))) throw error;
-        });
-      } else await session.submit(row);
+      await acceptInboxRow(session, row, REFUSALS);
       await this.inbox.remove(this.options.sessionId, row);
     }
   }

@@ -133,10 +133,9 @@ export async function rebaseDiverged(
 /** Gives the kept inputs again; one the session no longer takes (a wait that ended) is dropped. */
 export async function replayInputs(session: Session, inputs: readonly LocalInput[]): Promise<void> {
   for (const input of inputs) {
-    if (input.kind === "submit") {
-      const submission = await session.submit(input.input);
-      if (input.cancelled !== undefined) await session.cancelSubmission(submission.id, input.cancelled);
-    } else
+    if (input.kind === "submit")
+      await session.submit(input.input, input.cancelled === undefined ? {} : { cancelled: input.cancelled });
+    else
       await session.signal(input.key, input.payload, { requestId: input.requestId }).catch(() => undefined);
   }
 }

@@ -36,7 +36,7 @@ import { sessionScheduler } from "./scheduler-host.ts";
 import { SessionReads } from "./session-reads.ts";
 import type { SessionState } from "./state.ts";
 import { reduceSession } from "./state.ts";
-import type { SubmitInput } from "./submit.ts";
+import type { SubmitInput, SubmitOptions } from "./submit.ts";
 import { submitOnce } from "./submit.ts";
 import type { ChangeListener, SubscribeOptions, Unsubscribe } from "./subscriptions.ts";
 import { Subscriptions } from "./subscriptions.ts";
@@ -140,9 +140,9 @@ export class Session extends SessionReads {
    * Accepts an input durably. A retry with the same `requestId` returns the original Submission and
    * creates no new work.
    */
-  async submit(input: SubmitInput): Promise<Submission> {
+  async submit(input: SubmitInput, options?: SubmitOptions): Promise<Submission> {
     this.assertUsable("submit");
-    return submitOnce(this.pipeline, this.state, this.history, input, this.ids);
+    return submitOnce(this.pipeline, this.state, this.history, input, this.ids, options);
   }
 
   /**

@@ -23,6 +23,15 @@ export const SubmitInputSchema = compiled(
   }),
 );
 export type SubmitInput = z.input<typeof SubmitInputSchema>;
+
+export interface SubmitOptions {
+  /**
+   * Accepts it already cancelled, for this reason, in the same commit: it never runs. For an input given
+   * again whose first acceptance was cancelled (a copy rebuilt from its other host, DESIGN §6). A retry of
+   * a requestId accepted before returns that Submission as it is.
+   */
+  readonly cancelled?: string;
+}
 type ParsedSubmitInput = z.output<typeof SubmitInputSchema>;
 
 /** Validates a submission request, naming every bad field. */
@@ -42,7 +51,12 @@ export function parseSubmitInput(input: unknown): ParsedSubmitInput {
  * and, through the task machine, the Submission and (when the registry says so) its root task, so accepted
  * input always has its task.
  */
-export function acceptSubmission(draft: KernelDraft, input: ParsedSubmitInput, ids: IdSource): Submission {
+export function acceptSubmission(
+  draft: KernelDraft,
+  input: ParsedSubmitInput,
+  ids: IdSource,
+  options: SubmitOptions = {},
+): Submission {
   const existing = draft.submissionByRequest(input.requestId);
   if (existing) return existing;
   const id = ids.next("sub");
@@ -64,7 +78,11 @@ export function acceptSubmission(draft: KernelDraft, input: ParsedSubmitInput, i
   const root = draft.registry.submissionTask?.({ ...accepted, status: "accepted", updatedAt: draft.at });
   dispatch(draft, {
     type: "submission-accepted",
-    submission: { ...accepted, ...(root && { root: { taskId: ids.next("task"), ...root } }) },
+    submission: {
+      ...accepted,
+      ...(root && { root: { taskId: ids.next("task"), ...root } }),
+      ...(options.cancelled !== undefined && { cancelled: options.cancelled }),
+    },
   });
   return draft.submission(id) as Submission;
 }
@@ -79,12 +97,13 @@ export async function submitOnce(
   history: SessionHistory,
   input: SubmitInput,
   ids: IdSource,
+  options: SubmitOptions = {},
 ): Promise<Submission> {
   const parsed = parseSubmitInput(input);
   const existing = state.submissionByRequest(parsed.requestId);
   if (existing) return existing;
   try {
-    const { value } = await pipeline.commit((draft) => acceptSubmission(draft, parsed, ids));
+    const { value } = await pipeline.commit((draft) => acceptSubmission(draft, parsed, ids, options));
     return state.submission(value.id) ?? value;
   } catch (error) {
     if (!(error instanceof DuplicateRequestError)) throw error;

@@ -147,7 +147,9 @@ function acceptSubmission(draft: KernelDraft, input: NewSubmission): void {
     updatedAt: draft.at,
   };
   draft.writeSubmission(submission);
-  const previous = draft.takeTurn(submission.conversationId, submission.id);
+  const reason = input.cancelled;
+  const previous =
+    reason === undefined ? draft.takeTurn(submission.conversationId, submission.id) : undefined;
   if (input.root) {
     createTask(draft, {
       id: input.root.taskId,
@@ -156,8 +158,12 @@ function acceptSubmission(draft: KernelDraft, input: NewSubmission): void {
       submissionId: submission.id,
       conversationId: submission.conversationId,
     });
-    followUp(draft, submission, previous, input.root.followUp ?? "queue", MOVES);
+    if (reason === undefined) followUp(draft, submission, previous, input.root.followUp ?? "queue", MOVES);
   }
+  if (reason === undefined) return;
+  const root = input.root && (draft.task(input.root.taskId) as Task);
+  if (root) endTask(draft, { ...root, cancelRequested: reason }, { status: "cancelled", reason });
+  else draft.writeSubmission({ ...submission, status: "cancelled", updatedAt: draft.at });
 }
 
 function cancelSubmission(draft: KernelDraft, submissionId: string, reason: string): void {

@@ -61,6 +61,11 @@ export interface NewSubmission {
     /** What it does when an earlier Submission of its conversation is unfinished (default `queue`). */
     readonly followUp?: FollowUp;
   };
+  /**
+   * Accepted already cancelled, for this reason: its root task ends `cancelled` in the same commit, never
+   * run, and it does not take its conversation's turn (it neither queues nor interrupts anything).
+   */
+  readonly cancelled?: string;
 }
 
 /**

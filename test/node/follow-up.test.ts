@@ -158,6 +158,30 @@ describe("follow-up messages while a turn runs", () => {
     expect(kinds?.filter((k) => k === "model").length).toBe(2);
   });
 
+  it("interrupt: a Submission accepted already cancelled (given again after a rebuild) interrupts nothing and never runs", async () => {
+    const model = new PuppetModel();
+    const session = await open(memoryStorage(), model, "interrupt");
+    const first = await say(session, "a", "first question");
+    await model.called(1);
+    const versionBefore = session.version;
+    const given = { requestId: "b", conversationId: "main", input: "regretted offline" };
+    const regretted = await session.submit(given, { cancelled: "sent by mistake" });
+    // One commit: the Submission and its root task, both already ended; the running turn untouched.
+    const { changes } = await session.readChanges(versionBefore);
+    expect(changes).toHaveLength(1);
+    expect(changes[0]?.submissions.map((s) => s.status)).toEqual(["cancelled"]);
+    expect(changes[0]?.tasks.map((t) => [t.id, t.state.status])).toEqual([[regretted.taskId, "cancelled"]]);
+    expect(session.task(first.taskId as string)?.cancelRequested).toBeUndefined();
+    // Given again, it is returned as it is.
+    expect((await session.submit(given)).status).toBe("cancelled");
+    model.calls[0]?.answer({ text: "first answer" });
+    expect((await session.wait(first.id)).status).toBe("succeeded");
+    // The model was asked once, for the first turn only; the regretted message is in the conversation.
+    expect(model.calls).toHaveLength(1);
+    const texts = session.view().conversations[0]?.entries.map((e) => (e.content as { text?: string }).text);
+    expect(texts).toContain("regretted offline");
+  });
+
   it("interrupt: the interruption survives the process dying before the running turn winds down", async () => {
     const storage = memoryStorage();
     const model = new PuppetModel();

@@ -2,6 +2,7 @@
  * One session, two hosts (issue 21): a tab leads and its edge follows; ownership moves by hand-off, by an
  * expired lease and by a claim back, always with a new epoch. The five-email run is handed over mid-send.
  */
+import "fake-indexeddb/auto";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { approvedPlan, RECIPIENTS } from "../../examples/five-emails/app.ts";
@@ -18,6 +19,7 @@ import {
   type Session,
   type SessionView,
 } from "../../src/index.ts";
+import { acceptInboxRow, DurableInbox, inboxRowOf } from "../../worker/inbox.ts";
 import { SESSION, TwoHosts } from "../support/two-hosts.ts";
 
 const REQUEST = { requestId: "notice-1", conversationId: "main", input: "Send the approved notice" };
@@ -412,6 +414,73 @@ describe("linked session: a tab leads, the edge follows", () => {
     await back.linked.session.resume();
     const again = back.linked.session.submissionForRequest("offline-2");
     expect((await back.linked.session.wait(again?.id ?? "")).status).toBe("cancelled");
+  });
+
+  it("a follower's rebuilt copy gives its inputs again through the durable inbox; one cancelled offline is accepted cancelled and never runs", async () => {
+    const hosts = new TwoHosts(10_000);
+    await divergedTab(hosts, async (session) => {
+      await session.submit({ requestId: "offline-1", conversationId: "main", input: "typed offline" });
+      const regretted = await session.submit({
+        requestId: "offline-2",
+        conversationId: "side",
+        input: "oops",
+      });
+      await session.cancelSubmission(regretted.id, "sent by mistake");
+    });
+    // The edge writes past the tab's unsent commits.
+    for (let i = 0; i < 4; i++)
+      await (hosts.edgeSession as Session).commit((d) =>
+        d.setDocument(`edge-${i}`, "email-plan", approvedPlan() as unknown as Json),
+      );
+    // The tab comes back as a follower of the edge: the kept inputs go to the durable inbox before the copy
+    // is rebuilt.
+    const inbox = new DurableInbox(`inbox-${crypto.randomUUID()}`);
+    const follower = await followRemote({
+      storage: hosts.tabDisk.reopen(),
+      remote: hosts.remote,
+      id: SESSION,
+      everyMs: 0,
+      onRebased: async (inputs) => {
+        for (const input of inputs) await inbox.put(SESSION, inboxRowOf(input));
+      },
+    });
+    await follower.pull();
+    await follower.stop();
+    const rows = await inbox.pending(SESSION);
+    expect(rows).toHaveLength(2);
+    expect(rows).toContainEqual({
+      submit: expect.objectContaining({ requestId: "offline-2" }),
+      cancelled: "sent by mistake",
+    });
+    // A tab leads again and drains the inbox, as the worker's leader does.
+    const back = await hosts.openTab();
+    const session = back.linked.session;
+    const before = session.version;
+    for (const row of rows) {
+      await acceptInboxRow(session, row, new Set());
+      await inbox.remove(SESSION, row);
+    }
+    expect(await inbox.pending(SESSION)).toEqual([]);
+    await session.resume();
+    const kept = session.submissionForRequest("offline-1");
+    expect((await session.wait(kept?.id ?? "")).status).toBe("succeeded");
+    const regretted = session.submissionForRequest("offline-2");
+    expect(regretted?.status).toBe("cancelled");
+    // Accepted cancelled in one commit: no commit after the drain shows it, or its task, as anything else.
+    const { changes } = await session.readChanges(before, 1_000);
+    const states = changes.flatMap((commit) => {
+      return [
+        ...commit.submissions.filter((s) => s.requestId === "offline-2").map((s) => s.status),
+        ...commit.tasks.filter((t) => t.submissionId === regretted?.id).map((t) => t.state.status),
+      ];
+    });
+    expect(states.length).toBeGreaterThan(0);
+    expect(states.every((status) => status === "cancelled")).toBe(true);
+    // Given again, the same input returns that Submission as it is.
+    expect((await session.submit({ requestId: "offline-2", conversationId: "side", input: "oops" })).id).toBe(
+      regretted?.id,
+    );
+    await inbox.close();
   });
 
   it("never lets an effect through on an acknowledgement older than the lease can vouch for", async () => {
