@@ -179,7 +179,9 @@ export async function edgeToolCallBench(): Promise<{
       >;
       return { elapsed, run: { ...counted, toolCalls } };
     };
-    for (let i = 0; i < 5; i++) await run(30); // warm-up
+    // Warm-up: 40 runs, 16,000 commits. workerd's V8 optimizes the kernel only after some 12,000-20,000
+    // commits (see `edge/commit`); with 600 commits of warm-up this line measured 0.28 ms, warm 0.19.
+    for (let i = 0; i < 40; i++) await run();
     const ours: number[] = [];
     const floor: number[] = [];
     let last: Run | undefined;

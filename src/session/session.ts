@@ -94,7 +94,8 @@ export class Session extends SessionReads {
         progress: (build) => void this.commit(build, { deferred: true }).catch(() => undefined),
         preview: (preview) => this.subscriptions.preview(preview),
         readEntries: (conversationId, fromSeq) => this.history.readEntriesFrom(conversationId, fromSeq),
-        beforeEffect: (signal) => options.effectGate?.(this.version, signal) ?? Promise.resolve(),
+        beforeEffect: (signal) =>
+          options.effectGate ? options.effectGate(this.version, signal()) : Promise.resolve(),
         ...(options.host !== undefined && { hostKind: options.host }),
         loadDue: (now) => this.parked.loadDue(now),
         loadWaiting: (keys) => this.parked.loadByKeys(keys),

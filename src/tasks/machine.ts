@@ -147,22 +147,17 @@ function acceptSubmission(draft: KernelDraft, input: NewSubmission): void {
     updatedAt: draft.at,
   };
   draft.writeSubmission(submission);
-  const reason = input.cancelled;
-  const previous =
-    reason === undefined ? draft.takeTurn(submission.conversationId, submission.id) : undefined;
-  if (input.root) {
-    createTask(draft, {
-      id: input.root.taskId,
-      kind: input.root.kind,
-      input: input.root.input,
-      submissionId: submission.id,
-      conversationId: submission.conversationId,
-    });
-    if (reason === undefined) followUp(draft, submission, previous, input.root.followUp ?? "queue", MOVES);
+  const { root, cancelled, id: submissionId, conversationId } = input;
+  if (root)
+    createTask(draft, { id: root.taskId, kind: root.kind, input: root.input, submissionId, conversationId });
+  if (cancelled === undefined) {
+    const previous = draft.takeTurn(conversationId, submissionId);
+    if (root) followUp(draft, submission, previous, root.followUp ?? "queue", MOVES);
+    return;
   }
-  if (reason === undefined) return;
-  const root = input.root && (draft.task(input.root.taskId) as Task);
-  if (root) endTask(draft, { ...root, cancelRequested: reason }, { status: "cancelled", reason });
+  const task = root && (draft.task(root.taskId) as Task); // accepted already cancelled: never run, no turn
+  if (task)
+    endTask(draft, { ...task, cancelRequested: cancelled }, { status: "cancelled", reason: cancelled });
   else draft.writeSubmission({ ...submission, status: "cancelled", updatedAt: draft.at });
 }
 

@@ -33,7 +33,8 @@ export interface PhaseHost {
   readEntries(conversationId: string, fromSeq: number): Promise<Entry[]>;
   progress(build: (draft: ProgressDraft) => void): void;
   preview(preview: Preview): void;
-  beforeEffect(signal: AbortSignal): Promise<void>;
+  /** `signal` is a getter: the phase's AbortController is made only for a gate that looks at it. */
+  beforeEffect(signal: () => AbortSignal): Promise<void>;
   readonly hostKind?: "browser" | "edge";
   readonly timers: Timers;
 }
@@ -89,7 +90,7 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
     this.host.preview(preview);
   }
   beforeEffect(): Promise<void> {
-    return this.host.beforeEffect(this.signal);
+    return this.host.beforeEffect(this.signalOf);
   }
   children(): Task[] {
     return this.state.ownedChildren(this.task.id).flatMap((id) => this.state.task(id) ?? []);

@@ -39,7 +39,7 @@ export interface SchedulerHost {
   /** Committed entries of a conversation from `fromSeq` on (memory first, then storage). */
   readEntries(conversationId: string, fromSeq: number): Promise<Entry[]>;
   /** Resolves when an outside effect may start (see `PhaseContext.beforeEffect`). */
-  beforeEffect(signal: AbortSignal): Promise<void>;
+  beforeEffect(signal: () => AbortSignal): Promise<void>;
   readonly hostKind?: "browser" | "edge";
   block(taskId: string, reason: string): void;
   unblock(taskId: string): void;
