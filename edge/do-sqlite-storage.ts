@@ -180,7 +180,7 @@ export class DurableObjectSqliteStorage implements Storage {
     );
     if (meta === undefined) return undefined;
     if (request.mode === "write")
-      this.tails.remember(sessionId, Tail.materialized(rawNumber(meta, "version") ?? 0));
+      this.tails.remember(sessionId, Tail.materialized(rawNumber(meta, "version") ?? 0), meta);
     // SQLite calls are synchronous and a Durable Object runs nothing else between them (only microtasks
     // pass between these awaits), so this reads one consistent snapshot.
     return this.run(() => readStoredSession(sessionId, meta, request, this.overlay(sessionId, meta)));
@@ -189,7 +189,7 @@ export class DurableObjectSqliteStorage implements Storage {
   /** A row too large for the store fails the whole group with `RecordTooLargeError`, inside the transaction. */
   async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
     if (commits.length === 0) return;
-    const tail = this.run(() =>
+    const { tail, written } = this.run(() =>
       this.storage.transactionSync(() => {
         const meta = checkGuard(this.hasTables() ? this.readMeta(guard.sessionId) : undefined, guard);
         let index = 0;
@@ -214,29 +214,30 @@ export class DurableObjectSqliteStorage implements Storage {
         const floor =
           plan.prune &&
           this.prune(guard.sessionId, plan.prune, plan.meta.logEnd ?? 0, guard.keepChangesAfter);
-        this.writeMeta(guard.sessionId, withLogFloor(plan.meta, floor));
-        return plan.tail;
+        const written = withLogFloor(plan.meta, floor);
+        this.writeMeta(guard.sessionId, written);
+        return { tail: plan.tail, written };
       }),
     );
-    this.tails.remember(guard.sessionId, tail);
+    this.tails.remember(guard.sessionId, tail, written);
   }
 
   /** Writes the session's tail into rows, if the guard still holds (a writer closing). */
   async checkpoint(guard: CommitGuard): Promise<void> {
     if (!this.hasTables()) return;
-    const version = this.run(() =>
+    const { version, meta } = this.run(() =>
       this.storage.transactionSync(() => {
         const meta = checkGuard(this.readMeta(guard.sessionId), guard);
         const tail = this.tailOf(guard.sessionId, meta);
-        if (tail.isEmpty) return tail.version;
+        if (tail.isEmpty) return { version: tail.version, meta };
         const materialization = tail.materialization();
         for (const [i, row] of materialization.rows.entries()) this.options.onWrite?.(row, i);
         this.materialize(guard.sessionId, materialization);
         this.writeMeta(guard.sessionId, { ...meta, materialized: tail.version });
-        return tail.version;
+        return { version: tail.version, meta };
       }),
     );
-    this.tails.remember(guard.sessionId, Tail.materialized(version));
+    this.tails.remember(guard.sessionId, Tail.materialized(version), meta);
   }
 
   /** Writes a tail's rows: its range deletes go first, then each key's last write. */
@@ -257,12 +258,12 @@ export class DurableObjectSqliteStorage implements Storage {
    * (in a Durable Object the one writer is this object: it is read only after a restart).
    */
   private tailOf(sessionId: string, meta: unknown): Tail {
-    const cached = this.tails.get(sessionId);
+    const cached = this.tails.get(sessionId, meta);
     const known = knownTail(meta, cached);
     if (known instanceof Tail) return known;
     const rows = this.range(sessionId, "changes", "", known.readAfter + 1, Number.MAX_SAFE_INTEGER);
     const tail = tailFromLog(meta, cached, known.readAfter, rows);
-    this.tails.remember(sessionId, tail);
+    this.tails.remember(sessionId, tail, meta);
     return tail;
   }
 

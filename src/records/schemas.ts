@@ -54,6 +54,8 @@ export const SessionMetaSchema = compiled(
     materialized: Version.optional(),
     /** The first version of the change log that readers are served (older ones may still be stored). */
     logFloor: Version.optional(),
+    /** Made with the row: a session deleted and created again is another one (see `incarnationOf`). */
+    incarnation: z.string().max(64).optional(),
   }),
 );
 export type SessionMeta = z.infer<typeof SessionMetaSchema>;

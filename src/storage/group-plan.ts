@@ -224,6 +224,7 @@ export function isSameRow(stored: SessionMeta, written: SessionMeta): boolean {
     stored.logEnd === written.logEnd &&
     stored.materialized === written.materialized &&
     stored.logFloor === written.logFloor &&
+    stored.incarnation === written.incarnation &&
     (stored as { parked?: unknown }).parked === (written as { parked?: unknown }).parked
   );
 }

@@ -42,7 +42,7 @@ export async function tailInTx(
   meta: unknown,
   tails: TailCache,
 ): Promise<Tail> {
-  const cached = tails.get(sessionId);
+  const cached = tails.get(sessionId, meta);
   const known = knownTail(meta, cached);
   if (known instanceof Tail) return known;
   const after = keys.numbers(sessionId, [], known.readAfter + 1, Number.POSITIVE_INFINITY);

@@ -122,7 +122,7 @@ export class IndexedDbStorage implements Storage {
       await requested(sessions.put(opened, sessionId));
       return readStoredSession(sessionId, opened, request, reader(tx, keys, sessionId));
     });
-    if (opened) this.tails.remember(sessionId, Tail.materialized(opened.version), opened);
+    if (opened) this.tails.remember(sessionId, Tail.materialized(opened.version), opened, true);
     return stored;
   }
 
@@ -154,7 +154,7 @@ export class IndexedDbStorage implements Storage {
         this.tails.forget(guard.sessionId);
         plan = await this.writeGroup(guard, commits, refused, false);
       }
-      this.tails.remember(guard.sessionId, plan.tail, plan.meta);
+      this.tails.remember(guard.sessionId, plan.tail, plan.meta, true);
     } catch (error) {
       throw refusal ?? error;
     }
@@ -167,7 +167,7 @@ export class IndexedDbStorage implements Storage {
     refused: (error: KernelError) => void,
     optimistic: boolean,
   ): Promise<GroupPlan> {
-    const cached = this.tails.get(guard.sessionId);
+    const cached = this.tails.guess(guard.sessionId);
     const known = optimistic ? this.tails.writtenRow(guard.sessionId) : undefined;
     // Most groups write only their log row, create-only rows and the session row: their transaction names
     // only those stores (a smaller scope costs the browser less to schedule).
@@ -190,7 +190,7 @@ export class IndexedDbStorage implements Storage {
       const sessions = tx.objectStore(SESSIONS);
       const meta = checkGuard(await requested(sessions.get(guard.sessionId)), guard);
       const tail = await tailInTx(tx, keys, guard.sessionId, meta, this.tails);
-      if (tail.isEmpty) return { tail, written: undefined };
+      if (tail.isEmpty) return { tail, meta, written: false };
       const materialization = tail.materialization();
       for (const [i, row] of materialization.rows.entries()) this.options.onWrite?.(row, i);
       const written = { ...meta, materialized: tail.version };
@@ -198,9 +198,9 @@ export class IndexedDbStorage implements Storage {
         ...writeMaterialization(tx, keys, guard.sessionId, materialization),
         requested(sessions.put(written, guard.sessionId)),
       ]);
-      return { tail: Tail.materialized(tail.version), written };
+      return { tail: Tail.materialized(tail.version), meta: written, written: true };
     });
-    this.tails.remember(guard.sessionId, done.tail, done.written);
+    this.tails.remember(guard.sessionId, done.tail, done.meta, done.written);
   }
 
   async readEntries(sessionId: string, conversationId: string, fromSeq: number, toSeq: number) {
@@ -282,7 +282,8 @@ export class IndexedDbStorage implements Storage {
     none: T,
   ): Promise<T> {
     let tail: Tail | undefined;
-    const cached = this.tails.get(sessionId);
+    let row: unknown;
+    const cached = this.tails.guess(sessionId);
     const known = this.tails.writtenRow(sessionId);
     const result = await this.transaction("readonly", async (tx, keys) => {
       const stored = requested(tx.objectStore(SESSIONS).get(sessionId));
@@ -294,15 +295,17 @@ export class IndexedDbStorage implements Storage {
         const meta: unknown = await stored;
         if (meta !== undefined && isSameRow(meta as SessionMeta, known)) {
           tail = cached;
+          row = meta;
           return guess;
         }
       }
       const meta: unknown = await stored;
       if (meta === undefined) return none;
       tail = await tailInTx(tx, keys, sessionId, meta, this.tails);
+      row = meta;
       return body(overlayReader(reader(tx, keys, sessionId), tail), meta);
     });
-    if (tail) this.tails.remember(sessionId, tail);
+    if (tail) this.tails.remember(sessionId, tail, row);
     return result;
   }
 

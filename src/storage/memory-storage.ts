@@ -85,7 +85,7 @@ export class MemoryStorage implements Storage {
         };
         this.sessions.set(sessionId, rows);
       } else this.takeOwnership(rows, sessionId, request);
-      this.tails.remember(sessionId, Tail.materialized(rawNumber(rows.meta, "version") ?? 0));
+      this.tails.remember(sessionId, Tail.materialized(rawNumber(rows.meta, "version") ?? 0), rows.meta);
     }
     if (!rows) return undefined;
     const reader = this.overlay(sessionId, rows);
@@ -147,7 +147,7 @@ export class MemoryStorage implements Storage {
     const logFloor =
       plan.prune && this.prune(rows, plan.prune, plan.meta.logEnd ?? 0, guard.keepChangesAfter);
     rows.meta = withLogFloor(plan.meta, logFloor);
-    this.tails.remember(guard.sessionId, plan.tail);
+    this.tails.remember(guard.sessionId, plan.tail, rows.meta);
   }
 
   /** Writes this handle's tail of the session into rows, if the guard still holds (a writer closing). */
@@ -162,7 +162,7 @@ export class MemoryStorage implements Storage {
     for (const [i, row] of materialized.entries()) this.options.onWrite?.(row, i);
     this.apply(rows, ranges, materialized);
     rows.meta = { ...meta, materialized: tail.version };
-    this.tails.remember(guard.sessionId, Tail.materialized(tail.version));
+    this.tails.remember(guard.sessionId, Tail.materialized(tail.version), rows.meta);
   }
 
   /** Writes a tail's rows: its range deletes go first, then each key's last write. */
@@ -213,7 +213,7 @@ export class MemoryStorage implements Storage {
 
   /** This handle's tail of a session, read from the log when the session row says it is not the known one. */
   private tailOf(sessionId: string, rows: SessionRows): Tail {
-    const cached = this.tails.get(sessionId);
+    const cached = this.tails.get(sessionId, rows.meta);
     const known = knownTail(rows.meta, cached);
     if (known instanceof Tail) return known;
     const logRows = sortedRange(
@@ -224,7 +224,7 @@ export class MemoryStorage implements Storage {
       Number.MAX_SAFE_INTEGER,
     );
     const tail = tailFromLog(rows.meta, cached, known.readAfter, logRows);
-    this.tails.remember(sessionId, tail);
+    this.tails.remember(sessionId, tail, rows.meta);
     return tail;
   }
 

@@ -3,6 +3,7 @@
  * stores differ only in how they run a transaction, never in what they write.
  */
 
+import { randomIds } from "../clock.ts";
 import {
   DuplicateKeyError,
   DuplicateRequestError,
@@ -294,7 +295,27 @@ export function parkedCountAfter(meta: unknown, commits: readonly CommitRecord[]
 
 /** A new session row. */
 function newSessionMeta(sessionId: string, at: number, epoch: number): SessionMeta {
-  return { id: sessionId, format: STORAGE_FORMAT, version: 0, epoch, createdAt: at, updatedAt: at };
+  const incarnation = randomIds.next("s");
+  return {
+    id: sessionId,
+    format: STORAGE_FORMAT,
+    version: 0,
+    epoch,
+    createdAt: at,
+    updatedAt: at,
+    incarnation,
+  };
+}
+
+/**
+ * Which creation of a session a stored session row is of (`SessionMeta.incarnation`, made with the row;
+ * absent in rows made before it): a session deleted and created again under its id is another one, and a
+ * store handle never takes what it cached of the first for the second (`TailCache`).
+ */
+export function incarnationOf(meta: unknown): string | undefined {
+  const value =
+    typeof meta === "object" && meta !== null ? (meta as { incarnation?: unknown }).incarnation : undefined;
+  return typeof value === "string" ? value : undefined;
 }
 
 /**

@@ -11,7 +11,7 @@ import { childRuns } from "./child-runs.ts";
 import { WholeRecords } from "./log-codec.ts";
 import { encodeKey } from "./memory-rows.ts";
 import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
-import { rangeDeletesOfCommit, recordName, rowsOfCommit } from "./rows.ts";
+import { incarnationOf, rangeDeletesOfCommit, recordName, rowsOfCommit } from "./rows.ts";
 import type { ParkedCursor, StoredRecord } from "./storage.ts";
 import type { SessionRowReader } from "./working-set.ts";
 
@@ -175,8 +175,23 @@ export class Tail {
 export class TailCache {
   private readonly tails = new Map<string, Tail>();
   private readonly rows = new Map<string, SessionMeta>();
+  /** The incarnation of the session each tail is of. */
+  private readonly incarnations = new Map<string, string | undefined>();
 
-  get(sessionId: string): Tail | undefined {
+  /**
+   * The cached tail of the session `meta` (its stored row) describes: none when the cached one is of another
+   * incarnation (the session was deleted and created again, by this handle or another).
+   */
+  get(sessionId: string, meta: unknown): Tail | undefined {
+    const tail = this.tails.get(sessionId);
+    return tail && this.incarnations.get(sessionId) === incarnationOf(meta) ? tail : undefined;
+  }
+
+  /**
+   * The cached tail, unchecked: only to plan before a transaction that reads the session row back and
+   * compares it with {@link writtenRow} (`isSameRow`, which compares the incarnation too).
+   */
+  guess(sessionId: string): Tail | undefined {
     return this.tails.get(sessionId);
   }
 
@@ -186,15 +201,17 @@ export class TailCache {
   }
 
   /**
-   * Keeps a session's tail (and the session row just written with it), unless a newer tail of the same log
-   * is known already (transactions may end out of order).
+   * Keeps a session's tail, read or written with the session row `meta` (`written`: this handle just wrote
+   * that row), unless a newer tail of the same log is known already (transactions may end out of order).
    */
-  remember(sessionId: string, tail: Tail, written?: SessionMeta): void {
-    const cached = this.tails.get(sessionId);
+  remember(sessionId: string, tail: Tail, meta: unknown, written = false): void {
+    const incarnation = incarnationOf(meta);
+    const cached = this.get(sessionId, meta);
     if (cached && cached.through === tail.through && cached.version >= tail.version && !written) return;
     if (cached && cached.through === tail.through && cached.version > tail.version) return;
     this.tails.set(sessionId, tail);
-    if (written) this.rows.set(sessionId, written);
+    this.incarnations.set(sessionId, incarnation);
+    if (written) this.rows.set(sessionId, meta as SessionMeta);
     else this.rows.delete(sessionId);
   }
 
@@ -203,9 +220,11 @@ export class TailCache {
     if (sessionId === undefined) {
       this.tails.clear();
       this.rows.clear();
+      this.incarnations.clear();
     } else {
       this.tails.delete(sessionId);
       this.rows.delete(sessionId);
+      this.incarnations.delete(sessionId);
     }
   }
 }

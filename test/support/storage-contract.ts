@@ -946,5 +946,32 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const fresh = await open(store, gone);
       expect([fresh.version, fresh.view().submissions]).toEqual([0, []]);
     });
+
+    it("never shows another handle's cache of a session deleted and created again under its id", async () => {
+      const id = freshId("recreated");
+      const writer = harness.storage();
+      const reader = harness.storage();
+      const first = await open(writer, id);
+      for (let i = 0; i < 5; i++)
+        await first.commit((d) => d.setDocument(`old-${i}`, "plan", { steps: [`${i}`], approved: false }));
+      // The reader caches what it read: the log's tail of the first session, at version 5.
+      expect((await open(reader, id, "read")).view().documents.map((d) => d.id)).toHaveLength(5);
+      await first.close();
+      // Another handle deletes the session and builds a new one further, with the same clock and versions.
+      await writer.deleteSession?.(id);
+      const second = await open(writer, id);
+      for (let i = 0; i < 8; i++)
+        await second.commit((d) => d.setDocument(`new-${i}`, "plan", { steps: [`${i}`], approved: true }));
+      const shown = (await open(reader, id, "read")).view();
+      expect(shown.version).toBe(8);
+      expect(shown.documents.map((d) => d.id).sort()).toEqual(
+        second
+          .view()
+          .documents.map((d) => d.id)
+          .sort(),
+      );
+      expect(durable(shown)).toEqual(durable(second.view()));
+      await second.close();
+    });
   });
 }
