@@ -56,6 +56,8 @@ export class WriteCounter extends ForwardingStorage {
   private transactions = 0;
   private commits = 0;
   private readonly rows: RowWrite[];
+  /** The session row's JSON bytes, as stored after the run (`measureSessionRow`). */
+  private sessionRowBytes = 0;
   constructor(make: (onWrite: WriteHook) => Storage) {
     const rows: RowWrite[] = [];
     super(make((row) => void rows.push(row)));
@@ -70,12 +72,20 @@ export class WriteCounter extends ForwardingStorage {
     this.transactions++;
     await this.inner.checkpoint?.(guard);
   }
+  /**
+   * Reads the session row as the run left it: every transaction writes it once (its numbers only grow, so
+   * its last size counts each write at most as large as it was).
+   */
+  async measureSessionRow(sessionId: string): Promise<void> {
+    const stored = await this.inner.open(sessionId, { mode: "read", at: 0, entryTail: 0, settled: 0 });
+    this.sessionRowBytes = new TextEncoder().encode(JSON.stringify(stored?.meta.value)).length;
+  }
   count(): { transactions: number; commits: number; rows: number; bytes: number } {
     const encoder = new TextEncoder();
-    let bytes = 0;
+    // The session row, once per transaction.
+    let bytes = this.transactions * this.sessionRowBytes;
     for (const row of this.rows)
       if (row.op !== "delete") bytes += encoder.encode(JSON.stringify(row.value)).length;
-    // The session row, once per transaction.
     return {
       transactions: this.transactions,
       commits: this.commits,
@@ -122,6 +132,7 @@ export async function runWorkload(store: CountedStore, rounds = ROUNDS, sessionI
   const ms = performance.now() - start;
   if (done.status !== "succeeded") throw new Error(`the run ended ${done.status}`);
   await session.close();
+  await storage.measureSessionRow(sessionId);
   return { ms, toolCalls: rounds * PER_ROUND, counter: storage };
 }
 
