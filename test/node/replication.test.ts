@@ -410,10 +410,13 @@ describe("linked session: a tab leads, the edge follows", () => {
     const edge = await hosts.edgeReader();
     expect(edge.submissionForRequest("offline-1")).toBeDefined();
     expect(comparable(edge.view())).toEqual(comparable(back.linked.session.view()));
-    // One cancelled offline stays cancelled.
+    // One cancelled offline stays cancelled, and is never run: no task under it was ever started.
     await back.linked.session.resume();
     const again = back.linked.session.submissionForRequest("offline-2");
     expect((await back.linked.session.wait(again?.id ?? "")).status).toBe("cancelled");
+    const { changes } = await back.linked.session.readChanges(0, 10_000);
+    const under = changes.flatMap((c) => c.tasks.filter((t) => t.id.startsWith(`${again?.taskId}/`)));
+    expect(under).toEqual([]);
   });
 
   it("a follower's rebuilt copy gives its inputs again through the durable inbox; one cancelled offline is accepted cancelled and never runs", async () => {
