@@ -114,6 +114,7 @@ export async function runToolCalls(
   sessionId = "bench",
 ): Promise<ToolCallRun> {
   const { ms, toolCalls, counter } = await runWorkload(store, rounds, sessionId);
+  await counter.measureSessionRow(sessionId);
   return { ms, toolCalls, ...counter.count() };
 }
 
@@ -132,7 +133,6 @@ export async function runWorkload(store: CountedStore, rounds = ROUNDS, sessionI
   const ms = performance.now() - start;
   if (done.status !== "succeeded") throw new Error(`the run ended ${done.status}`);
   await session.close();
-  await storage.measureSessionRow(sessionId);
   return { ms, toolCalls: rounds * PER_ROUND, counter: storage };
 }
 

@@ -70,6 +70,7 @@ export {
   PushRequestSchema,
   ReleaseRequestSchema,
 } from "./replication/protocol.ts";
+export type { LocalInput } from "./replication/rebase.ts";
 export type { OwnershipStore, ReplicaHostOptions } from "./replication/replica-host.ts";
 export { memoryOwnership, ownedElsewhere, ReplicaHost } from "./replication/replica-host.ts";
 export type { ServerEvent } from "./server-events.ts";

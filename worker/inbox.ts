@@ -4,8 +4,7 @@
  * idempotent by requestId — and only then deletes them, so nothing is lost if either tab dies in between.
  */
 import { type IDBPDatabase, openDB } from "idb";
-import { type Json, KernelError, type Session, type SubmitInput } from "../src/index.ts";
-import type { LocalInput } from "../src/replication/rebase.ts";
+import { type Json, KernelError, type LocalInput, type Session, type SubmitInput } from "../src/index.ts";
 
 const STORE = "inbox";
 
@@ -15,13 +14,11 @@ export interface InboxSignal {
 }
 
 /**
- * A Submission given again whose first acceptance was cancelled: a copy rebuilt from its edge keeps what
- * its unsent commits held (`followRemote`'s `onRebased`), and the leader accepts it already cancelled.
+ * A Submission given again that was cancelled in a copy rebuilt from its edge (`followRemote`'s
+ * `onRebased`): the leader accepts it already cancelled, or cancels it if the session has it unfinished.
+ * The input's own fields stay at the top, so a tab of an older version that leads reads it as the input.
  */
-export interface InboxCancelled {
-  readonly submit: SubmitInput;
-  readonly cancelled: string;
-}
+export type InboxCancelled = SubmitInput & { readonly cancelled: string };
 
 /** One input waiting for the leader: a submission (maybe cancelled), or a signal. */
 export type InboxRow = SubmitInput | InboxSignal | InboxCancelled;
@@ -32,7 +29,7 @@ export const isInboxSignal = (row: InboxRow): row is InboxSignal => "signal" in 
 export function inboxRowOf(input: LocalInput): InboxRow {
   if (input.kind === "signal")
     return { signal: { key: input.key, payload: input.payload, requestId: input.requestId } };
-  return input.cancelled === undefined ? input.input : { submit: input.input, cancelled: input.cancelled };
+  return input.cancelled === undefined ? input.input : { ...input.input, cancelled: input.cancelled };
 }
 
 /** Accepts one inbox row on the leader's session; a signal it refuses for a reason in `refusals` is dropped. */
@@ -46,14 +43,15 @@ export async function acceptInboxRow(
     await session.signal(key, payload, { requestId }).catch((error: unknown) => {
       if (!(error instanceof KernelError && refusals.has(error.code))) throw error;
     });
-  } else if ("submit" in row) await session.submit(row.submit, { cancelled: row.cancelled });
-  else await session.submit(row);
+  } else if ("cancelled" in row) {
+    const { cancelled, ...input } = row;
+    await session.submit(input, { cancelled });
+  } else await session.submit(row);
 }
 
 /** Its key in the store: a signal's cannot collide with a submission's requestId. */
 function rowId(row: InboxRow): string {
-  if (isInboxSignal(row)) return `signal\u0000${row.signal.key}\u0000${row.signal.requestId}`;
-  return "submit" in row ? row.submit.requestId : row.requestId;
+  return isInboxSignal(row) ? `signal\u0000${row.signal.key}\u0000${row.signal.requestId}` : row.requestId;
 }
 
 export class DurableInbox {

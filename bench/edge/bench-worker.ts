@@ -45,7 +45,9 @@ export class CommitBench {
   private template: CommitRecord[] = [];
   private runs = 0;
   /** What the last `/toolcalls` run wrote, read by `/toolcalls-count`. */
-  private counted: { counting: ReturnType<typeof countingSql>; counter: WriteCounter } | undefined;
+  private counted:
+    | { counting: ReturnType<typeof countingSql>; counter: WriteCounter; sessionId: string }
+    | undefined;
 
   constructor(private readonly ctx: { storage: BenchStorage }) {
     this.storage = new DurableObjectSqliteStorage(ctx.storage);
@@ -92,14 +94,15 @@ export class CommitBench {
           n || undefined,
           sessionId,
         );
-        this.counted = { counting, counter };
+        this.counted = { counting, counter, sessionId };
         return Response.json({ toolCalls });
       }
       case "/toolcalls-count": {
         // The last run's rows, bytes and transactions; rows also as SQLite counts them (index rows
         // included, as the platform bills them).
         if (!this.counted) break;
-        const { counting, counter } = this.counted;
+        const { counting, counter, sessionId } = this.counted;
+        await counter.measureSessionRow(sessionId);
         return Response.json({ ...counter.count(), sqliteRowsWritten: counting.rowsWritten() });
       }
       case "/rawsteps": {

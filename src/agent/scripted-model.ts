@@ -31,9 +31,8 @@ export interface ScriptedModelOptions {
 export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedModelOptions = {}): Model {
   return {
     id: options.id ?? "scripted",
-    // The signal is read only where the model waits: a phase's AbortController is made only when looked at.
-    async generate(request, callOptions): Promise<ModelResponse> {
-      const { onText } = callOptions;
+    async generate(request, { signal, onText }): Promise<ModelResponse> {
+      signal.throwIfAborted();
       const index = request.messages.filter((m) => m.role === "assistant").length;
       let turn = turns[Math.min(index, turns.length - 1)] ?? { text: "" };
       while (typeof turn === "function") turn = await turn(request);
@@ -43,7 +42,7 @@ export function scriptedModel(turns: readonly ScriptedTurn[], options: ScriptedM
         if (options.chunkDelayMs && options.timers) {
           const timers = options.timers;
           await new Promise<void>((resolve) => timers.setTimeout(resolve, options.chunkDelayMs ?? 0));
-          callOptions.signal.throwIfAborted();
+          signal.throwIfAborted();
         }
         onText?.(text.slice(i, i + size));
       }

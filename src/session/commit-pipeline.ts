@@ -166,6 +166,7 @@ export class CommitPipeline {
             sessionId: this.host.sessionId,
             epoch: state.epoch,
             expectedVersion: state.version,
+            ...(state.incarnation !== undefined && { incarnation: state.incarnation }),
             ...(floor !== undefined && { keepChangesAfter: floor }),
           },
           group.sealed.map((s) => s.commit),

@@ -41,6 +41,7 @@ export function loadSessionState(
   const state = new SessionState(meta.id, meta.createdAt, entryTail, settledLimit);
   state.version = meta.version;
   state.epoch = meta.epoch;
+  state.incarnation = meta.incarnation;
   const block = (kind: BlockedKind, id: string, record: string, reason: string) =>
     reduceSession(state, { type: "blocked", record: { kind, id, record, reason } });
 

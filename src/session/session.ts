@@ -303,7 +303,13 @@ export class Session extends SessionReads {
     if (this.mode === "write") {
       await this.pipeline.flush().catch(() => undefined);
       // Best effort: the log already holds these commits, so a checkpoint that fails loses nothing.
-      const guard = { sessionId: this.id, epoch: this.state.epoch, expectedVersion: this.state.version };
+      const { epoch, version: expectedVersion, incarnation } = this.state;
+      const guard = {
+        sessionId: this.id,
+        epoch,
+        expectedVersion,
+        ...(incarnation !== undefined && { incarnation }),
+      };
       await this.storage.checkpoint?.(guard).catch(() => undefined);
     }
     this.currentStatus = "closed";

@@ -74,6 +74,8 @@ export interface ParkingReader {
 export class SessionState implements StateReader, ParkingReader {
   version = 0;
   epoch = 0;
+  /** The stored session's incarnation (`SessionMeta.incarnation`): commits are refused by another. */
+  incarnation: string | undefined;
   readonly conversations = new Map<string, ConversationState>();
   readonly documents = new Map<string, DocumentState>();
   readonly tasks = new Map<string, Task>();

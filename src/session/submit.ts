@@ -3,8 +3,7 @@ import { z } from "zod";
 import type { IdSource } from "../clock.ts";
 import { DuplicateRequestError, InvalidArgumentError } from "../errors.ts";
 import { nestedJsonSchema } from "../records/json.ts";
-import type { Submission } from "../records/schemas.ts";
-import { compiled, TextSchema } from "../records/schemas.ts";
+import { compiled, isSubmissionFinished, type Submission, TextSchema } from "../records/schemas.ts";
 import { describeIssues, summarizeIssues } from "../records/validate.ts";
 import { dispatch } from "../tasks/machine.ts";
 import type { CommitPipeline } from "./commit-pipeline.ts";
@@ -27,8 +26,8 @@ export type SubmitInput = z.input<typeof SubmitInputSchema>;
 export interface SubmitOptions {
   /**
    * Accepts it already cancelled, for this reason, in the same commit: it never runs. For an input given
-   * again whose first acceptance was cancelled (a copy rebuilt from its other host, DESIGN §6). A retry of
-   * a requestId accepted before returns that Submission as it is.
+   * again whose first acceptance was cancelled (a copy rebuilt from its other host, DESIGN §6). A requestId
+   * accepted before returns that Submission, cancelled now (as `cancelSubmission` does) if it has not ended.
    */
   readonly cancelled?: string;
 }
@@ -58,7 +57,13 @@ export function acceptSubmission(
   options: SubmitOptions = {},
 ): Submission {
   const existing = draft.submissionByRequest(input.requestId);
-  if (existing) return existing;
+  if (existing) {
+    if (options.cancelled !== undefined && !isSubmissionFinished(existing)) {
+      const cancel = { submissionId: existing.id, reason: options.cancelled };
+      dispatch(draft, { type: "submission-cancel-requested", ...cancel });
+    }
+    return draft.submission(existing.id) as Submission;
+  }
   const id = ids.next("sub");
   const text = typeof input.input === "string" ? input.input : input.input.text;
   const data = typeof input.input === "string" ? undefined : input.input.data;
@@ -101,7 +106,7 @@ export async function submitOnce(
 ): Promise<Submission> {
   const parsed = parseSubmitInput(input);
   const existing = state.submissionByRequest(parsed.requestId);
-  if (existing) return existing;
+  if (existing && (options.cancelled === undefined || isSubmissionFinished(existing))) return existing;
   try {
     const { value } = await pipeline.commit((draft) => acceptSubmission(draft, parsed, ids, options));
     return state.submission(value.id) ?? value;

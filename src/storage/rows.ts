@@ -295,6 +295,8 @@ export function parkedCountAfter(meta: unknown, commits: readonly CommitRecord[]
 
 /** A new session row. */
 function newSessionMeta(sessionId: string, at: number, epoch: number): SessionMeta {
+  // Random, not from the session's injected id source: two creations must differ even where a test numbers
+  // its ids from the same start, and nothing depends on its value but that.
   const incarnation = randomIds.next("s");
   return {
     id: sessionId,
@@ -376,10 +378,13 @@ export function checkGuard(storedMeta: unknown, guard: CommitGuard): SessionMeta
   const epochOk = guard.replica
     ? storedEpoch >= 0 && storedEpoch <= guard.epoch
     : storedEpoch === guard.epoch;
-  if (!epochOk || storedVersion !== guard.expectedVersion) {
-    const why = !epochOk
-      ? `owner epoch ${guard.epoch} was superseded by epoch ${storedEpoch}`
-      : `version moved from ${guard.expectedVersion} to ${storedVersion}`;
+  const same = guard.incarnation === undefined || incarnationOf(storedMeta) === guard.incarnation;
+  if (!same || !epochOk || storedVersion !== guard.expectedVersion) {
+    const why = !same
+      ? "the session it opened was deleted (this one was created again under its id)"
+      : !epochOk
+        ? `owner epoch ${guard.epoch} was superseded by epoch ${storedEpoch}`
+        : `version moved from ${guard.expectedVersion} to ${storedVersion}`;
     throw new StaleOwnerError(`session ${guard.sessionId}: stale writer, ${why}; nothing was written`, {
       expectedEpoch: guard.epoch,
       storedEpoch,

@@ -74,6 +74,11 @@ export interface CommitGuard {
   /** The session version the batch was built on; the stored one must be equal. */
   readonly expectedVersion: number;
   /**
+   * The incarnation of the session the writer opened (`SessionMeta.incarnation`), when it has one: the
+   * stored one must be equal — a writer of a session deleted since never writes into one created again.
+   */
+  readonly incarnation?: string;
+  /**
    * A replica applying commits another host wrote (they carry the writer's epochs): the stored epoch must be
    * at most `epoch` — a replica never takes commits from an owner older than one it has seen — and becomes
    * `epoch` in the same transaction.

@@ -174,12 +174,22 @@ describe("follow-up messages while a turn runs", () => {
     expect(session.task(first.taskId as string)?.cancelRequested).toBeUndefined();
     // Given again, it is returned as it is.
     expect((await session.submit(given)).status).toBe("cancelled");
+
     model.calls[0]?.answer({ text: "first answer" });
     expect((await session.wait(first.id)).status).toBe("succeeded");
     // The model was asked once, for the first turn only; the regretted message is in the conversation.
     expect(model.calls).toHaveLength(1);
     const texts = session.view().conversations[0]?.entries.map((e) => (e.content as { text?: string }).text);
     expect(texts).toContain("regretted offline");
+    // Given again cancelled, one the session has unfinished is cancelled now.
+    const third = await say(session, "c", "third question");
+    await model.called(2);
+    const cancelled = await session.submit(
+      { requestId: "c", conversationId: "main", input: "x" },
+      { cancelled: "stop" },
+    );
+    expect(cancelled.id).toBe(third.id);
+    expect((await session.wait(third.id)).status).toBe("cancelled");
   });
 
   it("interrupt: the interruption survives the process dying before the running turn winds down", async () => {

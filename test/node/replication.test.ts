@@ -5,7 +5,7 @@
 import "fake-indexeddb/auto";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { approvedPlan, RECIPIENTS } from "../../examples/five-emails/app.ts";
+import { approvedPlan, draftPlan, RECIPIENTS } from "../../examples/five-emails/app.ts";
 import {
   createRegistry,
   defineTask,
@@ -452,7 +452,9 @@ describe("linked session: a tab leads, the edge follows", () => {
     const rows = await inbox.pending(SESSION);
     expect(rows).toHaveLength(2);
     expect(rows).toContainEqual({
-      submit: expect.objectContaining({ requestId: "offline-2" }),
+      requestId: "offline-2",
+      conversationId: "side",
+      input: "oops",
       cancelled: "sent by mistake",
     });
     // A tab leads again and drains the inbox, as the worker's leader does.
@@ -484,6 +486,37 @@ describe("linked session: a tab leads, the edge follows", () => {
       regretted?.id,
     );
     await inbox.close();
+  });
+
+  it("gives again a cancel made offline of a Submission the edge already had", async () => {
+    const hosts = new TwoHosts(10_000);
+    const first = await hosts.openTab();
+    const tab = first.linked.session;
+    // The campaign waits for approval (a draft plan): the edge has its Submission, running.
+    await tab.commit((d) => d.setDocument("plan", "email-plan", draftPlan() as unknown as Json));
+    const submission = await tab.submit(REQUEST);
+    await tab.resume();
+    await settle();
+    await first.linked.flush();
+    expect((await hosts.edgeReader()).submissionForRequest(REQUEST.requestId)?.status).toBe("running");
+    // Cut off, the person cancels it; the tab dies and the edge takes over, where it still runs.
+    hosts.partitioned = true;
+    await tab.cancelSubmission(submission.id, "changed my mind");
+    await settle();
+    expect(tab.submission(submission.id)?.status).toBe("cancelled");
+    first.disk.kill();
+    hosts.clock.advance(10_001);
+    await hosts.host.expire(SESSION);
+    const edge = hosts.edgeSession as Session;
+    await edge.commit((d) => d.setDocument("edge-only", "email-plan", approvedPlan() as unknown as Json));
+    expect(edge.submissionForRequest(REQUEST.requestId)?.status).toBe("running");
+    hosts.partitioned = false;
+    // Taken back: the copy is rebuilt from the edge, and the cancel is given again.
+    const back = await hosts.openTab();
+    await back.linked.session.resume();
+    const again = back.linked.session.submissionForRequest(REQUEST.requestId);
+    expect((await back.linked.session.wait(again?.id ?? "")).status).toBe("cancelled");
+    expect(hosts.mail.deliveries).toEqual([]);
   });
 
   it("never lets an effect through on an acknowledgement older than the lease can vouch for", async () => {

@@ -947,6 +947,23 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect([fresh.version, fresh.view().submissions]).toEqual([0, []]);
     });
 
+    it("refuses a writer of a deleted session in the one created again under its id, at its epoch and version", async () => {
+      const id = freshId("fenced");
+      const first = await open(harness.storage(), id);
+      for (let i = 0; i < 2; i++)
+        await first.commit((d) => d.setDocument(`old-${i}`, "plan", { steps: [], approved: false }));
+      const other = harness.storage();
+      await other.deleteSession?.(id);
+      const second = await open(other, id);
+      for (let i = 0; i < 2; i++)
+        await second.commit((d) => d.setDocument(`new-${i}`, "plan", { steps: [], approved: true }));
+      expect([second.epoch, second.version]).toEqual([first.epoch, first.version]);
+      const stale = first.commit((d) => d.setDocument("stale", "plan", { steps: [], approved: false }));
+      await expect(stale).rejects.toBeInstanceOf(StaleOwnerError);
+      const shown = (await open(other, id, "read")).view();
+      expect(shown.documents.map((d) => d.id).sort()).toEqual(["new-0", "new-1"]);
+    });
+
     it("never shows another handle's cache of a session deleted and created again under its id", async () => {
       const id = freshId("recreated");
       const writer = harness.storage();
