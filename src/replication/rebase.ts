@@ -77,9 +77,11 @@ async function inputsAfter(storage: Storage, id: string, version: number): Promi
         };
         inputs.push({ kind: "submit", input });
       }
-      // A cancellation asked for but not yet carried out: the Submission's task holds the request.
+      // A cancellation asked for but not yet carried out: the Submission's root task holds the request. Its
+      // children carry the Submission's id too, and one may be cancelled alone (its parent failed fast).
       for (const task of commit.tasks) {
-        const requestId = task.submissionId === undefined ? undefined : requestOf.get(task.submissionId);
+        if (task.parentId !== undefined || task.submissionId === undefined) continue;
+        const requestId = requestOf.get(task.submissionId);
         if (requestId !== undefined && task.cancelRequested !== undefined)
           cancelled.set(requestId, task.cancelRequested);
       }

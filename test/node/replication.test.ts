@@ -7,19 +7,28 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { approvedPlan, draftPlan, RECIPIENTS } from "../../examples/five-emails/app.ts";
 import {
+  createAgent,
   createRegistry,
   defineTask,
   EDGE_HOLDER,
   followRemote,
   InvalidArgumentError,
   type Json,
+  memoryStorage,
   OwnedElsewhereError,
   openSession,
   ReplicationDivergedError,
   type Session,
   type SessionView,
+  type Submission,
+  scriptedModel,
+  sequentialIds,
+  type Task,
 } from "../../src/index.ts";
+import { rebaseDiverged } from "../../src/replication/rebase.ts";
+import { commitAsKernel } from "../../src/session/kernel-access.ts";
 import { acceptInboxRow, DurableInbox, inboxRowOf } from "../../worker/inbox.ts";
+import { created, demoTask } from "../support/storage-contract.ts";
 import { SESSION, TwoHosts } from "../support/two-hosts.ts";
 
 const REQUEST = { requestId: "notice-1", conversationId: "main", input: "Send the approved notice" };
@@ -617,5 +626,47 @@ describe("linked session: a tab leads, the edge follows", () => {
       .push(SESSION, { holder: "tab-2", epoch: linked.epoch, commits: [] })
       .catch((e: unknown) => e);
     expect(stale).toBeInstanceOf(OwnedElsewhereError);
+  });
+});
+
+describe("rebasing a diverged copy", () => {
+  it("keeps a Submission's cancel, not one of a task below its root (a child cancelled alone)", async () => {
+    const storage = memoryStorage();
+    const registry = createRegistry({ ...createAgent({ model: scriptedModel([{ text: "ok" }]) }) });
+    const session = await openSession({ id: "lost", storage, registry, ids: sequentialIds() });
+    const kept = await session.submit({ requestId: "kept", conversationId: "main", input: "one" });
+    const dropped = await session.submit({ requestId: "dropped", conversationId: "main", input: "two" });
+    const child = (submission: Submission, cancelRequested: string) => ({
+      ...demoTask(`${submission.taskId}/child`),
+      parentId: submission.taskId,
+      childIndex: 0,
+      submissionId: submission.id,
+      cancelRequested,
+    });
+    await commitAsKernel(session, (d) => {
+      d.writeTask(created(d, child(kept, `parent ${kept.taskId} failed`)));
+      d.writeTask(created(d, child(dropped, "cancelled by request")));
+      const root = d.task(dropped.taskId as string) as Task;
+      d.writeTask({ ...root, cancelRequested: "cancelled by request" });
+    });
+    await session.close();
+    // The other host never got any of it: the whole copy is given again.
+    const remote = { changes: async () => ({ changes: [], oldestRetained: 1 }) };
+    const diverged = new ReplicationDivergedError("diverged", 0);
+    const create = () => storage.open("lost", { mode: "write", at: 0, entryTail: 0, settled: 0, epoch: 0 });
+    const { inputs } = await rebaseDiverged(
+      storage,
+      remote,
+      "lost",
+      3,
+      undefined,
+      diverged,
+      undefined,
+      create,
+    );
+    expect(inputs.map((i) => (i.kind === "submit" ? [i.input.requestId, i.cancelled] : []))).toEqual([
+      ["kept", undefined],
+      ["dropped", "cancelled by request"],
+    ]);
   });
 });
