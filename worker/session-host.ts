@@ -7,6 +7,7 @@ import {
   type ChangeListener,
   type Clock,
   type CommitRecord,
+  deserializeError,
   followRemote,
   indexedDbStorage,
   isSubmissionFinished,
@@ -21,6 +22,7 @@ import {
   type Registry,
   type RemoteFollower,
   type ReplicaRemote,
+  type SerializedError,
   type Session,
   SessionNotFoundError,
   type SignalOptions,
@@ -29,10 +31,11 @@ import {
   type Storage,
   type Submission,
   type SubmitInput,
+  serializeError,
   type Timers,
   takePlacedCalls,
 } from "../src/index.ts";
-import { acceptInboxRow, DurableInbox, inboxRowOf } from "./inbox.ts";
+import { acceptInboxRow, DurableInbox, inboxRowOf, isInboxSignal } from "./inbox.ts";
 import { type Leadership, requestLeadership } from "./leadership.ts";
 
 export interface BrowserSessionHostOptions {
@@ -105,7 +108,9 @@ type Message =
   | { type: "follower" }
   | { type: "leader" }
   /** The copy was rebuilt from the edge's history: followers reopen it. */
-  | { type: "replaced" };
+  | { type: "replaced" }
+  /** The leader can never accept this inbox Submission (dropped): the tab that waits for it is told why. */
+  | { type: "refused"; requestId: string; error: SerializedError };
 
 export class BrowserSessionHost {
   private current: Session | undefined;
@@ -165,7 +170,19 @@ export class BrowserSessionHost {
     parseSubmitInput(input);
     await this.inbox.put(this.options.sessionId, input);
     this.channel.postMessage({ type: "inbox" } satisfies Message);
-    return this.observe((session) => session.submissionForRequest(input.requestId));
+    // The leader may still refuse it (its app version checks more than this one): then it is rejected.
+    return this.observe((session) => session.submissionForRequest(input.requestId), input.requestId);
+  }
+
+  /** Calls `reject` with the leader's refusal of the inbox Submission `requestId`; returns the unsubscribe. */
+  private onRefused(requestId: string, reject: (error: Error) => void): () => void {
+    const waiting = this.refusals.get(requestId) ?? new Set();
+    this.refusals.set(requestId, waiting);
+    waiting.add(reject);
+    return () => {
+      waiting.delete(reject);
+      if (waiting.size === 0) this.refusals.delete(requestId);
+    };
   }
 
   /**
@@ -464,18 +481,30 @@ export class BrowserSessionHost {
       await this.draining;
     } else if (message.type === "replaced" || message.type === "committed") {
       await this.showCopy(message.type === "replaced");
+    } else if (message.type === "refused") {
+      const error = deserializeError(message.error);
+      for (const reject of this.refusals.get(message.requestId) ?? []) reject(error);
     }
   }
 
   /**
    * Accepts every input followers left; idempotent by requestId, deleted only once accepted. A signal the
-   * session refuses (its wait ended since) is dropped: the follower that sent it sees the refusal itself.
+   * session refuses (its wait ended since) is dropped: the follower that sent it sees the refusal itself. A
+   * Submission it can never accept (a row another version of the app queued, which checked less) is dropped
+   * too, and the tabs waiting for it are told: it must not hold back the inputs queued after it. Anything
+   * else (a full disk, a closed store) stops the drain; the rows stay for the next one.
    */
   private async drainInbox(): Promise<void> {
     const session = this.current;
     if (!session || this.role !== "leader") return;
     for (const row of await this.inbox.pending(this.options.sessionId)) {
-      await acceptInboxRow(session, row, REFUSALS);
+      try {
+        await acceptInboxRow(session, row, REFUSALS);
+      } catch (error) {
+        if (isInboxSignal(row) || !(error instanceof KernelError && REFUSALS.has(error.code))) throw error;
+        const refused: Message = { type: "refused", requestId: row.requestId, error: serializeError(error) };
+        this.channel.postMessage(refused);
+      }
       await this.inbox.remove(this.options.sessionId, row);
     }
   }
@@ -498,13 +527,21 @@ export class BrowserSessionHost {
   }
 
   private readonly observers = new Set<() => void>();
+  /** Who waits for each inbox Submission this tab queued, to be told if the leader refuses it. */
+  private readonly refusals = new Map<string, Set<(error: Error) => void>>();
 
-  private observe<T>(pick: (session: Session) => T | undefined): Promise<T> {
-    return new Promise((resolve) => {
+  /**
+   * Resolves with what `pick` finds once the session shows it; with `requestId`, rejects instead if the
+   * leader refuses that inbox Submission for good.
+   */
+  private observe<T>(pick: (session: Session) => T | undefined, requestId?: string): Promise<T> {
+    return new Promise((resolve, reject) => {
+      let stopRefusal: () => void = () => undefined;
       const check = () => {
         const found = this.current ? pick(this.current) : undefined;
         if (found === undefined) return;
         this.observers.delete(check);
+        stopRefusal();
         resolve(found);
       };
       this.observers.add(check);
@@ -512,6 +549,13 @@ export class BrowserSessionHost {
       const stop = this.subscribe(this.current?.version ?? 0, () => {
         check();
         if (!this.observers.has(check)) stop();
+      });
+      if (requestId === undefined || !this.observers.has(check)) return;
+      stopRefusal = this.onRefused(requestId, (error) => {
+        this.observers.delete(check);
+        stop();
+        stopRefusal();
+        reject(error);
       });
     });
   }
@@ -543,9 +587,11 @@ export class BrowserSessionHost {
   }
 }
 
-/** Why a queued signal can be refused for good (anything else is retried on the next drain). */
+/** Why a queued input can be refused for good (anything else is retried on the next drain). */
 const REFUSALS: ReadonlySet<string> = new Set([
   "invalid-argument",
+  "invalid-record",
+  "record-too-large",
   "unknown-signal",
   "signal-conflict",
   "signal-not-awaited",

@@ -8,11 +8,12 @@ import { z } from "zod";
 import {
   createRegistry,
   defineTask,
+  InvalidArgumentError,
   indexedDbStorage,
   openSession,
   StaleOwnerError,
 } from "../../src/index.ts";
-import { BrowserSessionHost } from "../../worker/index.ts";
+import { BrowserSessionHost, DurableInbox } from "../../worker/index.ts";
 
 /** Phases of "echo" wait here until the test lets them finish. */
 let gate: Promise<void> = Promise.resolve();
@@ -97,6 +98,38 @@ describe("browser host: one writer across tabs", () => {
     expect(performance.now() - started).toBeLessThan(5_000);
     expect(b.session?.view().tasks[0]?.restarts).toBe(1);
     await b.close();
+  });
+
+  it("drops a follower's input the leader can never take, tells that follower, and takes the inputs after it", async () => {
+    const { database, sessionId } = names();
+    // The leader runs a newer version of the app: its echo task takes at most 20 characters.
+    const strictEcho = defineTask({ ...echo, input: z.object({ text: z.string().max(20) }) });
+    const strict = () =>
+      createRegistry({
+        tasks: [strictEcho],
+        submissionTask: (s) => ({ kind: "echo", input: { text: String(s.input) } }),
+      });
+    gate = Promise.resolve();
+    const a = await BrowserSessionHost.start({
+      database,
+      sessionId,
+      registry: strict,
+      durability: "relaxed",
+    });
+    await a.whenLeader();
+    const b = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
+    await until(() => b.session !== undefined, "the follower to open the session");
+    const tooLong = "an input the leader's version refuses";
+    const refused = b.submit({ requestId: "a-too-long", conversationId: "main", input: tooLong });
+    // The leader's typed error, as the kernel's error wire format carries it between tabs.
+    await expect(refused).rejects.toMatchObject({ name: "InvalidArgumentError", code: "invalid-argument" });
+    const taken = await b.submit({ requestId: "b-short", conversationId: "main", input: "short" });
+    expect((await b.wait(taken.id)).status).toBe("succeeded");
+    // Nothing of the refused one was stored, and nothing is left queued.
+    expect(a.session?.submissionForRequest("a-too-long")).toBeUndefined();
+    expect(await new DurableInbox(`${database}:inbox`).pending(sessionId)).toEqual([]);
+    await b.close();
+    await a.close();
   });
 
   it("fences a stale leader: once another tab takes the epoch, the old writer cannot commit", async () => {
