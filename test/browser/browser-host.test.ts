@@ -8,7 +8,6 @@ import { z } from "zod";
 import {
   createRegistry,
   defineTask,
-  InvalidArgumentError,
   indexedDbStorage,
   openSession,
   StaleOwnerError,
