@@ -35,7 +35,7 @@ import {
   type Timers,
   takePlacedCalls,
 } from "../src/index.ts";
-import { acceptInboxRow, DurableInbox, inboxRowId, inboxRowOf } from "./inbox.ts";
+import { acceptInboxRow, DurableInbox, inboxRowOf, isInboxSignal } from "./inbox.ts";
 import { type Leadership, requestLeadership } from "./leadership.ts";
 
 export interface BrowserSessionHostOptions {
@@ -109,8 +109,8 @@ type Message =
   | { type: "leader" }
   /** The copy was rebuilt from the edge's history: followers reopen it. */
   | { type: "replaced" }
-  /** The leader can never accept this inbox row (`inboxRowId`), dropped: the tabs waiting for it are told why. */
-  | { type: "refused"; row: string; error: SerializedError };
+  /** The leader can never accept this inbox Submission (dropped): the tab that waits for it is told why. */
+  | { type: "refused"; requestId: string; error: SerializedError };
 
 export class BrowserSessionHost {
   private current: Session | undefined;
@@ -171,17 +171,17 @@ export class BrowserSessionHost {
     await this.inbox.put(this.options.sessionId, input);
     this.channel.postMessage({ type: "inbox" } satisfies Message);
     // The leader may still refuse it (its app version checks more than this one): then it is rejected.
-    return this.observe((session) => session.submissionForRequest(input.requestId), inboxRowId(input));
+    return this.observe((session) => session.submissionForRequest(input.requestId), input.requestId);
   }
 
-  /** Calls `reject` with the leader's refusal of the inbox row `row` (`inboxRowId`); returns the unsubscribe. */
-  private onRefused(row: string, reject: (error: Error) => void): () => void {
-    const waiting = this.refusals.get(row) ?? new Set();
-    this.refusals.set(row, waiting);
+  /** Calls `reject` with the leader's refusal of the inbox Submission `requestId`; returns the unsubscribe. */
+  private onRefused(requestId: string, reject: (error: Error) => void): () => void {
+    const waiting = this.refusals.get(requestId) ?? new Set();
+    this.refusals.set(requestId, waiting);
     waiting.add(reject);
     return () => {
       waiting.delete(reject);
-      if (waiting.size === 0) this.refusals.delete(row);
+      if (waiting.size === 0) this.refusals.delete(requestId);
     };
   }
 
@@ -196,30 +196,18 @@ export class BrowserSessionHost {
     if (!session) throw new SessionNotFoundError(this.options.sessionId);
     const repeat = await session.checkSignal(key, payload, options);
     if (repeat) return repeat;
-    const row = { signal: { key, payload, requestId: options.requestId } };
-    await this.inbox.put(this.options.sessionId, row);
+    await this.inbox.put(this.options.sessionId, { signal: { key, payload, requestId: options.requestId } });
     this.channel.postMessage({ type: "inbox" } satisfies Message);
-    return this.observeSignal(key, payload, options, inboxRowId(row));
+    return this.observeSignal(key, payload, options);
   }
 
   /** Resolves once a change stores `key`'s signal; rejects if another one won, or it can no longer be taken. */
-  private observeSignal(
-    key: string,
-    payload: Json,
-    options: SignalOptions,
-    row: string,
-  ): Promise<SignalReceipt> {
+  private observeSignal(key: string, payload: Json, options: SignalOptions): Promise<SignalReceipt> {
     return new Promise((resolve, reject) => {
-      // The leader may refuse it where this tab did not (another version of the app checks more).
-      const stopRefusal = this.onRefused(row, (error) => {
-        stop();
-        reject(error);
-      });
       const stop = this.subscribe(this.current?.version ?? 0, (change) => {
         const stored = change.signals?.find((s) => s.key === key);
         if (stored) {
           stop();
-          stopRefusal();
           if (JSON.stringify(stored.payload) === JSON.stringify(payload))
             resolve({
               signal: stored,
@@ -239,7 +227,6 @@ export class BrowserSessionHost {
         // The wait may have ended meanwhile (a cancelled approval): the leader refused it, so say so here.
         this.current?.checkSignal(key, payload, options).catch((error: unknown) => {
           stop();
-          stopRefusal();
           reject(error);
         });
       });
@@ -496,26 +483,26 @@ export class BrowserSessionHost {
       await this.showCopy(message.type === "replaced");
     } else if (message.type === "refused") {
       const error = deserializeError(message.error);
-      for (const reject of this.refusals.get(message.row) ?? []) reject(error);
+      for (const reject of this.refusals.get(message.requestId) ?? []) reject(error);
     }
   }
 
   /**
-   * Accepts every input followers left; idempotent by requestId, deleted only once accepted. An input the
-   * session can never accept — a signal whose wait ended since, a row another version of the app queued
-   * that checked less — is dropped, and the tabs waiting for it are told why: it must not hold back the
-   * inputs queued after it. Anything else (a full disk, a closed store) stops the drain; the rows stay for
-   * the next one.
+   * Accepts every input followers left; idempotent by requestId, deleted only once accepted. A signal the
+   * session refuses (its wait ended since) is dropped: the follower that sent it sees the refusal itself. A
+   * Submission it can never accept (a row another version of the app queued, which checked less) is dropped
+   * too, and the tabs waiting for it are told: it must not hold back the inputs queued after it. Anything
+   * else (a full disk, a closed store) stops the drain; the rows stay for the next one.
    */
   private async drainInbox(): Promise<void> {
     const session = this.current;
     if (!session || this.role !== "leader") return;
     for (const row of await this.inbox.pending(this.options.sessionId)) {
       try {
-        await acceptInboxRow(session, row);
+        await acceptInboxRow(session, row, REFUSALS);
       } catch (error) {
-        if (!(error instanceof KernelError && REFUSALS.has(error.code))) throw error;
-        const refused: Message = { type: "refused", row: inboxRowId(row), error: serializeError(error) };
+        if (isInboxSignal(row) || !(error instanceof KernelError && REFUSALS.has(error.code))) throw error;
+        const refused: Message = { type: "refused", requestId: row.requestId, error: serializeError(error) };
         this.channel.postMessage(refused);
       }
       await this.inbox.remove(this.options.sessionId, row);
@@ -544,10 +531,10 @@ export class BrowserSessionHost {
   private readonly refusals = new Map<string, Set<(error: Error) => void>>();
 
   /**
-   * Resolves with what `pick` finds once the session shows it; with `row` (an inbox row this tab queued),
-   * rejects instead if the leader refuses that row for good.
+   * Resolves with what `pick` finds once the session shows it; with `requestId`, rejects instead if the
+   * leader refuses that inbox Submission for good.
    */
-  private observe<T>(pick: (session: Session) => T | undefined, row?: string): Promise<T> {
+  private observe<T>(pick: (session: Session) => T | undefined, requestId?: string): Promise<T> {
     return new Promise((resolve, reject) => {
       let stopRefusal: () => void = () => undefined;
       const check = () => {
@@ -563,8 +550,8 @@ export class BrowserSessionHost {
         check();
         if (!this.observers.has(check)) stop();
       });
-      if (row === undefined || !this.observers.has(check)) return;
-      stopRefusal = this.onRefused(row, (error) => {
+      if (requestId === undefined || !this.observers.has(check)) return;
+      stopRefusal = this.onRefused(requestId, (error) => {
         this.observers.delete(check);
         stop();
         stopRefusal();
