@@ -14,7 +14,7 @@ import {
   StorageError,
 } from "../errors.ts";
 import type { Registry } from "../registry.ts";
-import type { Storage } from "../storage/storage.ts";
+import type { CommitGuard, Storage } from "../storage/storage.ts";
 import type { SealedCommit } from "./draft.ts";
 import { freezeSealed, KernelDraft } from "./draft.ts";
 import { GroupOverlay } from "./group-overlay.ts";
@@ -163,10 +163,7 @@ export class CommitPipeline {
         const floor = this.host.changeLogFloor?.();
         const saving = this.host.storage.commit(
           {
-            sessionId: this.host.sessionId,
-            epoch: state.epoch,
-            expectedVersion: state.version,
-            ...(state.incarnation !== undefined && { incarnation: state.incarnation }),
+            ...writerGuard(this.host.sessionId, state),
             ...(floor !== undefined && { keepChangesAfter: floor }),
           },
           group.sealed.map((s) => s.commit),
@@ -316,4 +313,10 @@ function asStorageFailure(cause: unknown): KernelError {
   return new StorageError("storage-failed", `storage failed to commit: ${ensureError(cause).message}`, {
     cause,
   });
+}
+
+/** What the store must find for a writer's next commit: the state's epoch, version and incarnation. */
+export function writerGuard(sessionId: string, state: SessionState): CommitGuard {
+  const { epoch, version: expectedVersion, incarnation } = state;
+  return { sessionId, epoch, expectedVersion, ...(incarnation !== undefined && { incarnation }) };
 }

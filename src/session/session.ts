@@ -22,7 +22,7 @@ import { planRecovery, type RecoveryPlan } from "../tasks/recovery.ts";
 import type { Scheduler } from "../tasks/scheduler.ts";
 import type { WakeInfo } from "../tasks/wake-info.ts";
 import type { CommitResult, KernelCommit, KernelCommitOptions } from "./commit-pipeline.ts";
-import { CommitPipeline } from "./commit-pipeline.ts";
+import { CommitPipeline, writerGuard } from "./commit-pipeline.ts";
 import type { SealedCommit } from "./draft.ts";
 import type { BuildCommit, BuildProgress, CommitOptions } from "./draft-types.ts";
 import { CHANGE_PAGE } from "./history.ts";
@@ -303,14 +303,7 @@ export class Session extends SessionReads {
     if (this.mode === "write") {
       await this.pipeline.flush().catch(() => undefined);
       // Best effort: the log already holds these commits, so a checkpoint that fails loses nothing.
-      const { epoch, version: expectedVersion, incarnation } = this.state;
-      const guard = {
-        sessionId: this.id,
-        epoch,
-        expectedVersion,
-        ...(incarnation !== undefined && { incarnation }),
-      };
-      await this.storage.checkpoint?.(guard).catch(() => undefined);
+      await this.storage.checkpoint?.(writerGuard(this.id, this.state)).catch(() => undefined);
     }
     this.currentStatus = "closed";
     const closed = new SessionClosedError(this.id);

@@ -173,18 +173,20 @@ export class Tail {
  * can queue every write before the row is read back: see the IndexedDB store).
  */
 export class TailCache {
-  private readonly tails = new Map<string, Tail>();
+  /** Each session's tail, with the incarnation of the session it is of. */
+  private readonly tails = new Map<
+    string,
+    { readonly tail: Tail; readonly incarnation: string | undefined }
+  >();
   private readonly rows = new Map<string, SessionMeta>();
-  /** The incarnation of the session each tail is of. */
-  private readonly incarnations = new Map<string, string | undefined>();
 
   /**
    * The cached tail of the session `meta` (its stored row) describes: none when the cached one is of another
    * incarnation (the session was deleted and created again, by this handle or another).
    */
   get(sessionId: string, meta: unknown): Tail | undefined {
-    const tail = this.tails.get(sessionId);
-    return tail && this.incarnations.get(sessionId) === incarnationOf(meta) ? tail : undefined;
+    const cached = this.tails.get(sessionId);
+    return cached && cached.incarnation === incarnationOf(meta) ? cached.tail : undefined;
   }
 
   /**
@@ -192,7 +194,7 @@ export class TailCache {
    * compares it with {@link writtenRow} (`isSameRow`, which compares the incarnation too).
    */
   guess(sessionId: string): Tail | undefined {
-    return this.tails.get(sessionId);
+    return this.tails.get(sessionId)?.tail;
   }
 
   /** The session row this handle wrote last, if its tail is still the one cached with it. */
@@ -205,12 +207,10 @@ export class TailCache {
    * that row), unless a newer tail of the same log is known already (transactions may end out of order).
    */
   remember(sessionId: string, tail: Tail, meta: unknown, written = false): void {
-    const incarnation = incarnationOf(meta);
     const cached = this.get(sessionId, meta);
     if (cached && cached.through === tail.through && cached.version >= tail.version && !written) return;
     if (cached && cached.through === tail.through && cached.version > tail.version) return;
-    this.tails.set(sessionId, tail);
-    this.incarnations.set(sessionId, incarnation);
+    this.tails.set(sessionId, { tail, incarnation: incarnationOf(meta) });
     if (written) this.rows.set(sessionId, meta as SessionMeta);
     else this.rows.delete(sessionId);
   }
@@ -220,11 +220,9 @@ export class TailCache {
     if (sessionId === undefined) {
       this.tails.clear();
       this.rows.clear();
-      this.incarnations.clear();
     } else {
       this.tails.delete(sessionId);
       this.rows.delete(sessionId);
-      this.incarnations.delete(sessionId);
     }
   }
 }

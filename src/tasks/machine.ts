@@ -158,7 +158,7 @@ function acceptSubmission(draft: KernelDraft, input: NewSubmission): void {
   const task = root && (draft.task(root.taskId) as Task); // accepted already cancelled: never run, no turn
   if (task)
     endTask(draft, { ...task, cancelRequested: cancelled }, { status: "cancelled", reason: cancelled });
-  else draft.writeSubmission({ ...submission, status: "cancelled", updatedAt: draft.at });
+  else cancelSubmission(draft, submissionId, cancelled);
 }
 
 function cancelSubmission(draft: KernelDraft, submissionId: string, reason: string): void {
