@@ -4,7 +4,7 @@
  * idempotent by requestId — and only then deletes them, so nothing is lost if either tab dies in between.
  */
 import { type IDBPDatabase, openDB } from "idb";
-import { type Json, KernelError, type LocalInput, type Session, type SubmitInput } from "../src/index.ts";
+import type { Json, LocalInput, Session, SubmitInput } from "../src/index.ts";
 
 const STORE = "inbox";
 
@@ -32,25 +32,19 @@ export function inboxRowOf(input: LocalInput): InboxRow {
   return input.cancelled === undefined ? input.input : { ...input.input, cancelled: input.cancelled };
 }
 
-/** Accepts one inbox row on the leader's session; a signal it refuses for a reason in `refusals` is dropped. */
-export async function acceptInboxRow(
-  session: Session,
-  row: InboxRow,
-  refusals: ReadonlySet<string>,
-): Promise<void> {
+/** Accepts one inbox row on the leader's session (a repeat is taken as the first); throws its refusal. */
+export async function acceptInboxRow(session: Session, row: InboxRow): Promise<void> {
   if (isInboxSignal(row)) {
     const { key, payload, requestId } = row.signal;
-    await session.signal(key, payload, { requestId }).catch((error: unknown) => {
-      if (!(error instanceof KernelError && refusals.has(error.code))) throw error;
-    });
+    await session.signal(key, payload, { requestId });
   } else if ("cancelled" in row) {
     const { cancelled, ...input } = row;
     await session.submit(input, { cancelled });
   } else await session.submit(row);
 }
 
-/** Its key in the store: a signal's cannot collide with a submission's requestId. */
-function rowId(row: InboxRow): string {
+/** Its key in the store (a signal's cannot collide with a submission's requestId), and its name between tabs. */
+export function inboxRowId(row: InboxRow): string {
   return isInboxSignal(row) ? `signal\u0000${row.signal.key}\u0000${row.signal.requestId}` : row.requestId;
 }
 
@@ -71,7 +65,7 @@ export class DurableInbox {
   async put(sessionId: string, row: InboxRow): Promise<void> {
     const db = await this.db();
     const tx = db.transaction(STORE, "readwrite", { durability: "strict" });
-    await Promise.all([tx.store.put(row, [sessionId, rowId(row)]), tx.done]);
+    await Promise.all([tx.store.put(row, [sessionId, inboxRowId(row)]), tx.done]);
   }
 
   /** Inputs waiting for a session's leader, by key. */
@@ -82,7 +76,7 @@ export class DurableInbox {
 
   async remove(sessionId: string, row: InboxRow): Promise<void> {
     const db = await this.db();
-    await db.delete(STORE, [sessionId, rowId(row)]);
+    await db.delete(STORE, [sessionId, inboxRowId(row)]);
   }
 
   async close(): Promise<void> {

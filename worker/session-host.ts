@@ -7,7 +7,6 @@ import {
   type ChangeListener,
   type Clock,
   type CommitRecord,
-  deserializeError,
   followRemote,
   indexedDbStorage,
   isSubmissionFinished,
@@ -22,7 +21,6 @@ import {
   type Registry,
   type RemoteFollower,
   type ReplicaRemote,
-  type SerializedError,
   type Session,
   SessionNotFoundError,
   type SignalOptions,
@@ -31,11 +29,11 @@ import {
   type Storage,
   type Submission,
   type SubmitInput,
-  serializeError,
   type Timers,
   takePlacedCalls,
 } from "../src/index.ts";
-import { acceptInboxRow, DurableInbox, inboxRowOf, isInboxSignal } from "./inbox.ts";
+import { type InboxRow, inboxRowId, inboxRowOf } from "./inbox.ts";
+import { type InboxMessage, InboxRelay } from "./inbox-relay.ts";
 import { type Leadership, requestLeadership } from "./leadership.ts";
 
 export interface BrowserSessionHostOptions {
@@ -104,22 +102,19 @@ interface ListenerEntry {
  */
 type Message =
   | { type: "committed"; version: number }
-  | { type: "inbox" }
   | { type: "follower" }
   | { type: "leader" }
   /** The copy was rebuilt from the edge's history: followers reopen it. */
   | { type: "replaced" }
-  /** The leader can never accept this inbox Submission (dropped): the tab that waits for it is told why. */
-  | { type: "refused"; requestId: string; error: SerializedError };
+  | InboxMessage;
 
 export class BrowserSessionHost {
   private current: Session | undefined;
   private role: "follower" | "leader" | "closed" = "follower";
   private readonly listeners = new Set<ListenerEntry>();
   private readonly channel: BroadcastChannel;
-  private readonly inbox: DurableInbox;
+  private readonly inbox: InboxRelay;
   private readonly leadership: Leadership;
-  private draining: Promise<void> | undefined;
   private linked: LinkedSession | undefined;
   /** Copying the edge's commits into this browser's copy while the edge owns the session. */
   private edgeFollower: { follower: RemoteFollower; storage: Storage } | undefined;
@@ -130,7 +125,9 @@ export class BrowserSessionHost {
 
   private constructor(private readonly options: BrowserSessionHostOptions) {
     this.channel = new BroadcastChannel(`durable-agent:${options.database}:${options.sessionId}`);
-    this.inbox = new DurableInbox(`${options.database}:inbox`);
+    this.inbox = new InboxRelay(options.sessionId, options.database, (message) =>
+      this.channel.postMessage(message satisfies Message),
+    );
     this.channel.onmessage = (event: MessageEvent<Message>) => void this.onMessage(event.data);
     this.leadership = requestLeadership(`durable-agent:${options.database}:${options.sessionId}`, {
       ...(options.steal !== undefined && { steal: options.steal }),
@@ -157,7 +154,7 @@ export class BrowserSessionHost {
 
   /** Resolves when this tab leads. */
   whenLeader(): Promise<void> {
-    return this.leadership.acquired.then(() => this.draining ?? undefined);
+    return this.leadership.acquired.then(() => this.inbox.drained());
   }
 
   /**
@@ -168,21 +165,9 @@ export class BrowserSessionHost {
     if (this.role === "leader" && this.current) return this.current.submit(input);
     // Bad input is refused here, with the same typed error the leader would give, never queued.
     parseSubmitInput(input);
-    await this.inbox.put(this.options.sessionId, input);
-    this.channel.postMessage({ type: "inbox" } satisfies Message);
+    await this.queue(input);
     // The leader may still refuse it (its app version checks more than this one): then it is rejected.
-    return this.observe((session) => session.submissionForRequest(input.requestId), input.requestId);
-  }
-
-  /** Calls `reject` with the leader's refusal of the inbox Submission `requestId`; returns the unsubscribe. */
-  private onRefused(requestId: string, reject: (error: Error) => void): () => void {
-    const waiting = this.refusals.get(requestId) ?? new Set();
-    this.refusals.set(requestId, waiting);
-    waiting.add(reject);
-    return () => {
-      waiting.delete(reject);
-      if (waiting.size === 0) this.refusals.delete(requestId);
-    };
+    return this.observe((session) => session.submissionForRequest(input.requestId), inboxRowId(input));
   }
 
   /**
@@ -196,18 +181,31 @@ export class BrowserSessionHost {
     if (!session) throw new SessionNotFoundError(this.options.sessionId);
     const repeat = await session.checkSignal(key, payload, options);
     if (repeat) return repeat;
-    await this.inbox.put(this.options.sessionId, { signal: { key, payload, requestId: options.requestId } });
-    this.channel.postMessage({ type: "inbox" } satisfies Message);
-    return this.observeSignal(key, payload, options);
+    const row = { signal: { key, payload, requestId: options.requestId } };
+    await this.queue(row);
+    return this.observeSignal(key, payload, options, inboxRowId(row));
   }
 
-  /** Resolves once a change stores `key`'s signal; rejects if another one won, or it can no longer be taken. */
-  private observeSignal(key: string, payload: Json, options: SignalOptions): Promise<SignalReceipt> {
+  /**
+   * Resolves once a change stores `key`'s signal; rejects if another one won, or it can no longer be taken
+   * (seen here, or the leader refused the inbox row `row` — its app version may check more than this one).
+   */
+  private observeSignal(
+    key: string,
+    payload: Json,
+    options: SignalOptions,
+    row: string,
+  ): Promise<SignalReceipt> {
     return new Promise((resolve, reject) => {
+      const stopRefusal = this.inbox.onRefused(row, (error) => {
+        stop();
+        reject(error);
+      });
       const stop = this.subscribe(this.current?.version ?? 0, (change) => {
         const stored = change.signals?.find((s) => s.key === key);
         if (stored) {
           stop();
+          stopRefusal();
           if (JSON.stringify(stored.payload) === JSON.stringify(payload))
             resolve({
               signal: stored,
@@ -227,6 +225,7 @@ export class BrowserSessionHost {
         // The wait may have ended meanwhile (a cancelled approval): the leader refused it, so say so here.
         this.current?.checkSignal(key, payload, options).catch((error: unknown) => {
           stop();
+          stopRefusal();
           reject(error);
         });
       });
@@ -341,7 +340,7 @@ export class BrowserSessionHost {
         // commits goes to the durable inbox first — given again once a tab here leads — then the copy is
         // rebuilt, and every tab reopens it.
         onRebased: async (inputs) => {
-          for (const input of inputs) await this.inbox.put(this.options.sessionId, inboxRowOf(input));
+          for (const input of inputs) await this.inbox.queue(inboxRowOf(input));
           this.copyReplaced = true;
         },
       });
@@ -437,8 +436,7 @@ export class BrowserSessionHost {
     this.options.onRole?.("leader");
     await writer.resume();
     await takePlacedCalls(writer, "browser"); // calls of browser-only tools that waited for a tab
-    this.draining = this.drainInbox();
-    await this.draining;
+    await this.drainInbox();
   }
 
   /** Whether some follower tab listens (sticky: followers come and go unannounced). */
@@ -477,36 +475,21 @@ export class BrowserSessionHost {
       await this.current?.refresh().catch(() => undefined);
       this.notifyObservers();
     } else if (message.type === "inbox" && this.role === "leader") {
-      this.draining = this.drainInbox();
-      await this.draining;
+      await this.drainInbox();
     } else if (message.type === "replaced" || message.type === "committed") {
       await this.showCopy(message.type === "replaced");
-    } else if (message.type === "refused") {
-      const error = deserializeError(message.error);
-      for (const reject of this.refusals.get(message.requestId) ?? []) reject(error);
-    }
+    } else if (message.type === "refused") this.inbox.refused(message);
   }
 
-  /**
-   * Accepts every input followers left; idempotent by requestId, deleted only once accepted. A signal the
-   * session refuses (its wait ended since) is dropped: the follower that sent it sees the refusal itself. A
-   * Submission it can never accept (a row another version of the app queued, which checked less) is dropped
-   * too, and the tabs waiting for it are told: it must not hold back the inputs queued after it. Anything
-   * else (a full disk, a closed store) stops the drain; the rows stay for the next one.
-   */
-  private async drainInbox(): Promise<void> {
-    const session = this.current;
-    if (!session || this.role !== "leader") return;
-    for (const row of await this.inbox.pending(this.options.sessionId)) {
-      try {
-        await acceptInboxRow(session, row, REFUSALS);
-      } catch (error) {
-        if (isInboxSignal(row) || !(error instanceof KernelError && REFUSALS.has(error.code))) throw error;
-        const refused: Message = { type: "refused", requestId: row.requestId, error: serializeError(error) };
-        this.channel.postMessage(refused);
-      }
-      await this.inbox.remove(this.options.sessionId, row);
-    }
+  /** Queues an input for the leader; if this tab took the lead meanwhile, it drains it itself. */
+  private async queue(row: InboxRow): Promise<void> {
+    await this.inbox.queue(row);
+    if (this.role === "leader") await this.drainInbox();
+  }
+
+  /** Accepts the inputs followers left (one drain at a time; see `InboxRelay.drain`). */
+  private drainInbox(): Promise<void> {
+    return this.inbox.drain(() => (this.role === "leader" ? this.current : undefined));
   }
 
   private replace(session: Session): void {
@@ -527,14 +510,12 @@ export class BrowserSessionHost {
   }
 
   private readonly observers = new Set<() => void>();
-  /** Who waits for each inbox Submission this tab queued, to be told if the leader refuses it. */
-  private readonly refusals = new Map<string, Set<(error: Error) => void>>();
 
   /**
-   * Resolves with what `pick` finds once the session shows it; with `requestId`, rejects instead if the
-   * leader refuses that inbox Submission for good.
+   * Resolves with what `pick` finds once the session shows it; with `row` (an inbox row this tab queued,
+   * `inboxRowId`), rejects instead if the leader refuses that row for good.
    */
-  private observe<T>(pick: (session: Session) => T | undefined, requestId?: string): Promise<T> {
+  private observe<T>(pick: (session: Session) => T | undefined, row?: string): Promise<T> {
     return new Promise((resolve, reject) => {
       let stopRefusal: () => void = () => undefined;
       const check = () => {
@@ -550,8 +531,8 @@ export class BrowserSessionHost {
         check();
         if (!this.observers.has(check)) stop();
       });
-      if (requestId === undefined || !this.observers.has(check)) return;
-      stopRefusal = this.onRefused(requestId, (error) => {
+      if (row === undefined || !this.observers.has(check)) return;
+      stopRefusal = this.inbox.onRefused(row, (error) => {
         this.observers.delete(check);
         stop();
         stopRefusal();
@@ -586,13 +567,3 @@ export class BrowserSessionHost {
     };
   }
 }
-
-/** Why a queued input can be refused for good (anything else is retried on the next drain). */
-const REFUSALS: ReadonlySet<string> = new Set([
-  "invalid-argument",
-  "invalid-record",
-  "record-too-large",
-  "unknown-signal",
-  "signal-conflict",
-  "signal-not-awaited",
-]);

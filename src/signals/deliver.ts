@@ -122,6 +122,14 @@ export async function deliverSignal(
     });
     return receipt(value, false);
   } catch (error) {
+    // Another delivery took the wait between this one's check and its commit: answered as its repeat (or
+    // conflict) now, as it would have been had it come a moment later.
+    if (error instanceof SignalRefusedError && error.code === "signal-not-awaited") {
+      await host.commit(() => undefined); // commits nothing: resolves once the group that took it landed
+      const again = await checkSignal(host, key, payload, options);
+      if (again.repeat) return again.repeat;
+      throw error;
+    }
     // Consumed signals leave memory: the store's key index refused the commit, so answer from storage.
     if (!(error instanceof DuplicateKeyError)) throw error;
     const row = await host.readSignal(call.key);

@@ -7,7 +7,9 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
   createRegistry,
+  defineSignal,
   defineTask,
+  InvalidArgumentError,
   indexedDbStorage,
   openSession,
   StaleOwnerError,
@@ -33,6 +35,21 @@ const echo = defineTask({
 const registry = () =>
   createRegistry({
     tasks: [echo],
+    submissionTask: (s) => ({ kind: "echo", input: { text: String(s.input) } }),
+  });
+
+// Two versions of one app. The newer checks more: its echo task takes at most 20 characters, its `go:*`
+// signals a step of at most 5.
+const strict = () =>
+  createRegistry({
+    tasks: [defineTask({ ...echo, input: z.object({ text: z.string().max(20) }) })],
+    signals: [defineSignal({ key: "go:*", schema: z.object({ step: z.number().max(5) }) })],
+    submissionTask: (s) => ({ kind: "echo", input: { text: String(s.input) } }),
+  });
+const lenient = () =>
+  createRegistry({
+    tasks: [echo],
+    signals: [defineSignal({ key: "go:*", schema: z.object({ step: z.number() }) })],
     submissionTask: (s) => ({ kind: "echo", input: { text: String(s.input) } }),
   });
 
@@ -101,13 +118,6 @@ describe("browser host: one writer across tabs", () => {
 
   it("drops a follower's input the leader can never take, tells that follower, and takes the inputs after it", async () => {
     const { database, sessionId } = names();
-    // The leader runs a newer version of the app: its echo task takes at most 20 characters.
-    const strictEcho = defineTask({ ...echo, input: z.object({ text: z.string().max(20) }) });
-    const strict = () =>
-      createRegistry({
-        tasks: [strictEcho],
-        submissionTask: (s) => ({ kind: "echo", input: { text: String(s.input) } }),
-      });
     gate = Promise.resolve();
     const a = await BrowserSessionHost.start({
       database,
@@ -116,19 +126,62 @@ describe("browser host: one writer across tabs", () => {
       durability: "relaxed",
     });
     await a.whenLeader();
-    const b = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
+    const b = await BrowserSessionHost.start({
+      database,
+      sessionId,
+      registry: lenient,
+      durability: "relaxed",
+    });
     await until(() => b.session !== undefined, "the follower to open the session");
     const tooLong = "an input the leader's version refuses";
     const refused = b.submit({ requestId: "a-too-long", conversationId: "main", input: tooLong });
     // The leader's typed error, as the kernel's error wire format carries it between tabs.
     await expect(refused).rejects.toMatchObject({ name: "InvalidArgumentError", code: "invalid-argument" });
+    await expect(refused).rejects.toBeInstanceOf(InvalidArgumentError);
     const taken = await b.submit({ requestId: "b-short", conversationId: "main", input: "short" });
     expect((await b.wait(taken.id)).status).toBe("succeeded");
+    // The same for a signal (kept early: nothing waits for its key yet).
+    const signalled = b.signal("go:1", { step: 9 }, { requestId: "s1" });
+    await expect(signalled).rejects.toBeInstanceOf(InvalidArgumentError);
+    expect((await b.signal("go:2", { step: 2 }, { requestId: "s2" })).signal.key).toBe("go:2");
+    // Nothing of the refused signal was stored: the leader would take a first one for its key.
+    expect(await a.session?.checkSignal("go:1", { step: 1 }, { requestId: "s3" })).toBeUndefined();
+    expect((await a.session?.checkSignal("go:2", { step: 2 }, { requestId: "s2" }))?.duplicate).toBe(true);
     // Nothing of the refused one was stored, and nothing is left queued.
     expect(a.session?.submissionForRequest("a-too-long")).toBeUndefined();
     expect(await new DurableInbox(`${database}:inbox`).pending(sessionId)).toEqual([]);
     await b.close();
     await a.close();
+  });
+
+  it("refuses an input this tab queued as a follower once it leads itself, and says so to its own caller", async () => {
+    const { database, sessionId } = names();
+    gate = Promise.resolve();
+    const a = await BrowserSessionHost.start({
+      database,
+      sessionId,
+      registry: lenient,
+      durability: "relaxed",
+    });
+    await a.whenLeader();
+    const b = await BrowserSessionHost.start({
+      database,
+      sessionId,
+      registry: strict,
+      durability: "relaxed",
+    });
+    await until(() => b.session !== undefined, "the follower to open the session");
+    // The leader goes away before it drains: B queues as a follower, then leads and drains the row itself
+    // (BroadcastChannel never delivers a tab's own messages, so its caller hears it from its own drain).
+    const closing = a.close();
+    const refused = b.submit({ requestId: "too-long", conversationId: "main", input: "x".repeat(30) });
+    await closing;
+    await expect(refused).rejects.toBeInstanceOf(InvalidArgumentError);
+    await b.whenLeader();
+    expect(b.isLeader).toBe(true);
+    expect(b.session?.submissionForRequest("too-long")).toBeUndefined();
+    expect(await new DurableInbox(`${database}:inbox`).pending(sessionId)).toEqual([]);
+    await b.close();
   });
 
   it("fences a stale leader: once another tab takes the epoch, the old writer cannot commit", async () => {

@@ -471,7 +471,7 @@ describe("linked session: a tab leads, the edge follows", () => {
     const session = back.linked.session;
     const before = session.version;
     for (const row of rows) {
-      await acceptInboxRow(session, row, new Set());
+      await acceptInboxRow(session, row);
       await inbox.remove(SESSION, row);
     }
     expect(await inbox.pending(SESSION)).toEqual([]);

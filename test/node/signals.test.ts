@@ -179,6 +179,28 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     expect(reopened.session.version).toBe(reopenedAt); // neither the repeat nor the refusal committed anything
   });
 
+  it("answers two deliveries racing for one wait as one signal and its repeat, or a conflict", async () => {
+    const { session } = await open(makeStorage());
+    await session.resume();
+    const task = await session.spawn("asker", { keys: ["strict:3"] });
+    await session.whenIdle();
+    // Both are checked while the wait is open; the first commit takes it, the second finds it gone.
+    const [first, second] = await Promise.all([
+      session.signal("strict:3", { ok: true }, { requestId: "tab-a" }),
+      session.signal("strict:3", { ok: true }, { requestId: "tab-b" }),
+    ]);
+    expect(first).toMatchObject({ duplicate: false, takenBy: task.id });
+    expect(second).toMatchObject({ duplicate: true, takenBy: task.id, signal: first.signal });
+    const other = await session.spawn("asker", { keys: ["strict:4"] });
+    await session.whenIdle();
+    const [won, lost] = await Promise.allSettled([
+      session.signal("strict:4", { ok: true }, { requestId: "tab-a" }),
+      session.signal("strict:4", { ok: false }, { requestId: "tab-b" }),
+    ]);
+    expect(won).toMatchObject({ status: "fulfilled", value: { takenBy: other.id } });
+    expect(lost).toMatchObject({ status: "rejected", reason: { code: "signal-conflict", key: "strict:4" } });
+  });
+
   it("refuses bad input with a typed error naming the field, and stores nothing", async () => {
     const { session } = await open(makeStorage());
     await session.resume();

@@ -1,0 +1,138 @@
+/**
+ * Both ends of one session's durable inbox in one tab. As a follower it queues inputs for the leader and
+ * hears when the leader refuses one for good; as the leader it drains the inbox — one drain at a time, so
+ * no row is taken twice — and tells every tab waiting for a row it can never accept why, this tab included.
+ */
+import {
+  deserializeError,
+  InvalidArgumentError,
+  KernelError,
+  type SerializedError,
+  type Session,
+  SignalRefusedError,
+  serializeError,
+} from "../src/index.ts";
+import { acceptInboxRow, DurableInbox, type InboxRow, inboxRowId, isInboxSignal } from "./inbox.ts";
+
+/** What the relay says between the tabs of a session. */
+export type InboxMessage =
+  /** A follower queued an input: the leader drains. */
+  | { type: "inbox" }
+  /** The leader dropped the row `row` (`inboxRowId`) for good; `key` names a signal's key. */
+  | { type: "refused"; row: string; error: SerializedError; key?: string };
+
+/** Why a queued input is refused for good. Anything else (a full disk, a closed store) is retried later. */
+const REFUSALS: ReadonlySet<string> = new Set([
+  "invalid-argument",
+  "invalid-record",
+  "record-too-large",
+  "unknown-signal",
+  "signal-conflict",
+  "signal-not-awaited",
+]);
+
+type SignalRefusal = ConstructorParameters<typeof SignalRefusedError>[0];
+const SIGNAL_REFUSALS: ReadonlySet<string> = new Set<SignalRefusal>([
+  "unknown-signal",
+  "signal-conflict",
+  "signal-not-awaited",
+]);
+
+export class InboxRelay {
+  private readonly inbox: DurableInbox;
+  /** Who waits for each row this tab queued, to be told if the leader refuses it. */
+  private readonly waiting = new Map<string, Set<(error: Error) => void>>();
+  /** The drain under way (settled when none is), and the one asked for meanwhile, run after it. */
+  private running: Promise<void> = Promise.resolve();
+  private next: Promise<void> | undefined;
+
+  constructor(
+    private readonly sessionId: string,
+    database: string,
+    private readonly post: (message: InboxMessage) => void,
+  ) {
+    this.inbox = new DurableInbox(`${database}:inbox`);
+  }
+
+  /** Stores `row` durably (that is the acknowledgement) and tells the leader. */
+  async queue(row: InboxRow): Promise<void> {
+    await this.inbox.put(this.sessionId, row);
+    this.post({ type: "inbox" });
+  }
+
+  /** Calls `reject` with the leader's refusal of the row `id` (`inboxRowId`); returns the unsubscribe. */
+  onRefused(id: string, reject: (error: Error) => void): () => void {
+    const waiting = this.waiting.get(id) ?? new Set();
+    this.waiting.set(id, waiting);
+    waiting.add(reject);
+    return () => {
+      waiting.delete(reject);
+      if (waiting.size === 0) this.waiting.delete(id);
+    };
+  }
+
+  /** The leader's refusal of a row, from another tab or this one. */
+  refused(message: Extract<InboxMessage, { type: "refused" }>): void {
+    const error = revive(message.error, message.key);
+    for (const reject of [...(this.waiting.get(message.row) ?? [])]) reject(error);
+  }
+
+  /**
+   * Accepts every queued input on the leader's session (`leader()` when the drain starts, none if this tab
+   * no longer leads); idempotent by requestId, a row deleted only once accepted. A drain asked for while
+   * one runs runs once after it, never alongside: two drains over the same rows would take a signal twice,
+   * and refuse the second time a signal stored the first.
+   */
+  drain(leader: () => Session | undefined): Promise<void> {
+    if (this.next !== undefined) return this.next;
+    const next = this.running.then(() => {
+      this.next = undefined;
+      const session = leader();
+      return session && this.drainOnce(session);
+    });
+    this.next = next;
+    this.running = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Settles once no drain is under way or asked for. */
+  drained(): Promise<void> {
+    return this.running;
+  }
+
+  /**
+   * A row the session can never accept — a signal whose wait ended since, a row another version of the app
+   * queued that checked less — is dropped and its tabs are told why: it must not hold back the rows queued
+   * after it. Anything else stops the drain; the rows stay for the next one.
+   */
+  private async drainOnce(session: Session): Promise<void> {
+    for (const row of await this.inbox.pending(this.sessionId)) {
+      try {
+        await acceptInboxRow(session, row);
+      } catch (error) {
+        if (!(error instanceof KernelError && REFUSALS.has(error.code))) throw error;
+        const refused: InboxMessage = {
+          type: "refused",
+          row: inboxRowId(row),
+          error: serializeError(error),
+          ...(isInboxSignal(row) && { key: row.signal.key }),
+        };
+        this.post(refused);
+        this.refused(refused); // this tab may have queued it while it followed
+      }
+      await this.inbox.remove(this.sessionId, row);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.inbox.close();
+  }
+}
+
+/** The refusal as the class the caller would have got from the leader's session itself. */
+function revive(wire: SerializedError, key: string | undefined): Error {
+  if (key !== undefined && SIGNAL_REFUSALS.has(wire.code))
+    return new SignalRefusedError(wire.code as SignalRefusal, key, wire.message);
+  if (wire.code === "invalid-argument") return new InvalidArgumentError(wire.message);
+  return deserializeError(wire);
+}
