@@ -7,7 +7,9 @@
  * and signals them again (idempotent by requestId), in their order.
  */
 import { ReplicationDivergedError } from "../errors.ts";
-import type { CommitRecord, Json } from "../records/schemas.ts";
+import type { CommitRecord, Json, Submission } from "../records/schemas.ts";
+import { SubmissionSchema } from "../records/schemas.ts";
+import { validateRecord } from "../records/validate.ts";
 import type { Session } from "../session/session.ts";
 import type { SubmitInput } from "../session/submit.ts";
 import type { Storage } from "../storage/storage.ts";
@@ -48,13 +50,25 @@ async function commonVersion(
 
 /**
  * The inputs of this copy's commits after `version`, first appearance each, in commit order; a Submission
- * cancelled there is cancelled again after it is given again.
+ * cancelled there (or asked to be) is cancelled again after it is given again.
  */
 async function inputsAfter(storage: Storage, id: string, version: number): Promise<LocalInput[]> {
   const inputs: LocalInput[] = [];
   const seen = new Set<string>();
   const cancelled = new Map<string, string>();
   const requestOf = new Map<string, string>();
+  const give = (s: Submission) => {
+    requestOf.set(s.id, s.requestId);
+    if (s.status === "cancelled") cancelled.set(s.requestId, s.error?.message ?? "cancelled");
+    if (seen.has(`r:${s.requestId}`)) return;
+    seen.add(`r:${s.requestId}`);
+    const input = {
+      requestId: s.requestId,
+      conversationId: s.conversationId,
+      input: s.input as SubmitInput["input"],
+    };
+    inputs.push({ kind: "submit", input });
+  };
   for (let after = version; ; ) {
     const { changes } = await storage.readChanges(id, after, WINDOW);
     if (changes.length === 0)
@@ -65,25 +79,20 @@ async function inputsAfter(storage: Storage, id: string, version: number): Promi
     for (const { value } of changes) {
       const commit = value as CommitRecord;
       after = commit.version;
-      for (const s of commit.submissions) {
-        requestOf.set(s.id, s.requestId);
-        if (s.status === "cancelled") cancelled.set(s.requestId, s.error?.message ?? "cancelled");
-        if (seen.has(`r:${s.requestId}`)) continue;
-        seen.add(`r:${s.requestId}`);
-        const input = {
-          requestId: s.requestId,
-          conversationId: s.conversationId,
-          input: s.input as SubmitInput["input"],
-        };
-        inputs.push({ kind: "submit", input });
-      }
+      for (const s of commit.submissions) give(s);
       // A cancellation asked for but not yet carried out: the Submission's root task holds the request. Its
       // children carry the Submission's id too, and one may be cancelled alone (its parent failed fast).
       for (const task of commit.tasks) {
-        if (task.parentId !== undefined || task.submissionId === undefined) continue;
-        const requestId = requestOf.get(task.submissionId);
-        if (requestId !== undefined && task.cancelRequested !== undefined)
-          cancelled.set(requestId, task.cancelRequested);
+        const { submissionId, cancelRequested } = task;
+        if (task.parentId !== undefined || submissionId === undefined || cancelRequested === undefined)
+          continue;
+        // Accepted before `version`, the other host has the Submission; the cancel is given again with it.
+        if (!requestOf.has(submissionId)) {
+          const row = await storage.readSubmission(id, submissionId);
+          if (row) give(validateRecord(SubmissionSchema, row.value, row.key));
+        }
+        const requestId = requestOf.get(submissionId);
+        if (requestId !== undefined) cancelled.set(requestId, cancelRequested);
       }
       for (const s of commit.signals ?? []) {
         if (seen.has(`s:${s.key}`)) continue;

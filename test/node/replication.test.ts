@@ -528,6 +528,40 @@ describe("linked session: a tab leads, the edge follows", () => {
     expect(hosts.mail.deliveries).toEqual([]);
   });
 
+  it("gives again an offline cancel the tab died before carrying out, of a Submission the edge already had", async () => {
+    const hosts = new TwoHosts(10_000);
+    const first = await hosts.openTab();
+    const tab = first.linked.session;
+    await tab.commit((d) => d.setDocument("plan", "email-plan", draftPlan() as unknown as Json));
+    const submission = await tab.submit(REQUEST);
+    await first.linked.flush(); // the edge has the Submission (its campaign will wait for approval)
+    // Cut off, the plan is approved and the campaign starts; its first mail waits for the edge to hold its
+    // intent, which never comes.
+    hosts.partitioned = true;
+    await tab.commit((d) => d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json));
+    await tab.resume();
+    await settle();
+    // The person cancels; the tab dies before the running phases end and the cancel is carried out.
+    await tab.cancelSubmission(submission.id, "changed my mind");
+    first.disk.kill();
+    const root = tab.view().tasks.find((t) => t.submissionId === submission.id && t.parentId === undefined);
+    expect(root?.cancelRequested).toBe("changed my mind");
+    expect(tab.submission(submission.id)?.status).toBe("running");
+    hosts.clock.advance(10_001);
+    await hosts.host.expire(SESSION);
+    const edge = hosts.edgeSession as Session;
+    await edge.commit((d) => d.setDocument("edge-only", "email-plan", draftPlan() as unknown as Json));
+    await settle();
+    expect(edge.submissionForRequest(REQUEST.requestId)?.status).toBe("running"); // awaiting approval
+    hosts.partitioned = false;
+    // Taken back: the copy is rebuilt from the edge, and the cancel is given again.
+    const back = await hosts.openTab();
+    await back.linked.session.resume();
+    await settle();
+    expect(back.linked.session.submissionForRequest(REQUEST.requestId)?.status).toBe("cancelled");
+    expect(hosts.mail.deliveries).toEqual([]);
+  });
+
   it("never lets an effect through on an acknowledgement older than the lease can vouch for", async () => {
     const hosts = new TwoHosts(10_000);
     const { linked } = await hosts.openTab();
