@@ -9,8 +9,9 @@
  */
 import * as Comlink from "comlink";
 import { type SerializedError, serializeError } from "../src/errors.ts";
+import type { BrowserSessionHostOptions } from "./host-options.ts";
 import { installErrorTransfer, type SessionWorkerApi } from "./protocol.ts";
-import { BrowserSessionHost, type BrowserSessionHostOptions } from "./session-host.ts";
+import { BrowserSessionHost } from "./session-host.ts";
 
 export function exposeSessionWorker(
   options: BrowserSessionHostOptions,

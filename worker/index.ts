@@ -8,6 +8,7 @@ export { IndexedDbStorage, indexedDbStorage } from "../src/storage/indexeddb-sto
 export type { SessionWorkerClient } from "./client.ts";
 export { connectSessionWorker } from "./client.ts";
 export { exposeSessionWorker } from "./expose.ts";
+export type { BrowserSessionHostOptions } from "./host-options.ts";
 export { DurableInbox } from "./inbox.ts";
 export type { Leadership, LeadershipOptions } from "./leadership.ts";
 export { requestLeadership } from "./leadership.ts";
@@ -15,5 +16,4 @@ export type { PersistenceReport } from "./persistent-storage.ts";
 export { requestPersistentStorage } from "./persistent-storage.ts";
 export type { SessionWorkerApi } from "./protocol.ts";
 export { installErrorTransfer } from "./protocol.ts";
-export type { BrowserSessionHostOptions } from "./session-host.ts";
 export { BrowserSessionHost } from "./session-host.ts";

@@ -5,7 +5,6 @@
  */
 import {
   type ChangeListener,
-  type Clock,
   type CommitRecord,
   followRemote,
   indexedDbStorage,
@@ -18,73 +17,21 @@ import {
   openSession,
   type Preview,
   parseSubmitInput,
-  type Registry,
   type RemoteFollower,
-  type ReplicaRemote,
   type Session,
   SessionNotFoundError,
   type SignalOptions,
   type SignalReceipt,
-  SignalRefusedError,
   type Storage,
   type Submission,
   type SubmitInput,
-  type Timers,
   takePlacedCalls,
 } from "../src/index.ts";
+import type { BrowserSessionHostOptions } from "./host-options.ts";
 import { type InboxRow, inboxRowId, inboxRowOf } from "./inbox.ts";
 import { type InboxMessage, InboxRelay } from "./inbox-relay.ts";
 import { type Leadership, requestLeadership } from "./leadership.ts";
-
-export interface BrowserSessionHostOptions {
-  readonly sessionId: string;
-  /** IndexedDB database name (shared by every session of the app). */
-  readonly database: string;
-  /** A registry per writer session: task kinds, tools and the model. */
-  readonly registry: () => Registry;
-  readonly durability?: "strict" | "relaxed";
-  /** Overrides the IndexedDB store (tests inject faults such as a full quota). */
-  readonly storage?: (database: string) => Storage;
-  /** Take leadership even if another tab holds it (recovering from a frozen leader tab). */
-  readonly steal?: boolean;
-  readonly clock?: Clock;
-  readonly timers?: Timers;
-  /** Told whenever this tab becomes leader or follower. */
-  readonly onRole?: (role: "leader" | "follower") => void;
-  /** Runs on the writer session each time this tab takes the lead, before it accepts input (seed data here). */
-  readonly onLead?: (session: Session) => Promise<void>;
-  /**
-   * Restart limit for task kinds and tools that set none (default 3): how many times a phase cut off by a
-   * closed or crashed tab is re-entered before the task gives up (a tool call then asks `confirm`).
-   */
-  readonly maxRestarts?: number;
-  /** How many waits of task trees started without a Submission stay live before new ones park (default 100). */
-  readonly liveWaits?: number;
-  /**
-   * Link the session to its edge host: while this tab leads, its commits are pushed there, unsafe effects
-   * wait until the edge holds their intent, and the edge takes over when this tab hands off, closes or goes
-   * quiet past the lease. Leading starts with a claim (catching up on what the edge wrote meanwhile).
-   */
-  readonly link?: {
-    readonly remote: ReplicaRemote;
-    /**
-     * When this tab claims the session: `at-once` (default) as soon as it holds the session's Web Lock;
-     * `when-asked`: it follows the edge's run live first (its commits copied into this browser's copy, every
-     * tab shown them) and claims only on `takeBack()`. After a hand-off or a fence, a tab follows the edge
-     * live either way.
-     */
-    readonly takeBack?: "at-once" | "when-asked";
-    /** How often a tab that follows the edge pulls its commits (default 1 s). */
-    readonly followEveryMs?: number;
-    /** This browser's stable name at the edge (a tab reopened within the lease reclaims at once). */
-    readonly holder?: string;
-    /**
-     * Told of the link's state: `leading`, `fenced`, `released`, `closed`, `following` (this tab copies the
-     * edge's run live and writes nothing), or `refused` with why.
-     */
-    readonly onStatus?: (status: LinkStatus | "following" | "refused", error?: Error) => void;
-  };
-}
+import { SessionWatch } from "./session-watch.ts";
 
 /** A page's subscription, carried across this tab's role changes. */
 interface ListenerEntry {
@@ -114,6 +61,7 @@ export class BrowserSessionHost {
   private readonly listeners = new Set<ListenerEntry>();
   private readonly channel: BroadcastChannel;
   private readonly inbox: InboxRelay;
+  private readonly watch: SessionWatch;
   private readonly leadership: Leadership;
   private linked: LinkedSession | undefined;
   /** Copying the edge's commits into this browser's copy while the edge owns the session. */
@@ -128,6 +76,7 @@ export class BrowserSessionHost {
     this.inbox = new InboxRelay(options.sessionId, options.database, (message) =>
       this.channel.postMessage(message satisfies Message),
     );
+    this.watch = new SessionWatch(this, this.inbox);
     this.channel.onmessage = (event: MessageEvent<Message>) => void this.onMessage(event.data);
     this.leadership = requestLeadership(`durable-agent:${options.database}:${options.sessionId}`, {
       ...(options.steal !== undefined && { steal: options.steal }),
@@ -167,7 +116,7 @@ export class BrowserSessionHost {
     parseSubmitInput(input);
     await this.queue(input);
     // The leader may still refuse it (its app version checks more than this one): then it is rejected.
-    return this.observe((session) => session.submissionForRequest(input.requestId), inboxRowId(input));
+    return this.watch.observe((session) => session.submissionForRequest(input.requestId), inboxRowId(input));
   }
 
   /**
@@ -183,58 +132,12 @@ export class BrowserSessionHost {
     if (repeat) return repeat;
     const row = { signal: { key, payload, requestId: options.requestId } };
     await this.queue(row);
-    return this.observeSignal(key, payload, options, inboxRowId(row));
-  }
-
-  /**
-   * Resolves once a change stores `key`'s signal; rejects if another one won, or it can no longer be taken
-   * (seen here, or the leader refused the inbox row `row` — its app version may check more than this one).
-   */
-  private observeSignal(
-    key: string,
-    payload: Json,
-    options: SignalOptions,
-    row: string,
-  ): Promise<SignalReceipt> {
-    return new Promise((resolve, reject) => {
-      const stopRefusal = this.inbox.onRefused(row, (error) => {
-        stop();
-        reject(error);
-      });
-      const stop = this.subscribe(this.current?.version ?? 0, (change) => {
-        const stored = change.signals?.find((s) => s.key === key);
-        if (stored) {
-          stop();
-          stopRefusal();
-          if (JSON.stringify(stored.payload) === JSON.stringify(payload))
-            resolve({
-              signal: stored,
-              duplicate: stored.requestId !== options.requestId,
-              ...(stored.consumedBy !== undefined && { takenBy: stored.consumedBy }),
-            });
-          else
-            reject(
-              new SignalRefusedError(
-                "signal-conflict",
-                key,
-                `"${key}" already received a different signal (request ${stored.requestId})`,
-              ),
-            );
-          return;
-        }
-        // The wait may have ended meanwhile (a cancelled approval): the leader refused it, so say so here.
-        this.current?.checkSignal(key, payload, options).catch((error: unknown) => {
-          stop();
-          stopRefusal();
-          reject(error);
-        });
-      });
-    });
+    return this.watch.signal(key, payload, options, inboxRowId(row));
   }
 
   /** Resolves when the Submission has ended, whichever tab drives it. */
   wait(submissionId: string): Promise<Submission> {
-    return this.observe((session) => {
+    return this.watch.observe((session) => {
       const submission = session.submission(submissionId);
       return submission && isSubmissionFinished(submission) ? submission : undefined;
     });
@@ -373,7 +276,7 @@ export class BrowserSessionHost {
     if (this.role !== "follower") return;
     if (reopen || !this.current) await this.follow();
     else await this.current.refresh().catch(() => undefined);
-    this.notifyObservers();
+    this.watch.notify();
   }
 
   /** Claims the session back from the edge (after `handOff`, a fence, or a refused claim) and leads it. */
@@ -473,7 +376,7 @@ export class BrowserSessionHost {
     } else if (message.type === "leader" && this.role === "follower") {
       this.channel.postMessage({ type: "follower" } satisfies Message);
       await this.current?.refresh().catch(() => undefined);
-      this.notifyObservers();
+      this.watch.notify();
     } else if (message.type === "inbox" && this.role === "leader") {
       await this.drainInbox();
     } else if (message.type === "replaced" || message.type === "committed") {
@@ -497,7 +400,7 @@ export class BrowserSessionHost {
     void this.current?.close();
     this.current = session;
     for (const entry of this.listeners) this.attach(entry);
-    this.notifyObservers();
+    this.watch.notify();
   }
 
   private attach(entry: ListenerEntry): void {
@@ -507,42 +410,6 @@ export class BrowserSessionHost {
       ...(entry.onError && { onError: entry.onError }),
       ...(entry.onPreview && { onPreview: entry.onPreview }),
     });
-  }
-
-  private readonly observers = new Set<() => void>();
-
-  /**
-   * Resolves with what `pick` finds once the session shows it; with `row` (an inbox row this tab queued,
-   * `inboxRowId`), rejects instead if the leader refuses that row for good.
-   */
-  private observe<T>(pick: (session: Session) => T | undefined, row?: string): Promise<T> {
-    return new Promise((resolve, reject) => {
-      let stopRefusal: () => void = () => undefined;
-      const check = () => {
-        const found = this.current ? pick(this.current) : undefined;
-        if (found === undefined) return;
-        this.observers.delete(check);
-        stopRefusal();
-        resolve(found);
-      };
-      this.observers.add(check);
-      check();
-      const stop = this.subscribe(this.current?.version ?? 0, () => {
-        check();
-        if (!this.observers.has(check)) stop();
-      });
-      if (row === undefined || !this.observers.has(check)) return;
-      stopRefusal = this.inbox.onRefused(row, (error) => {
-        this.observers.delete(check);
-        stop();
-        stopRefusal();
-        reject(error);
-      });
-    });
-  }
-
-  private notifyObservers(): void {
-    for (const check of [...this.observers]) check();
   }
 
   /** A new handle on the session's store. */
