@@ -108,6 +108,9 @@ export async function deliverSignal(
   const early = isEarlyAllowed(host.registry, call.key);
   try {
     const { value } = await host.commit((draft) => {
+      // Another delivery for this key, queued just before this one, holds it now: answered from it.
+      const held = draft.signal(call.key);
+      if (held) return { held };
       // The wait may have ended since (deadline, cancel): checked again where it counts, in the commit.
       if (!early && !draft.awaiter(call.key)) throw notAwaited(call.key);
       const signal: Signal = {
@@ -118,20 +121,18 @@ export async function deliverSignal(
         version: draft.version,
       };
       dispatch(draft, { type: "signal-received", signal });
-      return draft.writtenSignal(call.key) ?? signal;
+      return { stored: draft.writtenSignal(call.key) ?? signal };
     });
-    return receipt(value, false);
+    return "held" in value ? repeatOf(value.held, call.payload) : receipt(value.stored, false);
   } catch (error) {
-    // Another delivery took the wait between this one's check and its commit: answered as its repeat (or
-    // conflict) now, as it would have been had it come a moment later.
-    if (error instanceof SignalRefusedError && error.code === "signal-not-awaited") {
-      await host.commit(() => undefined); // commits nothing: resolves once the group that took it landed
-      const again = await checkSignal(host, key, payload, options);
-      if (again.repeat) return again.repeat;
-      throw error;
-    }
-    // Consumed signals leave memory: the store's key index refused the commit, so answer from storage.
-    if (!(error instanceof DuplicateKeyError)) throw error;
+    // Another delivery for this key got between this one's check and its commit (its group landed first,
+    // or is landing after the store's key index refused this one), or a consumed signal left memory: once
+    // the commits under way landed, answered as a repeat (or conflict) of the stored signal.
+    const raced = error instanceof SignalRefusedError && error.code === "signal-not-awaited";
+    if (!raced && !(error instanceof DuplicateKeyError)) throw error;
+    await host.commit(() => undefined); // commits nothing: resolves once the groups queued before it landed
+    const again = await checkSignal(host, key, payload, options);
+    if (again.repeat) return again.repeat;
     const row = await host.readSignal(call.key);
     if (!row) throw error;
     return repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload);

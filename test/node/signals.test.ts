@@ -199,6 +199,18 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     ]);
     expect(won).toMatchObject({ status: "fulfilled", value: { takenBy: other.id } });
     expect(lost).toMatchObject({ status: "rejected", reason: { code: "signal-conflict", key: "strict:4" } });
+    // The same on a key that keeps early signals, and on one nothing awaits yet.
+    for (const key of ["answer:5", "answer:6"]) {
+      const asker = key === "answer:5" ? await session.spawn("asker", { keys: [key] }) : undefined;
+      await session.whenIdle();
+      const [a, b] = await Promise.all([
+        session.signal(key, { text: "yes" }, { requestId: "tab-a" }),
+        session.signal(key, { text: "yes" }, { requestId: "tab-b" }),
+      ]);
+      expect([a.duplicate, b.duplicate]).toEqual([false, true]);
+      expect(b.signal).toEqual(a.signal);
+      expect(a.takenBy).toBe(asker?.id);
+    }
   });
 
   it("refuses bad input with a typed error naming the field, and stores nothing", async () => {

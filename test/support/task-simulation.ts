@@ -216,9 +216,27 @@ async function sendSignal(session: Session, world: World, key: string, n: number
   world.confirmed.add(key);
 }
 
+/** Two callers answer `key` with one payload at once (two tabs, a retried webhook): one signal is stored. */
+async function sendTwice(session: Session, world: World, key: string, n: number): Promise<void> {
+  const receipts = await Promise.all([
+    session.signal(key, { n }, { requestId: `req-${key}` }),
+    session.signal(key, { n }, { requestId: `twin-${key}` }),
+  ]);
+  if (world.dead) return;
+  const [first, second] = receipts;
+  if (JSON.stringify(first.signal) !== JSON.stringify(second.signal))
+    throw new Error(`${key}: two callers at once were answered with different signals`);
+  if (JSON.stringify(first.signal.payload) !== JSON.stringify({ n }))
+    throw new Error(`${key}: the receipt holds another payload`);
+  if (receipts.filter((receipt) => !receipt.duplicate).length !== 1)
+    throw new Error(`${key}: two callers at once did not store exactly one signal`);
+  world.confirmed.add(key);
+}
+
 /**
- * One outside action on signals: answer a pending wait, send one early (for a task that has not asked
- * yet), repeat a sent one, or send a conflicting one (which must be refused). False when none applies.
+ * One outside action on signals: answer a pending wait (from one caller or two at once), send one early
+ * (for a task that has not asked yet), repeat a sent one, or send a conflicting one (which must be
+ * refused). False when none applies.
  */
 async function signalSomething(session: Session, world: World, r: Rng, roots: Map<string, SimSpec>) {
   const action = r.int(4);
@@ -227,7 +245,10 @@ async function signalSomething(session: Session, world: World, r: Rng, roots: Ma
     const target = pending[r.int(pending.length)];
     if (!target) return false;
     world.sent.set(target.key, r.int(100));
-    await sendSignal(session, world, target.key, world.sent.get(target.key) as number);
+    const n = world.sent.get(target.key) as number;
+    await (r.int(2) === 0
+      ? sendSignal(session, world, target.key, n)
+      : sendTwice(session, world, target.key, n));
     return true;
   }
   if (action === 1) {
