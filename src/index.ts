@@ -103,7 +103,7 @@ export { applyChangeToView, DEFAULT_VIEW_LIMITS, emptyView } from "./session/vie
 export type { ApprovalDecision, SignalDefinition } from "./signals/define-signal.ts";
 export { ApprovalSchema, defineSignal } from "./signals/define-signal.ts";
 export type { SignalHost, SignalOptions, SignalReceipt } from "./signals/deliver.ts";
-export { MAX_SIGNAL_PAYLOAD_BYTES } from "./signals/deliver.ts";
+export { MAX_SIGNAL_PAYLOAD_BYTES, receiptFor } from "./signals/deliver.ts";
 export type { IndexedDbStorageOptions } from "./storage/indexeddb-storage.ts";
 export { IndexedDbStorage, indexedDbStorage } from "./storage/indexeddb-storage.ts";
 export type { MemoryStorageOptions, WriteHook } from "./storage/memory-storage.ts";

@@ -87,8 +87,7 @@ export class InboxRelay {
     if (this.next !== undefined) return this.next;
     const next = this.running.then(() => {
       this.next = undefined;
-      const session = leader();
-      return session && this.drainOnce(session);
+      return this.drainOnce(leader);
     });
     this.next = next;
     this.running = next.catch(() => undefined);
@@ -103,14 +102,18 @@ export class InboxRelay {
   /**
    * A row the session can never accept — a signal whose wait ended since, a row another version of the app
    * queued that checked less — is dropped and its tabs are told why: it must not hold back the rows queued
-   * after it. Anything else stops the drain; the rows stay for the next one.
+   * after it. Anything else stops the drain; the rows stay for the next one. So does losing the lead: a
+   * session on its way out must not refuse what the next leader would take.
    */
-  private async drainOnce(session: Session): Promise<void> {
+  private async drainOnce(leader: () => Session | undefined): Promise<void> {
+    const session = leader();
+    if (!session) return;
     for (const row of await this.inbox.pending(this.sessionId)) {
+      if (leader() !== session) return;
       try {
         await acceptInboxRow(session, row);
       } catch (error) {
-        if (!(error instanceof KernelError && REFUSALS.has(error.code))) throw error;
+        if (!(error instanceof KernelError && REFUSALS.has(error.code)) || leader() !== session) throw error;
         const refused: InboxMessage = {
           type: "refused",
           row: inboxRowId(row),

@@ -62,6 +62,10 @@ export class BrowserSessionHost {
   private readonly channel: BroadcastChannel;
   private readonly inbox: InboxRelay;
   private readonly watch: SessionWatch;
+  /** This tab's first `lead()`, once it got the lock. */
+  private leading: Promise<void> = new Promise(() => undefined);
+  /** A drain that failed for a passing reason (a full disk) is tried again then. */
+  private drainRetry: ReturnType<typeof setTimeout> | undefined;
   private readonly leadership: Leadership;
   private linked: LinkedSession | undefined;
   /** Copying the edge's commits into this browser's copy while the edge owns the session. */
@@ -87,7 +91,7 @@ export class BrowserSessionHost {
   static async start(options: BrowserSessionHostOptions): Promise<BrowserSessionHost> {
     const host = new BrowserSessionHost(options);
     await host.follow();
-    void host.leadership.acquired.then(() => host.lead());
+    host.leading = host.leadership.acquired.then(() => host.lead());
     void host.leadership.lost.then(() => host.demote());
     return host;
   }
@@ -101,9 +105,12 @@ export class BrowserSessionHost {
     return this.current;
   }
 
-  /** Resolves when this tab leads. */
+  /**
+   * Resolves once this tab holds the session's lock and has led it: resumed its work and taken the inputs
+   * queued for it. (A linked session whose claim was refused, or that waits for `takeBack()`, follows.)
+   */
   whenLeader(): Promise<void> {
-    return this.leadership.acquired.then(() => this.inbox.drained());
+    return this.leading.then(() => this.inbox.drained());
   }
 
   /**
@@ -114,9 +121,10 @@ export class BrowserSessionHost {
     if (this.role === "leader" && this.current) return this.current.submit(input);
     // Bad input is refused here, with the same typed error the leader would give, never queued.
     parseSubmitInput(input);
-    await this.queue(input);
-    // The leader may still refuse it (its app version checks more than this one): then it is rejected.
-    return this.watch.observe((session) => session.submissionForRequest(input.requestId), inboxRowId(input));
+    // Watched from before it is queued (this tab may lead and take it before the write returns). The leader
+    // may still refuse it (its app version checks more than this one): then it is rejected.
+    const pick = (session: Session) => session.submissionForRequest(input.requestId);
+    return this.watch.observe(pick, { row: inboxRowId(input), queued: this.queue(input) });
   }
 
   /**
@@ -131,8 +139,7 @@ export class BrowserSessionHost {
     const repeat = await session.checkSignal(key, payload, options);
     if (repeat) return repeat;
     const row = { signal: { key, payload, requestId: options.requestId } };
-    await this.queue(row);
-    return this.watch.signal(key, payload, options, inboxRowId(row));
+    return this.watch.signal(key, payload, options, { row: inboxRowId(row), queued: this.queue(row) });
   }
 
   /** Resolves when the Submission has ended, whichever tab drives it. */
@@ -175,6 +182,7 @@ export class BrowserSessionHost {
     await this.stopFollowingEdge();
     await this.linked?.close();
     this.leadership.release();
+    clearTimeout(this.drainRetry);
     this.channel.close();
     for (const entry of this.listeners) entry.stop?.();
     await this.current?.close();
@@ -387,12 +395,24 @@ export class BrowserSessionHost {
   /** Queues an input for the leader; if this tab took the lead meanwhile, it drains it itself. */
   private async queue(row: InboxRow): Promise<void> {
     await this.inbox.queue(row);
-    if (this.role === "leader") await this.drainInbox();
+    if (this.role === "leader") void this.drainInbox();
   }
 
-  /** Accepts the inputs followers left (one drain at a time; see `InboxRelay.drain`). */
-  private drainInbox(): Promise<void> {
-    return this.inbox.drain(() => (this.role === "leader" ? this.current : undefined));
+  /**
+   * Accepts the inputs followers left (one drain at a time; see `InboxRelay.drain`). A drain that stopped
+   * (a full disk, a closed store) leaves its rows queued and is tried again a second later while this tab
+   * leads: the callers waiting for those rows wait, none is told the input failed.
+   */
+  private async drainInbox(): Promise<void> {
+    try {
+      await this.inbox.drain(() => (this.role === "leader" ? this.current : undefined));
+    } catch {
+      if (this.role !== "leader" || this.drainRetry !== undefined) return;
+      this.drainRetry = setTimeout(() => {
+        this.drainRetry = undefined;
+        void this.drainInbox();
+      }, DRAIN_RETRY_MS);
+    }
   }
 
   private replace(session: Session): void {
@@ -434,3 +454,6 @@ export class BrowserSessionHost {
     };
   }
 }
+
+/** How long after a drain of the inbox stopped it is tried again. */
+const DRAIN_RETRY_MS = 1_000;

@@ -1,15 +1,17 @@
 /**
  * What a tab's callers wait for on a session it may not drive: a Submission the leader creates for an
  * inbox row, a Submission's end, a signal stored. Each resolves from the session this tab has open now,
- * whichever it is after role changes, and rejects if the leader refuses the row it waits for.
+ * whichever it is after role changes, and rejects if the row it waits for could not be queued or the
+ * leader refused it. Whatever a wait listened to is released when it settles.
  */
 import {
   type ChangeListener,
+  type CommitRecord,
   type Json,
+  receiptFor,
   type Session,
   type SignalOptions,
   type SignalReceipt,
-  SignalRefusedError,
 } from "../src/index.ts";
 import type { InboxRelay } from "./inbox-relay.ts";
 
@@ -20,7 +22,16 @@ export interface WatchedTab {
   subscribe(fromVersion: number, listener: ChangeListener): () => void;
 }
 
+/** An inbox row this tab is queueing (`inboxRowId`), and the write that queues it. */
+export interface QueuedRow {
+  readonly row: string;
+  readonly queued: Promise<void>;
+}
+
+type Settle<T> = (outcome: { value: T } | { error: unknown }) => void;
+
 export class SessionWatch {
+  /** Checks run whenever the tab reopens or refreshes its session. */
   private readonly observers = new Set<() => void>();
 
   constructor(
@@ -28,33 +39,33 @@ export class SessionWatch {
     private readonly inbox: InboxRelay,
   ) {}
 
+  /** Resolves with what `pick` finds once the session shows it. */
+  observe<T>(pick: (session: Session) => T | undefined, queued?: QueuedRow): Promise<T> {
+    return this.until<T>(queued, (settle) => () => {
+      const found = this.tab.session ? pick(this.tab.session) : undefined;
+      if (found !== undefined) settle({ value: found });
+    });
+  }
+
   /**
-   * Resolves with what `pick` finds once the session shows it; with `row` (an inbox row this tab queued,
-   * `inboxRowId`), rejects instead if the leader refuses that row for good.
+   * Resolves once a change stores `key`'s signal (answered as the leader would: this call's receipt, a
+   * repeat, or the conflict); rejects if it can no longer be taken (a change ended its wait).
    */
-  observe<T>(pick: (session: Session) => T | undefined, row?: string): Promise<T> {
-    return new Promise((resolve, reject) => {
-      let stopRefusal: () => void = () => undefined;
-      const check = () => {
-        const found = this.tab.session ? pick(this.tab.session) : undefined;
-        if (found === undefined) return;
-        this.observers.delete(check);
-        stopRefusal();
-        resolve(found);
-      };
-      this.observers.add(check);
-      check();
-      const stop = this.tab.subscribe(this.tab.session?.version ?? 0, () => {
-        check();
-        if (!this.observers.has(check)) stop();
-      });
-      if (row === undefined || !this.observers.has(check)) return;
-      stopRefusal = this.inbox.onRefused(row, (error) => {
-        this.observers.delete(check);
-        stop();
-        stopRefusal();
-        reject(error);
-      });
+  signal(key: string, payload: Json, options: SignalOptions, queued: QueuedRow): Promise<SignalReceipt> {
+    return this.until<SignalReceipt>(queued, (settle) => (change) => {
+      const session = this.tab.session;
+      if (!change || !session) return;
+      const stored = change.signals?.find((s) => s.key === key);
+      if (!stored) {
+        // The wait may have ended meanwhile (a cancelled approval): the leader refused it, so say so here.
+        session.checkSignal(key, payload, options).catch((error: unknown) => settle({ error }));
+        return;
+      }
+      try {
+        settle({ value: receiptFor(session.registry, stored, payload, options) });
+      } catch (error) {
+        settle({ error });
+      }
     });
   }
 
@@ -63,43 +74,35 @@ export class SessionWatch {
   }
 
   /**
-   * Resolves once a change stores `key`'s signal; rejects if another one won, or it can no longer be taken
-   * (seen here, or the leader refused the inbox row `row` — its app version may check more than this one).
+   * A promise settled by `check` — run now, on every change (with it) and whenever the tab reopens its
+   * session — or by the failure of `queued`'s write or the leader's refusal of its row. Everything is
+   * listened to before the row is written, so nothing is missed however fast the row is taken.
    */
-  signal(key: string, payload: Json, options: SignalOptions, row: string): Promise<SignalReceipt> {
-    return new Promise((resolve, reject) => {
-      const stopRefusal = this.inbox.onRefused(row, (error) => {
-        stop();
-        reject(error);
-      });
-      const stop = this.tab.subscribe(this.tab.session?.version ?? 0, (change) => {
-        const stored = change.signals?.find((s) => s.key === key);
-        if (stored) {
-          stop();
-          stopRefusal();
-          if (JSON.stringify(stored.payload) === JSON.stringify(payload))
-            resolve({
-              signal: stored,
-              duplicate: stored.requestId !== options.requestId,
-              ...(stored.consumedBy !== undefined && { takenBy: stored.consumedBy }),
-            });
-          else
-            reject(
-              new SignalRefusedError(
-                "signal-conflict",
-                key,
-                `"${key}" already received a different signal (request ${stored.requestId})`,
-              ),
-            );
-          return;
-        }
-        // The wait may have ended meanwhile (a cancelled approval): the leader refused it, so say so here.
-        this.tab.session?.checkSignal(key, payload, options).catch((error: unknown) => {
-          stop();
-          stopRefusal();
-          reject(error);
-        });
-      });
+  private until<T>(
+    queued: QueuedRow | undefined,
+    start: (settle: Settle<T>) => (change?: CommitRecord) => void,
+  ): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      let settled = false;
+      const stops: (() => void)[] = [];
+      const settle: Settle<T> = (outcome) => {
+        if (settled) return;
+        settled = true;
+        for (const stop of stops) stop();
+        if ("error" in outcome) reject(outcome.error);
+        else resolve(outcome.value);
+      };
+      const check = start(settle);
+      const reopened = () => check();
+      this.observers.add(reopened);
+      stops.push(() => this.observers.delete(reopened));
+      stops.push(this.tab.subscribe(this.tab.session?.version ?? 0, (change) => check(change)));
+      if (queued) {
+        stops.push(this.inbox.onRefused(queued.row, (error) => settle({ error })));
+        queued.queued.catch((error: unknown) => settle({ error }));
+      }
+      check();
+      if (settled) for (const stop of stops) stop(); // settled while it was still listening
     });
   }
 }

@@ -96,47 +96,71 @@ function notAwaited(key: string): SignalRefusedError {
   );
 }
 
-/** Delivers one signal: validated, committed once, and taken by the wait on its key if there is one. */
+/** How many times a delivery that raced another for its key is tried (see `deliverSignal`). */
+const RACE_ATTEMPTS = 3;
+
+/**
+ * Delivers one signal: validated, committed once, and taken by the wait on its key if there is one. A
+ * delivery racing another for its key (two tabs, a retried webhook) is answered once the other's commit
+ * landed — as its repeat, or the conflict — and is delivered again if the store refused the other's.
+ */
 export async function deliverSignal(
   host: SignalHost,
   key: string,
   payload: unknown,
   options: SignalOptions,
 ): Promise<SignalReceipt> {
-  const { call, repeat } = await checkSignal(host, key, payload, options);
-  if (repeat) return repeat;
-  const early = isEarlyAllowed(host.registry, call.key);
-  try {
-    const { value } = await host.commit((draft) => {
-      // Another delivery for this key, queued just before this one, holds it now: answered from it.
-      const held = draft.signal(call.key);
-      if (held) return { held };
-      // The wait may have ended since (deadline, cancel): checked again where it counts, in the commit.
-      if (!early && !draft.awaiter(call.key)) throw notAwaited(call.key);
-      const signal: Signal = {
-        key: call.key,
-        requestId: call.requestId,
-        payload: call.payload,
-        receivedAt: draft.at,
-        version: draft.version,
-      };
-      dispatch(draft, { type: "signal-received", signal });
-      return { stored: draft.writtenSignal(call.key) ?? signal };
-    });
-    return "held" in value ? repeatOf(value.held, call.payload) : receipt(value.stored, false);
-  } catch (error) {
-    // Another delivery for this key got between this one's check and its commit (its group landed first,
-    // or is landing after the store's key index refused this one), or a consumed signal left memory: once
-    // the commits under way landed, answered as a repeat (or conflict) of the stored signal.
-    const raced = error instanceof SignalRefusedError && error.code === "signal-not-awaited";
-    if (!raced && !(error instanceof DuplicateKeyError)) throw error;
-    await host.commit(() => undefined); // commits nothing: resolves once the groups queued before it landed
-    const again = await checkSignal(host, key, payload, options);
-    if (again.repeat) return again.repeat;
-    const row = await host.readSignal(call.key);
-    if (!row) throw error;
-    return repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload);
+  for (let attempt = 1; ; attempt++) {
+    const { call, repeat } = await checkSignal(host, key, payload, options);
+    if (repeat) return repeat;
+    try {
+      return await commitSignal(host, call);
+    } catch (error) {
+      const raced = error instanceof SignalRefusedError && error.code === "signal-not-awaited";
+      if ((!raced && !(error instanceof DuplicateKeyError)) || attempt === RACE_ATTEMPTS) throw error;
+      await host.commit(() => undefined); // commits nothing: resolves once the groups queued before it landed
+      // A consumed signal leaves memory: the stored one answers (the store's key index refused this one).
+      const row = await host.readSignal(call.key);
+      if (row) return repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload);
+    }
   }
+}
+
+/** The commit of one checked signal: stored, and taken by the wait on its key if there is one. */
+async function commitSignal(host: SignalHost, call: SignalCall): Promise<SignalReceipt> {
+  const early = isEarlyAllowed(host.registry, call.key);
+  const { value } = await host.commit((draft) => {
+    // Another delivery for this key, queued just before this one, holds it now: answered from it.
+    const held = draft.signal(call.key);
+    if (held) return { held };
+    // The wait may have ended since (deadline, cancel): checked again where it counts, in the commit.
+    if (!early && !draft.awaiter(call.key)) throw notAwaited(call.key);
+    const signal: Signal = {
+      key: call.key,
+      requestId: call.requestId,
+      payload: call.payload,
+      receivedAt: draft.at,
+      version: draft.version,
+    };
+    dispatch(draft, { type: "signal-received", signal });
+    return { stored: draft.writtenSignal(call.key) ?? signal };
+  });
+  return "held" in value ? repeatOf(value.held, call.payload) : receipt(value.stored, false);
+}
+
+/**
+ * How `signal(key, payload, options)` is answered once `stored` is its key's signal — seen in a change by
+ * a tab that handed the call to another to commit: the receipt (a duplicate unless `stored` is this
+ * call's own), or the conflict. The payload is compared as the key's definition reads it, as it was stored.
+ */
+export function receiptFor(
+  registry: Registry,
+  stored: Signal,
+  payload: unknown,
+  options: SignalOptions,
+): SignalReceipt {
+  const answer = repeatOf(stored, checkCall(registry, stored.key, payload, options.requestId).payload);
+  return stored.requestId === options.requestId ? { ...answer, duplicate: false } : answer;
 }
 
 /** The signal host of a session: its state and registry, its pipeline's commit, and its store's signal rows. */

@@ -108,6 +108,7 @@ describe("browser host: one writer across tabs", () => {
     const started = performance.now();
     await a.close(); // the leader tab goes away mid-phase
     await b.whenLeader();
+    expect(b.isLeader).toBe(true);
     release();
     const done = await b.wait(sub.id);
     expect(done).toMatchObject({ status: "succeeded", result: { echoed: "long job", attempt: 2 } });
@@ -144,6 +145,9 @@ describe("browser host: one writer across tabs", () => {
     const signalled = b.signal("go:1", { step: 9 }, { requestId: "s1" });
     await expect(signalled).rejects.toBeInstanceOf(InvalidArgumentError);
     expect((await b.signal("go:2", { step: 2 }, { requestId: "s2" })).signal.key).toBe("go:2");
+    // A payload the key's schema reads differently (a field it drops): answered as the leader stored it.
+    const reread = await b.signal("go:3", { note: "dropped", step: 3 }, { requestId: "s4" });
+    expect(reread).toMatchObject({ duplicate: false, signal: { payload: { step: 3 }, requestId: "s4" } });
     // Nothing of the refused signal was stored: the leader would take a first one for its key.
     expect(await a.session?.checkSignal("go:1", { step: 1 }, { requestId: "s3" })).toBeUndefined();
     expect((await a.session?.checkSignal("go:2", { step: 2 }, { requestId: "s2" }))?.duplicate).toBe(true);

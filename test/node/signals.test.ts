@@ -26,6 +26,7 @@ import {
 
 const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
 const strict = defineSignal({ key: "strict:*", schema: z.object({ ok: z.boolean() }), early: false });
+const note = defineSignal({ key: "note:*", schema: z.object({ text: z.string() }), early: false });
 
 /** Asks a question (key from input), then reports what arrived, or that the deadline passed. */
 const asker = defineTask({
@@ -61,7 +62,7 @@ const asker = defineTask({
   },
 });
 
-const registry = () => createRegistry({ tasks: [asker], signals: [answer, strict] });
+const registry = () => createRegistry({ tasks: [asker], signals: [answer, strict, note] });
 
 let databases = 0;
 function stores(): [string, () => Storage][] {
@@ -318,5 +319,22 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     const failed = await session.waitForTask(two.id);
     expect(failed.state).toMatchObject({ status: "failed", error: { code: "key-taken" } });
     expect(session.task(one.id)?.state.status).toBe("awaiting");
+  });
+});
+
+describe("durable waits: a delivery racing one the store refuses", () => {
+  it("is delivered once the other's commit was refused, instead of being refused as not awaited", async () => {
+    // Rows of at most 4 KB: the first delivery's payload makes its commit too large for the store.
+    const { session } = await open(memoryStorage({ maxRowBytes: 4_096 }));
+    await session.resume();
+    const task = await session.spawn("asker", { keys: ["note:1"] });
+    await session.whenIdle();
+    const [big, small] = await Promise.allSettled([
+      session.signal("note:1", { text: "x".repeat(8_000) }, { requestId: "big" }),
+      session.signal("note:1", { text: "short" }, { requestId: "small" }),
+    ]);
+    expect(big).toMatchObject({ status: "rejected", reason: { code: "record-too-large" } });
+    expect(small).toMatchObject({ status: "fulfilled", value: { duplicate: false, takenBy: task.id } });
+    expect((await session.waitForTask(task.id)).state).toMatchObject({ status: "succeeded" });
   });
 });
