@@ -91,13 +91,22 @@ export class BrowserSessionHost {
   static async start(options: BrowserSessionHostOptions): Promise<BrowserSessionHost> {
     const host = new BrowserSessionHost(options);
     await host.follow();
+    // A failure to lead is the caller's of `whenLeader()`; one after `close()` concerns nobody.
     host.leading = host.leadership.acquired.then(() => host.lead());
+    void host.leading.catch((error: unknown) => {
+      if (!host.isClosed) throw error;
+    });
     void host.leadership.lost.then(() => host.demote());
     return host;
   }
 
   get isLeader(): boolean {
     return this.role === "leader";
+  }
+
+  /** Whether `close()` was called (read where an await may have passed it). */
+  private get isClosed(): boolean {
+    return this.role === "closed";
   }
 
   /** The session this tab has open now (a writer when leading, read-only when following). */
@@ -121,6 +130,9 @@ export class BrowserSessionHost {
     if (this.role === "leader" && this.current) return this.current.submit(input);
     // Bad input is refused here, with the same typed error the leader would give, never queued.
     parseSubmitInput(input);
+    // A repeat gets the first Submission, also one that left memory (the leader would commit nothing).
+    const known = await this.current?.readSubmissionForRequest(input.requestId);
+    if (known) return known;
     // Watched from before it is queued (this tab may lead and take it before the write returns). The leader
     // may still refuse it (its app version checks more than this one): then it is rejected.
     const pick = (session: Session) => session.submissionForRequest(input.requestId);
@@ -340,6 +352,8 @@ export class BrowserSessionHost {
     const writer = await this.openWriter();
     if (!writer) return; // a linked session whose claim was refused: this tab keeps following its copy
     await this.options.onLead?.(writer);
+    // Closed while the writer opened: it never leads (and its lock is released already).
+    if (this.isClosed) return writer.close();
     this.role = "leader";
     this.replace(writer);
     writer.subscribe(writer.version, (change: CommitRecord) => this.announce(change.version));

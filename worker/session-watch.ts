@@ -57,8 +57,13 @@ export class SessionWatch {
       if (!change || !session) return;
       const stored = change.signals?.find((s) => s.key === key);
       if (!stored) {
-        // The wait may have ended meanwhile (a cancelled approval): the leader refused it, so say so here.
-        session.checkSignal(key, payload, options).catch((error: unknown) => settle({ error }));
+        // The wait may have ended meanwhile (a cancelled approval): the leader refused it, so say so here. Or
+        // the key's signal was stored out of sight (taken, it left memory): the leader committed nothing.
+        session.checkSignal(key, payload, options).then(
+          (repeat) =>
+            repeat && settle({ value: receiptFor(session.registry, repeat.signal, payload, options) }),
+          (error: unknown) => settle({ error }),
+        );
         return;
       }
       try {

@@ -75,12 +75,12 @@ async function checkSignal(
   const held = host.state.signal(call.key);
   if (held) return { call, repeat: repeatOf(held, call.payload) };
   const awaiter = host.state.awaiter(call.key);
-  if (!isEarlyAllowed(host.registry, call.key) && !awaiter) {
+  if (!awaiter) {
     // A repeat of a signal that was taken long ago (it left memory) still gets its first outcome.
     const row = await host.readSignal(call.key);
     if (row)
       return { call, repeat: repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload) };
-    throw notAwaited(call.key);
+    if (!isEarlyAllowed(host.registry, call.key)) throw notAwaited(call.key);
   }
   if (awaiter) checkForAwaiter(host.registry, awaiter, call.key, call.payload);
   return { call };
@@ -159,8 +159,9 @@ export function receiptFor(
   payload: unknown,
   options: SignalOptions,
 ): SignalReceipt {
-  const answer = repeatOf(stored, checkCall(registry, stored.key, payload, options.requestId).payload);
-  return stored.requestId === options.requestId ? { ...answer, duplicate: false } : answer;
+  // This call's own signal, as the leader stored it (its app version may read the payload differently).
+  if (stored.requestId === options.requestId) return receipt(stored, false);
+  return repeatOf(stored, checkCall(registry, stored.key, payload, options.requestId).payload);
 }
 
 /** The signal host of a session: its state and registry, its pipeline's commit, and its store's signal rows. */

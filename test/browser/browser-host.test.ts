@@ -39,11 +39,16 @@ const registry = () =>
   });
 
 // Two versions of one app. The newer checks more: its echo task takes at most 20 characters, its `go:*`
-// signals a step of at most 5.
+// signals a step of at most 5 (and a note, "" by default).
 const strict = () =>
   createRegistry({
     tasks: [defineTask({ ...echo, input: z.object({ text: z.string().max(20) }) })],
-    signals: [defineSignal({ key: "go:*", schema: z.object({ step: z.number().max(5) }) })],
+    signals: [
+      defineSignal({
+        key: "go:*",
+        schema: z.object({ step: z.number().max(5), note: z.string().default("") }),
+      }),
+    ],
     submissionTask: (s) => ({ kind: "echo", input: { text: String(s.input) } }),
   });
 const lenient = () =>
@@ -146,8 +151,11 @@ describe("browser host: one writer across tabs", () => {
     await expect(signalled).rejects.toBeInstanceOf(InvalidArgumentError);
     expect((await b.signal("go:2", { step: 2 }, { requestId: "s2" })).signal.key).toBe("go:2");
     // A payload the key's schema reads differently (a field it drops): answered as the leader stored it.
-    const reread = await b.signal("go:3", { note: "dropped", step: 3 }, { requestId: "s4" });
+    const reread = await b.signal("go:3", { extra: "dropped", step: 3 }, { requestId: "s4" });
     expect(reread).toMatchObject({ duplicate: false, signal: { payload: { step: 3 }, requestId: "s4" } });
+    // The leader's version reads it with a field this one lacks: still this call's own signal.
+    const widened = await b.signal("go:4", { step: 4 }, { requestId: "s5" });
+    expect(widened).toMatchObject({ duplicate: false, signal: { payload: { step: 4, note: "" } } });
     // Nothing of the refused signal was stored: the leader would take a first one for its key.
     expect(await a.session?.checkSignal("go:1", { step: 1 }, { requestId: "s3" })).toBeUndefined();
     expect((await a.session?.checkSignal("go:2", { step: 2 }, { requestId: "s2" }))?.duplicate).toBe(true);
@@ -186,6 +194,24 @@ describe("browser host: one writer across tabs", () => {
     expect(b.session?.submissionForRequest("too-long")).toBeUndefined();
     expect(await new DurableInbox(`${database}:inbox`).pending(sessionId)).toEqual([]);
     await b.close();
+  });
+
+  it("never leads once closed, even when the lock arrives while it closes", async () => {
+    const { database, sessionId } = names();
+    const a = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
+    await a.whenLeader();
+    const b = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
+    await until(() => b.session !== undefined, "the follower to open the session");
+    await a.close(); // B gets the lock and starts opening its writer…
+    await b.close(); // …and is closed meanwhile
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(b.isLeader).toBe(false);
+    // The session is free: a new tab leads it and commits.
+    const c = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
+    await c.whenLeader();
+    expect(c.isLeader).toBe(true);
+    await c.session?.commit((d) => d.appendEntry("main", { kind: "note", text: "after both closed" }));
+    await c.close();
   });
 
   it("fences a stale leader: once another tab takes the epoch, the old writer cannot commit", async () => {

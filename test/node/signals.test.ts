@@ -172,6 +172,9 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     // Reopened: the consumed signal is only in storage; the store's key index answers.
     const reopened = await open(storage);
     const reopenedAt = reopened.session.version;
+    // Checked before it is given again (a follower tab's retried click): its first outcome, not "accepted".
+    const checked = await reopened.session.checkSignal("answer:2", { text: "yes" }, { requestId: "r1" });
+    expect(checked).toMatchObject({ duplicate: true, takenBy: task.id });
     const stored = await reopened.session.signal("answer:2", { text: "yes" }, { requestId: "r1" });
     expect(stored).toMatchObject({ duplicate: true, takenBy: task.id });
     expect(stored.signal.version).toBe(first.signal.version);
