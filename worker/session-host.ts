@@ -6,7 +6,6 @@
 import {
   type ChangeListener,
   type CommitRecord,
-  followRemote,
   indexedDbStorage,
   isSubmissionFinished,
   type Json,
@@ -17,7 +16,6 @@ import {
   openSession,
   type Preview,
   parseSubmitInput,
-  type RemoteFollower,
   type Session,
   SessionNotFoundError,
   type SignalOptions,
@@ -27,8 +25,9 @@ import {
   type SubmitInput,
   takePlacedCalls,
 } from "../src/index.ts";
+import { EdgeFollowing } from "./edge-follow.ts";
 import type { BrowserSessionHostOptions } from "./host-options.ts";
-import { type InboxRow, inboxRowId, inboxRowOf } from "./inbox.ts";
+import { type InboxRow, inboxRowId } from "./inbox.ts";
 import { type InboxMessage, InboxRelay } from "./inbox-relay.ts";
 import { type Leadership, requestLeadership } from "./leadership.ts";
 import { SessionWatch } from "./session-watch.ts";
@@ -68,11 +67,7 @@ export class BrowserSessionHost {
   private drainRetry: ReturnType<typeof setTimeout> | undefined;
   private readonly leadership: Leadership;
   private linked: LinkedSession | undefined;
-  /** Copying the edge's commits into this browser's copy while the edge owns the session. */
-  private edgeFollower: { follower: RemoteFollower; storage: Storage } | undefined;
-  private followGeneration = 0;
-  /** The copy was rebuilt from the edge's history: sessions open on the old one reopen it. */
-  private copyReplaced = false;
+  private readonly edgeFollowing: EdgeFollowing;
   private takeBackAsked = false;
 
   private constructor(private readonly options: BrowserSessionHostOptions) {
@@ -81,6 +76,12 @@ export class BrowserSessionHost {
       this.channel.postMessage(message satisfies Message),
     );
     this.watch = new SessionWatch(this, this.inbox);
+    this.edgeFollowing = new EdgeFollowing(options, {
+      storage: () => this.storage(),
+      post: (message) => this.channel.postMessage(message satisfies Message),
+      show: (reopen) => this.showCopy(reopen),
+      queue: (row) => this.inbox.queue(row),
+    });
     this.channel.onmessage = (event: MessageEvent<Message>) => void this.onMessage(event.data);
     this.leadership = requestLeadership(`durable-agent:${options.database}:${options.sessionId}`, {
       ...(options.steal !== undefined && { steal: options.steal }),
@@ -231,64 +232,14 @@ export class BrowserSessionHost {
     }
   }
 
-  /**
-   * While the edge owns the session: copies its commits into this browser's copy as they come (read-only,
-   * `followRemote`), and shows them in this tab and the others. Ends when this tab leads again.
-   */
-  private async followEdge(announce = true): Promise<void> {
-    const link = this.options.link;
-    if (!link || this.edgeFollower || this.role === "closed") return;
-    const generation = ++this.followGeneration;
-    const storage = this.storage();
-    try {
-      const follower = await followRemote({
-        storage,
-        remote: link.remote,
-        id: this.options.sessionId,
-        ...(this.options.clock !== undefined && { clock: this.options.clock }),
-        ...(this.options.timers !== undefined && { timers: this.options.timers }),
-        everyMs: link.followEveryMs ?? 1_000,
-        onPulled: (version) => {
-          // A rebuilt copy is reopened (sessions on the old one hold discarded commits), here and in the
-          // other tabs; otherwise they catch up.
-          const reopen = this.copyReplaced;
-          this.copyReplaced = false;
-          this.channel.postMessage(
-            (reopen ? { type: "replaced" } : { type: "committed", version }) satisfies Message,
-          );
-          void this.showCopy(reopen);
-        },
-        onError: (error) => link.onStatus?.("refused", error),
-        // A copy the edge wrote past (this browser was closed mid-run): what people gave in its unsent
-        // commits goes to the durable inbox first — given again once a tab here leads — then the copy is
-        // rebuilt, and every tab reopens it.
-        onRebased: async (inputs) => {
-          for (const input of inputs) await this.inbox.queue(inboxRowOf(input));
-          this.copyReplaced = true;
-        },
-      });
-      // Taken back (or closed) while it was starting: it never follows.
-      if (generation !== this.followGeneration || this.role !== "follower") {
-        await follower.stop();
-        await storage.close();
-        return;
-      }
-      this.edgeFollower = { follower, storage };
-      if (announce) link.onStatus?.("following");
-      await follower.pull();
-    } catch (error) {
-      link.onStatus?.("refused", error as Error);
-    }
+  /** While the edge owns the session, copies its run into this browser's copy (see `EdgeFollowing`). */
+  private followEdge(announce = true): Promise<void> {
+    if (this.role === "closed") return Promise.resolve();
+    return this.edgeFollowing.start(announce, () => this.role === "follower");
   }
 
-  /** Stops copying the edge's commits, once a pull under way has ended; its store handle is closed. */
-  private async stopFollowingEdge(): Promise<void> {
-    this.followGeneration++;
-    const following = this.edgeFollower;
-    this.edgeFollower = undefined;
-    if (!following) return;
-    await following.follower.stop();
-    await following.storage.close().catch(() => undefined);
+  private stopFollowingEdge(): Promise<void> {
+    return this.edgeFollowing.stop();
   }
 
   /** A follower's read-only session brought up to the copy: opened (or reopened, `reopen`) or refreshed. */
