@@ -65,6 +65,8 @@ export class BrowserSessionHost {
   private leading: Promise<void> = new Promise(() => undefined);
   /** A drain that failed for a passing reason (a full disk) is tried again then. */
   private drainRetry: ReturnType<typeof setTimeout> | undefined;
+  /** Drains that failed in a row: each waits twice as long as the one before (at most a minute). */
+  private drainFailures = 0;
   private readonly leadership: Leadership;
   private linked: LinkedSession | undefined;
   private readonly edgeFollowing: EdgeFollowing;
@@ -365,18 +367,20 @@ export class BrowserSessionHost {
 
   /**
    * Accepts the inputs followers left (one drain at a time; see `InboxRelay.drain`). A drain that stopped
-   * (a full disk, a closed store) leaves its rows queued and is tried again a second later while this tab
-   * leads: the callers waiting for those rows wait, none is told the input failed.
+   * (a full disk, a closed store) leaves its rows queued and is tried again while this tab leads — a second
+   * later, then two, four, … up to a minute: the callers waiting for those rows wait, none is told it failed.
    */
   private async drainInbox(): Promise<void> {
     try {
       await this.inbox.drain(() => (this.role === "leader" ? this.current : undefined));
+      this.drainFailures = 0;
     } catch {
       if (this.role !== "leader" || this.drainRetry !== undefined) return;
+      const delay = Math.min(DRAIN_RETRY_MAX_MS, DRAIN_RETRY_MS * 2 ** this.drainFailures++);
       this.drainRetry = setTimeout(() => {
         this.drainRetry = undefined;
         void this.drainInbox();
-      }, DRAIN_RETRY_MS);
+      }, delay);
     }
   }
 
@@ -420,5 +424,7 @@ export class BrowserSessionHost {
   }
 }
 
-/** How long after a drain of the inbox stopped it is tried again. */
+/** How long after a drain of the inbox stopped it is tried again (doubled for each failure in a row)… */
 const DRAIN_RETRY_MS = 1_000;
+/** …up to this. */
+const DRAIN_RETRY_MAX_MS = 60_000;

@@ -196,6 +196,30 @@ describe("browser host: one writer across tabs", () => {
     await b.close();
   });
 
+  it("takes a follower's input on a later drain when a drain stopped for a passing reason", async () => {
+    const { database, sessionId } = names();
+    gate = Promise.resolve();
+    let failures = 1; // the leader's app fails its first Submission with a plain error (not a refusal)
+    const flaky = () =>
+      createRegistry({
+        tasks: [echo],
+        submissionTask: (s) => {
+          if (failures-- > 0) throw new Error("the app is not ready yet");
+          return { kind: "echo", input: { text: String(s.input) } };
+        },
+      });
+    const a = await BrowserSessionHost.start({ database, sessionId, registry: flaky, durability: "relaxed" });
+    await a.whenLeader();
+    const b = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
+    await until(() => b.session !== undefined, "the follower to open the session");
+    const taken = await b.submit({ requestId: "later", conversationId: "main", input: "kept queued" });
+    expect(failures).toBeLessThan(0); // the first drain failed; a second took it
+    expect((await b.wait(taken.id)).result).toEqual({ echoed: "kept queued", attempt: 1 });
+    expect(await new DurableInbox(`${database}:inbox`).pending(sessionId)).toEqual([]);
+    await b.close();
+    await a.close();
+  });
+
   it("never leads once closed, even when the lock arrives while it closes", async () => {
     const { database, sessionId } = names();
     const a = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
