@@ -17,6 +17,7 @@ import {
   type Preview,
   parseSubmitInput,
   type Session,
+  SessionClosedError,
   SessionNotFoundError,
   type SignalOptions,
   type SignalReceipt,
@@ -198,6 +199,7 @@ export class BrowserSessionHost {
     await this.linked?.close();
     this.leadership.release();
     clearTimeout(this.drainRetry);
+    this.watch.close(new SessionClosedError(this.options.sessionId));
     this.channel.close();
     for (const entry of this.listeners) entry.stop?.();
     await this.current?.close();

@@ -33,6 +33,8 @@ type Settle<T> = (outcome: { value: T } | { error: unknown }) => void;
 export class SessionWatch {
   /** Checks run whenever the tab reopens or refreshes its session. */
   private readonly observers = new Set<() => void>();
+  /** How to end each wait not settled yet (`close`). */
+  private readonly open = new Set<(error: Error) => void>();
 
   constructor(
     private readonly tab: WatchedTab,
@@ -74,6 +76,11 @@ export class SessionWatch {
     });
   }
 
+  /** Rejects every wait not settled yet with `error` (the tab closed: nothing will settle them here). */
+  close(error: Error): void {
+    for (const end of [...this.open]) end(error);
+  }
+
   notify(): void {
     for (const check of [...this.observers]) check();
   }
@@ -93,10 +100,13 @@ export class SessionWatch {
       const settle: Settle<T> = (outcome) => {
         if (settled) return;
         settled = true;
+        this.open.delete(end);
         for (const stop of stops) stop();
         if ("error" in outcome) reject(outcome.error);
         else resolve(outcome.value);
       };
+      const end = (error: Error) => settle({ error });
+      this.open.add(end);
       const check = start(settle);
       const reopened = () => check();
       this.observers.add(reopened);

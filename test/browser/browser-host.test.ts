@@ -12,6 +12,7 @@ import {
   InvalidArgumentError,
   indexedDbStorage,
   openSession,
+  SessionClosedError,
   StaleOwnerError,
 } from "../../src/index.ts";
 import { BrowserSessionHost, DurableInbox } from "../../worker/index.ts";
@@ -226,8 +227,11 @@ describe("browser host: one writer across tabs", () => {
     await a.whenLeader();
     const b = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
     await until(() => b.session !== undefined, "the follower to open the session");
+    const waiting = b.wait("a-submission-that-never-comes");
     await a.close(); // B gets the lock and starts opening its writer…
     await b.close(); // …and is closed meanwhile
+    // What its callers waited for ends with the close, not never.
+    await expect(waiting).rejects.toBeInstanceOf(SessionClosedError);
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(b.isLeader).toBe(false);
     // The session is free: a new tab leads it and commits.
