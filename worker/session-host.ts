@@ -195,7 +195,7 @@ export class BrowserSessionHost {
   /** Stops driving and following; unfinished work stays stored for whichever tab leads next. */
   async close(): Promise<void> {
     this.role = "closed";
-    await this.stopFollowingEdge();
+    await this.edgeFollowing.stop();
     await this.linked?.close();
     this.leadership.release();
     clearTimeout(this.drainRetry);
@@ -240,10 +240,6 @@ export class BrowserSessionHost {
   private followEdge(announce = true): Promise<void> {
     if (this.role === "closed") return Promise.resolve();
     return this.edgeFollowing.start(announce, () => this.role === "follower");
-  }
-
-  private stopFollowingEdge(): Promise<void> {
-    return this.edgeFollowing.stop();
   }
 
   /** A follower's read-only session brought up to the copy: opened (or reopened, `reopen`) or refreshed. */
@@ -303,7 +299,7 @@ export class BrowserSessionHost {
     if (this.role === "closed") return;
     // Asked to follow the edge first: this tab holds the lock and follows until `takeBack()`.
     if (this.options.link?.takeBack === "when-asked" && !this.takeBackAsked) return this.followEdge(true);
-    await this.stopFollowingEdge();
+    await this.edgeFollowing.stop();
     const writer = await this.openWriter();
     if (!writer) return; // a linked session whose claim was refused: this tab keeps following its copy
     await this.options.onLead?.(writer);

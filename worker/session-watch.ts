@@ -10,6 +10,7 @@ import {
   type Json,
   receiptFor,
   type Session,
+  type Signal,
   type SignalOptions,
   type SignalReceipt,
 } from "../src/index.ts";
@@ -57,22 +58,22 @@ export class SessionWatch {
     return this.until<SignalReceipt>(queued, (settle) => (change) => {
       const session = this.tab.session;
       if (!change || !session) return;
+      /** Answered as the leader would once `stored` is the key's signal: a receipt, or the conflict. */
+      const answer = (stored: Signal) => {
+        try {
+          settle({ value: receiptFor(session.registry, stored, payload, options) });
+        } catch (error) {
+          settle({ error });
+        }
+      };
       const stored = change.signals?.find((s) => s.key === key);
-      if (!stored) {
-        // The wait may have ended meanwhile (a cancelled approval): the leader refused it, so say so here. Or
-        // the key's signal was stored out of sight (taken, it left memory): the leader committed nothing.
-        session.checkSignal(key, payload, options).then(
-          (repeat) =>
-            repeat && settle({ value: receiptFor(session.registry, repeat.signal, payload, options) }),
-          (error: unknown) => settle({ error }),
-        );
-        return;
-      }
-      try {
-        settle({ value: receiptFor(session.registry, stored, payload, options) });
-      } catch (error) {
-        settle({ error });
-      }
+      if (stored) return answer(stored);
+      // The wait may have ended meanwhile (a cancelled approval): the leader refused it, so say so here. Or
+      // the key's signal was stored out of sight (taken, it left memory): the leader committed nothing.
+      session.checkSignal(key, payload, options).then(
+        (repeat) => repeat && answer(repeat.signal),
+        (error: unknown) => settle({ error }),
+      );
     });
   }
 

@@ -118,8 +118,11 @@ export async function deliverSignal(
     } catch (error) {
       const raced = error instanceof SignalRefusedError && error.code === "signal-not-awaited";
       if ((!raced && !(error instanceof DuplicateKeyError)) || attempt === RACE_ATTEMPTS) throw error;
-      await host.commit(() => undefined); // commits nothing: resolves once the groups queued before it landed
-      // A consumed signal leaves memory: the stored one answers (the store's key index refused this one).
+      // Commits nothing: resolves once the groups queued before it landed. The next check answers from the
+      // signal they stored, or finds the wait open again.
+      await host.commit(() => undefined);
+      if (raced) continue;
+      // The store's key index refused this one: the key's signal is stored (a consumed one left memory).
       const row = await host.readSignal(call.key);
       if (row) return repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload);
     }

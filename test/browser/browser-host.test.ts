@@ -69,13 +69,21 @@ async function until(condition: () => boolean, what: string): Promise<void> {
   if (!condition()) throw new Error(`timed out waiting for ${what}`);
 }
 
+/** Two tabs of one session: `a` leads (with its app's registry), `b` follows with the session open. */
+async function twoTabs(leaderRegistry = registry, followerRegistry = registry) {
+  const { database, sessionId } = names();
+  const tab = (registry: typeof leaderRegistry) =>
+    BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
+  const a = await tab(leaderRegistry);
+  await a.whenLeader();
+  const b = await tab(followerRegistry);
+  await until(() => b.session !== undefined, "the follower to open the session");
+  return { database, sessionId, a, b };
+}
+
 describe("browser host: one writer across tabs", () => {
   it("has exactly one leader, and a follower's input is accepted once through the durable inbox", async () => {
-    const { database, sessionId } = names();
-    const a = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
-    await a.whenLeader();
-    const b = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
-    await until(() => b.session !== undefined, "the follower to open the session");
+    const { a, b } = await twoTabs();
     expect([a.isLeader, b.isLeader]).toEqual([true, false]);
 
     const fromFollower = await b.submit({
@@ -124,22 +132,8 @@ describe("browser host: one writer across tabs", () => {
   });
 
   it("drops a follower's input the leader can never take, tells that follower, and takes the inputs after it", async () => {
-    const { database, sessionId } = names();
     gate = Promise.resolve();
-    const a = await BrowserSessionHost.start({
-      database,
-      sessionId,
-      registry: strict,
-      durability: "relaxed",
-    });
-    await a.whenLeader();
-    const b = await BrowserSessionHost.start({
-      database,
-      sessionId,
-      registry: lenient,
-      durability: "relaxed",
-    });
-    await until(() => b.session !== undefined, "the follower to open the session");
+    const { database, sessionId, a, b } = await twoTabs(strict, lenient);
     const tooLong = "an input the leader's version refuses";
     const refused = b.submit({ requestId: "a-too-long", conversationId: "main", input: tooLong });
     // The leader's typed error, as the kernel's error wire format carries it between tabs.
@@ -168,22 +162,8 @@ describe("browser host: one writer across tabs", () => {
   });
 
   it("refuses an input this tab queued as a follower once it leads itself, and says so to its own caller", async () => {
-    const { database, sessionId } = names();
     gate = Promise.resolve();
-    const a = await BrowserSessionHost.start({
-      database,
-      sessionId,
-      registry: lenient,
-      durability: "relaxed",
-    });
-    await a.whenLeader();
-    const b = await BrowserSessionHost.start({
-      database,
-      sessionId,
-      registry: strict,
-      durability: "relaxed",
-    });
-    await until(() => b.session !== undefined, "the follower to open the session");
+    const { database, sessionId, a, b } = await twoTabs(lenient, strict);
     // The leader goes away before it drains: B queues as a follower, then leads and drains the row itself
     // (BroadcastChannel never delivers a tab's own messages, so its caller hears it from its own drain).
     const closing = a.close();
@@ -198,7 +178,6 @@ describe("browser host: one writer across tabs", () => {
   });
 
   it("takes a follower's input on a later drain when a drain stopped for a passing reason", async () => {
-    const { database, sessionId } = names();
     gate = Promise.resolve();
     let failures = 1; // the leader's app fails its first Submission with a plain error (not a refusal)
     const flaky = () =>
@@ -209,10 +188,7 @@ describe("browser host: one writer across tabs", () => {
           return { kind: "echo", input: { text: String(s.input) } };
         },
       });
-    const a = await BrowserSessionHost.start({ database, sessionId, registry: flaky, durability: "relaxed" });
-    await a.whenLeader();
-    const b = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
-    await until(() => b.session !== undefined, "the follower to open the session");
+    const { database, sessionId, a, b } = await twoTabs(flaky);
     const taken = await b.submit({ requestId: "later", conversationId: "main", input: "kept queued" });
     expect(failures).toBeLessThan(0); // the first drain failed; a second took it
     expect((await b.wait(taken.id)).result).toEqual({ echoed: "kept queued", attempt: 1 });
@@ -222,11 +198,7 @@ describe("browser host: one writer across tabs", () => {
   });
 
   it("never leads once closed, even when the lock arrives while it closes", async () => {
-    const { database, sessionId } = names();
-    const a = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
-    await a.whenLeader();
-    const b = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
-    await until(() => b.session !== undefined, "the follower to open the session");
+    const { database, sessionId, a, b } = await twoTabs();
     const waiting = b.wait("a-submission-that-never-comes");
     await a.close(); // B gets the lock and starts opening its writer…
     await b.close(); // …and is closed meanwhile
