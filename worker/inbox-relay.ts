@@ -6,6 +6,7 @@
 import {
   deserializeError,
   InvalidArgumentError,
+  isSessionFailure,
   KernelError,
   type SerializedError,
   type Session,
@@ -21,7 +22,10 @@ export type InboxMessage =
   /** The leader dropped the row `row` (`inboxRowId`) for good; `key` names a signal's key. */
   | { type: "refused"; row: string; error: SerializedError; key?: string };
 
-/** Why a queued input is refused for good. Anything else (a full disk, a closed store) is retried later. */
+/**
+ * Why a queued input is refused for good at once. A session failure (a full disk, a closed store) is
+ * retried for as long as it lasts; any other error (the app's own code threw) counts against the row.
+ */
 const REFUSALS: ReadonlySet<string> = new Set([
   "invalid-argument",
   "invalid-record",
@@ -30,6 +34,14 @@ const REFUSALS: ReadonlySet<string> = new Set([
   "signal-conflict",
   "signal-not-awaited",
 ]);
+
+/**
+ * A row that failed, for a reason of its own, in this many drains in a row, and over at least
+ * {@link ROW_PATIENCE_MS} (the drains retry it 1 s, then 2 s apart; followers' messages start more), is
+ * dropped: the app's code fails on it every time, and it must not hold back the rows queued after it.
+ */
+export const ROW_ATTEMPTS = 3;
+export const ROW_PATIENCE_MS = 3_000;
 
 type SignalRefusal = ConstructorParameters<typeof SignalRefusedError>[0];
 const SIGNAL_REFUSALS: ReadonlySet<string> = new Set<SignalRefusal>([
@@ -45,6 +57,8 @@ export class InboxRelay {
   /** The drain under way (settled when none is), and the one asked for meanwhile, run after it. */
   private running: Promise<void> = Promise.resolve();
   private next: Promise<void> | undefined;
+  /** Per row (`inboxRowId`), how many drains in a row it failed for a reason of its own, since when. */
+  private readonly failures = new Map<string, { count: number; since: number }>();
 
   constructor(
     private readonly sessionId: string,
@@ -102,29 +116,42 @@ export class InboxRelay {
   /**
    * A row the session can never accept — a signal whose wait ended since, a row another version of the app
    * queued that checked less — is dropped and its tabs are told why: it must not hold back the rows queued
-   * after it. Anything else stops the drain; the rows stay for the next one. So does losing the lead: a
-   * session on its way out must not refuse what the next leader would take.
+   * after it. So is a row the app's own code keeps failing on (its `submissionTask` throws for it: see
+   * {@link ROW_ATTEMPTS}). Anything else stops the drain; the rows stay for the next one. So does
+   * losing the lead: a session on its way out must not refuse what the next leader would take.
    */
   private async drainOnce(leader: () => Session | undefined): Promise<void> {
     const session = leader();
     if (!session) return;
     for (const row of await this.inbox.pending(this.sessionId)) {
       if (leader() !== session) return;
+      const id = inboxRowId(row);
       try {
         await acceptInboxRow(session, row);
       } catch (error) {
-        if (!(error instanceof KernelError && REFUSALS.has(error.code)) || leader() !== session) throw error;
+        if (leader() !== session || !this.isForGood(id, error)) throw error;
         const refused: InboxMessage = {
           type: "refused",
-          row: inboxRowId(row),
+          row: id,
           error: serializeError(error),
           ...(isInboxSignal(row) && { key: row.signal.key }),
         };
         this.post(refused);
         this.refused(refused); // this tab may have queued it while it followed
       }
+      this.failures.delete(id);
       await this.inbox.remove(this.sessionId, row);
     }
+  }
+
+  /** Whether the row `id` is dropped for `error`; counts a failure of its own when it is not yet. */
+  private isForGood(id: string, error: unknown): boolean {
+    if (error instanceof KernelError && REFUSALS.has(error.code)) return true;
+    if (isSessionFailure(error)) return false;
+    const failed = this.failures.get(id) ?? { count: 0, since: Date.now() };
+    failed.count++;
+    this.failures.set(id, failed);
+    return failed.count >= ROW_ATTEMPTS && Date.now() - failed.since >= ROW_PATIENCE_MS;
   }
 
   async close(): Promise<void> {

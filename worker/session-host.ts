@@ -365,8 +365,9 @@ export class BrowserSessionHost {
 
   /**
    * Accepts the inputs followers left (one drain at a time; see `InboxRelay.drain`). A drain that stopped
-   * (a full disk, a closed store) leaves its rows queued and is tried again while this tab leads — a second
-   * later, then two, four, … up to a minute: the callers waiting for those rows wait, none is told it failed.
+   * (a full disk, a closed store, the app's code throwing) leaves its rows queued and is tried again while
+   * this tab leads — a second later, then two, four, … up to a minute: the callers waiting for those rows
+   * wait. A row the app's code keeps failing on is dropped, its caller told why (`ROW_ATTEMPTS`).
    */
   private async drainInbox(): Promise<void> {
     try {

@@ -15,6 +15,7 @@ import {
   SessionClosedError,
   StaleOwnerError,
 } from "../../src/index.ts";
+import { ROW_ATTEMPTS } from "../../worker/inbox-relay.ts";
 import { BrowserSessionHost, DurableInbox } from "../../worker/index.ts";
 
 /** Phases of "echo" wait here until the test lets them finish. */
@@ -192,6 +193,35 @@ describe("browser host: one writer across tabs", () => {
     const taken = await b.submit({ requestId: "later", conversationId: "main", input: "kept queued" });
     expect(failures).toBeLessThan(0); // the first drain failed; a second took it
     expect((await b.wait(taken.id)).result).toEqual({ echoed: "kept queued", attempt: 1 });
+    expect(await new DurableInbox(`${database}:inbox`).pending(sessionId)).toEqual([]);
+    await b.close();
+    await a.close();
+  });
+
+  it("drops a follower's input the leader's app fails on every time, tells its caller, and takes the inputs after it", async () => {
+    gate = Promise.resolve();
+    let poisoned = 0;
+    const failsOnPoison = () =>
+      createRegistry({
+        tasks: [echo],
+        submissionTask: (s) => {
+          if (s.input === "poison") {
+            poisoned++;
+            throw new Error("the app cannot take this input");
+          }
+          return { kind: "echo", input: { text: String(s.input) } };
+        },
+      });
+    const { database, sessionId, a, b } = await twoTabs(failsOnPoison);
+    const failed = b.submit({ requestId: "poison", conversationId: "main", input: "poison" });
+    const after = b.submit({ requestId: "after", conversationId: "main", input: "queued behind it" });
+    // The app's own error, as the leader's submit() would have thrown it, once drains 1 s and 2 s apart
+    // failed on it too.
+    await expect(failed).rejects.toMatchObject({ name: "Error", message: "the app cannot take this input" });
+    expect(poisoned).toBeGreaterThanOrEqual(ROW_ATTEMPTS);
+    const taken = await after;
+    expect((await b.wait(taken.id)).result).toEqual({ echoed: "queued behind it", attempt: 1 });
+    expect(a.session?.submissionForRequest("poison")).toBeUndefined();
     expect(await new DurableInbox(`${database}:inbox`).pending(sessionId)).toEqual([]);
     await b.close();
     await a.close();
