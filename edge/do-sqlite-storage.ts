@@ -6,6 +6,7 @@
 import { ensureError, KernelError, StorageError } from "../src/errors.ts";
 import type { CommitRecord } from "../src/records/schemas.ts";
 import { prunableThrough, pruneThroughSync, withLogFloor } from "../src/storage/change-log.ts";
+import { entriesOfRows, runRangeStart } from "../src/storage/entry-runs.ts";
 import {
   createRowsOf,
   knownTail,
@@ -193,7 +194,7 @@ export class DurableObjectSqliteStorage implements Storage {
       this.storage.transactionSync(() => {
         const meta = checkGuard(this.hasTables() ? this.readMeta(guard.sessionId) : undefined, guard);
         let index = 0;
-        for (const { row, version } of createRowsOf(commits)) {
+        for (const { row, version } of createRowsOf(commits, this.maxRowBytes)) {
           this.options.onWrite?.(row, index++);
           this.put(guard.sessionId, row, version);
         }
@@ -285,7 +286,7 @@ export class DurableObjectSqliteStorage implements Storage {
       rows: (from: number, to: number, most = -1) =>
         this.run(() => this.range(sessionId, "changes", "", from, to, most)),
       entries: (conversation: string, from: number, to: number) =>
-        this.run(() => this.range(sessionId, "entries", conversation, from, to)),
+        this.run(() => this.entries(sessionId, conversation, from, to)),
     };
     return changesAfter(read, first, afterVersion, limit, meta);
   }
@@ -436,7 +437,9 @@ export class DurableObjectSqliteStorage implements Storage {
     return {
       all: (table: Table) => this.all(sessionId, table),
       range: (table: Table, id: string, from: number, to: number) =>
-        this.range(sessionId, table, id, from, to),
+        table === "entries"
+          ? this.entries(sessionId, id, from, to)
+          : this.range(sessionId, table, id, from, to),
       get: (table: Table, key: readonly KeyPart[]) => {
         const [id, n] = columns(table, key);
         const row = this.storage.sql
@@ -519,6 +522,12 @@ export class DurableObjectSqliteStorage implements Storage {
       .exec("SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = ? ORDER BY id, n", sessionId, table)
       .toArray();
     return rows.map((row) => this.record(table, row));
+  }
+
+  /** Entries `from` ≤ seq ≤ `to` of one conversation, each its own record (see `entry-runs.ts`). */
+  private entries(sessionId: string, conversation: string, from: number, to: number): StoredRecord[] {
+    const rows = this.range(sessionId, "entries", conversation, runRangeStart(from), to);
+    return entriesOfRows(rows, conversation, from, to);
   }
 
   private range(

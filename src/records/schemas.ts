@@ -25,22 +25,22 @@ const SignalKey = Text.min(1).max(256);
 const Time = z.number().finite();
 
 /** Format version of the stored layout; bumped when records change incompatibly. */
-export const STORAGE_FORMAT = 4;
+export const STORAGE_FORMAT = 5;
 
 /**
  * Formats this kernel reads: 1 had no index rows (a read-only open reads it whole), 2 had no `settled`
  * index (a read-only open steps over unfinished items to find the latest finished ones), 3 wrote every
- * record's row with its commit and one change-log row per commit. Opening one for writing adds what it lacks,
- * in the same transaction, and moves it to 4: one change-log row per transaction, the records' rows written
- * later from the log's tail (`materialized` says how far).
+ * record's row with its commit and one change-log row per commit, 4 a row per entry. A writer's open adds
+ * what it lacks and moves it to 5: one change-log row per transaction, records' rows written later from the
+ * log's tail (`materialized` says how far), a group's entries of a conversation in one row (`entry-runs.ts`).
  */
-export const READABLE_FORMATS = [1, 2, 3, 4] as const;
+export const READABLE_FORMATS = [1, 2, 3, 4, 5] as const;
 
 /** The session row: the commit counter and the current owner's fencing token. */
 export const SessionMetaSchema = compiled(
   z.object({
     id: Id,
-    format: z.union([z.literal(1), z.literal(2), z.literal(3), z.literal(4)]),
+    format: z.union([z.literal(1), z.literal(2), z.literal(3), z.literal(4), z.literal(5)]),
     version: Version,
     epoch: Version,
     createdAt: Time,

@@ -1,5 +1,5 @@
 /**
- * What one commit group writes (format 4), the same in every store: its create-only rows, its change-log
+ * What one commit group writes (format 5), the same in every store: its create-only rows, its change-log
  * row, and — when the tail is due — the rows of the whole tail, each key once; then the session row. The
  * stores differ only in how they run the transaction.
  */
@@ -7,6 +7,7 @@ import { CorruptRecordError } from "../errors.ts";
 import type { CommitRecord, SessionMeta } from "../records/schemas.ts";
 import { STORAGE_FORMAT } from "../records/schemas.ts";
 import { PRUNE_EVERY, pruneChangesThrough } from "./change-log.ts";
+import { entryRunRows } from "./entry-runs.ts";
 import { endsBlock } from "./log-codec.ts";
 import type { LogRowWrite } from "./log-rows.ts";
 import { logRowsOfGroup, logRowValue, tailCommitsOf } from "./log-rows.ts";
@@ -24,11 +25,13 @@ export interface CreateRow {
 /**
  * The rows written with their commit, never left to the tail: those that must not exist yet (a requestId's
  * index, a new signal: the store refuses the whole group when one does, in the same transaction) and the
- * entries, which the change log refers to instead of holding them (`log-codec.ts`). Known before the
- * session row is read. Built directly, not from `rowsOfCommit`: this runs for every group.
+ * entries, in runs (`entry-runs.ts`), which the change log refers to instead of holding them
+ * (`log-codec.ts`). Known before the session row is read. Built directly, not from `rowsOfCommit`: this
+ * runs for every group. `maxRowBytes`: the store's bound on a row, which a run of entries keeps to.
  */
-export function createRowsOf(commits: readonly CommitRecord[]): CreateRow[] {
+export function createRowsOf(commits: readonly CommitRecord[], maxRowBytes?: number): CreateRow[] {
   const creates: CreateRow[] = [];
+  const signals: CreateRow[] = [];
   for (const commit of commits) {
     const { version } = commit;
     for (const submission of commit.submissions) {
@@ -41,20 +44,12 @@ export function createRowsOf(commits: readonly CommitRecord[]): CreateRow[] {
       };
       creates.push({ row, version });
     }
-    for (const entry of commit.entries) {
-      const row: RowWrite = {
-        table: "entries",
-        key: [entry.conversationId, entry.seq],
-        value: entry,
-        op: "create",
-      };
-      creates.push({ row, version });
-    }
     for (const signal of commit.signals ?? []) {
       if (signal.version !== version) continue;
-      creates.push({ row: { table: "signals", key: [signal.key], value: signal, op: "create" }, version });
+      signals.push({ row: { table: "signals", key: [signal.key], value: signal, op: "create" }, version });
     }
   }
+  creates.push(...entryRunRows(commits, maxRowBytes), ...signals);
   return creates;
 }
 

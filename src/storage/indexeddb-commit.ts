@@ -1,5 +1,5 @@
 /**
- * One commit group's IndexedDB transaction (format 4): create-only rows, the group's log row, the tail's rows
+ * One commit group's IndexedDB transaction (format 5): create-only rows, the group's log row, the tail's rows
  * when due, the session row. See `group-plan.ts` for what is written and `tail.ts` for why.
  */
 import type { KernelError } from "../errors.ts";

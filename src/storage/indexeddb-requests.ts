@@ -5,6 +5,7 @@
  * interfaces) against the globals — and the store uses only a handful of requests, so they are wrapped here.
  */
 import { ensureError, KernelError, StorageError } from "../errors.ts";
+import { entriesOfRows, runRangeStart } from "./entry-runs.ts";
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import { checkCreate, recordName } from "./rows.ts";
 import type { StoredRecord } from "./storage.ts";
@@ -98,13 +99,33 @@ export class SessionRanges {
   }
 }
 
+/** Entries `from` ≤ seq ≤ `to` of one conversation, each its own record (see `entry-runs.ts`). */
+export async function readEntries(
+  tx: IDBTransaction,
+  keys: SessionRanges,
+  sessionId: string,
+  conversation: string,
+  from: number,
+  to: number,
+): Promise<StoredRecord[]> {
+  const rows = await readRows(
+    tx,
+    "entries",
+    keys.numbers(sessionId, [conversation], runRangeStart(from), to),
+  );
+  return entriesOfRows(rows, conversation, from, to);
+}
+
 /** The rows of one session inside one transaction. */
 export function reader(tx: IDBTransaction, keys: SessionRanges, sessionId: string): SessionRowReader {
   return {
     all: (table) => readRows(tx, table, keys.all(sessionId)),
     // An empty range (a tail of no entries) reads nothing: IndexedDB refuses a lower bound above the upper.
-    range: async (table, id, from, to) =>
-      from > to ? [] : readRows(tx, table, keys.numbers(sessionId, [id], from, to)),
+    range: async (table, id, from, to) => {
+      if (from > to) return [];
+      if (table !== "entries") return readRows(tx, table, keys.numbers(sessionId, [id], from, to));
+      return readEntries(tx, keys, sessionId, id, from, to);
+    },
     get: async (table, key) => {
       const value: unknown = await requested(tx.objectStore(table).get([sessionId, ...key]));
       return value === undefined ? undefined : { key: recordName(table, key), value };

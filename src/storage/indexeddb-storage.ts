@@ -10,6 +10,7 @@ import { tailInTx, writeMaterialization, writeRow } from "./indexeddb-log.ts";
 import {
   finished,
   openStores,
+  readEntries,
   reader,
   readRows,
   requested,
@@ -218,7 +219,7 @@ export class IndexedDbStorage implements Storage {
         rows: (from: number, to: number, most?: number) =>
           readRows(tx, "changes", keys.numbers(sessionId, [], from, to), most),
         entries: (conversation: string, from: number, to: number) =>
-          readRows(tx, "entries", keys.numbers(sessionId, [conversation], from, to)),
+          readEntries(tx, keys, sessionId, conversation, from, to),
       };
       return changesAfter(read, first, afterVersion, limit, meta);
     });

@@ -1,4 +1,6 @@
 /** The memory store's tables: rows by encoded key, grouped by their first key part (DESIGN §9 reads). */
+
+import { entriesOfRows, runRangeStart } from "./entry-runs.ts";
 import type { KeyPart, Table } from "./rows.ts";
 import { recordName, TABLES } from "./rows.ts";
 import type { ParkedCursor, StoredRecord } from "./storage.ts";
@@ -116,6 +118,16 @@ export class Rows {
   }
 }
 
+/** Entries `from` ≤ seq ≤ `to` of one conversation, each its own record (see `entry-runs.ts`). */
+export function entryRange(rows: Rows, conversation: string, from: number, to: number): StoredRecord[] {
+  return entriesOfRows(
+    sortedRange(rows, "entries", conversation, runRangeStart(from), to),
+    conversation,
+    from,
+    to,
+  );
+}
+
 /**
  * Rows of a table (of one id, when given) whose numeric key part lies in [from, to], sorted by key. The
  * numeric part is the id's sequence number (entry seq, document version), or the key itself (change log).
@@ -161,7 +173,9 @@ export function tablesReader(tables: Record<Table, Rows>) {
   return {
     all: every,
     range: (table: Table, id: string, from: number, to: number) =>
-      sortedRange(tables[table], table, id, from, to),
+      table === "entries"
+        ? entryRange(tables.entries, id, from, to)
+        : sortedRange(tables[table], table, id, from, to),
     get: (table: Table, key: readonly KeyPart[]) => {
       const row = tables[table].get(key);
       return row && { key: recordName(table, row.key), value: row.value };

@@ -16,7 +16,7 @@ import {
   tailFromLog,
 } from "./group-plan.ts";
 import { changesAfter, firstVersionOf } from "./log-rows.ts";
-import { emptyTables, type Rows, sortedRange, tablesReader } from "./memory-rows.ts";
+import { emptyTables, entryRange, type Rows, sortedRange, tablesReader } from "./memory-rows.ts";
 import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
 import { checkCreate, checkGuard, checkRowSize, nextWriterMeta, rawNumber, upgradedMeta } from "./rows.ts";
 import type {
@@ -116,7 +116,7 @@ export class MemoryStorage implements Storage {
     // transaction would.
     let index = 0;
     const limit = this.options.maxRowBytes;
-    const creates = createRowsOf(commits);
+    const creates = createRowsOf(commits, limit);
     creates.forEach(({ row, version }, i) => {
       this.options.onWrite?.(row, index++);
       if (limit !== undefined) checkRowSize(row, JSON.stringify(row.value), limit, version);
@@ -254,7 +254,7 @@ export class MemoryStorage implements Storage {
       rows: (from: number, to: number, most = Number.POSITIVE_INFINITY) =>
         sortedRange(log, "changes", undefined, from, to).slice(0, most),
       entries: (conversation: string, from: number, to: number) =>
-        sortedRange(rows.tables.entries, "entries", conversation, from, to),
+        entryRange(rows.tables.entries, conversation, from, to),
     };
     return structuredClone(await changesAfter(read, first, afterVersion, limit, rows.meta));
   }

@@ -20,6 +20,7 @@ import {
 } from "../../src/index.ts";
 import { commitAsKernel } from "../../src/session/kernel-access.ts";
 import { logRowValue } from "../../src/storage/log-rows.ts";
+import type { RowWrite } from "../../src/storage/rows.ts";
 import { created, demoTask } from "../support/storage-contract.ts";
 import { deferred, SpyStorage } from "../support/storage-wrappers.ts";
 import { rng } from "../support/task-simulation.ts";
@@ -207,6 +208,22 @@ describe("commit pipeline", () => {
       note("after"),
       note("later"),
     ]);
+  });
+
+  it("packs a group's entries into rows each within the store's row limit, and reads them back whole", async () => {
+    const rows: RowWrite[] = [];
+    const disk = memoryStorage({ maxRowBytes: 2_000, onWrite: (row) => void rows.push(row) });
+    const session = await openSession({ id: "s", storage: disk, registry, ids: sequentialIds() });
+    const texts = Array.from({ length: 10 }, (_, i) => `${i}`.repeat(560));
+    await session.commit((d) => {
+      for (const text of texts) d.appendEntry("main", note(text));
+    });
+    const entryRows = rows.filter((row) => row.table === "entries");
+    const sizes = entryRows.map((row) => new TextEncoder().encode(JSON.stringify(row.value)).length);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(2_000);
+    expect(entryRows.length).toBeLessThan(texts.length); // some rows hold several entries
+    const reopened = await openSession({ id: "s", storage: disk, registry, ids: sequentialIds() });
+    expect(reopened.view().conversations[0]?.entries.map((e) => e.content)).toEqual(texts.map(note));
   });
 
   it("refuses a commit that grows a record past the row limit even though the log holds only its changes", async () => {

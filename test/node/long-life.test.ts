@@ -24,6 +24,7 @@ import {
   scriptedModel,
   sequentialIds,
 } from "../../src/index.ts";
+import { STORAGE_FORMAT } from "../../src/records/schemas.ts";
 import { durable } from "../support/storage-contract.ts";
 import { ForwardingStorage } from "../support/storage-wrappers.ts";
 
@@ -175,7 +176,7 @@ describe("memory of a long-lived session", () => {
 });
 
 describe("a session stored by format 2 (no settled index)", () => {
-  it("opens read-only as before, and a writer's open adds the index and moves it to the current format (4)", async () => {
+  it("opens read-only as before, and a writer's open adds the index and moves it to the current format", async () => {
     const storage = memoryStorage();
     const { session } = await run(storage, 8, 3);
     const open = await session.submit({ requestId: "open", conversationId: "main", input: "still running" });
@@ -203,7 +204,7 @@ describe("a session stored by format 2 (no settled index)", () => {
     expect(writer.submission(open.id)?.status).not.toBe("succeeded");
     await writer.close();
     const upgraded = await spy.open("long", { mode: "read", at: 0, entryTail: 1, settled: 3 });
-    expect((upgraded?.meta.value as { format?: number } | undefined)?.format).toBe(4);
+    expect((upgraded?.meta.value as { format?: number } | undefined)?.format).toBe(STORAGE_FORMAT);
     // The latest three finished items come from the new index, read directly.
     expect(upgraded?.items?.filter((i) => i.id !== open.id).length).toBe(3);
   });

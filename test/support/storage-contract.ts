@@ -27,7 +27,7 @@ import {
   type Table,
   type WriteHook,
 } from "../../src/index.ts";
-import { isWellFormedText } from "../../src/records/schemas.ts";
+import { isWellFormedText, STORAGE_FORMAT } from "../../src/records/schemas.ts";
 import type { KernelDraft } from "../../src/session/draft.ts";
 import { commitAsKernel } from "../../src/session/kernel-access.ts";
 import { PRUNE_EVERY } from "../../src/storage/change-log.ts";
@@ -250,6 +250,53 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(conversation?.entries.map((e) => e.seq)).toEqual(Array.from({ length: 50 }, (_, i) => 70 + i));
       const older = await reopened.readEntries("main", 10, 13);
       expect(older.map((e) => e.content)).toEqual([10, 11, 12].map((i) => ({ kind: "note", text: `n${i}` })));
+    });
+
+    it("writes a group's consecutive entries of a conversation as one row, and reads any range as entries", async () => {
+      const id = freshId("runs");
+      const writes: RowWrite[] = [];
+      const session = await open(harness.storage({ onWrite: (row) => void writes.push(row) }), id);
+      const note = (i: number) => ({ kind: "note" as const, text: `n${i}` });
+      let n = 0;
+      await session.commit((d) => d.appendEntry("main", note(n++)));
+      await session.commit((d) => {
+        for (let i = 0; i < 20; i++) d.appendEntry("main", note(n++));
+        for (let i = 0; i < 2; i++) d.appendEntry("side", note(n++));
+        for (let i = 0; i < 20; i++) d.appendEntry("main", note(n++));
+      });
+      // Three commits of one group (queued in one tick): their entries are consecutive, so one row.
+      await Promise.all([0, 1, 2].map(() => session.commit((d) => d.appendEntry("main", note(n++)))));
+      const runs = writes
+        .filter((row) => row.table === "entries")
+        .map((row) => `${row.key.join("/")}×${Array.isArray(row.value) ? row.value.length : 1}`);
+      expect(runs).toEqual([
+        "main/0×1",
+        "main/1×16",
+        "main/17×4",
+        "side/0×2",
+        "main/21×16",
+        "main/37×4",
+        "main/41×3",
+      ]);
+      const texts = (entries: readonly { content: unknown }[]) =>
+        entries.map((e) => (e.content as { text: string }).text);
+      const main = session.view().conversations.find((c) => c.id === "main")?.entries ?? [];
+      expect(main.map((e) => e.seq)).toEqual(Array.from({ length: 44 }, (_, i) => i));
+      const other = await open(harness.storage(), id, "read");
+      for (const from of [0, 1, 2, 15, 16, 17, 20, 21, 30, 36, 37, 40, 41, 43])
+        for (const to of [from + 1, from + 3, from + 17, 44]) {
+          const expected = main.filter((e) => e.seq >= from && e.seq < to);
+          expect(texts(await other.readEntries("main", from, to))).toEqual(texts(expected));
+        }
+      expect(texts(await other.readEntries("side", 0, 2))).toEqual(["n21", "n22"]);
+      // A reopen loads the latest entries the same, runs and single rows alike.
+      const reopened = await open(harness.storage(), id);
+      expect(durable(reopened.view())).toEqual(durable(session.view()));
+      // The change log names its entries, and is served with them whole.
+      const { changes } = await harness.storage().readChanges(id, 0, 10);
+      expect(changes.map((c) => (c.value as { entries: unknown[] }).entries.length)).toEqual([
+        1, 42, 1, 1, 1,
+      ]);
     });
 
     it("rejects a stale writer with StaleOwnerError and shows nothing it sent", async () => {
@@ -858,7 +905,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const next = await open(harness.storage({ onWrite: (row) => void rows.push(row) }), id);
       expect(durable(next.view())).toEqual({ ...durable(writer.view()), version: 5 });
       const meta = await harness.storage().open(id, { mode: "read", at: 0, entryTail: 1, settled: 0 });
-      expect(meta?.meta.value).toMatchObject({ format: 4, version: 5, materialized: 5 });
+      expect(meta?.meta.value).toMatchObject({ format: STORAGE_FORMAT, version: 5, materialized: 5 });
       expect(value(await harness.storage().readTask(id, "root.0"))).toMatchObject({
         state: { status: "succeeded", result: { ok: true } },
       });
