@@ -6,7 +6,7 @@
 import { ensureError, KernelError, StorageError } from "../src/errors.ts";
 import type { CommitRecord } from "../src/records/schemas.ts";
 import { prunableThrough, pruneThroughSync, withLogFloor } from "../src/storage/change-log.ts";
-import { entriesOfRows, runRangeStart } from "../src/storage/entry-runs.ts";
+import { entriesOfRows } from "../src/storage/entry-runs.ts";
 import {
   createRowsOf,
   knownTail,
@@ -526,8 +526,18 @@ export class DurableObjectSqliteStorage implements Storage {
 
   /** Entries `from` ≤ seq ≤ `to` of one conversation, each its own record (see `entry-runs.ts`). */
   private entries(sessionId: string, conversation: string, from: number, to: number): StoredRecord[] {
-    const rows = this.range(sessionId, "entries", conversation, runRangeStart(from), to);
-    return entriesOfRows(rows, conversation, from, to);
+    if (from > to) return [];
+    const floor = this.storage.sql
+      .exec(
+        "SELECT id, n, v FROM da_rows WHERE session = ? AND tbl = 'entries' AND id = ? AND n <= ? ORDER BY n DESC LIMIT 1",
+        sessionId,
+        conversation,
+        from,
+      )
+      .toArray()
+      .map((row) => this.record("entries", row));
+    const after = from < to ? this.range(sessionId, "entries", conversation, from + 1, to) : [];
+    return entriesOfRows([...floor, ...after], conversation, from, to);
   }
 
   private range(

@@ -12,7 +12,7 @@ import type { RowWrite } from "./rows.ts";
 import { recordName } from "./rows.ts";
 import type { StoredRecord } from "./storage.ts";
 
-/** The most entries one row holds, so a read of seqs from `n` finds the run holding `n` among the rows keyed from `n − 15`. */
+/** The most entries one row holds. */
 export const RUN_ENTRIES = 16;
 
 /** An entry row of a group, and the version of the commit of its first entry. */
@@ -65,15 +65,11 @@ export function entryRunRows(commits: readonly CommitRecord[], maxRowBytes?: num
   return rows;
 }
 
-/** The first seq whose row may hold entry `from` (the start of a run that reaches it). */
-export function runRangeStart(from: number): number {
-  return Math.max(0, from - (RUN_ENTRIES - 1));
-}
-
 /**
- * Each entry with `from` ≤ seq ≤ `to` out of a conversation's stored rows (read from
- * {@link runRangeStart}), in order, as its own record. A run's entries take the seqs after its key's, in
- * order; a value that is neither an entry nor a run is handed out as it is, for the loader to report.
+ * Each entry with `from` ≤ seq ≤ `to` out of a conversation's stored rows — the last one keyed at or below
+ * `from` (a run that may reach it), then those keyed after it up to `to` — in order, as its own record. A
+ * run's entries take the seqs after its key's, in order; a value that is neither an entry nor a run is
+ * handed out as it is, for the loader to report.
  */
 export function entriesOfRows(
   rows: readonly StoredRecord[],

@@ -5,7 +5,7 @@
  * interfaces) against the globals — and the store uses only a handful of requests, so they are wrapped here.
  */
 import { ensureError, KernelError, StorageError } from "../errors.ts";
-import { entriesOfRows, runRangeStart } from "./entry-runs.ts";
+import { entriesOfRows } from "./entry-runs.ts";
 import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import { checkCreate, recordName } from "./rows.ts";
 import type { StoredRecord } from "./storage.ts";
@@ -108,12 +108,16 @@ export async function readEntries(
   from: number,
   to: number,
 ): Promise<StoredRecord[]> {
-  const rows = await readRows(
-    tx,
-    "entries",
-    keys.numbers(sessionId, [conversation], runRangeStart(from), to),
-  );
-  return entriesOfRows(rows, conversation, from, to);
+  if (from > to) return [];
+  const floor: StoredRecord[] = [];
+  const atOrBelow = keys.numbers(sessionId, [conversation], Number.NEGATIVE_INFINITY, from);
+  const [, after] = await Promise.all([
+    walkCursor(tx.objectStore("entries").openCursor(atOrBelow, "prev"), 1, ({ key, value }) => {
+      floor.push({ key: recordName("entries", (key as KeyPart[]).slice(1)), value });
+    }),
+    from < to ? readRows(tx, "entries", keys.numbers(sessionId, [conversation], from + 1, to)) : [],
+  ]);
+  return entriesOfRows([...floor, ...after], conversation, from, to);
 }
 
 /** The rows of one session inside one transaction. */

@@ -1,6 +1,6 @@
 /** The memory store's tables: rows by encoded key, grouped by their first key part (DESIGN §9 reads). */
 
-import { entriesOfRows, runRangeStart } from "./entry-runs.ts";
+import { entriesOfRows, RUN_ENTRIES } from "./entry-runs.ts";
 import type { KeyPart, Table } from "./rows.ts";
 import { recordName, TABLES } from "./rows.ts";
 import type { ParkedCursor, StoredRecord } from "./storage.ts";
@@ -120,12 +120,15 @@ export class Rows {
 
 /** Entries `from` ≤ seq ≤ `to` of one conversation, each its own record (see `entry-runs.ts`). */
 export function entryRange(rows: Rows, conversation: string, from: number, to: number): StoredRecord[] {
-  return entriesOfRows(
-    sortedRange(rows, "entries", conversation, runRangeStart(from), to),
-    conversation,
-    from,
-    to,
-  );
+  if (from > to) return [];
+  // The row keyed at or below `from` that may reach it is at most a run's length before it.
+  const floor: StoredRecord[] = [];
+  for (let n = from; n >= Math.max(0, from - RUN_ENTRIES + 1) && floor.length === 0; n--) {
+    const row = rows.get([conversation, n]);
+    if (row) floor.push({ key: recordName("entries", row.key), value: row.value });
+  }
+  const after = from < to ? sortedRange(rows, "entries", conversation, from + 1, to) : [];
+  return entriesOfRows([...floor, ...after], conversation, from, to);
 }
 
 /**
