@@ -6,7 +6,6 @@
 import {
   deserializeError,
   InvalidArgumentError,
-  isSessionFailure,
   KernelError,
   type SerializedError,
   type Session,
@@ -23,8 +22,9 @@ export type InboxMessage =
   | { type: "refused"; row: string; error: SerializedError; key?: string };
 
 /**
- * Why a queued input is refused for good at once. A session failure (a full disk, a closed store) is
- * retried for as long as it lasts; any other error (the app's own code threw) counts against the row.
+ * Why a queued input is refused for good at once. Any other kernel error (a full disk, a closed store, a
+ * conversation this leader could not load) is retried for as long as it lasts; an error of the app's own
+ * code counts against the row (see {@link ROW_ATTEMPTS}).
  */
 const REFUSALS: ReadonlySet<string> = new Set([
   "invalid-argument",
@@ -59,6 +59,10 @@ export class InboxRelay {
   private next: Promise<void> | undefined;
   /** Per row (`inboxRowId`), how many drains in a row it failed for a reason of its own, since when. */
   private readonly failures = new Map<string, { count: number; since: number }>();
+  /** The leader's session those failures were counted under. */
+  private countedFor: Session | undefined;
+  /** How many rows the drains took off the inbox (accepted or dropped) so far. */
+  private taken = 0;
 
   constructor(
     private readonly sessionId: string,
@@ -108,6 +112,11 @@ export class InboxRelay {
     return next;
   }
 
+  /** How many rows this tab's drains took off the inbox so far (a drain that stopped may still have). */
+  get progress(): number {
+    return this.taken;
+  }
+
   /** Settles once no drain is under way or asked for. */
   drained(): Promise<void> {
     return this.running;
@@ -123,7 +132,14 @@ export class InboxRelay {
   private async drainOnce(leader: () => Session | undefined): Promise<void> {
     const session = leader();
     if (!session) return;
-    for (const row of await this.inbox.pending(this.sessionId)) {
+    const rows = await this.inbox.pending(this.sessionId);
+    // Failures count for the session that leads now, and for rows still queued (another tab may have
+    // taken one while this tab followed).
+    if (this.countedFor !== session) this.failures.clear();
+    this.countedFor = session;
+    const queued = new Set(rows.map(inboxRowId));
+    for (const id of this.failures.keys()) if (!queued.has(id)) this.failures.delete(id);
+    for (const row of rows) {
       if (leader() !== session) return;
       const id = inboxRowId(row);
       try {
@@ -141,13 +157,17 @@ export class InboxRelay {
       }
       this.failures.delete(id);
       await this.inbox.remove(this.sessionId, row);
+      this.taken++;
     }
   }
 
-  /** Whether the row `id` is dropped for `error`; counts a failure of its own when it is not yet. */
+  /**
+   * Whether the row `id` is dropped for `error`; counts a failure of its own when it is not yet. Only the
+   * app's own errors count: a kernel error that is no refusal (a conversation this leader could not load,
+   * a race lost too often) may not happen under the next leader, and the row waits for it.
+   */
   private isForGood(id: string, error: unknown): boolean {
-    if (error instanceof KernelError && REFUSALS.has(error.code)) return true;
-    if (isSessionFailure(error)) return false;
+    if (error instanceof KernelError) return REFUSALS.has(error.code);
     const failed = this.failures.get(id) ?? { count: 0, since: Date.now() };
     failed.count++;
     this.failures.set(id, failed);

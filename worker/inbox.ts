@@ -48,6 +48,19 @@ export function inboxRowId(row: InboxRow): string {
   return isInboxSignal(row) ? `signal\u0000${row.signal.key}\u0000${row.signal.requestId}` : row.requestId;
 }
 
+/**
+ * A stored row carries when it was queued, so the leader takes inputs in the order they came (its key, the
+ * requestId, says nothing of that): milliseconds, then a count within the tab for the same millisecond.
+ * The fields sit beside the input's own, which a tab of an older version that leads takes as the input
+ * (it ignores them, and drains by key as it always did).
+ */
+interface Queued {
+  readonly queuedAt?: number;
+  readonly queuedSeq?: number;
+}
+
+let queuedSeq = 0;
+
 export class DurableInbox {
   private database: Promise<IDBPDatabase> | undefined;
   constructor(private readonly name: string) {}
@@ -65,13 +78,17 @@ export class DurableInbox {
   async put(sessionId: string, row: InboxRow): Promise<void> {
     const db = await this.db();
     const tx = db.transaction(STORE, "readwrite", { durability: "strict" });
-    await Promise.all([tx.store.put(row, [sessionId, inboxRowId(row)]), tx.done]);
+    const stored: InboxRow & Queued = { ...row, queuedAt: Date.now(), queuedSeq: queuedSeq++ };
+    await Promise.all([tx.store.put(stored, [sessionId, inboxRowId(row)]), tx.done]);
   }
 
-  /** Inputs waiting for a session's leader, by key. */
+  /** Inputs waiting for a session's leader, in the order they were queued (rows of older versions first). */
   async pending(sessionId: string): Promise<InboxRow[]> {
     const db = await this.db();
-    return (await db.getAll(STORE, IDBKeyRange.bound([sessionId], [sessionId, []]))) as InboxRow[];
+    const stored = (await db.getAll(STORE, IDBKeyRange.bound([sessionId], [sessionId, []]))) as (InboxRow &
+      Queued)[];
+    stored.sort((a, b) => (a.queuedAt ?? 0) - (b.queuedAt ?? 0) || (a.queuedSeq ?? 0) - (b.queuedSeq ?? 0));
+    return stored.map(({ queuedAt: _at, queuedSeq: _seq, ...row }) => row as InboxRow);
   }
 
   async remove(sessionId: string, row: InboxRow): Promise<void> {

@@ -370,10 +370,12 @@ export class BrowserSessionHost {
    * wait. A row the app's code keeps failing on is dropped, its caller told why (`ROW_ATTEMPTS`).
    */
   private async drainInbox(): Promise<void> {
+    const before = this.inbox.progress;
     try {
       await this.inbox.drain(() => (this.role === "leader" ? this.current : undefined));
       this.drainFailures = 0;
     } catch {
+      if (this.inbox.progress !== before) this.drainFailures = 0; // it took rows before it stopped
       if (this.role !== "leader" || this.drainRetry !== undefined) return;
       const delay = Math.min(DRAIN_RETRY_MAX_MS, DRAIN_RETRY_MS * 2 ** this.drainFailures++);
       this.drainRetry = setTimeout(() => {

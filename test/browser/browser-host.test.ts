@@ -213,17 +213,34 @@ describe("browser host: one writer across tabs", () => {
         },
       });
     const { database, sessionId, a, b } = await twoTabs(failsOnPoison);
-    const failed = b.submit({ requestId: "poison", conversationId: "main", input: "poison" });
-    const after = b.submit({ requestId: "after", conversationId: "main", input: "queued behind it" });
+    // The inbox is drained in the order it was filled: the poisoned row holds the other back until dropped.
+    const failed = b.submit({ requestId: "a-poison", conversationId: "main", input: "poison" });
+    const after = b.submit({ requestId: "b-after", conversationId: "main", input: "queued behind it" });
     // The app's own error, as the leader's submit() would have thrown it, once drains 1 s and 2 s apart
     // failed on it too.
     await expect(failed).rejects.toMatchObject({ name: "Error", message: "the app cannot take this input" });
     expect(poisoned).toBeGreaterThanOrEqual(ROW_ATTEMPTS);
     const taken = await after;
     expect((await b.wait(taken.id)).result).toEqual({ echoed: "queued behind it", attempt: 1 });
-    expect(a.session?.submissionForRequest("poison")).toBeUndefined();
+    expect(a.session?.submissionForRequest("a-poison")).toBeUndefined();
     expect(await new DurableInbox(`${database}:inbox`).pending(sessionId)).toEqual([]);
     await b.close();
+    await a.close();
+  });
+
+  it("takes a follower's queued inputs in the order they came, not by their requestIds", async () => {
+    gate = Promise.resolve();
+    const { database, sessionId } = names();
+    // A follower queued three inputs and closed before any tab led (the inbox is all that is left of them).
+    const inbox = new DurableInbox(`${database}:inbox`);
+    for (const requestId of ["z-first", "m-second", "a-third"])
+      await inbox.put(sessionId, { requestId, conversationId: "main", input: requestId });
+    await inbox.close();
+    const a = await BrowserSessionHost.start({ database, sessionId, registry, durability: "relaxed" });
+    await a.whenLeader();
+    await until(() => (a.session?.view().submissions.length ?? 0) === 3, "the queued inputs to be taken");
+    const users = a.session?.view().conversations[0]?.entries.filter((e) => e.content.kind === "user");
+    expect(users?.map((e) => (e.content as { text: string }).text)).toEqual(["z-first", "m-second", "a-third"]);
     await a.close();
   });
 
