@@ -18,6 +18,7 @@ import {
 } from "../records/schemas.ts";
 import { deepFreeze, summarizeIssues } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
+import { checkFormat } from "../storage/format.ts";
 import type { StoredDocument, StoredRecord, StoredSession } from "../storage/storage.ts";
 import { migrationRows } from "../storage/working-set.ts";
 import type { WorkItem } from "./items.ts";
@@ -31,6 +32,7 @@ export function loadSessionState(
   entryTail: number,
   settledLimit: number,
 ): SessionState {
+  checkFormat(stored.meta.value, stored.meta.key.slice("sessions/".length));
   const metaResult = SessionMetaSchema.safeParse(stored.meta.value);
   if (!metaResult.success) {
     throw new CorruptRecordError(stored.meta.key, summarizeIssues(metaResult.error), {

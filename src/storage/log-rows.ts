@@ -7,6 +7,7 @@
 import { CorruptRecordError, RecordTooLargeError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import { utf8Length } from "../records/schemas.ts";
+import { checkFormat } from "./format.ts";
 import {
   blockStart,
   decodeCommit,
@@ -187,6 +188,7 @@ export async function changesAfter(
   limit: number,
   meta: unknown,
 ): Promise<StoredChanges> {
+  checkFormat(meta, String((meta as { id?: unknown } | undefined)?.id));
   const version = rawNumber(meta, "version") ?? 0;
   const floor = rawNumber(meta, "logFloor") ?? 0;
   const oldestRetained = Math.max(

@@ -26,6 +26,7 @@ import {
   STORAGE_FORMAT,
   utf8Length,
 } from "../records/schemas.ts";
+import { checkFormat } from "./format.ts";
 import type { CommitGuard } from "./storage.ts";
 
 /** Tables of the layout, keyed by the parts after the session id. */
@@ -328,6 +329,7 @@ export function incarnationOf(meta: unknown): string | undefined {
  */
 export function nextWriterMeta(stored: unknown, sessionId: string, at: number, granted?: number): unknown {
   if (stored === undefined) return newSessionMeta(sessionId, at, granted ?? 1);
+  checkFormat(stored, sessionId);
   const epoch = rawNumber(stored, "epoch");
   if (epoch === undefined) throw new SessionNotFoundError(sessionId);
   if (granted === undefined) return { ...(stored as object), epoch: epoch + 1 };

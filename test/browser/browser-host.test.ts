@@ -240,7 +240,11 @@ describe("browser host: one writer across tabs", () => {
     await a.whenLeader();
     await until(() => (a.session?.view().submissions.length ?? 0) === 3, "the queued inputs to be taken");
     const users = a.session?.view().conversations[0]?.entries.filter((e) => e.content.kind === "user");
-    expect(users?.map((e) => (e.content as { text: string }).text)).toEqual(["z-first", "m-second", "a-third"]);
+    expect(users?.map((e) => (e.content as { text: string }).text)).toEqual([
+      "z-first",
+      "m-second",
+      "a-third",
+    ]);
     await a.close();
   });
 

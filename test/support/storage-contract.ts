@@ -566,6 +566,23 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       );
     });
 
+    it("refuses a session a newer version stored in a newer format: neither takes it over nor reads it", async () => {
+      const id = freshId("newer-format");
+      const writer = await open(harness.storage(), id);
+      await writer.commit((d) => d.appendEntry("main", { kind: "note", text: "kept" }));
+      await writer.close();
+      const read = () => harness.storage().open(id, { mode: "read", at: 0, entryTail: 0, settled: 0 });
+      const newer = { ...((await read())?.meta.value as object), format: STORAGE_FORMAT + 1 };
+      await harness.corrupt(id, "sessions", [id], newer);
+      const refused = { code: "environment-mismatch", name: "EnvironmentError" };
+      await expect(open(harness.storage(), id)).rejects.toMatchObject(refused);
+      await expect(open(harness.storage(), id, "read")).rejects.toMatchObject(refused);
+      // A tab that already follows the session finds out at its next read of the change log.
+      await expect(harness.storage().readChanges(id, 0, 10)).rejects.toMatchObject(refused);
+      // Nothing was written: the row is as the newer version left it, its epoch not taken.
+      expect((await read())?.meta.value).toEqual(newer);
+    });
+
     it("reads back every well-formed string exactly as written, and refuses malformed ones by field", async () => {
       const id = freshId("unicode");
       const session = await open(harness.storage(), id);
