@@ -194,9 +194,9 @@ export class DurableObjectSqliteStorage implements Storage {
       this.storage.transactionSync(() => {
         const meta = checkGuard(this.hasTables() ? this.readMeta(guard.sessionId) : undefined, guard);
         let index = 0;
-        for (const { row, version } of createRowsOf(commits, this.maxRowBytes)) {
+        for (const { row, version, json } of createRowsOf(commits, this.maxRowBytes)) {
           this.options.onWrite?.(row, index++);
-          this.put(guard.sessionId, row, version);
+          this.put(guard.sessionId, row, version, json);
         }
         const plan = planGroup(meta, this.tailOf(guard.sessionId, meta), commits, {
           retain: this.retain,
@@ -400,9 +400,9 @@ export class DurableObjectSqliteStorage implements Storage {
 
   /**
    * Writes one row of the layout (a `create` row fails the transaction when its key exists); returns the
-   * length of the JSON it stored (0 for a delete).
+   * length of the JSON it stored (0 for a delete). `json`: the value's JSON, when the caller made it already.
    */
-  private put(sessionId: string, row: RowWrite, version = 0): number {
+  private put(sessionId: string, row: RowWrite, version = 0, json = JSON.stringify(row.value)): number {
     const [id, n] = columns(row.table, row.key);
     if (row.op === "delete") {
       this.storage.sql.exec(
@@ -414,7 +414,6 @@ export class DurableObjectSqliteStorage implements Storage {
       );
       return 0;
     }
-    const json = JSON.stringify(row.value);
     checkRowSize(row, json, this.maxRowBytes, version);
     if (row.op === "create") {
       const found = this.storage.sql

@@ -15,37 +15,45 @@ import type { StoredRecord } from "./storage.ts";
 /** The most entries one row holds. */
 export const RUN_ENTRIES = 16;
 
-/** An entry row of a group, and the version of the commit of its first entry. */
-export interface EntryRunRow {
+/**
+ * A create-only row of a commit group (a requestId's index, a new signal, a run of entries) and the version
+ * of its commit (of a run's first entry). `json`: the row's JSON when it was measured making it.
+ */
+export interface CreateRow {
   readonly row: RowWrite;
   readonly version: number;
+  readonly json?: string;
 }
 
 /**
  * The create-only entry rows of a commit group: one per run of consecutive seqs of one conversation, at
  * most {@link RUN_ENTRIES} entries and — when the store bounds its rows (`maxRowBytes`) — at most that many
  * bytes of JSON, so only an entry too large on its own makes a row over the bound (and the store refuses
- * that one, naming it).
+ * that one, naming it). Measured rows carry their JSON, which the store writes or checks without making it
+ * again.
  */
-export function entryRunRows(commits: readonly CommitRecord[], maxRowBytes?: number): EntryRunRow[] {
-  const rows: EntryRunRow[] = [];
+export function entryRunRows(commits: readonly CommitRecord[], maxRowBytes?: number): CreateRow[] {
+  const rows: CreateRow[] = [];
   let run: Entry[] = [];
+  let texts: string[] = [];
   let version = 0;
   let bytes = 0;
   const end = () => {
     const first = run[0];
     if (!first) return;
     const value = run.length === 1 ? first : run;
-    rows.push({
-      row: { table: "entries", key: [first.conversationId, first.seq], value, op: "create" },
-      version,
-    });
+    const row: RowWrite = { table: "entries", key: [first.conversationId, first.seq], value, op: "create" };
+    // An array's JSON is its elements' joined by commas in brackets: the texts measured are the row's.
+    const json = maxRowBytes === undefined ? undefined : run.length === 1 ? texts[0] : `[${texts.join(",")}]`;
+    rows.push({ row, version, ...(json !== undefined && { json }) });
     run = [];
+    texts = [];
     bytes = 0;
   };
   for (const commit of commits) {
     for (const entry of commit.entries) {
-      const size = maxRowBytes === undefined ? 0 : utf8Length(JSON.stringify(entry)) + 1;
+      const text = maxRowBytes === undefined ? "" : JSON.stringify(entry);
+      const size = maxRowBytes === undefined ? 0 : utf8Length(text) + 1;
       const last = run.at(-1);
       const continues =
         last !== undefined &&
@@ -58,6 +66,7 @@ export function entryRunRows(commits: readonly CommitRecord[], maxRowBytes?: num
         version = commit.version;
       }
       run.push(entry);
+      texts.push(text);
       bytes += size;
     }
   }

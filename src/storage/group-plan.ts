@@ -7,7 +7,7 @@ import { CorruptRecordError } from "../errors.ts";
 import type { CommitRecord, SessionMeta } from "../records/schemas.ts";
 import { STORAGE_FORMAT } from "../records/schemas.ts";
 import { PRUNE_EVERY, pruneChangesThrough } from "./change-log.ts";
-import { entryRunRows } from "./entry-runs.ts";
+import { type CreateRow, entryRunRows } from "./entry-runs.ts";
 import { endsBlock } from "./log-codec.ts";
 import type { LogRowWrite } from "./log-rows.ts";
 import { logRowsOfGroup, logRowValue, tailCommitsOf } from "./log-rows.ts";
@@ -15,12 +15,6 @@ import type { RowWrite } from "./rows.ts";
 import { parkedCountAfter, rawNumber } from "./rows.ts";
 import type { StoredRecord } from "./storage.ts";
 import { DEFAULT_TAIL_COMMITS, type Materialization, TAIL_CHARS, Tail } from "./tail.ts";
-
-/** A create-only row of a commit (a requestId's index, a new signal) and the version of its commit. */
-export interface CreateRow {
-  readonly row: RowWrite;
-  readonly version: number;
-}
 
 /**
  * The rows written with their commit, never left to the tail: those that must not exist yet (a requestId's

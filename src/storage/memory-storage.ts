@@ -117,9 +117,9 @@ export class MemoryStorage implements Storage {
     let index = 0;
     const limit = this.options.maxRowBytes;
     const creates = createRowsOf(commits, limit);
-    creates.forEach(({ row, version }, i) => {
+    creates.forEach(({ row, version, json }, i) => {
       this.options.onWrite?.(row, index++);
-      if (limit !== undefined) checkRowSize(row, JSON.stringify(row.value), limit, version);
+      if (limit !== undefined) checkRowSize(row, json ?? JSON.stringify(row.value), limit, version);
       const exists =
         rows.tables[row.table].get(row.key) !== undefined ||
         creates.slice(0, i).some((earlier) => sameRow(earlier.row, row));

@@ -60,6 +60,16 @@ const lenient = () =>
     submissionTask: (s) => ({ kind: "echo", input: { text: String(s.input) } }),
   });
 
+/** The app's registry whose `submissionTask` throws a plain error (not a refusal) when `fails(input)`. */
+const failingApp = (fails: (input: unknown) => boolean, message: string) => () =>
+  createRegistry({
+    tasks: [echo],
+    submissionTask: (s) => {
+      if (fails(s.input)) throw new Error(message);
+      return { kind: "echo", input: { text: String(s.input) } };
+    },
+  });
+
 const names = () => {
   const id = Math.random().toString(36).slice(2);
   return { database: `host-${id}`, sessionId: `s-${id}` };
@@ -181,14 +191,7 @@ describe("browser host: one writer across tabs", () => {
   it("takes a follower's input on a later drain when a drain stopped for a passing reason", async () => {
     gate = Promise.resolve();
     let failures = 1; // the leader's app fails its first Submission with a plain error (not a refusal)
-    const flaky = () =>
-      createRegistry({
-        tasks: [echo],
-        submissionTask: (s) => {
-          if (failures-- > 0) throw new Error("the app is not ready yet");
-          return { kind: "echo", input: { text: String(s.input) } };
-        },
-      });
+    const flaky = failingApp(() => failures-- > 0, "the app is not ready yet");
     const { database, sessionId, a, b } = await twoTabs(flaky);
     const taken = await b.submit({ requestId: "later", conversationId: "main", input: "kept queued" });
     expect(failures).toBeLessThan(0); // the first drain failed; a second took it
@@ -201,18 +204,10 @@ describe("browser host: one writer across tabs", () => {
   it("drops a follower's input the leader's app fails on every time, tells its caller, and takes the inputs after it", async () => {
     gate = Promise.resolve();
     let poisoned = 0;
-    const failsOnPoison = () =>
-      createRegistry({
-        tasks: [echo],
-        submissionTask: (s) => {
-          if (s.input === "poison") {
-            poisoned++;
-            throw new Error("the app cannot take this input");
-          }
-          return { kind: "echo", input: { text: String(s.input) } };
-        },
-      });
-    const { database, sessionId, a, b } = await twoTabs(failsOnPoison);
+    const isPoison = (input: unknown) => input === "poison" && ++poisoned > 0;
+    const { database, sessionId, a, b } = await twoTabs(
+      failingApp(isPoison, "the app cannot take this input"),
+    );
     // The inbox is drained in the order it was filled: the poisoned row holds the other back until dropped.
     const failed = b.submit({ requestId: "a-poison", conversationId: "main", input: "poison" });
     const after = b.submit({ requestId: "b-after", conversationId: "main", input: "queued behind it" });
