@@ -339,14 +339,17 @@ function addUsage(round: Round, response: ModelResponse): TurnUsage {
  */
 async function turnEntries(ctx: GenerateContext, round: Round, steer = false): Promise<Entry[]> {
   const own = ctx.task.id;
+  const conversation = ctx.conversation(ctx.input.conversationId);
   // Read from where the context starts: a compacted conversation's older entries are never read again.
-  const start = ctx.conversation(ctx.input.conversationId)?.contextStart ?? 0;
-  const entries = await ctx.conversationEntries(ctx.input.conversationId, start);
+  const entries = await ctx.conversationEntries(ctx.input.conversationId, conversation?.contextStart ?? 0);
+  // Messages whose turn was cancelled before it started: no request made since reads them.
+  const withdrawn = conversation?.withdrawn?.length ? new Set(conversation.withdrawn) : undefined;
   const asked = round.throughSeq - 1; // the turn's own message (its Submission's entry)
   const before: Entry[] = [];
   const earlier: Entry[] = [];
   const mine: Entry[] = [];
   for (const e of entries) {
+    if (withdrawn?.has(e.seq)) continue;
     if (e.seq < asked) before.push(e);
     else if (e.seq === asked || e.taskId === own || (e.taskId !== undefined && ctx.isBelow(e.taskId)))
       mine.push(e);

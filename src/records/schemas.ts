@@ -67,13 +67,12 @@ export const ConversationSchema = compiled(
     createdAt: Time,
     /** Entries have `seq` 0 … entryCount - 1. */
     entryCount: Version,
-    /**
-     * The first entry the model's context still reads (DESIGN §9): the latest `summary` entry covers the
-     * ones before it (they stay stored). Absent: 0.
-     */
+    /** The first entry the model's context reads (DESIGN §9): a `summary` covers those before. Absent: 0. */
     contextStart: Version.optional(),
     /** The latest Submission accepted in it: a follow-up accepted while it is unfinished queues behind it. */
     lastTurn: Id.optional(),
+    /** User entries whose turn was cancelled before it started: no model's context reads them (latest 64). */
+    withdrawn: z.array(Version).max(64).optional(),
   }),
 );
 export type Conversation = z.infer<typeof ConversationSchema>;

@@ -172,15 +172,16 @@ export class KernelDraft implements StateReader {
     return entry;
   }
 
-  /**
-   * Makes `submissionId` the conversation's latest turn; returns the one before it (kernel only: the task
-   * machine, accepting a Submission, queues it behind that one). The conversation exists: its entry is staged.
-   */
+  /** Makes `submissionId` the conversation's latest turn; returns the one before (kernel only: follow-ups). */
   takeTurn(conversationId: string, submissionId: string): string | undefined {
     const conversation = this.conversation(conversationId);
-    if (!conversation) return undefined;
-    this.conversations = put(this.conversations, conversationId, { ...conversation, lastTurn: submissionId });
-    return conversation.lastTurn;
+    if (conversation) this.writeConversation({ ...conversation, lastTurn: submissionId });
+    return conversation?.lastTurn;
+  }
+
+  /** Replaces a conversation's record as it is (kernel only: the task machine withdrawing an entry). */
+  writeConversation(conversation: Conversation): void {
+    this.conversations = put(this.conversations, conversation.id, conversation);
   }
 
   /**
@@ -196,7 +197,7 @@ export class KernelDraft implements StateReader {
     const entry = this.appendEntry(conversationId, { kind: "summary", text, coversThroughSeq }, links);
     const conversation = this.conversation(conversationId) as Conversation;
     const start = Math.max(conversation.contextStart ?? 0, coversThroughSeq + 1);
-    this.conversations = put(this.conversations, conversationId, { ...conversation, contextStart: start });
+    this.writeConversation({ ...conversation, contextStart: start });
     return entry;
   }
 

@@ -208,7 +208,9 @@ export class SessionState implements StateReader, ParkingReader {
     this.tasks.set(task.id, task);
     this.runnableTasks += (isRunnable(task) ? 1 : 0) - (before && isRunnable(before) ? 1 : 0);
     this.children.track(before, task);
-    if (before?.state.status === "awaiting") for (const key of before.state.keys) this.awaiters.delete(key);
+    // A key is let go only by the task holding it: another may take it in the commit that ends this wait.
+    if (before?.state.status === "awaiting")
+      for (const key of before.state.keys) if (this.awaiters.get(key) === task.id) this.awaiters.delete(key);
     if (task.state.status === "awaiting") for (const key of task.state.keys) this.awaiters.set(key, task.id);
     if (isStandaloneRoot(task))
       this.awaitingRoots +=

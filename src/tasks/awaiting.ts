@@ -114,3 +114,12 @@ function awaiterOfAny(
   }
   return undefined;
 }
+
+/**
+ * An awaiting task waits on `keys` instead, for `about` (the kernel's own turn keys: a queued turn whose turn
+ * before it was cancelled waits for the one before that).
+ */
+export function moveWait(draft: KernelDraft, task: Task, keys: readonly string[], about: Json): void {
+  if (task.state.status !== "awaiting") return;
+  draft.writeTask({ ...task, state: { ...task.state, keys: [...keys], about }, updatedAt: draft.at });
+}

@@ -13,7 +13,8 @@
 import type { Submission, Task } from "../records/schemas.ts";
 import { isSubmissionFinished } from "../records/schemas.ts";
 import type { KernelDraft } from "../session/draft.ts";
-import { type AwaitMoves, receiveSignal, startAwaiting } from "./awaiting.ts";
+import { type AwaitMoves, moveWait, receiveSignal, startAwaiting } from "./awaiting.ts";
+import type { Transition } from "./define-task.ts";
 
 import type { FollowUp } from "./task-events.ts";
 
@@ -40,31 +41,47 @@ export function followUp(
   const before = previous === undefined ? undefined : draft.submission(previous);
   const root = submission.taskId === undefined ? undefined : draft.task(submission.taskId);
   if (!before || isSubmissionFinished(before) || !root) return;
+  let behind: Submission | undefined = before;
   if (policy === "interrupt") {
-    // Everything still queued or running in the conversation gives way (each queued one waits on the one
-    // before it, so the whole chain is walked).
-    for (let at: Submission | undefined = before; at && !isSubmissionFinished(at); ) {
-      cancelIt(draft, at, `interrupted by a follow-up (${submission.id})`, moves);
-      const waiting: Task | undefined = at.taskId === undefined ? undefined : draft.task(at.taskId);
-      const behind: string | undefined =
-        waiting?.state.status === "awaiting" ? waiting.state.keys[0] : undefined;
-      const earlier: string | undefined = behind === undefined ? undefined : submissionOfTurnKey(behind);
-      at = earlier === undefined ? undefined : draft.submission(earlier);
-    }
+    // Everything still queued or running in the conversation gives way: the chain of turns queued one
+    // behind the other, walked before any ends. Queued ones end now; the running one when its phase returns.
+    const chain: Submission[] = [];
+    for (
+      let at: Submission | undefined = before;
+      at && !isSubmissionFinished(at);
+      at = queuedBehind(draft, at)
+    )
+      chain.push(at);
+    for (const at of chain) cancelIt(draft, at, `interrupted by a follow-up (${submission.id})`, moves);
+    behind = chain.map((at) => draft.submission(at.id)).find((at) => at && !isSubmissionFinished(at));
+    if (!behind) return; // every one ended at once: it starts now
   }
-  startAwaiting(
-    draft,
-    root,
-    {
-      type: "await",
-      keys: [turnKey(before.id)],
-      mode: "any",
-      thenPhase: root.checkpoint.phase,
-      about: { followUp: policy, after: before.id },
-      data: root.checkpoint.data,
-    },
-    moves,
-  );
+  startAwaiting(draft, root, waitOn(root, behind.id, policy), moves);
+}
+
+/** The wait of a turn queued behind Submission `after`. */
+function waitOn(root: Task, after: string, policy: FollowUp): Extract<Transition, { type: "await" }> {
+  return {
+    type: "await",
+    keys: [turnKey(after)],
+    mode: "any",
+    thenPhase: root.checkpoint.phase,
+    about: { followUp: policy, after },
+    data: root.checkpoint.data,
+  };
+}
+
+/** The Submission a queued one waits for (undefined when it does not wait for one). */
+function queuedBehind(draft: KernelDraft, submission: Submission): Submission | undefined {
+  const task = submission.taskId === undefined ? undefined : draft.task(submission.taskId);
+  return task ? turnBefore(draft, task) : undefined;
+}
+
+/** The Submission a root task waits for, as the turn before it. */
+function turnBefore(draft: KernelDraft, task: Task): Submission | undefined {
+  if (task.state.status !== "awaiting") return undefined;
+  const id = task.state.keys.map(submissionOfTurnKey).find((key) => key !== undefined);
+  return id === undefined ? undefined : draft.submission(id);
 }
 
 function cancelIt(draft: KernelDraft, submission: Submission, reason: string, moves: AwaitMoves): void {
@@ -72,8 +89,20 @@ function cancelIt(draft: KernelDraft, submission: Submission, reason: string, mo
   if (task && task.cancelRequested === undefined) moves.cancel(draft, task, reason);
 }
 
-/** A Submission ended: the turn queued behind it (if any) starts, in this same commit. */
-export function releaseNext(draft: KernelDraft, ended: Submission, moves: AwaitMoves): void {
+/**
+ * A Submission ended (its root task was `before`): the turn queued behind it (if any) starts, in this same
+ * commit. One cancelled before its turn started has its message withdrawn from later contexts.
+ */
+export function releaseNext(draft: KernelDraft, ended: Submission, before: Task, moves: AwaitMoves): void {
+  if (ended.status === "cancelled" && !hasStarted(draft, before)) {
+    withdraw(draft, ended);
+    // A queued turn cancelled: the turn behind it waits for the one it waited for, if that one is unfinished.
+    const prior = turnBefore(draft, before);
+    if (prior && !isSubmissionFinished(prior)) {
+      splice(draft, ended, prior);
+      return;
+    }
+  }
   const key = turnKey(ended.id);
   if (!draft.awaiter(key)) return;
   receiveSignal(
@@ -87,4 +116,35 @@ export function releaseNext(draft: KernelDraft, ended: Submission, moves: AwaitM
     },
     moves,
   );
+}
+
+/**
+ * Whether a root task's turn started: not when it still waited for the turn before it, nor when it ends in
+ * the commit that created it (accepted already cancelled).
+ */
+function hasStarted(draft: KernelDraft, task: Task): boolean {
+  if (task.createdVersion === draft.version) return false;
+  return !(task.state.status === "awaiting" && task.state.keys.some((key) => submissionOfTurnKey(key)));
+}
+
+/** The most user entries a conversation keeps withdrawn (the latest, at or past its context's start). */
+const MAX_WITHDRAWN = 64;
+
+/** Leaves a Submission's user entry out of every later model context (its turn never started). */
+function withdraw(draft: KernelDraft, submission: Submission): void {
+  const conversation = draft.conversation(submission.conversationId);
+  if (!conversation || conversation.withdrawn?.includes(submission.entrySeq)) return;
+  const start = conversation.contextStart ?? 0;
+  const kept = (conversation.withdrawn ?? []).filter((seq) => seq >= start);
+  const withdrawn = [...kept, submission.entrySeq].slice(-MAX_WITHDRAWN);
+  draft.writeConversation({ ...conversation, withdrawn });
+}
+
+/** Takes the ended queued turn out of its conversation's line: what waited for it waits for `prior`. */
+function splice(draft: KernelDraft, ended: Submission, prior: Submission): void {
+  const next = draft.awaiter(turnKey(ended.id));
+  if (next?.state.status === "awaiting")
+    moveWait(draft, next, [turnKey(prior.id)], { ...(next.state.about as object), after: prior.id });
+  const conversation = draft.conversation(ended.conversationId);
+  if (conversation?.lastTurn === ended.id) draft.writeConversation({ ...conversation, lastTurn: prior.id });
 }

@@ -320,7 +320,7 @@ function endTask(draft: KernelDraft, task: Task, outcome: Outcome): void {
   }
   const ended: Task = { ...task, state: outcome, updatedAt: draft.at };
   draft.writeTask(ended);
-  finishSubmission(draft, ended);
+  finishSubmission(draft, ended, task);
   if (ended.parentId !== undefined && draft.task(ended.parentId))
     dispatch(draft, { type: "child-ended", taskId: ended.parentId, childId: ended.id });
 }
@@ -381,8 +381,8 @@ function outcomeOf(state: Extract<TaskState, { status: "completing" }>): Outcome
   }
 }
 
-/** A root task that carries a Submission ends it in the same commit. */
-function finishSubmission(draft: KernelDraft, task: Task): void {
+/** A root task that carries a Submission ends it in the same commit (`before`: the task as it was). */
+function finishSubmission(draft: KernelDraft, task: Task, before: Task): void {
   if (task.submissionId === undefined || task.parentId !== undefined) return;
   const submission = draft.submission(task.submissionId);
   if (!submission || submission.taskId !== task.id) return;
@@ -395,5 +395,5 @@ function finishSubmission(draft: KernelDraft, task: Task): void {
     updatedAt: draft.at,
   };
   draft.writeSubmission(ended);
-  releaseNext(draft, ended, MOVES); // the turn queued behind it starts in this same commit
+  releaseNext(draft, ended, before, MOVES); // the turn queued behind it starts in this same commit
 }

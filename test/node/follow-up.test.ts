@@ -133,6 +133,44 @@ describe("follow-up messages while a turn runs", () => {
     expect(model.calls.length).toBe(2);
   });
 
+  it("queue: a turn cancelled while queued never runs, its message leaves every later context, and the line behind it keeps its order", async () => {
+    const storage = memoryStorage();
+    const model = new PuppetModel();
+    const session = await open(storage, model, "queue");
+    const first = await say(session, "a", "first");
+    await model.called(1);
+    const second = await say(session, "b", "second");
+    const third = await say(session, "c", "third");
+    // Cancelled in the middle of the line: the one behind it now waits for the running turn.
+    expect((await session.cancelSubmission(second.id)).status).toBe("cancelled");
+    expect(session.task(third.taskId as string)?.state).toMatchObject({ keys: [`turn:${first.id}`] });
+    // Cancelled at the end of the line: the next message still queues, behind the last one queued.
+    const fourth = await say(session, "d", "fourth");
+    await session.cancelSubmission(fourth.id);
+    const fifth = await say(session, "e", "fifth");
+    expect(session.task(fifth.taskId as string)?.state).toMatchObject({ keys: [`turn:${third.id}`] });
+    expect(model.calls).toHaveLength(1); // nothing ran beside the running turn
+    const conversation = session.view().conversations[0];
+    expect(conversation?.withdrawn).toEqual([second.entrySeq, fourth.entrySeq]);
+
+    await session.close(); // dies with the line as it is; the next process keeps it
+    const next = new PuppetModel();
+    const reopened = await open(storage, next, "queue");
+    expect(userTexts(await next.called(1))).toEqual(["first"]);
+    expect(next.calls).toHaveLength(1);
+    next.calls[0]?.answer({ text: "first answer" });
+    expect(userTexts(await next.called(2))).toEqual(["first", "third"]);
+    expect(next.calls).toHaveLength(2);
+    next.calls[1]?.answer({ text: "third answer" });
+    expect(userTexts(await next.called(3))).toEqual(["first", "third", "fifth"]);
+    next.calls[2]?.answer({ text: "fifth answer" });
+    expect((await reopened.wait(fifth.id)).status).toBe("succeeded");
+    // The withdrawn messages stay stored, as they were sent.
+    const texts = reopened.view().conversations[0]?.entries.map((e) => (e.content as { text?: string }).text);
+    expect(texts).toEqual(expect.arrayContaining(["second", "fourth"]));
+    expect((await reopened.wait(second.id)).status).toBe("cancelled");
+  });
+
   it("interrupt: the running turn is cancelled in the commit that accepts the follow-up, which then runs", async () => {
     const storage = memoryStorage();
     const model = new PuppetModel();
@@ -183,7 +221,8 @@ describe("follow-up messages while a turn runs", () => {
     expect(texts).toContain("regretted offline");
     // Given again cancelled, one the session has unfinished is cancelled now.
     const third = await say(session, "c", "third question");
-    await model.called(2);
+    // Its turn never started: no later context reads it.
+    expect(userTexts(await model.called(2))).toEqual(["first question", "third question"]);
     const cancelled = await session.submit(
       { requestId: "c", conversationId: "main", input: "x" },
       { cancelled: "stop" },
@@ -210,6 +249,37 @@ describe("follow-up messages while a turn runs", () => {
     expect(next.calls.length).toBe(1); // the interrupted turn never asked again
   });
 
+  it("interrupt: a second follow-up before the interrupted turn winds down withdraws the first and waits for the running turn", async () => {
+    const storage = memoryStorage();
+    const model = new PuppetModel();
+    let release: () => void = () => undefined;
+    const slow = defineTool({
+      name: "lookup",
+      description: "Look something up, and finish even when asked to stop",
+      input: z.object({ q: z.string() }),
+      replay: "safe",
+      execute: ({ q }) => new Promise((resolve) => (release = () => resolve({ found: q }))),
+    });
+    const session = await open(storage, model, "interrupt", [slow]);
+    const first = await say(session, "a", "look it up");
+    await model.called(1);
+    model.calls[0]?.answer({ toolCalls: [{ id: "c1", name: "lookup", args: JSON.stringify({ q: "x" }) }] });
+    await until(session, toolRunning(session));
+    const second = await say(session, "b", "no, this");
+    const third = await say(session, "c", "no, rather this");
+    // The queued one ended at once and its message is withdrawn; the newest waits for the running turn.
+    expect((await session.wait(second.id)).status).toBe("cancelled");
+    expect(session.task(third.taskId as string)?.state).toMatchObject({ keys: [`turn:${first.id}`] });
+    expect(model.calls).toHaveLength(1);
+    release();
+    expect((await session.wait(first.id)).status).toBe("cancelled");
+    const request = await model.called(2);
+    expect(userTexts(request)).toEqual(["look it up", "no, rather this"]);
+    model.calls[1]?.answer({ text: "did it" });
+    expect((await session.wait(third.id)).status).toBe("succeeded");
+    expect(model.calls).toHaveLength(2);
+  });
+
   it("steer: the running turn reads the message before its next round; the follow-up finds it answered", async () => {
     const storage = memoryStorage();
     const model = new PuppetModel();
@@ -234,6 +304,26 @@ describe("follow-up messages while a turn runs", () => {
     expect((done.result as { text: string }).text).toBe("found it, and it is blue now");
     expect((await reopened.wait(first.id)).status).toBe("succeeded");
     expect(next.calls.length).toBe(1); // answered once, by the running turn
+  });
+
+  it("steer: a message cancelled before the running turn read it is never read, by that turn or later ones", async () => {
+    const model = new PuppetModel();
+    const { tool, open: openGate } = gatedTool();
+    const session = await open(memoryStorage(), model, "steer", [tool]);
+    const first = await say(session, "a", "find the colour");
+    await model.called(1);
+    model.calls[0]?.answer({
+      toolCalls: [{ id: "c1", name: "lookup", args: JSON.stringify({ q: "colour" }) }],
+    });
+    await until(session, toolRunning(session));
+    const second = await say(session, "b", "and make it blue");
+    expect((await session.cancelSubmission(second.id)).status).toBe("cancelled");
+    openGate();
+    expect(userTexts(await model.called(2))).toEqual(["find the colour"]);
+    model.calls[1]?.answer({ text: "it is red" });
+    expect((await session.wait(first.id)).status).toBe("succeeded");
+    await say(session, "c", "thanks");
+    expect(userTexts(await model.called(3))).toEqual(["find the colour", "thanks"]);
   });
 
   it("steer: a message that arrived after the turn's last request gets a turn of its own", async () => {

@@ -101,10 +101,20 @@ function SubmissionStatus(props: { submission: Submission; view: SessionView; no
   );
 }
 
-function EntryLine({ entry }: { entry: Entry }) {
+function EntryLine({ entry, withdrawn }: { entry: Entry; withdrawn?: boolean }) {
   const c = entry.content;
   switch (c.kind) {
     case "user":
+      return withdrawn ? (
+        <span>
+          <span class="tag withdrawn" title="its turn was cancelled before it started: no model reads it">
+            withdrawn
+          </span>{" "}
+          {c.text}
+        </span>
+      ) : (
+        <span>{c.text}</span>
+      );
     case "note":
     case "summary":
       return <span>{c.text}</span>;
@@ -394,7 +404,8 @@ function ConversationEntries(props: {
             <span class="meta">
               #{entry.seq} v{entry.version} {entry.content.kind}
             </span>{" "}
-            <EntryLine entry={entry} /> <EntryRecord entry={entry} />
+            <EntryLine entry={entry} withdrawn={conversation.withdrawn?.includes(entry.seq) === true} />{" "}
+            <EntryRecord entry={entry} />
           </>
         )}
       />
