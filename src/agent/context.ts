@@ -32,23 +32,53 @@ function latestSummary(entries: readonly Entry[]): Entry | undefined {
 /**
  * Messages for the model from entries (seq order): the latest summary first, then every entry after what it
  * covers. Interrupted records are kept visible as notes, so the model knows an earlier answer was cut off,
- * but their partial text never becomes an assistant turn and never drives tool calls.
+ * but their partial text never becomes an assistant turn and never drives tool calls. Each tool call is
+ * followed by its result — wherever the result entry landed (a message sent while a turn ran may be stored
+ * between them), else from `answers` (results this request adds), else by a result saying none was recorded
+ * (its turn ended first): providers refuse a call left unanswered, and would refuse every later request.
  */
 export function buildMessages(
   entries: readonly Entry[],
   system?: string,
   policy: ContextPolicy = {},
+  answers: readonly EntryContent[] = [],
 ): ModelMessage[] {
   const messages: ModelMessage[] = system ? [{ role: "system", content: system }] : [];
   const summary = latestSummary(entries);
   if (summary) messages.push(messageOf(summary, policy) as ModelMessage);
   const start = contextStart(entries);
+  const results = new Map<string, Entry | EntryContent>();
+  for (const entry of entries)
+    if (entry.content.kind === "tool-result" && entry.seq >= start)
+      results.set(entry.content.toolCallId, entry);
+  for (const answer of answers) if (answer.kind === "tool-result") results.set(answer.toolCallId, answer);
   for (const entry of entries) {
-    if (entry.seq < start || entry.content.kind === "summary") continue;
+    const kind = entry.content.kind;
+    if (entry.seq < start || kind === "summary" || kind === "tool-result") continue;
     const message = messageOf(entry, policy);
     if (message) messages.push(message);
+    if (entry.content.kind !== "model") continue;
+    for (const call of entry.content.toolCalls) {
+      const result = results.get(call.id);
+      results.delete(call.id); // answered once
+      if (result === undefined) messages.push(unrecorded(call.id, call.name));
+      else if ("content" in result) messages.push(messageOf(result, policy) as ModelMessage);
+      else messages.push(contentMessage(result, policy) as ModelMessage);
+    }
   }
   return messages;
+}
+
+/** The answer to a call whose result was never recorded: its turn ended (cancelled, interrupted) first. */
+function unrecorded(toolCallId: string, toolName: string): ModelMessage {
+  const error =
+    "no result was recorded for this call: its turn ended before it finished (cancelled or interrupted); it may or may not have taken effect";
+  return {
+    role: "tool",
+    toolCallId,
+    toolName,
+    content: JSON.stringify({ outcome: "unknown", output: { error } }),
+  };
 }
 
 /**

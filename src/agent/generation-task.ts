@@ -19,9 +19,9 @@ export { followUpOf } from "./follow-ups.ts";
 export { STREAM_DOCUMENT, type StreamDocument, streamDocumentId } from "./stream-record.ts";
 
 import { type CompactionOptions, cutPoint, needsCompaction, summarizerOf } from "./compaction.ts";
-import { buildMessages, contentMessage, DEFAULT_MAX_TOOL_RESULT_CHARS } from "./context.ts";
+import { buildMessages, DEFAULT_MAX_TOOL_RESULT_CHARS } from "./context.ts";
 import type { ToolDefinition } from "./define-tool.ts";
-import { followUpOf, steeredAnswer } from "./follow-ups.ts";
+import { followUpOf, steeredAnswer, withdrawnOf } from "./follow-ups.ts";
 import type { ToolSpec } from "./model.ts";
 import { type Model, ModelError, type ModelResponse } from "./model.ts";
 import { noteInterruptedStream, streamDocumentId, streamer } from "./stream-record.ts";
@@ -53,8 +53,9 @@ interface Round {
   usage?: TurnUsage;
   /** This turn already compacted its conversation (or tried to). */
   compacted?: boolean;
-  /** The last entry the round's request read (kept for a request that is polled). */
+  /** The last entry the round's request read, and the steering messages among them (for a polled request). */
   readThroughSeq?: number;
+  steered?: number[];
   /** Calls of the previous round's response still to start (exclusive ones wait their turn). */
   queue?: number[];
 }
@@ -141,7 +142,9 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
           steer && round.round === 1 ? steeredAnswer(entries, ctx.task.id, round.throughSeq - 1) : undefined;
         if (answeredBy)
           return ctx.complete({ text: answeredBy, round: 0, usage: emptyUsage() } as unknown as Json);
-        const messages = buildMessages(entries, options.system, policy);
+        // Calls of the last round that ended without a result are answered now (committed with this phase).
+        const answered = answerEndedCalls(ctx, ctx.input.conversationId, round.round - 1, entries);
+        const messages = buildMessages(entries, options.system, policy, answered);
         // A turn's first request compacts the conversation first if its context is past the budget.
         if (
           options.compaction &&
@@ -150,17 +153,13 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
           needsCompaction(options.compaction, messages)
         )
           return ctx.next("compact", round);
-        const answered = answerEndedCalls(ctx, ctx.input.conversationId, round.round - 1, entries);
-        const request = {
-          messages: [...messages, ...answered.flatMap((content) => contentMessage(content, policy) ?? [])],
-          tools: options.toolSpecs,
-        };
+        const request = { messages, tools: options.toolSpecs };
         try {
           // What the request's context holds, up to which entry: a steering message it read is answered.
-          const readThroughSeq = entries.at(-1)?.seq ?? round.throughSeq - 1;
+          const read = readOf(entries, round);
           if (options.model.start && options.model.poll) {
             const handle = await options.model.start(request, { signal: ctx.signal });
-            return ctx.next("poll", { ...round, handle, readThroughSeq });
+            return ctx.next("poll", { ...round, handle, ...read });
           }
           const stream = streamer(ctx, round.round, options.streamCheckpointMs);
           let response: Awaited<ReturnType<typeof options.model.generate>>;
@@ -175,7 +174,7 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
           } finally {
             stream.stop();
           }
-          return await respond(ctx, { ...round, readThroughSeq }, response);
+          return await respond(ctx, { ...round, ...read }, response);
         } catch (error) {
           return failedAttempt(ctx, round, error);
         }
@@ -279,6 +278,7 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       toolCalls: [...response.toolCalls],
       model: round.model,
       ...(round.readThroughSeq !== undefined && { readThroughSeq: round.readThroughSeq }),
+      ...(round.steered?.length && { steered: round.steered }),
       ...(response.usage && { usage: { ...response.usage } }),
     });
     const usage = addUsage(round, response);
@@ -342,8 +342,7 @@ async function turnEntries(ctx: GenerateContext, round: Round, steer = false): P
   const conversation = ctx.conversation(ctx.input.conversationId);
   // Read from where the context starts: a compacted conversation's older entries are never read again.
   const entries = await ctx.conversationEntries(ctx.input.conversationId, conversation?.contextStart ?? 0);
-  // Messages whose turn was cancelled before it started: no request made since reads them.
-  const withdrawn = conversation?.withdrawn?.length ? new Set(conversation.withdrawn) : undefined;
+  const withdrawn = withdrawnOf(conversation?.withdrawn, entries);
   const asked = round.throughSeq - 1; // the turn's own message (its Submission's entry)
   const before: Entry[] = [];
   const earlier: Entry[] = [];
@@ -361,6 +360,18 @@ async function turnEntries(ctx: GenerateContext, round: Round, steer = false): P
     else earlier.push(e);
   }
   return earlier.length === 0 ? [...before, ...mine] : [...before, ...earlier, ...mine];
+}
+
+/**
+ * What a request reads, up to which entry, and which steering messages (user entries after the turn's own
+ * message): a steered message read is answered, and stays in later contexts even if it is withdrawn.
+ */
+function readOf(entries: readonly Entry[], round: Round): Pick<Round, "readThroughSeq" | "steered"> {
+  const steered = entries
+    .filter((e) => e.content.kind === "user" && e.seq >= round.throughSeq)
+    .map((e) => e.seq);
+  const readThroughSeq = entries.at(-1)?.seq ?? round.throughSeq - 1;
+  return steered.length > 0 ? { readThroughSeq, steered } : { readThroughSeq };
 }
 
 function emptyUsage(): TurnUsage {

@@ -71,8 +71,8 @@ export const ConversationSchema = compiled(
     contextStart: Version.optional(),
     /** The latest Submission accepted in it: a follow-up accepted while it is unfinished queues behind it. */
     lastTurn: Id.optional(),
-    /** User entries whose turn was cancelled before it started: no model's context reads them (latest 64). */
-    withdrawn: z.array(Version).max(64).optional(),
+    /** User entries whose turn was cancelled before it started: no later model request reads them. */
+    withdrawn: z.array(Version).max(10_000).optional(),
   }),
 );
 export type Conversation = z.infer<typeof ConversationSchema>;
@@ -95,6 +95,8 @@ export const EntryContentSchema = z.discriminatedUnion("kind", [
     model: Text.optional(),
     /** The last entry (seq) the request's context held: a steering message it read has a seq up to this. */
     readThroughSeq: Version.optional(),
+    /** The steering messages (user entries sent while its turn ran) the request read, when it read any. */
+    steered: z.array(Version).max(10_000).optional(),
     /** Tokens this model call used. */
     usage: z
       .object({ inputTokens: z.number().nonnegative(), outputTokens: z.number().nonnegative() })
@@ -294,9 +296,8 @@ export const SubmissionSchema = compiled(
 export type Submission = z.infer<typeof SubmissionSchema>;
 
 /**
- * One outside input for a key (DESIGN §4, "waits on the outside world"), kept once it is accepted. A key
- * takes one signal: a repeat with the same requestId or payload gets the same outcome, a different payload
- * is refused. It is consumed by the wait that names its key — at once, or when such a wait begins.
+ * One outside input for a key (DESIGN §4), kept once accepted. A key takes one signal: a repeat with the same
+ * requestId or payload gets the same outcome, another payload is refused. The wait on its key consumes it.
  */
 export const SignalSchema = compiled(
   z.object({

@@ -127,8 +127,11 @@ function hasStarted(draft: KernelDraft, task: Task): boolean {
   return !(task.state.status === "awaiting" && task.state.keys.some((key) => submissionOfTurnKey(key)));
 }
 
-/** The most user entries a conversation keeps withdrawn (the latest, at or past its context's start). */
-const MAX_WITHDRAWN = 64;
+/**
+ * The most user entries a conversation keeps withdrawn: those at or past its context's start (a summary
+ * covers the ones before), and of those the latest.
+ */
+const MAX_WITHDRAWN = 10_000;
 
 /** Leaves a Submission's user entry out of every later model context (its turn never started). */
 function withdraw(draft: KernelDraft, submission: Submission): void {

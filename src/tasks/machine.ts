@@ -13,6 +13,7 @@ import { taskError } from "./error-info.ts";
 import { followUp, releaseNext } from "./follow-up.ts";
 import { refusal } from "./refusals.ts";
 import type { NewSubmission, TaskEvent, TaskSpec, TaskTargetEvent } from "./task-events.ts";
+import { invalidWait } from "./wait-check.ts";
 
 export type { NewSubmission, RecoveryEvent, TaskEvent, TaskSpec } from "./task-events.ts";
 
@@ -151,8 +152,15 @@ function acceptSubmission(draft: KernelDraft, input: NewSubmission): void {
   if (root)
     createTask(draft, { id: root.taskId, kind: root.kind, input: root.input, submissionId, conversationId });
   if (cancelled === undefined) {
-    const previous = draft.takeTurn(conversationId, submissionId);
-    if (root) followUp(draft, submission, previous, root.followUp ?? "queue", MOVES);
+    // Only a turn (a root task) takes its conversation's line: one without is the app's to handle.
+    if (root)
+      followUp(
+        draft,
+        submission,
+        draft.takeTurn(conversationId, submissionId),
+        root.followUp ?? "queue",
+        MOVES,
+      );
     return;
   }
   const task = root && (draft.task(root.taskId) as Task); // accepted already cancelled: never run, no turn
@@ -282,23 +290,6 @@ function startWaiting(draft: KernelDraft, task: Task, wait: Extract<Transition, 
   recheckJoin(draft, waiting);
 }
 
-/** Why a wait on `children` is not allowed, if it is not. */
-function invalidWait(draft: KernelDraft, task: Task, children: readonly string[]): string | undefined {
-  const listed = new Set(children);
-  let listedOpen = 0;
-  for (const id of listed) {
-    const child = draft.task(id);
-    if (child?.parentId !== task.id) return `task ${id} is not a child of ${task.id}`;
-    if (!isTerminal(child)) listedOpen++;
-  }
-  // A parent never moves on past unfinished children it does not mention (they would be orphaned); when
-  if (draft.openChildCount(task.id) === listedOpen) return undefined; // all are listed, skip the finished
-  for (const id of draft.ownedChildren(task.id)) {
-    if (!listed.has(id) && !isTerminal(draft.task(id))) return `wait must list unfinished child ${id}`;
-  }
-  return undefined;
-}
-
 /**
  * Ends a task with `outcome`, or — while owned children are unfinished — moves it to `completing` (asking
  * them to stop unless it succeeded) so it becomes terminal only after them.
@@ -333,7 +324,11 @@ function requestCancel(draft: KernelDraft, task: Task, reason: string): void {
   if (isTerminal(task) || task.cancelRequested !== undefined) return;
   const marked: Task = { ...task, cancelRequested: reason, updatedAt: draft.at };
   draft.writeTask(marked);
-  if (task.state.status !== "running") endTask(draft, marked, { status: "cancelled", reason });
+  // Winding down already: its outcome stays (a failure is not made a cancel); its children are asked to stop.
+  if (task.state.status === "completing")
+    for (const id of draft.ownedChildren(task.id))
+      dispatch(draft, { type: "cancel-requested", taskId: id, reason });
+  else if (task.state.status !== "running") endTask(draft, marked, { status: "cancelled", reason });
 }
 
 /** A child became terminal: join its parent if that is what the parent waits for. */

@@ -4,6 +4,7 @@
  */
 import type { z } from "zod";
 import type { Clock, IdSource, Timers } from "../clock.ts";
+import { KernelError } from "../errors.ts";
 import type { Task } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import type { StateReader } from "../session/state.ts";
@@ -97,5 +98,11 @@ export class PhaseAbort {
     this.aborted = true;
     this.reason = reason;
     this.controller?.abort(reason);
+  }
+
+  /** Aborts the phase of `task` if its cancel was requested (a phase started after one begins aborted). */
+  abortIfCancelled(task: Task): void {
+    if (task.cancelRequested !== undefined)
+      this.abort(new KernelError("session-closed", `cancelled: ${task.cancelRequested}`));
   }
 }

@@ -155,11 +155,7 @@ export class Scheduler {
       }
       const at = wakeTimeOf(task);
       if (at !== undefined) this.sleepers.push(at, task.id);
-      if (task.cancelRequested !== undefined) {
-        this.active
-          .get(task.id)
-          ?.abort(new KernelError("session-closed", `cancelled: ${task.cancelRequested}`));
-      }
+      this.active.get(task.id)?.abortIfCancelled(task);
     }
     if (this.driving) {
       this.scheduleDrain();
@@ -266,6 +262,7 @@ export class Scheduler {
 
   private start(task: Task, key: string | undefined): void {
     const abort = new PhaseAbort();
+    abort.abortIfCancelled(task); // its cancel was committed before this phase started (a restart)
     this.active.set(task.id, abort);
     if (key !== undefined) this.exclusive.hold(key, task.id);
     void this.runPhase(task, abort).finally(() => {

@@ -155,8 +155,8 @@ export type TaskEvent =
   | { readonly type: "phase-failed"; readonly taskId: string; readonly error: ErrorInfo }
   /**
    * Records the intent (`cancelRequested`). running: stays running, its phase is signalled and its end is
-   * then a cancellation; any other unfinished state → cancelled (children asked to stop first); ended:
-   * unchanged.
+   * then a cancellation; completing: keeps its outcome (a failure stays one), its children are asked to
+   * stop; any other unfinished state → cancelled (children asked to stop first); ended: unchanged.
    */
   | { readonly type: "cancel-requested"; readonly taskId: string; readonly reason: string }
   /** An owned child became terminal: a waiting or completing parent re-checks its join (see above). */

@@ -64,11 +64,12 @@ describe("demo page in Chromium", () => {
   it("finishes the five-email run across a reload while tools run and their parent waits, each mail once", async () => {
     await withBrowser(async (context) => {
       const page = await context.newPage();
-      await page.goto(`${url}?approval=auto`);
+      // Each send takes 3 s: the reload below lands mid-send on a loaded machine too.
+      await page.goto(`${url}?approval=auto&mailDelay=3000`);
       await isLeader(page);
       await page.click("#start");
       await logHas(page, "Sending the approved notice."); // the model asked for the campaign
-      await page.waitForTimeout(300); // the campaign now waits on five send_email tasks (~0.7 s each)
+      await page.waitForTimeout(300); // the campaign now waits on five send_email tasks
       await page.screenshot({ path: join(artifacts, "demo-before-reload.png"), fullPage: true });
       // Really mid-run: no mail result is committed yet.
       expect(

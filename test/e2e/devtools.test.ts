@@ -380,7 +380,8 @@ describe("devtools page in Chromium", () => {
     const script = await bundleWorker(
       fileURLToPath(new URL("../edge/fixtures/edge-example.ts", import.meta.url)),
     );
-    const edge = await EdgeExample.start(script, { mailDelayMs: 1000, corsOrigins: origin });
+    // Mails slow enough that the run is still going when the page has attached, on a loaded machine too.
+    const edge = await EdgeExample.start(script, { mailDelayMs: 2000, corsOrigins: origin });
     try {
       await withChromiumProfile(async (context) => {
         const devtools = await context.newPage();

@@ -239,7 +239,7 @@ describe("agent loop", () => {
     const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "read the page" });
     expect(await session.wait(sub.id)).toMatchObject({
       status: "succeeded",
-      result: { text: "lookup_customer: ok, fetch_page: error" },
+      result: { text: "fetch_page: error, lookup_customer: ok" }, // each result right after its call, in call order
     });
     const results = (session.view().conversations[0]?.entries ?? []).flatMap((e) =>
       e.content.kind === "tool-result" ? [e.content] : [],

@@ -7,6 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
+  type AgentOptions,
   createAgent,
   createRegistry,
   defineTool,
@@ -43,6 +44,20 @@ class PuppetModel implements Model {
 const userTexts = (request: ModelRequest) =>
   request.messages.filter((m) => m.role === "user").map((m) => m.content);
 
+/** Each tool call's answer as providers require it: right after the call, one per call (ids in call order). */
+function answers(request: ModelRequest): { call: string; outcome: string }[] {
+  const found: { call: string; outcome: string }[] = [];
+  request.messages.forEach((m, i) => {
+    if (m.role !== "assistant") return;
+    m.toolCalls.forEach((call, k) => {
+      const next = request.messages[i + 1 + k];
+      const outcome = next?.role === "tool" && next.toolCallId === call.id;
+      found.push({ call: call.id, outcome: outcome ? JSON.parse(next.content).outcome : "missing" });
+    });
+  });
+  return found;
+}
+
 /** A tool that runs until the test opens its gate (or the call is cancelled). */
 function gatedTool() {
   let open: () => void = () => undefined;
@@ -62,7 +77,12 @@ function gatedTool() {
   return { tool, open: () => open() };
 }
 
-async function open(storage: MemoryStorage, model: Model, followUp: FollowUp, tools = [gatedTool().tool]) {
+async function open(
+  storage: MemoryStorage,
+  model: Model,
+  followUp: FollowUp,
+  tools: AgentOptions["tools"] = [gatedTool().tool],
+) {
   const session = await openSession({
     id: "follow-up",
     storage,
@@ -171,6 +191,29 @@ describe("follow-up messages while a turn runs", () => {
     expect((await reopened.wait(second.id)).status).toBe("cancelled");
   });
 
+  it("queue: a turn cancelled while its tool call waits for approval leaves that call answered for every later turn", async () => {
+    const model = new PuppetModel();
+    const send = defineTool({
+      name: "send",
+      description: "Send it",
+      input: z.object({ q: z.string() }),
+      replay: "unsafe",
+      approval: true,
+      execute: ({ q }) => ({ sent: q }),
+    });
+    const session = await open(memoryStorage(), model, "queue", [send]);
+    const first = await say(session, "a", "send it");
+    await model.called(1);
+    model.calls[0]?.answer({ toolCalls: [{ id: "c1", name: "send", args: JSON.stringify({ q: "x" }) }] });
+    await until(session, () => session.view().pending.length === 1);
+    await session.cancelSubmission(first.id, "changed my mind");
+    expect((await session.wait(first.id)).status).toBe("cancelled");
+    await say(session, "b", "something else");
+    const request = await model.called(2);
+    expect(answers(request)).toEqual([{ call: "c1", outcome: "unknown" }]);
+    expect(userTexts(request)).toEqual(["send it", "something else"]);
+  });
+
   it("interrupt: the running turn is cancelled in the commit that accepts the follow-up, which then runs", async () => {
     const storage = memoryStorage();
     const model = new PuppetModel();
@@ -189,6 +232,8 @@ describe("follow-up messages while a turn runs", () => {
     expect((await session.wait(first.id)).status).toBe("cancelled");
     const request = await model.called(2);
     expect(userTexts(request)).toContain("never mind, do this instead");
+    // The interrupted call is answered (no result was recorded for it): a provider refuses one left open.
+    expect(answers(request)).toEqual([{ call: "c1", outcome: "unknown" }]);
     model.calls[1]?.answer({ text: "done instead" });
     expect((await session.wait(second.id)).status).toBe("succeeded");
     // What the interrupted turn committed stays: its model response is still in the conversation.
@@ -280,6 +325,62 @@ describe("follow-up messages while a turn runs", () => {
     expect(model.calls).toHaveLength(2);
   });
 
+  it("interrupt: after a restart, the interrupted turn's tool call starts already told to stop, and the follow-up runs", async () => {
+    const storage = memoryStorage();
+    const seen: boolean[] = []; // whether each run of the tool was told to stop when it started
+    let stubborn = true; // the first process's run ignores its signal (a write it must finish)
+    const lookup = defineTool({
+      name: "lookup",
+      description: "Look something up",
+      input: z.object({ q: z.string() }),
+      replay: "safe",
+      execute: async (_input, { signal }) => {
+        seen.push(signal.aborted);
+        if (stubborn) await new Promise(() => undefined);
+        if (signal.aborted) throw signal.reason;
+        return await new Promise<never>((_, reject) => signal.addEventListener("abort", reject));
+      },
+    });
+    const model = new PuppetModel();
+    const session = await open(storage, model, "interrupt", [lookup]);
+    const first = await say(session, "a", "look it up");
+    await model.called(1);
+    model.calls[0]?.answer({ toolCalls: [{ id: "c1", name: "lookup", args: JSON.stringify({ q: "x" }) }] });
+    await until(session, toolRunning(session));
+    const second = await say(session, "b", "stop, do this instead");
+    await session.close(); // dies while the interrupted call still runs
+    stubborn = false;
+    const next = new PuppetModel();
+    const reopened = await open(storage, next, "interrupt", [lookup]);
+    const request = await next.called(1); // hangs without the fix: the re-run call never learns of its cancel
+    expect(seen).toEqual([false, true]);
+    expect(userTexts(request)).toEqual(["look it up", "stop, do this instead"]);
+    next.calls[0]?.answer({ text: "done instead" });
+    expect((await reopened.wait(second.id)).status).toBe("succeeded");
+    expect((await reopened.wait(first.id)).status).toBe("cancelled");
+  });
+
+  it("a Submission the app starts no turn for takes no place in its conversation's line", async () => {
+    const model = new PuppetModel();
+    const agent = createAgent({ model, tools: [] });
+    const session = await openSession({
+      id: "notes",
+      storage: memoryStorage(),
+      ids: sequentialIds(),
+      registry: createRegistry({
+        ...agent,
+        submissionTask: (s) => (s.input === "just a note" ? undefined : agent.submissionTask?.(s)),
+      }),
+    });
+    await session.resume();
+    const note = await say(session, "n", "just a note");
+    expect(note.status).toBe("accepted"); // the app's to handle: it never ends on its own
+    const asked = await say(session, "q", "hello");
+    expect(userTexts(await model.called(1))).toEqual(["just a note", "hello"]);
+    model.calls[0]?.answer({ text: "hi" });
+    expect((await session.wait(asked.id)).status).toBe("succeeded");
+  });
+
   it("steer: the running turn reads the message before its next round; the follow-up finds it answered", async () => {
     const storage = memoryStorage();
     const model = new PuppetModel();
@@ -298,6 +399,8 @@ describe("follow-up messages while a turn runs", () => {
     openGate();
     const round2 = await next.called(1);
     expect(userTexts(round2)).toEqual(["find the colour", "and make it blue"]);
+    // The steering message is stored between the call and its result; the result still follows the call.
+    expect(answers(round2)).toEqual([{ call: "c1", outcome: "ok" }]);
     next.calls[0]?.answer({ text: "found it, and it is blue now" });
     const done = await reopened.wait(second.id);
     expect(done.status).toBe("succeeded");
@@ -324,6 +427,87 @@ describe("follow-up messages while a turn runs", () => {
     expect((await session.wait(first.id)).status).toBe("succeeded");
     await say(session, "c", "thanks");
     expect(userTexts(await model.called(3))).toEqual(["find the colour", "thanks"]);
+  });
+
+  it("steer: a message the running turn read and acted on stays in later contexts though cancelled (its answer keeps its question)", async () => {
+    const model = new PuppetModel();
+    const lookup = gatedTool();
+    const paint = defineTool({
+      name: "paint",
+      description: "Paint it",
+      input: z.object({ colour: z.string() }),
+      replay: "safe",
+      execute: ({ colour }, { signal }) =>
+        new Promise((resolve, reject) => {
+          signal.addEventListener("abort", reject);
+          if (colour === "red") resolve({ painted: colour });
+        }),
+    });
+    const session = await open(memoryStorage(), model, "steer", [lookup.tool, paint]);
+    const first = await say(session, "a", "find the colour");
+    await model.called(1);
+    model.calls[0]?.answer({
+      toolCalls: [{ id: "c1", name: "lookup", args: JSON.stringify({ q: "colour" }) }],
+    });
+    await until(session, toolRunning(session));
+    const second = await say(session, "b", "and make it blue");
+    lookup.open();
+    expect(userTexts(await model.called(2))).toEqual(["find the colour", "and make it blue"]);
+    const paintBlue = { id: "c2", name: "paint", args: JSON.stringify({ colour: "blue" }) };
+    model.calls[1]?.answer({ text: "painting it blue", toolCalls: [paintBlue] });
+    await until(session, toolRunning(session));
+    // The steering message is cancelled after the running turn read it: what answered it keeps it.
+    await session.cancelSubmission(second.id, "regret");
+    await session.cancelSubmission(first.id, "stop everything");
+    expect((await session.wait(first.id)).status).toBe("cancelled");
+    const third = await say(session, "c", "what colour is it?");
+    const request = await model.called(3);
+    expect(userTexts(request)).toEqual(["find the colour", "and make it blue", "what colour is it?"]);
+    expect(answers(request)).toEqual([
+      { call: "c1", outcome: "ok" },
+      { call: "c2", outcome: "unknown" },
+    ]);
+    model.calls[2]?.answer({ text: "not painted yet" });
+    expect((await session.wait(third.id)).status).toBe("succeeded");
+  });
+
+  it("steer: a follow-up the running turn read before it was cancelled mid-work runs its own turn (no half-done answer)", async () => {
+    const model = new PuppetModel();
+    const lookup = gatedTool();
+    const session = await open(memoryStorage(), model, "steer", [lookup.tool]);
+    const first = await say(session, "a", "find the colour");
+    await model.called(1);
+    model.calls[0]?.answer({
+      toolCalls: [{ id: "c1", name: "lookup", args: JSON.stringify({ q: "colour" }) }],
+    });
+    await until(session, toolRunning(session));
+    const second = await say(session, "b", "then look up its price");
+    lookup.open();
+    expect(userTexts(await model.called(2))).toEqual(["find the colour", "then look up its price"]);
+    const price = { id: "c2", name: "lookup", args: JSON.stringify({ q: "price" }) };
+    model.calls[1]?.answer({ text: "looking up the price", toolCalls: [price] });
+    await until(session, toolRunning(session));
+    await session.cancelSubmission(first.id, "stop that");
+    expect((await session.wait(first.id)).status).toBe("cancelled");
+    // Its own turn runs: the cancelled turn's promise ("looking up the price") is not its answer.
+    const request = await model.called(3);
+    expect(userTexts(request)).toEqual(["find the colour", "then look up its price"]);
+    model.calls[2]?.answer({ text: "the price is 3" });
+    const done = await session.wait(second.id);
+    expect(done).toMatchObject({ status: "succeeded", result: { text: "the price is 3" } });
+  });
+
+  it("queue: however many queued turns are cancelled, none of their messages comes back", async () => {
+    const model = new PuppetModel();
+    const session = await open(memoryStorage(), model, "queue", []);
+    const first = await say(session, "a", "first");
+    await model.called(1);
+    for (let i = 0; i < 80; i++)
+      await session.cancelSubmission((await say(session, `q${i}`, `regretted ${i}`)).id);
+    model.calls[0]?.answer({ text: "first answer" });
+    await session.wait(first.id);
+    await say(session, "z", "last");
+    expect(userTexts(await model.called(2))).toEqual(["first", "last"]);
   });
 
   it("steer: a message that arrived after the turn's last request gets a turn of its own", async () => {

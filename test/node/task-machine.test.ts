@@ -178,7 +178,7 @@ const TABLE: Record<TaskStatus, Record<keyof typeof EVENTS, TaskStatus | "refuse
     "phase-ended next": "refused",
     "phase-ended complete": "refused",
     "phase-failed": "refused",
-    "cancel-requested": "cancelled",
+    "cancel-requested": "completing", // its outcome stays; its children are asked to stop
     woke: "refused",
     started: "refused",
     restarted: "refused",

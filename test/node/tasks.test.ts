@@ -207,6 +207,60 @@ describe("durable tasks", () => {
     ).toEqual(["cancelled", "cancelled"]);
   });
 
+  it("a cancel that reaches a task winding down keeps its outcome (a failure stays a failure) and stops its children", async () => {
+    let release: () => void = () => undefined;
+    const stubborn = defineTask({
+      kind: "stubborn",
+      version: 1,
+      input: z.object({}),
+      phases: {
+        run: async (ctx) => {
+          await new Promise<void>((resolve) => (release = resolve)); // finishes its write even when told to stop
+          return ctx.complete(1);
+        },
+      },
+    });
+    const failing = defineTask({
+      kind: "failing-fanout",
+      version: 1,
+      input: z.object({}),
+      phases: {
+        spawn: (ctx) => {
+          const ids = [ctx.spawn("stubborn", {}), ctx.spawn("leaf", { fail: true, value: 2 })];
+          return ctx.wait(ids, { policy: "failFast", next: "report" });
+        },
+        report: (ctx) => ctx.complete(null),
+      },
+    });
+    const leaving = defineTask({
+      kind: "leaving",
+      version: 1,
+      input: z.object({}),
+      phases: {
+        run: (ctx) => {
+          ctx.spawn("leaf", { hang: true, value: 1 });
+          return ctx.complete("done"); // its child still runs: it winds down with an outcome of success
+        },
+      },
+    });
+    const { session } = await start(registryWith(stubborn, failing, leaving));
+    await session.resume();
+    const failed = await session.spawn("failing-fanout", {});
+    await waitUntil(() => session.task(failed.id)?.state.status === "completing");
+    await session.cancel(failed.id, "user pressed stop");
+    release();
+    expect((await session.waitForTask(failed.id)).state).toMatchObject({
+      status: "failed",
+      error: { code: "child-failed" },
+    });
+    const succeeded = await session.spawn("leaving", {});
+    await waitUntil(() => session.task(succeeded.id)?.state.status === "completing");
+    await session.cancel(succeeded.id, "user pressed stop");
+    expect((await session.waitForTask(succeeded.id)).state).toEqual({ status: "succeeded", result: "done" });
+    const child = session.view().tasks.find((t) => t.parentId === succeeded.id);
+    expect(child?.state).toMatchObject({ status: "cancelled", reason: "user pressed stop" });
+  });
+
   it("fails a crash-looping phase with the restart reason instead of re-running it forever", async () => {
     const disk = memoryStorage();
     let handle = new KillableStorage(disk.reopen());
