@@ -79,9 +79,14 @@ function queuedBehind(draft: KernelDraft, submission: Submission): Submission | 
 
 /** The Submission a root task waits for, as the turn before it. */
 function turnBefore(draft: KernelDraft, task: Task): Submission | undefined {
-  if (task.state.status !== "awaiting") return undefined;
-  const id = task.state.keys.map(submissionOfTurnKey).find((key) => key !== undefined);
+  const id = turnWaitedFor(task);
   return id === undefined ? undefined : draft.submission(id);
+}
+
+/** The id of the Submission whose turn `task` waits for (a queued turn), if it waits for one. */
+function turnWaitedFor(task: Task): string | undefined {
+  if (task.state.status !== "awaiting") return undefined;
+  return task.state.keys.map(submissionOfTurnKey).find((key) => key !== undefined);
 }
 
 function cancelIt(draft: KernelDraft, submission: Submission, reason: string, moves: AwaitMoves): void {
@@ -123,8 +128,7 @@ export function releaseNext(draft: KernelDraft, ended: Submission, before: Task,
  * the commit that created it (accepted already cancelled).
  */
 function hasStarted(draft: KernelDraft, task: Task): boolean {
-  if (task.createdVersion === draft.version) return false;
-  return !(task.state.status === "awaiting" && task.state.keys.some((key) => submissionOfTurnKey(key)));
+  return task.createdVersion !== draft.version && turnWaitedFor(task) === undefined;
 }
 
 /**

@@ -112,6 +112,17 @@ const toolRunning = (session: Session) => () =>
 const say = (session: Session, requestId: string, input: string) =>
   session.submit({ requestId, conversationId: "main", input });
 
+/** A turn asked "find the colour", whose lookup call (c1) now runs: its Submission. */
+async function lookupRunning(session: Session, model: PuppetModel) {
+  const first = await say(session, "a", "find the colour");
+  await model.called(1);
+  model.calls[0]?.answer({
+    toolCalls: [{ id: "c1", name: "lookup", args: JSON.stringify({ q: "colour" }) }],
+  });
+  await until(session, toolRunning(session));
+  return first;
+}
+
 describe("follow-up messages while a turn runs", () => {
   it("queue: the follow-up waits for the running turn, then runs with its answer in context, in order", async () => {
     const model = new PuppetModel();
@@ -386,12 +397,7 @@ describe("follow-up messages while a turn runs", () => {
     const model = new PuppetModel();
     const { tool, open: openGate } = gatedTool();
     const session = await open(storage, model, "steer", [tool]);
-    const first = await say(session, "a", "find the colour");
-    await model.called(1);
-    model.calls[0]?.answer({
-      toolCalls: [{ id: "c1", name: "lookup", args: JSON.stringify({ q: "colour" }) }],
-    });
-    await until(session, toolRunning(session));
+    const first = await lookupRunning(session, model);
     const second = await say(session, "b", "and make it blue");
     await session.close(); // dies while the steering message waits; the next process goes on
     const next = new PuppetModel();
@@ -413,12 +419,7 @@ describe("follow-up messages while a turn runs", () => {
     const model = new PuppetModel();
     const { tool, open: openGate } = gatedTool();
     const session = await open(memoryStorage(), model, "steer", [tool]);
-    const first = await say(session, "a", "find the colour");
-    await model.called(1);
-    model.calls[0]?.answer({
-      toolCalls: [{ id: "c1", name: "lookup", args: JSON.stringify({ q: "colour" }) }],
-    });
-    await until(session, toolRunning(session));
+    const first = await lookupRunning(session, model);
     const second = await say(session, "b", "and make it blue");
     expect((await session.cancelSubmission(second.id)).status).toBe("cancelled");
     openGate();
@@ -444,12 +445,7 @@ describe("follow-up messages while a turn runs", () => {
         }),
     });
     const session = await open(memoryStorage(), model, "steer", [lookup.tool, paint]);
-    const first = await say(session, "a", "find the colour");
-    await model.called(1);
-    model.calls[0]?.answer({
-      toolCalls: [{ id: "c1", name: "lookup", args: JSON.stringify({ q: "colour" }) }],
-    });
-    await until(session, toolRunning(session));
+    const first = await lookupRunning(session, model);
     const second = await say(session, "b", "and make it blue");
     lookup.open();
     expect(userTexts(await model.called(2))).toEqual(["find the colour", "and make it blue"]);
@@ -475,12 +471,7 @@ describe("follow-up messages while a turn runs", () => {
     const model = new PuppetModel();
     const lookup = gatedTool();
     const session = await open(memoryStorage(), model, "steer", [lookup.tool]);
-    const first = await say(session, "a", "find the colour");
-    await model.called(1);
-    model.calls[0]?.answer({
-      toolCalls: [{ id: "c1", name: "lookup", args: JSON.stringify({ q: "colour" }) }],
-    });
-    await until(session, toolRunning(session));
+    const first = await lookupRunning(session, model);
     const second = await say(session, "b", "then look up its price");
     lookup.open();
     expect(userTexts(await model.called(2))).toEqual(["find the colour", "then look up its price"]);
