@@ -64,6 +64,9 @@ export class BrowserSessionHost {
   private readonly watch: SessionWatch;
   /** This tab's first `lead()`, once it got the lock. */
   private leading: Promise<void> = new Promise(() => undefined);
+  /** Rejects when `close()` is called: a tab that closes before it leads never will. */
+  private readonly closing: Promise<never>;
+  private closed: () => void = () => undefined;
   /** A drain that failed for a passing reason (a full disk) is tried again then. */
   private drainRetry: ReturnType<typeof setTimeout> | undefined;
   /** Drains that failed in a row: each waits twice as long as the one before (at most a minute). */
@@ -74,6 +77,10 @@ export class BrowserSessionHost {
   private takeBackAsked = false;
 
   private constructor(private readonly options: BrowserSessionHostOptions) {
+    this.closing = new Promise<never>((_, reject) => {
+      this.closed = () => reject(new SessionClosedError(options.sessionId));
+    });
+    this.closing.catch(() => undefined);
     this.channel = new BroadcastChannel(`durable-agent:${options.database}:${options.sessionId}`);
     this.inbox = new InboxRelay(options.sessionId, options.database, (message) =>
       this.channel.postMessage(message satisfies Message),
@@ -123,7 +130,8 @@ export class BrowserSessionHost {
    * queued for it. (A linked session whose claim was refused, or that waits for `takeBack()`, follows.)
    */
   whenLeader(): Promise<void> {
-    return this.leading.then(() => this.inbox.drained());
+    if (this.isClosed) return Promise.reject(new SessionClosedError(this.options.sessionId));
+    return Promise.race([this.leading.then(() => this.inbox.drained()), this.closing]);
   }
 
   /**
@@ -195,6 +203,7 @@ export class BrowserSessionHost {
   /** Stops driving and following; unfinished work stays stored for whichever tab leads next. */
   async close(): Promise<void> {
     this.role = "closed";
+    this.closed();
     await this.edgeFollowing.stop();
     await this.linked?.close();
     this.leadership.release();

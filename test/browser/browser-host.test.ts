@@ -116,6 +116,16 @@ describe("browser host: one writer across tabs", () => {
     await a.close();
   });
 
+  it("a follower that closes before it leads is told: whenLeader() rejects instead of waiting forever", async () => {
+    const { a, b } = await twoTabs();
+    const waiting = b.whenLeader();
+    await b.close();
+    await expect(waiting).rejects.toMatchObject({ code: "session-closed" });
+    await expect(b.whenLeader()).rejects.toMatchObject({ code: "session-closed" });
+    expect(a.isLeader).toBe(true);
+    await a.close();
+  });
+
   it("hands over when the leader tab closes: the follower takes the lead and finishes the unfinished run", async () => {
     const { database, sessionId } = names();
     let release!: () => void;
