@@ -34,12 +34,8 @@ export function answerEndedCalls(
   for (const [index, call] of asked.content.toolCalls.entries()) {
     if (answered.has(call.id)) continue;
     const id = toolCallTaskId(own, previousRound, index);
-    const ended = endedWithout(ctx.child(id));
-    if (ended === undefined) continue;
-    const content = {
-      ...rejected(call, `the tool call ended without a result: ${ended.why}`),
-      outcome: ended.outcome,
-    };
+    const content = endedAnswer(call, ctx.child(id));
+    if (content === undefined) continue;
     ctx.appendEntry(conversationId, content, { taskId: id });
     added.push(content);
   }
@@ -51,12 +47,35 @@ export function toolCallTaskId(generationTaskId: string, round: number, index: n
   return `${generationTaskId}/r${round}/${index}`;
 }
 
+/** The answer to `call` when its tool task ended without writing a result, or undefined while it has not. */
+export function endedAnswer(call: Pick<ToolCall, "id" | "name">, task: Task | undefined) {
+  const ended = endedWithout(task);
+  if (ended === undefined) return undefined;
+  return { ...rejected(call, `the tool call ended without a result: ${ended.why}`), outcome: ended.outcome };
+}
+
+/**
+ * Phases a tool call is in once its work may have begun: running here (`execute`), settling a cut-off run
+ * (`settle`), its own task running (`collect`), taken by an executor (`completed`, `unreported`).
+ */
+const STARTED_PHASES = new Set(["execute", "settle", "collect", "completed", "unreported"]);
+
+/** Whether a tool task's work may have begun: never claimed not to have when it may have. */
+function mayHaveStarted(task: Task): boolean {
+  const { phase, data } = task.checkpoint;
+  if (STARTED_PHASES.has(phase)) return true;
+  // Waiting for a host to take it: one that had started before it waited (`recovering`) may have run.
+  return (
+    phase === "placed" && (data as { data?: { recovering?: boolean } } | null)?.data?.recovering === true
+  );
+}
+
 /**
  * How a tool task that ended without writing a result is answered, or undefined when it has not ended. A
  * call that may have taken effect is never called an error: the model, told "error", would call it again.
  */
 function endedWithout(task: Task | undefined): { outcome: ToolOutcome; why: string } | undefined {
-  const started = task?.checkpoint.phase === "execute" || task?.checkpoint.phase === "settle";
+  const started = task !== undefined && mayHaveStarted(task);
   // A replay-safe call may simply be made again; an unsafe one whose fate is open is `unknown`, not `error`.
   const intent =
     task?.checkpoint.phase === "execute"
@@ -90,7 +109,7 @@ function endedWithout(task: Task | undefined): { outcome: ToolOutcome; why: stri
   }
 }
 
-export function rejected(call: ToolCall, error: string) {
+export function rejected(call: Pick<ToolCall, "id" | "name">, error: string) {
   return {
     kind: "tool-result" as const,
     toolCallId: call.id,

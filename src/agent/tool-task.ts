@@ -15,6 +15,7 @@ import {
 } from "../tasks/define-task.ts";
 import { exclusiveCallKey, type ToolDefinition } from "./define-tool.ts";
 import { DEFAULT_LEASE_MS, doneKey, isDoneKey, runOnKey, runsHere } from "./placement.ts";
+import { endedAnswer } from "./tool-answers.ts";
 import {
   finish,
   type Intent,
@@ -115,6 +116,13 @@ export function toolTask(
       if (saved?.replay === "unsafe" && tool.replay === "safe")
         return `tool "${name}" was unsafe when this call's intent was saved and is declared safe here: its recovery would re-run it`;
       return undefined;
+    },
+    // Cancelled before it wrote its result, the call answers the model itself, in the commit that ends it:
+    // not run when it never started, else with the outcome its replay rules allow (never a guess).
+    onCancelled: (task, stage) => {
+      const input = task.input as ToolTaskInput;
+      const content = endedAnswer({ id: input.toolCallId, name: input.name }, task);
+      if (content) stage.appendEntry(input.conversationId, content);
     },
     // An approval's edited arguments are checked against the tool's schema when the decision is sent.
     checkSignal: (task, key, payload) => {

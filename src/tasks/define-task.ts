@@ -204,6 +204,12 @@ export type Phase<
   P extends PhaseName<Data> = PhaseName<Data>,
 > = (context: PhaseContext<Input, Data, P>) => Transition | Promise<Transition>;
 
+/** What `onCancelled` may stage in the commit that ends a task cancelled. */
+export interface CancelStage {
+  /** Stages an entry naming the cancelled task. */
+  appendEntry(conversationId: string, content: EntryContent): void;
+}
+
 /** The checkpoint data of an `onRestartLimit` phase: the phase that kept being cut off. */
 export interface GiveUpData {
   readonly phase: string;
@@ -258,6 +264,12 @@ export interface TaskDefinition<Input = Json, Data extends PhaseDataMap = AnyPha
     key: string,
     payload: Json,
   ) => readonly { readonly path: string; readonly message: string }[] | undefined;
+  /**
+   * What a task of this kind leaves behind when it ends `cancelled`, staged in the commit that ends it (the
+   * tool task answers its call: never run, or run with an outcome nobody knows). It runs inside that commit:
+   * it must not throw, and may only stage entries — a cancel never fails because of it.
+   */
+  readonly onCancelled?: (task: Task, stage: CancelStage) => void;
   /**
    * Why this host could not continue a stored, unfinished task of this kind (the tool task: a tool this
    * registry no longer has, or one whose replay policy changed since the call's intent was saved), or

@@ -167,7 +167,12 @@ describe("tool approvals in AI SDK UI", () => {
         abortSignal: undefined,
       }),
     );
-    expect(chunks.map((c) => c.type)).toEqual(["start", "abort"]);
+    // The call it asked about never ran, and the UI's tool part is told so before the message ends.
+    expect(chunks.map((c) => c.type)).toEqual(["start", "tool-output-error", "abort"]);
+    expect(chunks[1]).toMatchObject({ errorText: expect.stringContaining("not-run: the tool call ended") });
+    expect((chunks[1] as { errorText: string }).errorText).toContain(
+      "cancelled before it ran (the user left)",
+    );
     expect(booked).toEqual([]);
     await session.close();
   });

@@ -117,6 +117,43 @@ describe("tool calls run by an executor that does not own the session", () => {
     await edge.close();
   });
 
+  it("a call cancelled once an executor took it is answered as possibly run, one no executor took as not run", async () => {
+    const world = { signed: [] as string[], ranAt: [] as string[] };
+    const edge = await openSession({
+      id: "cancel-taken",
+      storage: memoryStorage(),
+      registry: signing(world, "edge").registry,
+      host: "edge",
+    });
+    await edge.resume();
+    // The call's answer, in the conversation of its turn.
+    const resultOf = (conversationId: string) =>
+      edge
+        .view()
+        .conversations.find((c) => c.id === conversationId)
+        ?.entries.find((e) => e.content.kind === "tool-result")?.content;
+
+    // Offered, never taken: it cannot have run anywhere.
+    const untaken = await edge.submit({ requestId: "r1", conversationId: "a", input: "Sign it" });
+    await expect.poll(() => edge.pending().map((p) => p.key.split(":")[0])).toEqual(["run-on"]);
+    await edge.cancelSubmission(untaken.id, "not now");
+    expect((await edge.wait(untaken.id)).status).toBe("cancelled");
+    expect(resultOf("a")).toMatchObject({ outcome: "not-run" });
+
+    // Taken by a tab (which may have signed already): unsafe to repeat, so unknown — never "not run".
+    const taken = await edge.submit({ requestId: "r2", conversationId: "b", input: "Sign it" });
+    await expect.poll(() => edge.pending().map((p) => p.key.split(":")[0])).toEqual(["run-on"]);
+    const [offered] = edge.pending();
+    await edge.signal(offered?.key as string, { host: "browser", executor: "tab-1" }, { requestId: "take" });
+    await expect.poll(() => edge.pending().map((p) => p.key.split(":")[0])).toEqual(["done"]);
+    await edge.cancelSubmission(taken.id, "not now");
+    expect((await edge.wait(taken.id)).status).toBe("cancelled");
+    const answer = resultOf("b");
+    expect(answer).toMatchObject({ outcome: "unknown" });
+    expect(JSON.stringify(answer)).toContain("cancelled while it ran (not now); it may have taken effect");
+    await edge.close();
+  });
+
   it("an executor that stops reporting loses the call at its lease's end: the next one confirms it, the late report is refused", async () => {
     const world = { signed: [] as string[], ranAt: [] as string[] };
     const clock = new ManualClock(1_000);

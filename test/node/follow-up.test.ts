@@ -58,6 +58,13 @@ function answers(request: ModelRequest): { call: string; outcome: string }[] {
   return found;
 }
 
+/** What the request's answer to call `id` says (its result message, parsed). */
+function answerTo(request: ModelRequest, id: string): { outcome: string; output: { error?: string } } {
+  const message = request.messages.find((m) => m.role === "tool" && m.toolCallId === id);
+  if (message?.role !== "tool") throw new Error(`no answer to ${id}`);
+  return JSON.parse(message.content);
+}
+
 /** A tool that runs until the test opens its gate (or the call is cancelled). */
 function gatedTool() {
   let open: () => void = () => undefined;
@@ -220,8 +227,12 @@ describe("follow-up messages while a turn runs", () => {
     await session.cancelSubmission(first.id, "changed my mind");
     expect((await session.wait(first.id)).status).toBe("cancelled");
     await say(session, "b", "something else");
+    // It never ran (it waited for approval): the call says so, in the commit that ended it.
+    const stored = session.view().conversations[0]?.entries.find((e) => e.content.kind === "tool-result");
+    expect(stored?.content).toMatchObject({ toolCallId: "c1", outcome: "not-run" });
     const request = await model.called(2);
-    expect(answers(request)).toEqual([{ call: "c1", outcome: "unknown" }]);
+    expect(answers(request)).toEqual([{ call: "c1", outcome: "not-run" }]);
+    expect(answerTo(request, "c1").output.error).toContain("cancelled before it ran (changed my mind)");
     expect(userTexts(request)).toEqual(["send it", "something else"]);
   });
 
@@ -243,8 +254,10 @@ describe("follow-up messages while a turn runs", () => {
     expect((await session.wait(first.id)).status).toBe("cancelled");
     const request = await model.called(2);
     expect(userTexts(request)).toContain("never mind, do this instead");
-    // The interrupted call is answered (no result was recorded for it): a provider refuses one left open.
-    expect(answers(request)).toEqual([{ call: "c1", outcome: "unknown" }]);
+    // The interrupted call is answered (a provider refuses one left open): it was running, and is safe to
+    // call again, so an error that says so (an unsafe one would be unknown).
+    expect(answers(request)).toEqual([{ call: "c1", outcome: "error" }]);
+    expect(answerTo(request, "c1").output.error).toMatch(/cancelled while it ran .*safe to call again/);
     model.calls[1]?.answer({ text: "done instead" });
     expect((await session.wait(second.id)).status).toBe("succeeded");
     // What the interrupted turn committed stays: its model response is still in the conversation.
@@ -461,8 +474,9 @@ describe("follow-up messages while a turn runs", () => {
     expect(userTexts(request)).toEqual(["find the colour", "and make it blue", "what colour is it?"]);
     expect(answers(request)).toEqual([
       { call: "c1", outcome: "ok" },
-      { call: "c2", outcome: "unknown" },
+      { call: "c2", outcome: "error" },
     ]);
+    expect(answerTo(request, "c2").output.error).toMatch(/cancelled while it ran \(stop everything\)/);
     model.calls[2]?.answer({ text: "not painted yet" });
     expect((await session.wait(third.id)).status).toBe("succeeded");
   });

@@ -207,6 +207,60 @@ describe("durable tasks", () => {
     ).toEqual(["cancelled", "cancelled"]);
   });
 
+  it("a kind's onCancelled stages what a cancelled task leaves behind in the commit that ends it; a throwing one never blocks the cancel", async () => {
+    const sleeper = (
+      kind: string,
+      onCancelled: NonNullable<Parameters<typeof defineTask>[0]["onCancelled"]>,
+    ) =>
+      defineTask({
+        kind,
+        version: 1,
+        input: z.object({ label: z.string() }),
+        onCancelled,
+        phases: {
+          nap: (ctx) => ctx.sleep(ctx.clock.now() + 60_000, "done"),
+          done: (ctx) => ctx.complete(null),
+        },
+      });
+    const noting = sleeper("noting", (task, stage) =>
+      stage.appendEntry("log", {
+        kind: "note",
+        text: `${(task.input as { label: string }).label}: ${task.state.status}`,
+      }),
+    );
+    const throwing = sleeper("throwing", () => {
+      throw new Error("a bug in the hook");
+    });
+    const { session, timers } = await start(registryWith(noting, throwing));
+    await session.resume();
+    const [a, b, c] = [
+      await session.spawn("noting", { label: "a" }),
+      await session.spawn("throwing", { label: "b" }),
+      await session.spawn("noting", { label: "c" }),
+    ];
+    await waitUntil(() => session.view().tasks.every((t) => t.state.status === "sleeping"));
+    const before = session.version;
+    await session.cancel(a.id, "stop a");
+    await session.cancel(b.id, "stop b");
+    const { changes } = await session.readChanges(before);
+    // The note is committed with the cancelled state, and names the task.
+    const ending = changes.find((ch) =>
+      ch.tasks.some((t) => t.id === a.id && t.state.status === "cancelled"),
+    );
+    expect(ending?.entries.map((e) => [e.content, e.taskId])).toEqual([
+      [{ kind: "note", text: "a: cancelled" }, a.id],
+    ]);
+    expect((await session.waitForTask(b.id)).state).toEqual({ status: "cancelled", reason: "stop b" });
+    // A task that ends otherwise leaves nothing.
+    timers.advance(60_001);
+    expect((await session.waitForTask(c.id)).state.status).toBe("succeeded");
+    const notes = session
+      .view()
+      .conversations.flatMap((conv) => conv.entries)
+      .map((e) => e.content);
+    expect(notes).toEqual([{ kind: "note", text: "a: cancelled" }]);
+  });
+
   it("a cancel that reaches a task winding down keeps its outcome (a failure stays a failure) and stops its children", async () => {
     let release: () => void = () => undefined;
     const stubborn = defineTask({

@@ -1,0 +1,23 @@
+/** What a cancelled task leaves behind (its kind's `onCancelled`), staged in the commit that ends it. */
+import type { Task } from "../records/schemas.ts";
+import type { KernelDraft } from "../session/draft.ts";
+
+/**
+ * Runs the `onCancelled` of `ended`'s kind, if it has one. The cancel is what must land: a blocked
+ * conversation refuses the entry before anything is staged, and the cancel commits without it.
+ */
+export function stageCancelled(draft: KernelDraft, ended: Task): void {
+  if (ended.state.status !== "cancelled") return;
+  const resolved = draft.registry.resolveTask(ended.kind, ended.kindVersion);
+  const hook = resolved.ok ? resolved.definition.onCancelled : undefined;
+  if (!hook) return;
+  try {
+    hook(ended, {
+      appendEntry: (conversationId, content) => {
+        draft.appendEntry(conversationId, content, { taskId: ended.id });
+      },
+    });
+  } catch {
+    // A hook must not throw (see `onCancelled`); one that does leaves nothing more behind.
+  }
+}
