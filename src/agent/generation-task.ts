@@ -25,8 +25,8 @@ import { followUpOf, steeredAnswer, withdrawnOf } from "./follow-ups.ts";
 import type { ToolSpec } from "./model.ts";
 import { type Model, ModelError, type ModelResponse } from "./model.ts";
 import { noteInterruptedStream, streamDocumentId, streamer } from "./stream-record.ts";
-import { answerEndedCalls } from "./tool-answers.ts";
-import { spawnCalls, type ToolCallMode } from "./tool-queue.ts";
+import { answerEndedCalls, notRunAnswer, toolCallTaskId } from "./tool-answers.ts";
+import { type QueuedCall, queueOf, spawnCalls, type ToolCallMode } from "./tool-queue.ts";
 
 export const GENERATE_TASK = "agent.generate";
 
@@ -58,6 +58,8 @@ interface Round {
   steered?: number[];
   /** Calls of the previous round's response still to start (exclusive ones wait their turn). */
   queue?: number[];
+  /** The calls `queue` names: a turn cancelled before they start answers them (never run). */
+  queuedCalls?: QueuedCall[];
 }
 
 /** Token usage of a turn: how many model calls and rounds, and the totals. Part of the turn's result. */
@@ -121,6 +123,16 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
     version: 1,
     input: GenerateInputSchema,
     start: "request",
+    // Calls of its last response still queued when the turn is cancelled never started: it answers them.
+    onCancelled: (task, stage) => {
+      const round = task.checkpoint.data as unknown as Round | null;
+      if (!round?.queuedCalls) return;
+      const reason = task.state.status === "cancelled" ? task.state.reason : "cancelled";
+      for (const call of round.queuedCalls) {
+        if (stage.child(toolCallTaskId(task.id, round.round - 1, call.index))) continue; // it answers itself
+        stage.appendEntry((task.input as GenerateInput).conversationId, notRunAnswer(call, reason));
+      }
+    },
     phases: {
       prepare: (ctx) => {
         const throughSeq = ctx.conversation(ctx.input.conversationId)?.entryCount ?? 0;
@@ -228,9 +240,9 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       (e) => e.taskId === ctx.task.id && e.content.kind === "model",
     );
     const calls = asked?.content.kind === "model" ? asked.content.toolCalls : [];
-    const { queue = [], ...rest } = round;
+    const { queue = [], queuedCalls: _started, ...rest } = round;
     const { children, queued } = await spawnCalls(ctx, options.tools, mode, calls, round.round - 1, queue);
-    const next: Round = { ...rest, ...(queued.length > 0 && { queue: queued }) };
+    const next: Round = { ...rest, ...queueOf(calls, queued) };
     if (children.length === 0) return ctx.next("request", next); // every one left was refused
     return ctx.wait(children, { policy: "allSettled", next: "request" }, next);
   }
@@ -307,7 +319,7 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       model: options.model.id,
       attempt: 1,
       usage,
-      ...(queued.length > 0 && { queue: queued }),
+      ...queueOf(response.toolCalls, queued),
     };
     return ctx.wait(children, { policy: "allSettled", next: "request" }, next);
   }

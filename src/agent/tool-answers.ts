@@ -47,6 +47,12 @@ export function toolCallTaskId(generationTaskId: string, round: number, index: n
   return `${generationTaskId}/r${round}/${index}`;
 }
 
+/** The answer to a call that never started: its turn was cancelled (for `reason`) before it did. */
+export function notRunAnswer(call: Pick<ToolCall, "id" | "name">, reason: string) {
+  const content = rejected(call, `the tool call ended without a result: cancelled before it ran (${reason})`);
+  return { ...content, outcome: "not-run" as const };
+}
+
 /** The answer to `call` when its tool task ended without writing a result, or undefined while it has not. */
 export function endedAnswer(call: Pick<ToolCall, "id" | "name">, task: Task | undefined) {
   const ended = endedWithout(task);

@@ -64,3 +64,24 @@ export async function spawnCalls(
   }
   return { children, queued };
 }
+
+/** A call of a response still to start, as its turn keeps it: a turn cancelled first answers it. */
+export interface QueuedCall {
+  readonly id: string;
+  readonly name: string;
+  /** Its index in the response (its tool task's id, once spawned, is made of it). */
+  readonly index: number;
+}
+
+/** A round's `queue` (indices of the response's calls still to start) and the calls it names. */
+export function queueOf(
+  calls: readonly ToolCall[],
+  indices: readonly number[],
+): { queue?: number[]; queuedCalls?: QueuedCall[] } {
+  if (indices.length === 0) return {};
+  const queuedCalls = indices.map((index) => {
+    const { id, name } = calls[index] as ToolCall;
+    return { id, name, index };
+  });
+  return { queue: [...indices], queuedCalls };
+}

@@ -16,6 +16,10 @@ export function stageCancelled(draft: KernelDraft, ended: Task): void {
       appendEntry: (conversationId, content) => {
         draft.appendEntry(conversationId, content, { taskId: ended.id });
       },
+      child: (id) => {
+        const task = draft.task(id);
+        return task?.parentId === ended.id ? task : undefined;
+      },
     });
   } catch {
     // A hook must not throw (see `onCancelled`); one that does leaves nothing more behind.

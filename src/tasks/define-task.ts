@@ -208,6 +208,8 @@ export type Phase<
 export interface CancelStage {
   /** Stages an entry naming the cancelled task. */
   appendEntry(conversationId: string, content: EntryContent): void;
+  /** One of the cancelled task's children, as it stands in this commit; undefined for any other id. */
+  child(id: string): Task | undefined;
 }
 
 /** The checkpoint data of an `onRestartLimit` phase: the phase that kept being cut off. */

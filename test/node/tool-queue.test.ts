@@ -159,6 +159,56 @@ describe("exclusive and sequential tool calls", () => {
     expect(report.failures).toEqual([]);
   });
 
+  it("a turn cancelled while a sequential agent's first call runs answers the calls still queued as never run", async () => {
+    let release: () => void = () => undefined;
+    const ran: number[] = [];
+    const slow = defineTool({
+      name: "slow",
+      description: "slow",
+      input: z.object({ n: z.number() }),
+      replay: "unsafe",
+      execute: async ({ n }, { signal }) => {
+        ran.push(n);
+        await new Promise<void>((resolve, reject) => {
+          release = resolve;
+          signal.addEventListener("abort", () => reject(signal.reason));
+        });
+        return { n };
+      },
+    });
+    const agent = createAgent({
+      model: calls("slow0", "slow1", "slow2"),
+      tools: [slow],
+      toolCalls: "sequential",
+    });
+    const session = await openSession({
+      id: "q",
+      storage: memoryStorage(),
+      registry: createRegistry({ ...agent }),
+    });
+    await session.resume();
+    const sub = await session.submit({ requestId: "r", conversationId: "c", input: "go" });
+    await expect.poll(() => ran).toEqual([0]);
+    await session.cancelSubmission(sub.id, "stop");
+    expect((await session.wait(sub.id)).status).toBe("cancelled");
+    release();
+    const answers = (session.view().conversations[0]?.entries ?? [])
+      .filter((e) => e.content.kind === "tool-result")
+      .map((e) =>
+        e.content.kind === "tool-result"
+          ? [e.content.outcome, (e.content.output as { error: string }).error]
+          : [],
+      );
+    expect(answers).toEqual([
+      // The running call may have acted (unsafe): unknown. The two behind it never started.
+      ["unknown", expect.stringContaining("cancelled while it ran (stop); it may have taken effect")],
+      ["not-run", "the tool call ended without a result: cancelled before it ran (stop)"],
+      ["not-run", "the tool call ended without a result: cancelled before it ran (stop)"],
+    ]);
+    expect(ran).toEqual([0]);
+    await session.close();
+  });
+
   it("a call cancelled while it waits for its exclusive key ends cancelled, and its tool never runs", async () => {
     const ran: number[] = [];
     let release = () => {};
