@@ -128,8 +128,13 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       const round = task.checkpoint.data as unknown as Round | null;
       if (!round?.queuedCalls) return;
       const reason = task.state.status === "cancelled" ? task.state.reason : "cancelled";
+      // One the phase that returned after the cancel started (it answers itself) or refused is answered.
+      const answered = new Set(
+        stage.appended.map((e) => (e.content.kind === "tool-result" ? e.content.toolCallId : "")),
+      );
       for (const call of round.queuedCalls) {
-        if (stage.child(toolCallTaskId(task.id, round.round - 1, call.index))) continue; // it answers itself
+        if (answered.has(call.id) || stage.child(toolCallTaskId(task.id, round.round - 1, call.index)))
+          continue;
         stage.appendEntry((task.input as GenerateInput).conversationId, notRunAnswer(call, reason));
       }
     },

@@ -53,9 +53,16 @@ export function notRunAnswer(call: Pick<ToolCall, "id" | "name">, reason: string
   return { ...content, outcome: "not-run" as const };
 }
 
-/** The answer to `call` when its tool task ended without writing a result, or undefined while it has not. */
-export function endedAnswer(call: Pick<ToolCall, "id" | "name">, task: Task | undefined) {
-  const ended = endedWithout(task);
+/**
+ * The answer to `call` when its tool task ended without writing a result, or undefined while it has not.
+ * `started` is whether its work may have begun (by default read from its checkpoint, see `mayHaveStarted`).
+ */
+export function endedAnswer(
+  call: Pick<ToolCall, "id" | "name">,
+  task: Task | undefined,
+  started = task !== undefined && mayHaveStarted(task),
+) {
+  const ended = endedWithout(task, started);
   if (ended === undefined) return undefined;
   return { ...rejected(call, `the tool call ended without a result: ${ended.why}`), outcome: ended.outcome };
 }
@@ -66,8 +73,8 @@ export function endedAnswer(call: Pick<ToolCall, "id" | "name">, task: Task | un
  */
 const STARTED_PHASES = new Set(["execute", "settle", "collect", "completed", "unreported"]);
 
-/** Whether a tool task's work may have begun: never claimed not to have when it may have. */
-function mayHaveStarted(task: Task): boolean {
+/** Whether a tool task's work may have begun, by its checkpoint: never claimed not to have when it may have. */
+export function mayHaveStarted(task: Task): boolean {
   const { phase, data } = task.checkpoint;
   if (STARTED_PHASES.has(phase)) return true;
   // Waiting for a host to take it: one that had started before it waited (`recovering`) may have run.
@@ -80,8 +87,10 @@ function mayHaveStarted(task: Task): boolean {
  * How a tool task that ended without writing a result is answered, or undefined when it has not ended. A
  * call that may have taken effect is never called an error: the model, told "error", would call it again.
  */
-function endedWithout(task: Task | undefined): { outcome: ToolOutcome; why: string } | undefined {
-  const started = task !== undefined && mayHaveStarted(task);
+function endedWithout(
+  task: Task | undefined,
+  started: boolean,
+): { outcome: ToolOutcome; why: string } | undefined {
   // A replay-safe call may simply be made again; an unsafe one whose fate is open is `unknown`, not `error`.
   const intent =
     task?.checkpoint.phase === "execute"

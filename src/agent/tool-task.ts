@@ -4,9 +4,10 @@
  * commit, and is also the recovery entry for "intent saved, outcome unknown".
  */
 import { z } from "zod";
-import { compiled, type Json } from "../records/schemas.ts";
+import { compiled, type Json, type Task } from "../records/schemas.ts";
 import { ApprovalSchema, CallReportSchema, RunOnSchema } from "../signals/define-signal.ts";
 import {
+  type CancelStage,
   defineTask,
   type GiveUpData,
   type PhaseContext,
@@ -15,7 +16,7 @@ import {
 } from "../tasks/define-task.ts";
 import { exclusiveCallKey, type ToolDefinition } from "./define-tool.ts";
 import { DEFAULT_LEASE_MS, doneKey, isDoneKey, runOnKey, runsHere } from "./placement.ts";
-import { endedAnswer } from "./tool-answers.ts";
+import { endedAnswer, mayHaveStarted } from "./tool-answers.ts";
 import {
   finish,
   type Intent,
@@ -121,7 +122,11 @@ export function toolTask(
     // not run when it never started, else with the outcome its replay rules allow (never a guess).
     onCancelled: (task, stage) => {
       const input = task.input as ToolTaskInput;
-      const content = endedAnswer({ id: input.toolCallId, name: input.name }, task);
+      const content = endedAnswer(
+        { id: input.toolCallId, name: input.name },
+        task,
+        startedBeforeCancel(task, stage),
+      );
       if (content) stage.appendEntry(input.conversationId, content);
     },
     // An approval's edited arguments are checked against the tool's schema when the decision is sent.
@@ -367,4 +372,16 @@ function proceed(ctx: ToolContext, tool: ToolDefinition<unknown>, args: unknown,
 
 function reject(ctx: ToolContext, message: string) {
   return finish(ctx, { outcome: "error", output: { error: message }, via: "rejected" });
+}
+
+/**
+ * Whether a cancelled call's work may have begun: its own task's work once it ran (a task-backed tool's run
+ * child), and not a call still queued for its exclusive key that was never cut off (`pending`, no restart).
+ */
+function startedBeforeCancel(task: Task, stage: CancelStage): boolean {
+  const run = stage.child(`${task.id}/run`);
+  // One created in the commit that cancels it ended there, never run (the task machine's rule).
+  if (run && run.createdVersion !== stage.version) return true;
+  if (stage.from === "pending" && task.restarts === 0) return false;
+  return mayHaveStarted(task);
 }

@@ -78,7 +78,8 @@ function put<K, V>(map: ReadonlyMap<K, V>, key: K, value: V): Map<K, V> {
 export class KernelDraft implements StateReader {
   // Allocated on first write (see NONE): drafts are made per commit, on the hot path.
   private conversations: ReadonlyMap<string, Conversation> = NONE;
-  private entries: Entry[] | undefined;
+  /** What this commit appended so far, in order (kernel only: a cancelled task's `onCancelled` reads it). */
+  entries: Entry[] | undefined;
   /** Values set in this draft; `undefined` marks a document this draft deletes. */
   private documents: ReadonlyMap<string, { type: string; value: Json | undefined }> = NONE;
   private tasks: ReadonlyMap<string, Task> = NONE;

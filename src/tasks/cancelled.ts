@@ -1,12 +1,12 @@
 /** What a cancelled task leaves behind (its kind's `onCancelled`), staged in the commit that ends it. */
-import type { Task } from "../records/schemas.ts";
+import type { Task, TaskState } from "../records/schemas.ts";
 import type { KernelDraft } from "../session/draft.ts";
 
 /**
  * Runs the `onCancelled` of `ended`'s kind, if it has one. The cancel is what must land: a blocked
  * conversation refuses the entry before anything is staged, and the cancel commits without it.
  */
-export function stageCancelled(draft: KernelDraft, ended: Task): void {
+export function stageCancelled(draft: KernelDraft, ended: Task, from: TaskState["status"]): void {
   if (ended.state.status !== "cancelled") return;
   const resolved = draft.registry.resolveTask(ended.kind, ended.kindVersion);
   const hook = resolved.ok ? resolved.definition.onCancelled : undefined;
@@ -20,6 +20,9 @@ export function stageCancelled(draft: KernelDraft, ended: Task): void {
         const task = draft.task(id);
         return task?.parentId === ended.id ? task : undefined;
       },
+      appended: [...(draft.entries ?? [])],
+      from,
+      version: draft.version,
     });
   } catch {
     // A hook must not throw (see `onCancelled`); one that does leaves nothing more behind.

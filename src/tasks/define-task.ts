@@ -14,6 +14,7 @@ import type {
   Json,
   PatchOperation,
   Task,
+  TaskState,
 } from "../records/schemas.ts";
 import { compiled } from "../records/schemas.ts";
 import type { EntryLinks, ProgressDraft } from "../session/draft-types.ts";
@@ -210,6 +211,12 @@ export interface CancelStage {
   appendEntry(conversationId: string, content: EntryContent): void;
   /** One of the cancelled task's children, as it stands in this commit; undefined for any other id. */
   child(id: string): Task | undefined;
+  /** The entries this commit appended before the task ended (the phase that returned after the cancel may have). */
+  readonly appended: readonly Entry[];
+  /** The status the task was cancelled in: `pending` means its phase never started since it was cut off last. */
+  readonly from: TaskState["status"];
+  /** The version of the commit that ends it (a child created in it never ran: it ended in the same commit). */
+  readonly version: number;
 }
 
 /** The checkpoint data of an `onRestartLimit` phase: the phase that kept being cut off. */

@@ -312,7 +312,7 @@ function endTask(draft: KernelDraft, task: Task, outcome: Outcome): void {
   }
   const ended: Task = { ...task, state: outcome, updatedAt: draft.at };
   draft.writeTask(ended);
-  stageCancelled(draft, ended);
+  stageCancelled(draft, ended, task.state.status);
   finishSubmission(draft, ended, task);
   if (ended.parentId !== undefined && draft.task(ended.parentId))
     dispatch(draft, { type: "child-ended", taskId: ended.parentId, childId: ended.id });
@@ -330,7 +330,9 @@ function requestCancel(draft: KernelDraft, task: Task, reason: string): void {
   if (task.state.status === "completing")
     for (const id of draft.ownedChildren(task.id))
       dispatch(draft, { type: "cancel-requested", taskId: id, reason });
-  else if (task.state.status !== "running") endTask(draft, marked, { status: "cancelled", reason });
+  // Not running, or created in this very commit (its first phase cannot have started): it ends now.
+  else if (task.state.status !== "running" || task.createdVersion === draft.version)
+    endTask(draft, marked, { status: "cancelled", reason });
 }
 
 /** A child became terminal: join its parent if that is what the parent waits for. */

@@ -272,6 +272,18 @@ describe("the task machine", () => {
     expect(abortedFail.task("t")?.state.status).toBe("cancelled");
   });
 
+  it("ends a task created in the commit that cancels it at once: its first phase cannot have started", () => {
+    const state = new SessionState("s", 0, 10);
+    const draft = new KernelDraft(state, registry, 1, 100);
+    dispatch(draft, { type: "spawn", task: { id: "new", kind: "k", input: { n: 1 } } });
+    dispatch(draft, { type: "cancel-requested", taskId: "new", reason: "user" });
+    expect(draft.task("new")?.state).toEqual({ status: "cancelled", reason: "user" });
+    // One from an earlier commit may be running: it is marked, and its phase ends it.
+    state.putTask(record("old", { status: "running" }, { createdVersion: 0 }));
+    dispatch(draft, { type: "cancel-requested", taskId: "old", reason: "user" });
+    expect(draft.task("old")).toMatchObject({ state: { status: "running" }, cancelRequested: "user" });
+  });
+
   it("fails a transition into an inherited key or with checkpoint data its phase's schema refuses", () => {
     const inherited = draftWith("running");
     dispatch(inherited, {

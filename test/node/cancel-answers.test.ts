@@ -1,0 +1,181 @@
+/**
+ * A cancelled tool call answers the model with what is known, once, in the commit that ends it: `not-run`
+ * only when its work cannot have begun. The hard cases are a phase that returns after the cancel (what it
+ * staged is committed: a refusal, a spawned run) and calls still queued for an exclusive key.
+ */
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import {
+  createAgent,
+  createRegistry,
+  defineTask,
+  defineTool,
+  memoryStorage,
+  openSession,
+  type Registry,
+  type Session,
+  scriptedModel,
+} from "../../src/index.ts";
+
+/** The tool results stored in a conversation: call id, outcome, error text. */
+function answers(session: Session, conversationId = "c") {
+  const entries = session.view().conversations.find((c) => c.id === conversationId)?.entries ?? [];
+  return entries.flatMap((e) =>
+    e.content.kind === "tool-result"
+      ? [[e.content.toolCallId, e.content.outcome, (e.content.output as { error?: string }).error]]
+      : [],
+  );
+}
+
+/** A promise and the function that settles it. */
+function latch<T = void>() {
+  let open: (value: T) => void = () => undefined;
+  const promise = new Promise<T>((resolve) => {
+    open = resolve;
+  });
+  return { promise, open };
+}
+
+async function openWith(
+  agent: ReturnType<typeof createAgent>,
+  tasks: Parameters<Registry["registerTask"]>[0][] = [],
+) {
+  const registry = createRegistry({ ...agent, tasks: [...agent.tasks, ...tasks] });
+  const session = await openSession({ id: "cancel", storage: memoryStorage(), registry });
+  await session.resume();
+  return session;
+}
+
+describe("a cancelled tool call's answer", () => {
+  it("a queued call the returning phase refused is answered once, with the refusal", async () => {
+    const first = latch<{ ok: boolean }>();
+    const checking = latch();
+    const verdict = latch<string>();
+    const tool = (name: string, precheck?: () => Promise<string>) =>
+      defineTool({
+        name,
+        description: name,
+        input: z.object({}),
+        replay: "safe",
+        ...(precheck && { precheck }),
+        execute: () => (name === "first" ? first.promise : { ok: true }),
+      });
+    const second = tool("second", () => {
+      checking.open(); // validated when its turn comes
+      return verdict.promise;
+    });
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: "first", args: {} },
+          { name: "second", args: {} },
+        ],
+      },
+      { text: "done" },
+    ]);
+    const session = await openWith(
+      createAgent({ model, tools: [tool("first"), second], toolCalls: "sequential" }),
+    );
+    const sub = await session.submit({ requestId: "r", conversationId: "c", input: "go" });
+    await expect.poll(() => session.view().tasks.length).toBe(2);
+    first.open({ ok: true });
+    await checking.promise; // the turn is starting `second`
+    await session.cancelSubmission(sub.id, "stop");
+    verdict.open("the account is locked");
+    expect((await session.wait(sub.id)).status).toBe("cancelled");
+    expect(answers(session)).toEqual([
+      ["call_0_0", "ok", undefined],
+      ["call_0_1", "error", expect.stringContaining("the account is locked")],
+    ]);
+  });
+
+  it("a task-backed call whose run was spawned by the phase that returned after the cancel never runs it: not-run", async () => {
+    const effects: string[] = [];
+    const sendAll = defineTask({
+      kind: "send-all",
+      version: 1,
+      input: z.object({ to: z.string() }),
+      phases: {
+        // The work happens whatever the signal says: it must never start once the call is cancelled.
+        start: (ctx) => {
+          effects.push(`sent to ${ctx.input.to}`);
+          return ctx.complete({ sent: 1 });
+        },
+      },
+    });
+    const checking = latch();
+    const verdict = latch<undefined>();
+    let checks = 0;
+    const send = defineTool({
+      name: "send",
+      description: "send",
+      input: z.object({ to: z.string() }),
+      replay: "unsafe",
+      task: "send-all",
+      // Checked when the model asks (at once), then in the tool task's own call phase (held there).
+      precheck: () => {
+        checks += 1;
+        if (checks === 1) return undefined;
+        checking.open();
+        return verdict.promise;
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: "send", args: { to: "ana" } }] }, { text: "done" }]);
+    const session = await openWith(createAgent({ model, tools: [send] }), [sendAll]);
+    const sub = await session.submit({ requestId: "r", conversationId: "c", input: "go" });
+    await checking.promise;
+    await session.cancelSubmission(sub.id, "stop");
+    verdict.open(undefined); // the check passes: the phase spawns the run and returns
+    expect((await session.wait(sub.id)).status).toBe("cancelled");
+    const run = session.view().tasks.find((t) => t.kind === "send-all");
+    expect(run?.state).toEqual({ status: "cancelled", reason: "stop" });
+    expect(effects).toEqual([]);
+    expect(answers(session)).toEqual([
+      ["call_0_0", "not-run", "the tool call ended without a result: cancelled before it ran (stop)"],
+    ]);
+  });
+
+  it("a call still waiting for its exclusive key (never cut off) is not-run; the one holding the key runs on", async () => {
+    const ran: number[] = [];
+    const held = latch();
+    const charge = defineTool({
+      name: "charge",
+      description: "Charges a card",
+      input: z.object({ n: z.number() }),
+      replay: "unsafe",
+      exclusive: true,
+      execute: async ({ n }) => {
+        ran.push(n);
+        if (n === 1) await held.promise;
+        return { n };
+      },
+    });
+    const model = scriptedModel([
+      (request) =>
+        request.messages.at(-1)?.role === "tool"
+          ? { text: "charged" }
+          : { toolCalls: [{ name: "charge", args: { n: Number(request.messages.at(-1)?.content) } }] },
+    ]);
+    const session = await openWith(createAgent({ model, tools: [charge] }));
+    const first = await session.submit({ requestId: "r1", conversationId: "c1", input: "1" });
+    const second = await session.submit({ requestId: "r2", conversationId: "c2", input: "2" });
+    const call = (n: number) =>
+      session
+        .view()
+        .tasks.find((t) => t.kind === "agent.tool" && (t.input as { args: string }).args === `{"n":${n}}`);
+    await expect.poll(() => call(2)?.state.status).toBe("pending");
+    await session.cancelSubmission(second.id, "not needed");
+    expect((await session.wait(second.id)).status).toBe("cancelled");
+    held.open();
+    expect((await session.wait(first.id)).status).toBe("succeeded");
+    expect(ran).toEqual([1]);
+    expect(answers(session, "c2")).toEqual([
+      [
+        expect.any(String),
+        "not-run",
+        "the tool call ended without a result: cancelled before it ran (not needed)",
+      ],
+    ]);
+    expect(answers(session, "c1")).toEqual([[expect.any(String), "ok", undefined]]);
+  });
+});
