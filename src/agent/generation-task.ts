@@ -25,7 +25,7 @@ import { followUpOf, steeredAnswer, withdrawnOf } from "./follow-ups.ts";
 import type { ToolSpec } from "./model.ts";
 import { type Model, ModelError, type ModelResponse } from "./model.ts";
 import { noteInterruptedStream, streamDocumentId, streamer } from "./stream-record.ts";
-import { answerEndedCalls, notRunAnswer, toolCallTaskId } from "./tool-answers.ts";
+import { answerEndedCalls, notRunAnswer, unstartedCalls } from "./tool-answers.ts";
 import { type QueuedCall, queueOf, spawnCalls, type ToolCallMode } from "./tool-queue.ts";
 
 export const GENERATE_TASK = "agent.generate";
@@ -123,20 +123,14 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
     version: 1,
     input: GenerateInputSchema,
     start: "request",
-    // Calls of its last response still queued when the turn is cancelled never started: it answers them.
+    // Calls that never started when the turn is cancelled are answered by it: those still queued, and those
+    // of a response the phase that returned after the cancel recorded.
     onCancelled: (task, stage) => {
       const round = task.checkpoint.data as unknown as Round | null;
-      if (!round?.queuedCalls) return;
       const reason = task.state.status === "cancelled" ? task.state.reason : "cancelled";
-      // One the phase that returned after the cancel started (it answers itself) or refused is answered.
-      const answered = new Set(
-        stage.appended.map((e) => (e.content.kind === "tool-result" ? e.content.toolCallId : "")),
-      );
-      for (const call of round.queuedCalls) {
-        if (answered.has(call.id) || stage.child(toolCallTaskId(task.id, round.round - 1, call.index)))
-          continue;
+      const queued = round?.queuedCalls ?? [];
+      for (const call of unstartedCalls(task.id, round?.round ?? 1, queued, stage))
         stage.appendEntry((task.input as GenerateInput).conversationId, notRunAnswer(call, reason));
-      }
     },
     phases: {
       prepare: (ctx) => {

@@ -3,7 +3,7 @@
  * in the context it sees next — never as an error when the call may have taken effect.
  */
 import type { Entry, EntryContent, Json, Task, ToolCall } from "../records/schemas.ts";
-import type { PhaseContext } from "../tasks/define-task.ts";
+import type { CancelStage, PhaseContext } from "../tasks/define-task.ts";
 import type { ToolOutcome } from "./tool-finish.ts";
 
 /** What answering needs of the generation task's phase. */
@@ -132,4 +132,30 @@ export function rejected(call: Pick<ToolCall, "id" | "name">, error: string) {
     outcome: "error" as const,
     output: { error },
   };
+}
+
+/**
+ * The calls a cancelled turn answers itself, none of them started: those its round (`round`) still queued
+ * from the response before, and those of a response recorded in the commit that ends it — unless answered
+ * in that commit or spawned as a task (which answers itself).
+ */
+export function unstartedCalls(
+  turn: string,
+  round: number,
+  queued: readonly { id: string; name: string; index: number }[],
+  stage: CancelStage,
+): { id: string; name: string }[] {
+  const answered = new Set<string>();
+  const calls: { id: string; name: string; taskId: string }[] = [];
+  for (const e of stage.appended) {
+    if (e.content.kind === "tool-result") answered.add(e.content.toolCallId);
+    if (e.content.kind === "model" && e.taskId === turn)
+      for (const [index, { id, name }] of e.content.toolCalls.entries())
+        calls.push({ id, name, taskId: toolCallTaskId(turn, round, index) });
+  }
+  for (const { id, name, index } of queued)
+    calls.push({ id, name, taskId: toolCallTaskId(turn, round - 1, index) });
+  return calls
+    .filter((call) => !answered.has(call.id) && !stage.child(call.taskId))
+    .map(({ id, name }) => ({ id, name }));
 }

@@ -379,6 +379,7 @@ function reject(ctx: ToolContext, message: string) {
  * child), and not a call still queued for its exclusive key that was never cut off (`pending`, no restart).
  */
 function startedBeforeCancel(task: Task, stage: CancelStage): boolean {
+  if (task.createdVersion === stage.version) return false; // created in the commit that cancels it
   const run = stage.child(`${task.id}/run`);
   // One created in the commit that cancels it ended there, never run (the task machine's rule).
   if (run && run.createdVersion !== stage.version) return true;

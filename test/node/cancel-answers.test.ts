@@ -10,6 +10,7 @@ import {
   createRegistry,
   defineTask,
   defineTool,
+  type Model,
   memoryStorage,
   openSession,
   type Registry,
@@ -177,5 +178,43 @@ describe("a cancelled tool call's answer", () => {
       ],
     ]);
     expect(answers(session, "c1")).toEqual([[expect.any(String), "ok", undefined]]);
+  });
+
+  it("a response the model gave after its turn was cancelled is recorded, and none of its calls starts: each is not-run", async () => {
+    const asked = latch();
+    const reply = latch();
+    const ran: number[] = [];
+    const step = defineTool({
+      name: "step",
+      description: "step",
+      input: z.object({ n: z.number() }),
+      replay: "unsafe",
+      execute: ({ n }) => {
+        ran.push(n);
+        return { n };
+      },
+    });
+    // A provider that finishes the response whatever the signal says.
+    const model: Model = {
+      id: "stubborn",
+      generate: async () => {
+        asked.open();
+        await reply.promise;
+        const call = (n: number) => ({ id: `c${n}`, name: "step", args: JSON.stringify({ n }) });
+        return { text: "", toolCalls: [call(1), call(2)] };
+      },
+    };
+    const session = await openWith(createAgent({ model, tools: [step], toolCalls: "sequential" }));
+    const sub = await session.submit({ requestId: "r", conversationId: "c", input: "go" });
+    await asked.promise;
+    await session.cancelSubmission(sub.id, "stop");
+    reply.open();
+    expect((await session.wait(sub.id)).status).toBe("cancelled");
+    expect(ran).toEqual([]);
+    const notRun = "the tool call ended without a result: cancelled before it ran (stop)";
+    expect(answers(session)).toEqual([
+      ["c1", "not-run", notRun], // spawned in the commit that ended the turn, and ended with it
+      ["c2", "not-run", notRun], // queued behind it, never spawned
+    ]);
   });
 });
