@@ -12,13 +12,12 @@ import { stageCancelled } from "./cancelled.ts";
 import { checkpointProblem, hasPhase, startPhase, type Transition } from "./define-task.ts";
 import { taskError } from "./error-info.ts";
 import { followUp, releaseNext } from "./follow-up.ts";
+import { type Outcome, outcomeOf } from "./outcome.ts";
 import { refusal } from "./refusals.ts";
 import type { NewSubmission, TaskEvent, TaskSpec, TaskTargetEvent } from "./task-events.ts";
 import { invalidWait } from "./wait-check.ts";
 
 export type { NewSubmission, RecoveryEvent, TaskEvent, TaskSpec } from "./task-events.ts";
-
-type Outcome = Extract<TaskState, { status: "succeeded" | "failed" | "cancelled" }>;
 
 /**
  * Applies `event` to the draft: writes the task and Submission records it changes, and everything that
@@ -77,7 +76,11 @@ function applyToTask(draft: KernelDraft, task: Task, event: TaskTargetEvent): vo
       return;
     case "queued": // its phase has not started: it waits for its key — or, never run and asked to stop, ends
       if (task.cancelRequested !== undefined && task.restarts === 0)
-        endTask(draft, task, { status: "cancelled", reason: task.cancelRequested });
+        endTask(
+          draft,
+          { ...task, state: { status: "pending" } },
+          { status: "cancelled", reason: task.cancelRequested },
+        );
       else draft.writeTask({ ...task, state: { status: "pending" }, updatedAt: draft.at });
       return;
     case "restart-limit":
@@ -365,19 +368,6 @@ function failParentFast(draft: KernelDraft, parent: Task, child: Task): void {
     status: "failed",
     error: taskError("child-failed", `child ${child.id} failed: ${cause}`),
   });
-}
-
-function outcomeOf(state: Extract<TaskState, { status: "completing" }>): Outcome {
-  switch (state.outcome) {
-    case "succeeded":
-      return { status: "succeeded", result: state.result ?? null };
-    case "failed":
-      return { status: "failed", error: state.error ?? taskError("failed", "failed") };
-    case "cancelled":
-      return { status: "cancelled", reason: state.reason ?? "cancelled" };
-    default:
-      return assertNever(state.outcome);
-  }
 }
 
 /** A root task that carries a Submission ends it in the same commit (`before`: the task as it was). */

@@ -6,10 +6,14 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
+  type CommitGuard,
+  type CommitRecord,
   createAgent,
   createRegistry,
   defineTask,
   defineTool,
+  ManualClock,
+  ManualTimers,
   type Model,
   memoryStorage,
   openSession,
@@ -17,6 +21,7 @@ import {
   type Session,
   scriptedModel,
 } from "../../src/index.ts";
+import { ForwardingStorage } from "../../src/testing/index.ts";
 
 /** The tool results stored in a conversation: call id, outcome, error text. */
 function answers(session: Session, conversationId = "c") {
@@ -27,6 +32,10 @@ function answers(session: Session, conversationId = "c") {
       : [],
   );
 }
+
+const settle = async (rounds = 30) => {
+  for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
+};
 
 /** A promise and the function that settles it. */
 function latch<T = void>() {
@@ -216,5 +225,149 @@ describe("a cancelled tool call's answer", () => {
       ["c1", "not-run", notRun], // spawned in the commit that ended the turn, and ended with it
       ["c2", "not-run", notRun], // queued behind it, never spawned
     ]);
+  });
+
+  it("a call an executor took (its lease ended, then queued for its exclusive key) is unknown, never not-run", async () => {
+    const signed: string[] = [];
+    const held = latch();
+    const sign = defineTool({
+      name: "sign",
+      description: "sign",
+      input: z.object({}),
+      replay: "unsafe",
+      runsOn: "browser",
+      exclusive: "docs",
+      execute: (_a, { operationId }) => {
+        signed.push(operationId);
+        return { signed: true };
+      },
+    });
+    const archive = defineTool({
+      name: "archive",
+      description: "archive",
+      input: z.object({}),
+      replay: "unsafe",
+      exclusive: "docs",
+      execute: async () => {
+        await held.promise;
+        return { archived: true };
+      },
+    });
+    const model = scriptedModel([
+      (request) =>
+        request.messages.at(-1)?.role === "tool"
+          ? { text: "done" }
+          : { toolCalls: [{ name: String(request.messages.at(-1)?.content), args: {} }] },
+    ]);
+    const clock = new ManualClock(1_000);
+    const timers = new ManualTimers(clock);
+    const registry = createRegistry(createAgent({ model, tools: [sign, archive] }));
+    const edge = await openSession({
+      id: "b",
+      storage: memoryStorage(),
+      registry,
+      host: "edge",
+      clock,
+      timers,
+    });
+    await edge.resume();
+    const sub = await edge.submit({ requestId: "r1", conversationId: "b", input: "sign" });
+    await settle();
+    const [offered] = edge.pending();
+    expect(offered?.key).toMatch(/^run-on:/);
+    await edge.signal(
+      offered?.key as string,
+      { host: "browser", executor: "tab-dead", leaseMs: 5_000 },
+      { requestId: "acc" },
+    );
+    await settle();
+    const [taken] = edge.pending();
+    expect(taken?.key).toMatch(/^done:/);
+    // The tab signs, then dies before it reports.
+    signed.push(String((taken?.about as { operationId?: string } | undefined)?.operationId));
+    // Another call of the same exclusive group runs here meanwhile.
+    const other = await edge.submit({ requestId: "r2", conversationId: "x", input: "archive" });
+    await settle();
+    timers.advance(5_001); // the lease ends: the call goes back to execute, queued behind archive
+    await settle();
+    const call = edge
+      .view()
+      .tasks.find((t) => t.kind === "agent.tool" && (t.input as { name: string }).name === "sign");
+    expect(call?.state.status).toBe("pending");
+    await edge.cancelSubmission(sub.id, "stop");
+    expect((await edge.wait(sub.id)).status).toBe("cancelled");
+    held.open();
+    await edge.wait(other.id);
+    expect(signed).toHaveLength(1); // it did take effect
+    expect(answers(edge, "b")).toEqual([
+      [expect.any(String), "unknown", expect.stringContaining("may have taken effect")],
+    ]);
+    await edge.close();
+  });
+
+  it("a call cancelled before the commit that queued it for its exclusive key (it never ran) is not-run", async () => {
+    const ran: number[] = [];
+    const held = latch();
+    const charge = defineTool({
+      name: "charge",
+      description: "Charges a card",
+      input: z.object({ n: z.number() }),
+      replay: "unsafe",
+      exclusive: true,
+      execute: async ({ n }) => {
+        ran.push(n);
+        if (n === 1) await held.promise;
+        return { n };
+      },
+    });
+    const model = scriptedModel([
+      (request) =>
+        request.messages.at(-1)?.role === "tool"
+          ? { text: "charged" }
+          : { toolCalls: [{ name: "charge", args: { n: Number(request.messages.at(-1)?.content) } }] },
+    ]);
+    const registry = createRegistry(createAgent({ model, tools: [charge] }));
+    let onSpawn: (() => void) | undefined;
+    class Spy extends ForwardingStorage {
+      override async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
+        const spawned = commits.some((c) =>
+          c.tasks.some(
+            (t) =>
+              t.kind === "agent.tool" &&
+              t.createdVersion === c.version &&
+              (t.input as { args: string }).args === '{"n":2}',
+          ),
+        );
+        if (spawned && onSpawn) {
+          const go = onSpawn;
+          onSpawn = undefined;
+          go(); // the person presses stop while the model's answer is being stored
+          await settle(); // the cancel is queued behind this commit
+        }
+        await super.commit(guard, commits);
+      }
+    }
+    const session = await openSession({ id: "a", storage: new Spy(memoryStorage()), registry });
+    await session.resume();
+    const first = await session.submit({ requestId: "r1", conversationId: "c1", input: "1" });
+    await expect.poll(() => ran).toEqual([1]);
+    let cancelled: Promise<unknown> | undefined;
+    onSpawn = () => {
+      cancelled = session.cancelSubmission(second.id, "not needed");
+    };
+    const second = await session.submit({ requestId: "r2", conversationId: "c2", input: "2" });
+    expect((await session.wait(second.id)).status).toBe("cancelled");
+    await cancelled;
+    held.open();
+    await session.wait(first.id);
+    expect(ran).toEqual([1]);
+    expect(answers(session, "c2")).toEqual([
+      [
+        expect.any(String),
+        "not-run",
+        "the tool call ended without a result: cancelled before it ran (not needed)",
+      ],
+    ]);
+    await session.close();
   });
 });
