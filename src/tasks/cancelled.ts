@@ -20,7 +20,10 @@ export function stageCancelled(draft: KernelDraft, ended: Task, from: TaskState[
         const task = draft.task(id);
         return task?.parentId === ended.id ? task : undefined;
       },
-      appended: [...(draft.entries ?? [])],
+      // Read only by hooks that look (a commit cancelling many tasks copies nothing per task).
+      get appended() {
+        return draft.entries ?? [];
+      },
       from,
       version: draft.version,
     });
