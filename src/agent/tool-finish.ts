@@ -79,7 +79,8 @@ export interface CallRun {
  * Runs a call whose intent is committed, by its replay rules: one that may have run before (`recovering`)
  * is confirmed by its operation id, or re-run when both the call and the tool are replay-safe, or ends
  * interrupted; then the tool runs under the intent's operation id. A tool that throws is an `error` result
- * the model can act on; an aborted run rethrows.
+ * the model can act on; an aborted run rethrows — but one stopped before its effect gate let it start is
+ * `not-run`.
  */
 export async function runByRules(
   tool: ToolDefinition<unknown>,
@@ -90,7 +91,17 @@ export async function runByRules(
 ): Promise<ToolResult> {
   const recovery = recovering ? recoveryOf(intent, tool) : undefined;
   if (recovery === "interrupted") return run.interrupted();
-  if (intent.replay === "unsafe" || tool.replay === "unsafe") await run.beforeEffect?.();
+  if (intent.replay === "unsafe" || tool.replay === "unsafe") {
+    try {
+      await run.beforeEffect?.();
+    } catch (error) {
+      // Stopped while it waited until it was safe to start: it never reached the outside world (unless
+      // it had run before, `recovering`: then its outcome stays open).
+      if (!run.signal.aborted || recovering) throw error;
+      const why = "the tool call was cancelled before it ran (it was waiting until it was safe to start)";
+      return { outcome: "not-run", output: { error: why }, via: "run" };
+    }
+  }
   if (recovery === "confirm") {
     const found = await tool.confirm?.(intent.operationId, args);
     if (found !== undefined) return { outcome: "ok", output: found, via: "confirm" };

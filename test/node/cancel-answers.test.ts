@@ -370,4 +370,46 @@ describe("a cancelled tool call's answer", () => {
     ]);
     await session.close();
   });
+
+  it("an unsafe call cancelled while the effect gate held it (the tool never ran) is not-run, by the call itself", async () => {
+    let executed = 0;
+    let gated = 0;
+    const send = defineTool({
+      name: "send",
+      description: "send",
+      input: z.object({}),
+      replay: "unsafe",
+      execute: () => {
+        executed++;
+        return { sent: true };
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: "send", args: {} }] }, { text: "done" }]);
+    const registry = createRegistry(createAgent({ model, tools: [send] }));
+    const session = await openSession({
+      id: "d",
+      storage: memoryStorage(),
+      registry,
+      // A linked browser session's gate: waits for its edge's acknowledgement, rejects when the phase aborts.
+      effectGate: (_version, signal) =>
+        new Promise((_resolve, reject) => {
+          gated++;
+          signal.addEventListener("abort", () => reject(signal.reason), { once: true });
+        }),
+    });
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "c", input: "send" });
+    await expect.poll(() => gated).toBe(1);
+    await session.cancelSubmission(sub.id, "stop");
+    expect((await session.wait(sub.id)).status).toBe("cancelled");
+    expect(executed).toBe(0);
+    expect(answers(session, "c")).toEqual([
+      [
+        expect.any(String),
+        "not-run",
+        "the tool call was cancelled before it ran (it was waiting until it was safe to start)",
+      ],
+    ]);
+    await session.close();
+  });
 });
