@@ -25,7 +25,7 @@ import { followUpOf, steeredAnswer, withdrawnOf } from "./follow-ups.ts";
 import type { ToolSpec } from "./model.ts";
 import { type Model, ModelError, type ModelResponse } from "./model.ts";
 import { noteInterruptedStream, streamDocumentId, streamer } from "./stream-record.ts";
-import { answerEndedCalls, notRunAnswer, unstartedCalls } from "./tool-answers.ts";
+import { answerEndedCalls, notRunAnswer, notStarted, unstartedCalls } from "./tool-answers.ts";
 import { type QueuedCall, queueOf, spawnCalls, type ToolCallMode } from "./tool-queue.ts";
 
 export const GENERATE_TASK = "agent.generate";
@@ -301,8 +301,13 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
         round: round.round,
         usage,
       } satisfies TurnResult as unknown as Json);
-    if (round.round >= maxRounds)
-      return ctx.fail(`stopped after ${maxRounds} model rounds without a final answer`);
+    if (round.round >= maxRounds) {
+      const why = `stopped after ${maxRounds} model rounds without a final answer`;
+      // The response's calls never start: each is answered so, and the next turn's context says it.
+      for (const call of response.toolCalls)
+        ctx.appendEntry(conversationId, notStarted(call, `not run: the turn ${why}`));
+      return ctx.fail(why);
+    }
     const all = response.toolCalls.map((_, index) => index);
     const { children, queued } = await spawnCalls(
       ctx,

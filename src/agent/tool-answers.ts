@@ -49,8 +49,12 @@ export function toolCallTaskId(generationTaskId: string, round: number, index: n
 
 /** The answer to a call that never started: its turn was cancelled (for `reason`) before it did. */
 export function notRunAnswer(call: Pick<ToolCall, "id" | "name">, reason: string) {
-  const content = rejected(call, `the tool call ended without a result: cancelled before it ran (${reason})`);
-  return { ...content, outcome: "not-run" as const };
+  return notStarted(call, `the tool call ended without a result: cancelled before it ran (${reason})`);
+}
+
+/** The answer to a call its turn ended without starting, saying why. */
+export function notStarted(call: Pick<ToolCall, "id" | "name">, why: string) {
+  return { ...rejected(call, why), outcome: "not-run" as const };
 }
 
 /**

@@ -15,6 +15,7 @@ import {
   ManualClock,
   ManualTimers,
   type Model,
+  type ModelRequest,
   memoryStorage,
   openSession,
   type Registry,
@@ -411,5 +412,47 @@ describe("a cancelled tool call's answer", () => {
       ],
     ]);
     await session.close();
+  });
+
+  it("a turn that stops at maxRounds with calls in its last response answers them not-run; the next turn reads that", async () => {
+    const ran: number[] = [];
+    const step = defineTool({
+      name: "step",
+      description: "step",
+      input: z.object({ n: z.number() }),
+      replay: "unsafe",
+      execute: ({ n }) => {
+        ran.push(n);
+        return { n };
+      },
+    });
+    const requests: ModelRequest[] = [];
+    const model = scriptedModel([
+      (request) => {
+        requests.push(request);
+        return request.messages.at(-1)?.content === "again"
+          ? { text: "stopped" }
+          : { toolCalls: [{ name: "step", args: { n: requests.length } }] };
+      },
+    ]);
+    const session = await openWith(createAgent({ model, tools: [step], maxRounds: 2 }));
+    const first = await session.submit({ requestId: "r1", conversationId: "c", input: "go" });
+    expect(await session.wait(first.id)).toMatchObject({
+      status: "failed",
+      error: { message: "stopped after 2 model rounds without a final answer" },
+    });
+    expect(ran).toEqual([1]); // round 1's call ran; round 2's never started
+    const why = "not run: the turn stopped after 2 model rounds without a final answer";
+    expect(answers(session)).toEqual([
+      ["call_0_0", "ok", undefined],
+      ["call_1_0", "not-run", why],
+    ]);
+    const next = await session.submit({ requestId: "r2", conversationId: "c", input: "again" });
+    expect((await session.wait(next.id)).status).toBe("succeeded");
+    const told = requests.at(-1)?.messages.find((m) => m.role === "tool" && m.toolCallId === "call_1_0");
+    expect(told?.role === "tool" && JSON.parse(told.content)).toEqual({
+      outcome: "not-run",
+      output: { error: why },
+    });
   });
 });
