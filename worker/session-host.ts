@@ -130,7 +130,6 @@ export class BrowserSessionHost {
    * queued for it. (A linked session whose claim was refused, or that waits for `takeBack()`, follows.)
    */
   whenLeader(): Promise<void> {
-    if (this.isClosed) return Promise.reject(new SessionClosedError(this.options.sessionId));
     return Promise.race([this.leading.then(() => this.inbox.drained()), this.closing]);
   }
 

@@ -49,8 +49,10 @@ export function toolCallTaskId(generationTaskId: string, round: number, index: n
 
 /** The answer to a call that never started: its turn was cancelled (for `reason`) before it did. */
 export function notRunAnswer(call: Pick<ToolCall, "id" | "name">, reason: string) {
-  return notStarted(call, `the tool call ended without a result: cancelled before it ran (${reason})`);
+  return notStarted(call, `the tool call ended without a result: ${cancelledBeforeRun(reason)}`);
 }
+
+const cancelledBeforeRun = (reason: string) => `cancelled before it ran (${reason})`;
 
 /** The answer to a call its turn ended without starting, saying why. */
 export function notStarted(call: Pick<ToolCall, "id" | "name">, why: string) {
@@ -120,7 +122,7 @@ function endedWithout(
     case "cancelled":
       return started
         ? { outcome: open, why: `cancelled while it ran (${task.state.reason}); ${unsure}` }
-        : { outcome: "not-run", why: `cancelled before it ran (${task.state.reason})` };
+        : { outcome: "not-run", why: cancelledBeforeRun(task.state.reason) };
     case "succeeded":
       return { outcome: open, why: `it succeeded, but its result entry is missing; ${unsure}` };
     default:

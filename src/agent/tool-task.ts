@@ -376,16 +376,15 @@ function reject(ctx: ToolContext, message: string) {
 
 /**
  * Whether a cancelled call's work may have begun: its own task's work once it ran (a task-backed tool's run
- * child), and not a call still queued for its exclusive key that never ran anywhere (`pending`, no restart,
- * not taken back from an executor whose lease ended: `recovering`).
+ * child), and not a call whose phase never began (created in the cancelling commit, or still queued for
+ * its exclusive key) unless it ran before elsewhere (taken back from an executor whose lease ended).
  */
 function startedBeforeCancel(task: Task, stage: CancelStage): boolean {
-  if (task.createdVersion === stage.version) return false; // created in the commit that cancels it
   const run = stage.child(`${task.id}/run`);
   // One created in the commit that cancels it ended there, never run (the task machine's rule).
   if (run && run.createdVersion !== stage.version) return true;
-  // Queued for its exclusive key since its intent was fixed: never cut off there, nor run before elsewhere.
+  // Its phase never began, and it never ran before elsewhere (taken back from an executor: `recovering`).
   const recovering = (task.checkpoint.data as { recovering?: boolean } | null)?.recovering === true;
-  if (stage.from === "pending" && task.restarts === 0 && !recovering) return false;
+  if (!stage.phaseStarted && !recovering) return false;
   return mayHaveStarted(task);
 }

@@ -11,6 +11,9 @@ export function stageCancelled(draft: KernelDraft, ended: Task, from: TaskState[
   const resolved = draft.registry.resolveTask(ended.kind, ended.kindVersion);
   const hook = resolved.ok ? resolved.definition.onCancelled : undefined;
   if (!hook) return;
+  // The task machine's own rules: created in this commit, or queued for its key and never cut off there.
+  const phaseStarted =
+    ended.createdVersion !== draft.version && !(from === "pending" && ended.restarts === 0);
   try {
     hook(ended, {
       appendEntry: (conversationId, content) => {
@@ -24,7 +27,7 @@ export function stageCancelled(draft: KernelDraft, ended: Task, from: TaskState[
       get appended() {
         return draft.entries ?? [];
       },
-      from,
+      phaseStarted,
       version: draft.version,
     });
   } catch {

@@ -14,7 +14,6 @@ import type {
   Json,
   PatchOperation,
   Task,
-  TaskState,
 } from "../records/schemas.ts";
 import { compiled } from "../records/schemas.ts";
 import type { EntryLinks, ProgressDraft } from "../session/draft-types.ts";
@@ -213,8 +212,11 @@ export interface CancelStage {
   child(id: string): Task | undefined;
   /** The entries this commit appended before the task ended (the phase that returned after the cancel may have). */
   readonly appended: readonly Entry[];
-  /** The status the task was cancelled in: `pending` means its phase never started since it was cut off last. */
-  readonly from: TaskState["status"];
+  /**
+   * Whether the phase it was cancelled in may have begun: not when the task was created in this commit,
+   * nor when it waited for its exclusive key since the phase was entered (never cut off there).
+   */
+  readonly phaseStarted: boolean;
   /** The version of the commit that ends it (a child created in it never ran: it ended in the same commit). */
   readonly version: number;
 }

@@ -47,6 +47,34 @@ function latch<T = void>() {
   return { promise, open };
 }
 
+/**
+ * An unsafe exclusive tool `charge`, and an agent whose model charges the number each message says: the
+ * charge of 1 holds the key until `held` opens.
+ */
+function exclusiveCharges() {
+  const ran: number[] = [];
+  const held = latch();
+  const charge = defineTool({
+    name: "charge",
+    description: "Charges a card",
+    input: z.object({ n: z.number() }),
+    replay: "unsafe",
+    exclusive: true,
+    execute: async ({ n }) => {
+      ran.push(n);
+      if (n === 1) await held.promise;
+      return { n };
+    },
+  });
+  const model = scriptedModel([
+    (request) =>
+      request.messages.at(-1)?.role === "tool"
+        ? { text: "charged" }
+        : { toolCalls: [{ name: "charge", args: { n: Number(request.messages.at(-1)?.content) } }] },
+  ]);
+  return { ran, held, agent: createAgent({ model, tools: [charge] }) };
+}
+
 async function openWith(
   agent: ReturnType<typeof createAgent>,
   tasks: Parameters<Registry["registerTask"]>[0][] = [],
@@ -147,27 +175,8 @@ describe("a cancelled tool call's answer", () => {
   });
 
   it("a call still waiting for its exclusive key (never cut off) is not-run; the one holding the key runs on", async () => {
-    const ran: number[] = [];
-    const held = latch();
-    const charge = defineTool({
-      name: "charge",
-      description: "Charges a card",
-      input: z.object({ n: z.number() }),
-      replay: "unsafe",
-      exclusive: true,
-      execute: async ({ n }) => {
-        ran.push(n);
-        if (n === 1) await held.promise;
-        return { n };
-      },
-    });
-    const model = scriptedModel([
-      (request) =>
-        request.messages.at(-1)?.role === "tool"
-          ? { text: "charged" }
-          : { toolCalls: [{ name: "charge", args: { n: Number(request.messages.at(-1)?.content) } }] },
-    ]);
-    const session = await openWith(createAgent({ model, tools: [charge] }));
+    const { ran, held, agent } = exclusiveCharges();
+    const session = await openWith(agent);
     const first = await session.submit({ requestId: "r1", conversationId: "c1", input: "1" });
     const second = await session.submit({ requestId: "r2", conversationId: "c2", input: "2" });
     const call = (n: number) =>
@@ -307,27 +316,8 @@ describe("a cancelled tool call's answer", () => {
   });
 
   it("a call cancelled before the commit that queued it for its exclusive key (it never ran) is not-run", async () => {
-    const ran: number[] = [];
-    const held = latch();
-    const charge = defineTool({
-      name: "charge",
-      description: "Charges a card",
-      input: z.object({ n: z.number() }),
-      replay: "unsafe",
-      exclusive: true,
-      execute: async ({ n }) => {
-        ran.push(n);
-        if (n === 1) await held.promise;
-        return { n };
-      },
-    });
-    const model = scriptedModel([
-      (request) =>
-        request.messages.at(-1)?.role === "tool"
-          ? { text: "charged" }
-          : { toolCalls: [{ name: "charge", args: { n: Number(request.messages.at(-1)?.content) } }] },
-    ]);
-    const registry = createRegistry(createAgent({ model, tools: [charge] }));
+    const { ran, held, agent } = exclusiveCharges();
+    const registry = createRegistry(agent);
     let onSpawn: (() => void) | undefined;
     class Spy extends ForwardingStorage {
       override async commit(guard: CommitGuard, commits: readonly CommitRecord[]): Promise<void> {
