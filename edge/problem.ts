@@ -83,6 +83,8 @@ function statusOf(code: string): number {
       return 410;
     case "quota-exceeded":
       return 507;
+    case "early-signals-full":
+      return 429;
     case "session-stopped":
     case "session-closed":
     case "storage-failed":
@@ -124,6 +126,7 @@ const CALLER_ERRORS: ReadonlySet<string> = new Set([
   "unknown-signal",
   "signal-conflict",
   "signal-not-awaited",
+  "early-signals-full",
   "owned-elsewhere",
   "replication-diverged",
   "environment-mismatch",

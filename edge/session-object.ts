@@ -83,12 +83,15 @@ export interface SessionObjectOptions<Env> {
   readonly leaseMs?: (env: Env) => number;
   /**
    * Each session's working set and retention (`openSession`'s `retainSettled`, `entryTail`, `retention`,
-   * `liveWaits`):
+   * `liveWaits`, `maxEarlySignals`):
    * what stays in memory, and what finished work may leave storage (DESIGN §9). Default: the kernel's.
    */
   readonly session?: (
     env: Env,
-  ) => Pick<OpenSessionOptions, "retainSettled" | "entryTail" | "retention" | "liveWaits">;
+  ) => Pick<
+    OpenSessionOptions,
+    "retainSettled" | "entryTail" | "retention" | "liveWaits" | "maxEarlySignals"
+  >;
 }
 
 /** A Durable Object class hosting one session (see {@link defineSessionObject}). */

@@ -25,6 +25,8 @@ export interface BrowserSessionHostOptions {
   readonly maxRestarts?: number;
   /** How many waits of task trees started without a Submission stay live before new ones park (default 100). */
   readonly liveWaits?: number;
+  /** How many signals no wait has taken yet the session keeps; past it one is refused (default 1,000). */
+  readonly maxEarlySignals?: number;
   /**
    * Link the session to its edge host: while this tab leads, its commits are pushed there, unsafe effects
    * wait until the edge holds their intent, and the edge takes over when this tab hands off, closes or goes

@@ -33,6 +33,7 @@ const REFUSALS: ReadonlySet<string> = new Set([
   "unknown-signal",
   "signal-conflict",
   "signal-not-awaited",
+  "early-signals-full",
 ]);
 
 /**
@@ -48,6 +49,7 @@ const SIGNAL_REFUSALS: ReadonlySet<string> = new Set<SignalRefusal>([
   "unknown-signal",
   "signal-conflict",
   "signal-not-awaited",
+  "early-signals-full",
 ]);
 
 export class InboxRelay {

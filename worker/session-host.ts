@@ -419,7 +419,7 @@ export class BrowserSessionHost {
   }
 
   private sessionOptions() {
-    const { sessionId, registry, clock, timers, maxRestarts, liveWaits } = this.options;
+    const { sessionId, registry, clock, timers, maxRestarts, liveWaits, maxEarlySignals } = this.options;
     return {
       id: sessionId,
       storage: this.storage(),
@@ -429,6 +429,7 @@ export class BrowserSessionHost {
       ...(timers !== undefined && { timers }),
       ...(maxRestarts !== undefined && { maxRestarts }),
       ...(liveWaits !== undefined && { liveWaits }),
+      ...(maxEarlySignals !== undefined && { maxEarlySignals }),
     };
   }
 }

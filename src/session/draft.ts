@@ -35,7 +35,7 @@ import { assertStorable, deepFreeze, validateAll, validateRecord } from "../reco
 import type { Registry } from "../registry.ts";
 import { ChildIndex } from "./child-index.ts";
 import type { EntryLinks } from "./draft-types.ts";
-import { awaiterOf, noteAwaiting, openSignal } from "./overlay-lookups.ts";
+import { awaiterOf, noteAwaiting, openSignal, openSignalCount } from "./overlay-lookups.ts";
 import { parkingOf } from "./parking.ts";
 import type { BlockedKind, BlockedRecord, DocumentState, ParkingReader, StateReader } from "./state.ts";
 
@@ -132,15 +132,13 @@ export class KernelDraft implements StateReader {
     return this.base.blocked(kind, id);
   }
   signal(key: string): Signal | undefined {
-    return openSignal(this.signals, (k) => this.base.signal(k), key);
+    return openSignal(this.signals, this.base, key);
   }
   awaiter(key: string): Task | undefined {
-    return awaiterOf(
-      this.awaiting,
-      (k) => this.base.awaiter(k),
-      (id) => this.task(id),
-      key,
-    );
+    return awaiterOf(this.awaiting, this.base, this, key);
+  }
+  earlySignals(): number {
+    return openSignalCount(this.signals, this.base);
   }
   openChildCount(parentId: string): number {
     return this.children ? this.children.openChildCount(parentId) : this.base.openChildCount(parentId);

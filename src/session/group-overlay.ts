@@ -9,7 +9,7 @@ import { headAfter } from "../records/schemas.ts";
 import { ChildIndex } from "./child-index.ts";
 import type { SealedCommit } from "./draft.ts";
 import { isStandaloneRoot } from "./items.ts";
-import { awaiterOf, noteAwaiting, openSignal } from "./overlay-lookups.ts";
+import { awaiterOf, noteAwaiting, openSignal, openSignalCount } from "./overlay-lookups.ts";
 import type {
   BlockedKind,
   BlockedRecord,
@@ -65,15 +65,13 @@ export class GroupOverlay implements StateReader, ParkingReader {
     return this.children.ownedChildren(parentId);
   }
   signal(key: string): Signal | undefined {
-    return openSignal(this.signals, (k) => this.state.signal(k), key);
+    return openSignal(this.signals, this.state, key);
   }
   awaiter(key: string): Task | undefined {
-    return awaiterOf(
-      this.awaiting,
-      (k) => this.state.awaiter(k),
-      (id) => this.task(id),
-      key,
-    );
+    return awaiterOf(this.awaiting, this.state, this, key);
+  }
+  earlySignals(): number {
+    return openSignalCount(this.signals, this.state);
   }
 
   isParked(taskId: string): boolean {

@@ -42,6 +42,13 @@ export interface OpenSessionOptions {
    */
   readonly liveWaits?: number;
   /**
+   * How many signals no wait has taken yet (sent before their wait began) the session keeps (default 1,000).
+   * They are loaded on open, each up to 64 KiB, so they are bounded: past this many, a signal no task awaits
+   * is refused with `early-signals-full` (429 at the edge) and nothing is stored. One a wait takes frees its
+   * place; a signal a task already awaits is never refused for it. 0 keeps none (as `early: false` for all).
+   */
+  readonly maxEarlySignals?: number;
+  /**
    * What finished work may be removed from storage, by count and/or age, optionally archived first
    * (DESIGN §9; `session.collect()`). Default: none — finished work is kept forever. With `keepSettled`
    * below the default `retainSettled`, memory keeps that many too (an explicit `retainSettled` wins:

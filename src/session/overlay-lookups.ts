@@ -19,12 +19,23 @@ export function noteAwaiting(
 /** A signal still waiting to be taken: the layer's own version of it, else the one below. */
 export function openSignal(
   changed: ReadonlyMap<string, Signal>,
-  below: (key: string) => Signal | undefined,
+  below: { signal(key: string): Signal | undefined },
   key: string,
 ): Signal | undefined {
   const own = changed.get(key);
   if (own) return own.consumedBy === undefined ? own : undefined;
-  return below(key);
+  return below.signal(key);
+}
+
+/** How many signals are still waiting to be taken: those below, as the layer's own versions changed them. */
+export function openSignalCount(
+  changed: ReadonlyMap<string, Signal>,
+  below: { signal(key: string): Signal | undefined; earlySignals(): number },
+): number {
+  let count = below.earlySignals();
+  for (const [key, own] of changed)
+    count += Number(own.consumedBy === undefined) - Number(below.signal(key) !== undefined);
+  return count;
 }
 
 /**
@@ -34,17 +45,17 @@ export function openSignal(
  */
 export function awaiterOf(
   changed: ReadonlyMap<string, string> | undefined,
-  below: (key: string) => Task | undefined,
-  current: (taskId: string) => Task | undefined,
+  below: { awaiter(key: string): Task | undefined },
+  current: { task(taskId: string): Task | undefined },
   key: string,
 ): Task | undefined {
   const awaits = (task: Task | undefined) =>
     task?.state.status === "awaiting" && task.state.keys.includes(key);
   const own = changed?.get(key);
-  const mine = own === undefined ? undefined : current(own);
+  const mine = own === undefined ? undefined : current.task(own);
   if (awaits(mine)) return mine;
-  const found = below(key);
+  const found = below.awaiter(key);
   if (!found) return undefined;
-  const now = current(found.id);
+  const now = current.task(found.id);
   return awaits(now) ? now : undefined;
 }

@@ -62,10 +62,14 @@ export interface CollectResult {
 export function checkRetention(options: {
   readonly retention?: RetentionPolicy;
   readonly retainSettled?: number;
+  readonly liveWaits?: number;
+  readonly maxEarlySignals?: number;
 }): void {
   const counts = [
     ["retention.keepSettled", options.retention?.keepSettled],
     ["retainSettled", options.retainSettled],
+    ["liveWaits", options.liveWaits],
+    ["maxEarlySignals", options.maxEarlySignals],
   ] as const;
   for (const [path, value] of counts)
     if (value !== undefined && !(Number.isSafeInteger(value) && value >= 0))

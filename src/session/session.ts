@@ -27,7 +27,7 @@ import type { SealedCommit } from "./draft.ts";
 import type { BuildCommit, BuildProgress, CommitOptions } from "./draft-types.ts";
 import { CHANGE_PAGE } from "./history.ts";
 import { registerKernelCommit } from "./kernel-access.ts";
-import { DEFAULT_LIVE_WAITS } from "./limits.ts";
+import { DEFAULT_EARLY_SIGNALS, DEFAULT_LIVE_WAITS } from "./limits.ts";
 import { observeUntil, untilStoredEnded, untilSubmissionEnded } from "./observe.ts";
 import type { OpenSessionOptions, SessionStatus, WaitOptions } from "./options.ts";
 import { type CollectResult, Retention } from "./retention.ts";
@@ -65,7 +65,13 @@ export class Session extends SessionReads {
     const clock = options.clock ?? systemClock;
     const timers = options.timers ?? systemTimers;
     this.ids = options.ids ?? randomIds;
-    this.signalHost = signalHost(state, registry, storage, (build) => this.pipeline.commit(build));
+    this.signalHost = signalHost(
+      state,
+      registry,
+      storage,
+      (build) => this.pipeline.commit(build),
+      options.maxEarlySignals ?? DEFAULT_EARLY_SIGNALS,
+    );
     registerKernelCommit(this, (build, commitOptions) => this.kernelCommit(build, commitOptions));
     this.pipeline = new CommitPipeline({
       sessionId: state.id,

@@ -61,6 +61,8 @@ export interface StateReader {
   signal(key: string): Signal | undefined;
   /** The task awaiting `key`, if one is. O(1): an index kept as tasks change. */
   awaiter(key: string): Task | undefined;
+  /** How many stored signals no wait has taken yet (early ones). */
+  earlySignals(): number;
 }
 
 /** What a commit below the drafts knows of parked waits (the state, or a group of commits over it). */
@@ -148,6 +150,9 @@ export class SessionState implements StateReader, ParkingReader {
   }
   signal(key: string): Signal | undefined {
     return this.signals.get(key);
+  }
+  earlySignals(): number {
+    return this.signals.size;
   }
   awaiter(key: string): Task | undefined {
     const id = this.awaiters.get(key);

@@ -41,6 +41,8 @@ export interface SignalHost {
   commit<T>(build: KernelCommit<T>): Promise<{ value: T; version: number }>;
   /** The stored signal of a key (consumed ones leave memory). */
   readSignal(key: string): Promise<StoredRecord | undefined>;
+  /** How many signals no wait has taken the session keeps (`maxEarlySignals`). */
+  readonly maxEarlySignals: number;
 }
 
 const SignalCallSchema = z.object({
@@ -96,6 +98,14 @@ function notAwaited(key: string): SignalRefusedError {
   );
 }
 
+function earlySignalsFull(key: string, max: number): SignalRefusedError {
+  return new SignalRefusedError(
+    "early-signals-full",
+    key,
+    `no task awaits "${key}", and the session already keeps ${max} signals no task has taken yet (its maxEarlySignals)`,
+  );
+}
+
 /** How many times a delivery that raced another for its key is tried (see `deliverSignal`). */
 const RACE_ATTEMPTS = 3;
 
@@ -146,7 +156,11 @@ async function commitSignal(host: SignalHost, call: SignalCall): Promise<SignalR
       version: draft.version,
     };
     dispatch(draft, { type: "signal-received", signal });
-    return { stored: draft.writtenSignal(call.key) ?? signal };
+    const stored = draft.writtenSignal(call.key) ?? signal;
+    // Early signals are loaded on open: bounded, counted with those of the commits queued before this one.
+    if (stored.consumedBy === undefined && draft.earlySignals() > host.maxEarlySignals)
+      throw earlySignalsFull(call.key, host.maxEarlySignals);
+    return { stored };
   });
   return "held" in value ? repeatOf(value.held, call.payload) : receipt(value.stored, false);
 }
@@ -173,8 +187,15 @@ export function signalHost(
   registry: Registry,
   storage: Storage,
   commit: SignalHost["commit"],
+  maxEarlySignals: number,
 ): SignalHost {
-  return { state, registry, commit, readSignal: (key) => storage.readSignal(state.id, key) };
+  return {
+    state,
+    registry,
+    commit,
+    readSignal: (key) => storage.readSignal(state.id, key),
+    maxEarlySignals,
+  };
 }
 
 function checkCall(registry: Registry, key: unknown, payload: unknown, requestId: unknown) {

@@ -13,6 +13,7 @@ import {
   indexedDbStorage,
   openSession,
   SessionClosedError,
+  SignalRefusedError,
   StaleOwnerError,
 } from "../../src/index.ts";
 import { ROW_ATTEMPTS } from "../../worker/inbox-relay.ts";
@@ -177,6 +178,31 @@ describe("browser host: one writer across tabs", () => {
     expect((await a.session?.checkSignal("go:2", { step: 2 }, { requestId: "s2" }))?.duplicate).toBe(true);
     // Nothing of the refused one was stored, and nothing is left queued.
     expect(a.session?.submissionForRequest("a-too-long")).toBeUndefined();
+    expect(await new DurableInbox(`${database}:inbox`).pending(sessionId)).toEqual([]);
+    await b.close();
+    await a.close();
+  });
+
+  it("tells a follower its signal was refused when the leader keeps no more early signals", async () => {
+    const { database, sessionId } = names();
+    const tab = () =>
+      BrowserSessionHost.start({
+        database,
+        sessionId,
+        registry: lenient,
+        durability: "relaxed",
+        maxEarlySignals: 1,
+      });
+    const a = await tab();
+    await a.whenLeader();
+    const b = await tab();
+    await until(() => b.session !== undefined, "the follower to open the session");
+    expect((await b.signal("go:1", { step: 1 }, { requestId: "s1" })).signal.key).toBe("go:1");
+    const refused = b.signal("go:2", { step: 2 }, { requestId: "s2" });
+    await expect(refused).rejects.toBeInstanceOf(SignalRefusedError);
+    await expect(refused).rejects.toMatchObject({ code: "early-signals-full", key: "go:2" });
+    // Nothing of it was stored, and nothing is left queued.
+    expect(await a.session?.checkSignal("go:2", { step: 9 }, { requestId: "s3" })).toBeUndefined();
     expect(await new DurableInbox(`${database}:inbox`).pending(sessionId)).toEqual([]);
     await b.close();
     await a.close();

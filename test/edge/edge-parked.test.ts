@@ -76,7 +76,18 @@ it("lists parked waits from storage after a restart, signals one by key, and pas
     const odd = encodeURIComponent("1/a\nb");
     expect((await call<PendingPage>(runtime, `/sessions/parked/pending?before=${odd}`)).status).toBe(200);
 
-    // A signal for a parked wait reads it back by its key and continues it.
+    // Signals no wait has taken are bounded (this app keeps one): the next is refused, nothing stored.
+    const early = { requestId: "e1", payload: { answer: "early" } };
+    expect((await call(runtime, "/sessions/parked/signals/k%3A90", early)).status).toBe(201);
+    const version = (await call<SessionView>(runtime, "/sessions/parked/view")).body.version;
+    const full = await call<{ code: string; detail: string }>(runtime, "/sessions/parked/signals/k%3A91", {
+      requestId: "e2",
+      payload: { answer: "too many" },
+    });
+    expect(full).toMatchObject({ status: 429, body: { code: "early-signals-full" } });
+    expect(full.body.detail).toContain("k:91");
+    expect((await call<SessionView>(runtime, "/sessions/parked/view")).body.version).toBe(version);
+    // A signal for a parked wait reads it back by its key and continues it, the bound full or not.
     const signalled = await call<{ takenBy: string }>(runtime, "/sessions/parked/signals/k%3A2", {
       requestId: "s2",
       payload: { answer: "two" },

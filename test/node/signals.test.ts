@@ -78,7 +78,11 @@ function stores(): [string, () => Storage][] {
   ];
 }
 
-async function open(storage: Storage, clock = new ManualClock(1_000)) {
+async function open(
+  storage: Storage,
+  clock = new ManualClock(1_000),
+  limits: { maxEarlySignals?: number } = {},
+) {
   const timers = new ManualTimers(clock);
   const commits: CommitRecord[] = [];
   const session = await openSession({
@@ -87,7 +91,9 @@ async function open(storage: Storage, clock = new ManualClock(1_000)) {
     registry: registry(),
     clock,
     timers,
-    ids: sequentialIds(),
+    // A later process of the same session starts its ids past the earlier one's (by the clock).
+    ids: sequentialIds(clock.now()),
+    ...limits,
   });
   session.subscribe(session.version, (c) => commits.push(c));
   return { session, clock, timers, commits };
@@ -311,6 +317,55 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
       code: "signal-not-awaited",
     });
     expect(session.wakeInfo()).toEqual({ runnableNow: false, nextWakeAt: undefined });
+  });
+
+  it("keeps at most maxEarlySignals signals no wait has taken: past it one is refused and nothing is stored", async () => {
+    const storage = makeStorage();
+    const { session } = await open(storage, new ManualClock(1_000), { maxEarlySignals: 2 });
+    await session.resume();
+    await session.signal("answer:e1", { text: "one" }, { requestId: "e1" });
+    const awaited = await session.spawn("asker", { keys: ["answer:awaited"] });
+    await session.whenIdle();
+    // Two at once with one place left: both in one commit group, counted together.
+    const raced = await Promise.allSettled([
+      session.signal("answer:e2", { text: "two" }, { requestId: "e2" }),
+      session.signal("answer:e3", { text: "three" }, { requestId: "e3" }),
+    ]);
+    expect(raced.map((r) => r.status)).toEqual(["fulfilled", "rejected"]);
+    const refused = (raced[1] as PromiseRejectedResult).reason;
+    expect(refused).toBeInstanceOf(SignalRefusedError);
+    expect(refused).toMatchObject({ code: "early-signals-full", key: "answer:e3" });
+    const version = session.version;
+    await expect(session.signal("answer:e4", { text: "four" }, { requestId: "e4" })).rejects.toMatchObject({
+      code: "early-signals-full",
+    });
+    expect(session.version).toBe(version);
+    expect(await storage.readSignal("waits", "answer:e3")).toBeUndefined();
+    expect(await storage.readSignal("waits", "answer:e4")).toBeUndefined();
+    // A repeat of a kept one is still answered, and a key a task awaits is never refused for the bound.
+    expect(await session.signal("answer:e1", { text: "one" }, { requestId: "e1" })).toMatchObject({
+      duplicate: true,
+    });
+    const taken = await session.signal("answer:awaited", { text: "now" }, { requestId: "a1" });
+    expect(taken.takenBy).toBe(awaited.id);
+    await session.close();
+    // Reopened, the kept ones count again; a wait that takes one frees its place.
+    const again = await open(storage, new ManualClock(2_000), { maxEarlySignals: 2 });
+    await again.session.resume();
+    await expect(
+      again.session.signal("answer:e5", { text: "five" }, { requestId: "e5" }),
+    ).rejects.toMatchObject({ code: "early-signals-full" });
+    const task = await again.session.spawn("asker", { keys: ["answer:e1"] });
+    expect((await again.session.waitForTask(task.id)).state).toMatchObject({
+      result: { signals: { "answer:e1": { text: "one" } } },
+    });
+    expect(await again.session.signal("answer:e5", { text: "five" }, { requestId: "e5" })).toMatchObject({
+      duplicate: false,
+    });
+    await expect(open(storage, new ManualClock(3_000), { maxEarlySignals: -1 })).rejects.toMatchObject({
+      code: "invalid-argument",
+      issues: [{ path: "maxEarlySignals" }],
+    });
   });
 
   it("refuses a second wait on a key another task awaits, failing the second task with the reason", async () => {
