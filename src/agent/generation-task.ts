@@ -25,7 +25,7 @@ import { followUpOf, steeredAnswer, withdrawnOf } from "./follow-ups.ts";
 import type { ToolSpec } from "./model.ts";
 import { type Model, ModelError, type ModelResponse } from "./model.ts";
 import { noteInterruptedStream, streamDocumentId, streamer } from "./stream-record.ts";
-import { answerEndedCalls, notRunAnswer, notStarted, unstartedCalls } from "./tool-answers.ts";
+import { answerEndedCalls, answerUnstartedCalls, notStarted } from "./tool-answers.ts";
 import { type QueuedCall, queueOf, spawnCalls, type ToolCallMode } from "./tool-queue.ts";
 
 export const GENERATE_TASK = "agent.generate";
@@ -123,15 +123,10 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
     version: 1,
     input: GenerateInputSchema,
     start: "request",
-    // Calls that never started when the turn is cancelled are answered by it: those still queued, and those
-    // of a response the phase that returned after the cancel recorded.
-    onCancelled: (task, stage) => {
-      const round = task.checkpoint.data as unknown as Round | null;
-      const reason = task.state.status === "cancelled" ? task.state.reason : "cancelled";
-      const queued = round?.queuedCalls ?? [];
-      for (const call of unstartedCalls(task.id, round?.round ?? 1, queued, stage))
-        stage.appendEntry((task.input as GenerateInput).conversationId, notRunAnswer(call, reason));
-    },
+    // Calls that never started when the turn ends cancelled or failed are answered by it: those still
+    // queued, and those of a response the phase that returned after the cancel recorded.
+    onCancelled: answerUnstartedCalls,
+    onFailed: answerUnstartedCalls,
     phases: {
       prepare: (ctx) => {
         const throughSeq = ctx.conversation(ctx.input.conversationId)?.entryCount ?? 0;

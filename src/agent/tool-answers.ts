@@ -141,14 +141,38 @@ export function rejected(call: Pick<ToolCall, "id" | "name">, error: string) {
 }
 
 /**
- * The calls a cancelled turn answers itself, none of them started: those its round (`round`) still queued
+ * The generation task's `onCancelled` and `onFailed`: the turn `task` ended, and each call it never started is
+ * answered not-run in that commit, saying why (see {@link unstartedCalls}).
+ */
+export function answerUnstartedCalls(task: Task, stage: CancelStage): void {
+  const round = task.checkpoint.data as { round?: number; queuedCalls?: QueuedCall[] } | null;
+  const { conversationId } = task.input as { conversationId: string };
+  const state = task.state;
+  for (const call of unstartedCalls(task.id, round?.round ?? 1, round?.queuedCalls ?? [], stage)) {
+    if (state.status === "failed")
+      stage.appendEntry(
+        conversationId,
+        notStarted(call, `not run: the turn failed first (${state.error.message})`),
+      );
+    else
+      stage.appendEntry(
+        conversationId,
+        notRunAnswer(call, state.status === "cancelled" ? state.reason : "cancelled"),
+      );
+  }
+}
+
+type QueuedCall = { id: string; name: string; index: number };
+
+/**
+ * The calls an ended turn answers itself, none of them started: those its round (`round`) still queued
  * from the response before, and those of a response recorded in the commit that ends it — unless answered
  * in that commit or spawned as a task (which answers itself).
  */
-export function unstartedCalls(
+function unstartedCalls(
   turn: string,
   round: number,
-  queued: readonly { id: string; name: string; index: number }[],
+  queued: readonly QueuedCall[],
   stage: CancelStage,
 ): { id: string; name: string }[] {
   const answered = new Set<string>();

@@ -204,7 +204,7 @@ export type Phase<
   P extends PhaseName<Data> = PhaseName<Data>,
 > = (context: PhaseContext<Input, Data, P>) => Transition | Promise<Transition>;
 
-/** What `onCancelled` may stage in the commit that ends a task cancelled. */
+/** What `onCancelled` (or `onFailed`) may stage in the commit that ends a task cancelled (or failed). */
 export interface CancelStage {
   /** Stages an entry naming the cancelled task. */
   appendEntry(conversationId: string, content: EntryContent): void;
@@ -281,6 +281,8 @@ export interface TaskDefinition<Input = Json, Data extends PhaseDataMap = AnyPha
    * it must not throw, and may only stage entries — a cancel never fails because of it.
    */
   readonly onCancelled?: (task: Task, stage: CancelStage) => void;
+  /** {@link onCancelled} for a task that ends `failed` (the generation task answers the calls it never started). */
+  readonly onFailed?: (task: Task, stage: CancelStage) => void;
   /**
    * Why this host could not continue a stored, unfinished task of this kind (the tool task: a tool this
    * registry no longer has, or one whose replay policy changed since the call's intent was saved), or

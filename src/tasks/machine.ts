@@ -8,8 +8,8 @@ import type { Json, Submission, Task, TaskState } from "../records/schemas.ts";
 import { isSubmissionFinished, isTerminal } from "../records/schemas.ts";
 import type { KernelDraft } from "../session/draft.ts";
 import { type AwaitMoves, passDeadline, receiveSignal, startAwaiting } from "./awaiting.ts";
-import { stageCancelled } from "./cancelled.ts";
 import { checkpointProblem, hasPhase, startPhase, type Transition } from "./define-task.ts";
+import { stageEnded } from "./ended.ts";
 import { taskError } from "./error-info.ts";
 import { followUp, releaseNext } from "./follow-up.ts";
 import { type Outcome, outcomeOf } from "./outcome.ts";
@@ -315,7 +315,7 @@ function endTask(draft: KernelDraft, task: Task, outcome: Outcome): void {
   }
   const ended: Task = { ...task, state: outcome, updatedAt: draft.at };
   draft.writeTask(ended);
-  stageCancelled(draft, ended, task.state.status);
+  stageEnded(draft, ended, task.state.status);
   finishSubmission(draft, ended, task);
   if (ended.parentId !== undefined && draft.task(ended.parentId))
     dispatch(draft, { type: "child-ended", taskId: ended.parentId, childId: ended.id });

@@ -445,4 +445,65 @@ describe("a cancelled tool call's answer", () => {
       output: { error: why },
     });
   });
+
+  it("a turn that fails with calls still queued answers them not-run with its error; the next turn reads that", async () => {
+    const ran: string[] = [];
+    const tool = (name: string, precheck?: () => Promise<string | undefined>) =>
+      defineTool({
+        name,
+        description: name,
+        input: z.object({}),
+        replay: "unsafe",
+        ...(precheck && { precheck }),
+        execute: () => {
+          ran.push(name);
+          return { ok: true };
+        },
+      });
+    // Its precheck runs when its turn comes, after "first" ran: the app's balance service is down.
+    const second = tool("second", async () => {
+      throw new Error("balance service unavailable");
+    });
+    const requests: ModelRequest[] = [];
+    const model = scriptedModel([
+      (request) => {
+        requests.push(request);
+        return request.messages.at(-1)?.content === "again"
+          ? { text: "done" }
+          : {
+              toolCalls: [
+                { name: "first", args: {} },
+                { name: "second", args: {} },
+                { name: "first", args: {} },
+              ],
+            };
+      },
+    ]);
+    const agent = createAgent({ model, tools: [tool("first"), second], toolCalls: "sequential" });
+    const session = await openWith(agent);
+    const turn = await session.submit({ requestId: "r1", conversationId: "c", input: "go" });
+    expect(await session.wait(turn.id)).toMatchObject({
+      status: "failed",
+      error: { message: "balance service unavailable" },
+    });
+    expect(ran).toEqual(["first"]); // the calls after it never started
+    const why = "not run: the turn failed first (balance service unavailable)";
+    expect(answers(session)).toEqual([
+      ["call_0_0", "ok", undefined],
+      ["call_0_1", "not-run", why],
+      ["call_0_2", "not-run", why],
+    ]);
+    const next = await session.submit({ requestId: "r2", conversationId: "c", input: "again" });
+    expect((await session.wait(next.id)).status).toBe("succeeded");
+    const told = requests
+      .at(-1)
+      ?.messages.filter((m) => m.role === "tool")
+      .map((m) => JSON.parse(m.content));
+    expect(told).toEqual([
+      { outcome: "ok", output: { ok: true } },
+      { outcome: "not-run", output: { error: why } },
+      { outcome: "not-run", output: { error: why } },
+    ]);
+    await session.close();
+  });
 });

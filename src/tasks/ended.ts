@@ -1,15 +1,20 @@
-/** What a cancelled task leaves behind (its kind's `onCancelled`), staged in the commit that ends it. */
+/**
+ * What a task that ends cancelled or failed leaves behind (its kind's `onCancelled` or `onFailed`), staged in
+ * the commit that ends it.
+ */
 import type { Task, TaskState } from "../records/schemas.ts";
 import type { KernelDraft } from "../session/draft.ts";
 
 /**
- * Runs the `onCancelled` of `ended`'s kind, if it has one. The cancel is what must land: a blocked
- * conversation refuses the entry before anything is staged, and the cancel commits without it.
+ * Runs the `onCancelled` (or `onFailed`) of `ended`'s kind, if it has one. The ending is what must land: a
+ * blocked conversation refuses the entry before anything is staged, and the task ends without it.
  */
-export function stageCancelled(draft: KernelDraft, ended: Task, from: TaskState["status"]): void {
-  if (ended.state.status !== "cancelled") return;
+export function stageEnded(draft: KernelDraft, ended: Task, from: TaskState["status"]): void {
+  const status = ended.state.status;
+  if (status !== "cancelled" && status !== "failed") return;
   const resolved = draft.registry.resolveTask(ended.kind, ended.kindVersion);
-  const hook = resolved.ok ? resolved.definition.onCancelled : undefined;
+  const definition = resolved.ok ? resolved.definition : undefined;
+  const hook = status === "cancelled" ? definition?.onCancelled : definition?.onFailed;
   if (!hook) return;
   // The task machine's own rules: created in this commit, or queued for its key and never cut off there.
   const phaseStarted =
