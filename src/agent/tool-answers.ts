@@ -148,12 +148,11 @@ export function answerUnstartedCalls(task: Task, stage: CancelStage): void {
   const round = task.checkpoint.data as { round?: number; queuedCalls?: QueuedCall[] } | null;
   const { conversationId } = task.input as { conversationId: string };
   const state = task.state;
+  // Each answer repeats why: a long error is cut, so answering many calls cannot outgrow a row.
+  const why =
+    state.status === "failed" ? `not run: the turn failed first (${clip(state.error.message)})` : "";
   for (const call of unstartedCalls(task.id, round?.round ?? 1, round?.queuedCalls ?? [], stage)) {
-    if (state.status === "failed")
-      stage.appendEntry(
-        conversationId,
-        notStarted(call, `not run: the turn failed first (${state.error.message})`),
-      );
+    if (state.status === "failed") stage.appendEntry(conversationId, notStarted(call, why));
     else
       stage.appendEntry(
         conversationId,
@@ -163,6 +162,13 @@ export function answerUnstartedCalls(task: Task, stage: CancelStage): void {
 }
 
 type QueuedCall = { id: string; name: string; index: number };
+
+/** `text` cut to `most` characters, never inside a surrogate pair (stored text must be well-formed). */
+function clip(text: string, most = 500): string {
+  if (text.length <= most) return text;
+  const high = text.charCodeAt(most - 1);
+  return `${text.slice(0, high >= 0xd800 && high <= 0xdbff ? most - 1 : most)}…`;
+}
 
 /**
  * The calls an ended turn answers itself, none of them started: those its round (`round`) still queued

@@ -45,7 +45,8 @@ export interface OpenSessionOptions {
    * How many signals no wait has taken yet (sent before their wait began) the session keeps (default 1,000).
    * They are loaded on open, each up to 64 KiB, so they are bounded: past this many, a signal no task awaits
    * is refused with `early-signals-full` (429 at the edge) and nothing is stored. One a wait takes frees its
-   * place; a signal a task already awaits is never refused for it. 0 keeps none (as `early: false` for all).
+   * place; a signal a task already awaits is never refused for it. 0 keeps none (each such signal is refused
+   * with `early-signals-full`); `Infinity` keeps every one.
    */
   readonly maxEarlySignals?: number;
   /**

@@ -71,8 +71,11 @@ export function checkRetention(options: {
     ["liveWaits", options.liveWaits],
     ["maxEarlySignals", options.maxEarlySignals],
   ] as const;
+  // These two may be `Infinity`: never park a wait, keep every early signal.
+  const unbounded = (path: string, value: number) =>
+    value === Infinity && (path === "liveWaits" || path === "maxEarlySignals");
   for (const [path, value] of counts)
-    if (value !== undefined && !(Number.isSafeInteger(value) && value >= 0))
+    if (value !== undefined && !(Number.isSafeInteger(value) && value >= 0) && !unbounded(path, value))
       throw new InvalidArgumentError(`${path} must be a non-negative integer, not ${String(value)}`, [
         { path, message: "must be a non-negative integer" },
       ]);

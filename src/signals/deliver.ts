@@ -127,14 +127,18 @@ export async function deliverSignal(
       return await commitSignal(host, call);
     } catch (error) {
       const raced = error instanceof SignalRefusedError && error.code === "signal-not-awaited";
-      if ((!raced && !(error instanceof DuplicateKeyError)) || attempt === RACE_ATTEMPTS) throw error;
+      // Looked early because the wait that took this key's signal a moment ago let it leave memory: refused
+      // by the bound on early signals, or by the store's key index. Either way the stored signal answers it.
+      const full = error instanceof SignalRefusedError && error.code === "early-signals-full";
+      const taken = full || error instanceof DuplicateKeyError;
+      if ((!raced && !taken) || attempt === RACE_ATTEMPTS) throw error;
       // Commits nothing: resolves once the groups queued before it landed. The next check answers from the
       // signal they stored, or finds the wait open again.
       await host.commit(() => undefined);
       if (raced) continue;
-      // The store's key index refused this one: the key's signal is stored (a consumed one left memory).
       const row = await host.readSignal(call.key);
       if (row) return repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload);
+      if (full) throw error; // no signal for the key: truly one too many
     }
   }
 }

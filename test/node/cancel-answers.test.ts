@@ -506,4 +506,36 @@ describe("a cancelled tool call's answer", () => {
     ]);
     await session.close();
   });
+
+  it("a failed turn's answers carry its error cut to 500 characters, never inside a surrogate pair", async () => {
+    // 499 characters, then an emoji across the cut (a surrogate pair), then more.
+    const message = `${"x".repeat(499)}😀${"y".repeat(300)}`;
+    const tool = (name: string, precheck?: () => Promise<string | undefined>) =>
+      defineTool({
+        name,
+        description: name,
+        input: z.object({}),
+        replay: "safe",
+        ...(precheck && { precheck }),
+        execute: () => ({}),
+      });
+    const failing = tool("second", async () => {
+      throw new Error(message);
+    });
+    const calls = [
+      { name: "first", args: {} },
+      ...Array.from({ length: 20 }, () => ({ name: "second", args: {} })),
+    ];
+    const model = scriptedModel([{ toolCalls: calls }]);
+    const session = await openWith(
+      createAgent({ model, tools: [tool("first"), failing], toolCalls: "sequential" }),
+    );
+    const turn = await session.submit({ requestId: "r1", conversationId: "c", input: "go" });
+    expect(await session.wait(turn.id)).toMatchObject({ status: "failed", error: { message } });
+    const why = `not run: the turn failed first (${"x".repeat(499)}…)`;
+    const stored = answers(session);
+    expect(stored).toHaveLength(21);
+    expect(stored.slice(1)).toEqual(calls.slice(1).map((_, i) => [`call_0_${i + 1}`, "not-run", why]));
+    await session.close();
+  });
 });

@@ -348,6 +348,22 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     });
     const taken = await session.signal("answer:awaited", { text: "now" }, { requestId: "a1" });
     expect(taken.takenBy).toBe(awaited.id);
+    // Two deliveries racing for one awaited key while the bound is full: the second, checked while the wait
+    // was open, finds its signal taken — answered as its repeat, or the conflict, never as one too many.
+    for (const [key, second, code] of [
+      ["answer:r1", "yes", undefined],
+      ["answer:r2", "no", "signal-conflict"],
+    ] as const) {
+      const asker = await session.spawn("asker", { keys: [key] });
+      await session.whenIdle();
+      const [a, b] = await Promise.allSettled([
+        session.signal(key, { text: "yes" }, { requestId: "tab-a" }),
+        session.signal(key, { text: second }, { requestId: "tab-b" }),
+      ]);
+      expect(a).toMatchObject({ status: "fulfilled", value: { duplicate: false, takenBy: asker.id } });
+      if (code) expect(b).toMatchObject({ status: "rejected", reason: { code, key } });
+      else expect(b).toMatchObject({ status: "fulfilled", value: { duplicate: true, takenBy: asker.id } });
+    }
     await session.close();
     // Reopened, the kept ones count again; a wait that takes one frees its place.
     const again = await open(storage, new ManualClock(2_000), { maxEarlySignals: 2 });
@@ -366,6 +382,15 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
       code: "invalid-argument",
       issues: [{ path: "maxEarlySignals" }],
     });
+    await again.session.close();
+    // Infinity keeps every one.
+    const unbounded = await open(storage, new ManualClock(4_000), { maxEarlySignals: Infinity });
+    await unbounded.session.resume();
+    for (const n of [6, 7, 8])
+      expect(
+        await unbounded.session.signal(`answer:e${n}`, { text: "more" }, { requestId: `e${n}` }),
+      ).toMatchObject({ duplicate: false });
+    await unbounded.session.close();
   });
 
   it("refuses a second wait on a key another task awaits, failing the second task with the reason", async () => {
