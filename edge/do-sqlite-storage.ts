@@ -18,16 +18,8 @@ import {
 import { changesAfter, firstVersionOf, versionOfChange } from "../src/storage/log-rows.ts";
 import type { WriteHook } from "../src/storage/memory-storage.ts";
 import type { KeyPart, Table } from "../src/storage/rows.ts";
-import {
-  checkCreate,
-  checkGuard,
-  checkRowSize,
-  nextWriterMeta,
-  type RowWrite,
-  rawNumber,
-  recordName,
-  upgradedMeta,
-} from "../src/storage/rows.ts";
+import { checkCreate, checkRowSize, type RowWrite, rawNumber, recordName } from "../src/storage/rows.ts";
+import { checkGuard, nextWriterMeta, upgradedMeta } from "../src/storage/session-row.ts";
 import type {
   CommitGuard,
   OpenRequest,

@@ -4,7 +4,8 @@
  */
 import { z } from "zod";
 import { compiled } from "./compiled.ts";
-import { JsonSchema, TextSchema } from "./json.ts";
+import { JsonSchema } from "./json.ts";
+import { Id, SignalKey, Text, Time, Version } from "./primitives.ts";
 
 export { compiled } from "./compiled.ts";
 export type { Json } from "./json.ts";
@@ -17,48 +18,7 @@ export {
   utf8Length,
 } from "./json.ts";
 
-const Text = TextSchema;
-const Id = Text.min(1).max(256);
-const Version = z.number().int().nonnegative();
-/** A signal key: what outside input a wait names (`approval:task_7`, `payment:order-12`). */
-const SignalKey = Text.min(1).max(256);
-const Time = z.number().finite();
-
-/** Format version of the stored layout; bumped when records change incompatibly. */
-export const STORAGE_FORMAT = 5;
-
-/**
- * Formats this kernel reads: 1 had no index rows (a read-only open reads it whole), 2 had no `settled`
- * index (a read-only open steps over unfinished items to find the latest finished ones), 3 wrote every
- * record's row with its commit and one change-log row per commit, 4 a row per entry. A writer's open adds
- * what it lacks and moves it to 5: one change-log row per transaction, records' rows written later from the
- * log's tail (`materialized` says how far), a group's entries of a conversation in one row (`entry-runs.ts`).
- */
-export const READABLE_FORMATS = [1, 2, 3, 4, 5] as const;
-
-/** The session row: the commit counter and the current owner's fencing token. */
-export const SessionMetaSchema = compiled(
-  z.object({
-    id: Id,
-    format: z.union([z.literal(1), z.literal(2), z.literal(3), z.literal(4), z.literal(5)]),
-    version: Version,
-    epoch: Version,
-    createdAt: Time,
-    updatedAt: Time,
-    /** Characters of JSON the change log has taken so far (see `loggedChange`); absent before any. */
-    logEnd: Version.optional(),
-    /**
-     * Every commit up to this version has its records in their own rows; the later ones are in the change
-     * log only, until a writer materializes them (format 4). Absent: all of them.
-     */
-    materialized: Version.optional(),
-    /** The first version of the change log that readers are served (older ones may still be stored). */
-    logFloor: Version.optional(),
-    /** Made with the row: a session deleted and created again is another one (see `incarnationOf`). */
-    incarnation: z.string().max(64).optional(),
-  }),
-);
-export type SessionMeta = z.infer<typeof SessionMetaSchema>;
+export { READABLE_FORMATS, type SessionMeta, SessionMetaSchema, STORAGE_FORMAT } from "./session-meta.ts";
 
 /** A conversation inside a session: an append-only sequence of entries. */
 export const ConversationSchema = compiled(
@@ -314,6 +274,14 @@ export const SignalSchema = compiled(
 );
 export type Signal = z.infer<typeof SignalSchema>;
 
+/** An early signal (one no wait took) dropped from storage: its key takes a new signal again. */
+export const DroppedSignalSchema = z.object({
+  key: SignalKey,
+  /** The version of the commit that had accepted it. */
+  version: Version,
+});
+export type DroppedSignal = z.infer<typeof DroppedSignalSchema>;
+
 /** How a document changed in one commit. `baseline` is present when this version was stored in full. */
 export const DocumentChangeSchema = z.object({
   id: Id,
@@ -390,6 +358,8 @@ export const CommitRecordSchema = z.object({
   submissions: z.array(SubmissionSchema),
   /** Signals accepted or consumed by this commit (absent in commits stored before signals existed). */
   signals: z.array(SignalSchema).optional(),
+  /** Early signals dropped (their time to be taken ran out, or the app dropped them); before `signals`. */
+  droppedSignals: z.array(DroppedSignalSchema).optional(),
   /** Finished items removed by retention (absent in every other commit). */
   removed: z.array(RemovedItemSchema).optional(),
   /** Waits this commit parked, and parked waits it moved on (their index rows are deleted). */

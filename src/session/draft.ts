@@ -35,8 +35,9 @@ import { assertStorable, deepFreeze, validateAll, validateRecord } from "../reco
 import type { Registry } from "../registry.ts";
 import { ChildIndex } from "./child-index.ts";
 import type { EntryLinks } from "./draft-types.ts";
-import { awaiterOf, noteAwaiting, openSignal, openSignalCount } from "./overlay-lookups.ts";
+import { awaiterOf, noteAwaiting } from "./overlay-lookups.ts";
 import { parkingOf } from "./parking.ts";
+import { SignalLayer } from "./signal-layer.ts";
 import type { BlockedKind, BlockedRecord, DocumentState, ParkingReader, StateReader } from "./state.ts";
 
 /**
@@ -87,7 +88,7 @@ export class KernelDraft implements StateReader {
   private awaiting: Map<string, string> | undefined;
   private submissions: ReadonlyMap<string, Submission> = NONE;
   private requestIndex: ReadonlyMap<string, string> = NONE;
-  private signals: ReadonlyMap<string, Signal> = NONE;
+  private signals: SignalLayer | undefined;
   private children: ChildIndex | undefined;
   private removed: RemovedItem[] | undefined;
 
@@ -132,13 +133,13 @@ export class KernelDraft implements StateReader {
     return this.base.blocked(kind, id);
   }
   signal(key: string): Signal | undefined {
-    return openSignal(this.signals, this.base, key);
+    return this.signals ? this.signals.open(key) : this.base.signal(key);
   }
   awaiter(key: string): Task | undefined {
     return awaiterOf(this.awaiting, this.base, this, key);
   }
   earlySignals(): number {
-    return openSignalCount(this.signals, this.base);
+    return this.signals ? this.signals.openCount() : this.base.earlySignals();
   }
   openChildCount(parentId: string): number {
     return this.children ? this.children.openChildCount(parentId) : this.base.openChildCount(parentId);
@@ -244,14 +245,13 @@ export class KernelDraft implements StateReader {
     this.children.track(before, task);
   }
 
-  /** The signal this draft wrote for `key` (consumed or not), if it wrote one. */
-  writtenSignal(key: string): Signal | undefined {
-    return this.signals.get(key);
-  }
-
-  /** Stores a signal (new, or taken by a wait). Only the task machine calls it (`tasks/awaiting.ts`). */
-  writeSignal(signal: Signal): void {
-    this.signals = put(this.signals, signal.key, signal);
+  /**
+   * The signals this draft stores (new, or taken by a wait: the task machine, `tasks/awaiting.ts`) and the
+   * early ones it drops (`signals/drop.ts`). Kernel only.
+   */
+  get signalWrites(): SignalLayer {
+    this.signals ??= new SignalLayer(this.base);
+    return this.signals;
   }
 
   /** Creates or replaces a Submission record. Only the task machine calls it (`tasks/machine.ts`). */
@@ -282,7 +282,7 @@ export class KernelDraft implements StateReader {
       this.documents.size === 0 &&
       this.tasks.size === 0 &&
       this.submissions.size === 0 &&
-      this.signals.size === 0 &&
+      (this.signals?.isEmpty ?? true) &&
       this.conversations.size === 0 &&
       this.removed === undefined
     );
@@ -360,8 +360,9 @@ export class KernelDraft implements StateReader {
       documents,
       tasks,
       submissions: validateAll(this.submissions.values(), SubmissionSchema, (s) => `submissions/${s.id}`),
-      ...(this.signals.size > 0 && {
-        signals: validateAll(this.signals.values(), SignalSchema, (s) => `signals/${s.key}`),
+      ...(this.signals?.dropped.size && { droppedSignals: [...this.signals.dropped.values()] }),
+      ...(this.signals?.written.size && {
+        signals: validateAll(this.signals.written.values(), SignalSchema, (s) => `signals/${s.key}`),
       }),
       ...(this.removed && { removed: this.removed }),
       ...parkingOf(tasks, this.base, this, liveWaits),
@@ -382,7 +383,8 @@ export class KernelDraft implements StateReader {
     for (const id of this.conversations.keys()) refuse(`conversations/${id}`, "a conversation");
     for (const id of this.tasks.keys()) refuse(`tasks/${id}`, "a task");
     for (const id of this.submissions.keys()) refuse(`submissions/${id}`, "a Submission");
-    for (const key of this.signals.keys()) refuse(`signals/${key}`, "a signal");
+    for (const key of [...(this.signals?.written.keys() ?? []), ...(this.signals?.dropped.keys() ?? [])])
+      refuse(`signals/${key}`, "a signal");
     if (this.removed) refuse(`items/${this.removed[0]?.id}`, "a removal");
     for (const [id, { type }] of this.documents)
       if (!this.registry.isProgressDocument(type))

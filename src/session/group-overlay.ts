@@ -9,7 +9,8 @@ import { headAfter } from "../records/schemas.ts";
 import { ChildIndex } from "./child-index.ts";
 import type { SealedCommit } from "./draft.ts";
 import { isStandaloneRoot } from "./items.ts";
-import { awaiterOf, noteAwaiting, openSignal, openSignalCount } from "./overlay-lookups.ts";
+import { awaiterOf, noteAwaiting } from "./overlay-lookups.ts";
+import { SignalLayer } from "./signal-layer.ts";
 import type {
   BlockedKind,
   BlockedRecord,
@@ -27,7 +28,7 @@ export class GroupOverlay implements StateReader, ParkingReader {
   private readonly submissions = new Map<string, Submission>();
   private readonly requestIndex = new Map<string, string>();
   private readonly children: ChildIndex;
-  private readonly signals = new Map<string, Signal>();
+  private readonly signals: SignalLayer;
   /** Waits the group parked (true) or moved on (false) so far, and how many more roots await than below. */
   private readonly parked = new Map<string, boolean>();
   private awaitingAdded = 0;
@@ -36,6 +37,7 @@ export class GroupOverlay implements StateReader, ParkingReader {
 
   constructor(private readonly state: SessionState) {
     this.children = new ChildIndex(state);
+    this.signals = new SignalLayer(state);
   }
 
   conversation(id: string): Conversation | undefined {
@@ -65,13 +67,13 @@ export class GroupOverlay implements StateReader, ParkingReader {
     return this.children.ownedChildren(parentId);
   }
   signal(key: string): Signal | undefined {
-    return openSignal(this.signals, this.state, key);
+    return this.signals.open(key);
   }
   awaiter(key: string): Task | undefined {
     return awaiterOf(this.awaiting, this.state, this, key);
   }
   earlySignals(): number {
-    return openSignalCount(this.signals, this.state);
+    return this.signals.openCount();
   }
 
   isParked(taskId: string): boolean {
@@ -106,7 +108,7 @@ export class GroupOverlay implements StateReader, ParkingReader {
       this.awaiting = noteAwaiting(this.awaiting, task);
       this.children.track(before, task);
     }
-    for (const signal of commit.signals ?? []) this.signals.set(signal.key, signal);
+    this.signals.absorb(commit.droppedSignals, commit.signals);
     for (const submission of commit.submissions) {
       this.submissions.set(submission.id, submission);
       this.requestIndex.set(submission.requestId, submission.id);

@@ -3,7 +3,7 @@
  * the session state): the same rule for both, so what a draft sees and what the next draft of its group
  * sees cannot drift apart.
  */
-import type { Signal, Task } from "../records/schemas.ts";
+import type { Task } from "../records/schemas.ts";
 
 /** Notes the keys a written task awaits (`awaiterOf`'s index of a layer), creating the index when needed. */
 export function noteAwaiting(
@@ -14,28 +14,6 @@ export function noteAwaiting(
   const keys = index ?? new Map<string, string>();
   for (const key of task.state.keys) keys.set(key, task.id);
   return keys;
-}
-
-/** A signal still waiting to be taken: the layer's own version of it, else the one below. */
-export function openSignal(
-  changed: ReadonlyMap<string, Signal>,
-  below: { signal(key: string): Signal | undefined },
-  key: string,
-): Signal | undefined {
-  const own = changed.get(key);
-  if (own) return own.consumedBy === undefined ? own : undefined;
-  return below.signal(key);
-}
-
-/** How many signals are still waiting to be taken: those below, as the layer's own versions changed them. */
-export function openSignalCount(
-  changed: ReadonlyMap<string, Signal>,
-  below: { signal(key: string): Signal | undefined; earlySignals(): number },
-): number {
-  let count = below.earlySignals();
-  for (const [key, own] of changed)
-    count += Number(own.consumedBy === undefined) - Number(below.signal(key) !== undefined);
-  return count;
 }
 
 /**

@@ -2,7 +2,7 @@
  * What every session answers without committing — from memory (its working set) or from storage (settled
  * work that left memory): records by id, pages, views, the change log. The base of {@link Session}.
  */
-import type { Conversation, Entry, Submission, Task } from "../records/schemas.ts";
+import type { Conversation, Entry, Signal, Submission, Task } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
 import { CHANGE_PAGE, SessionHistory, type SubmissionPage } from "./history.ts";
 import { ParkedWaits } from "./parked-waits.ts";
@@ -80,6 +80,15 @@ export class SessionReads {
    */
   pending(): PendingWait[] {
     return pendingWaits(this.state.tasks.values());
+  }
+
+  /**
+   * The signals no wait has taken yet (they came before their wait), oldest first: each is taken when a wait
+   * for its key begins, dropped when its definition's `keepEarlyMs` runs out, or by `dropEarlySignal`.
+   * At most `maxEarlySignals` are kept, all in memory.
+   */
+  earlySignals(): Signal[] {
+    return [...this.state.signals.values()].sort((a, b) => a.version - b.version);
   }
 
   /** How many parked waits stayed in storage when the session opened, not read back since. */

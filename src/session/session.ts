@@ -5,7 +5,7 @@
 import type { IdSource } from "../clock.ts";
 import { afterThisTick, randomIds, systemClock, systemTimers } from "../clock.ts";
 import { type KernelError, ReadOnlyError, SessionClosedError, SessionStoppedError } from "../errors.ts";
-import type { Json, Submission, Task } from "../records/schemas.ts";
+import type { Json, Signal, Submission, Task } from "../records/schemas.ts";
 import { isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import {
@@ -16,6 +16,7 @@ import {
   type SignalReceipt,
   signalHost,
 } from "../signals/deliver.ts";
+import { dropEarlySignal } from "../signals/expiry.ts";
 import type { Storage } from "../storage/storage.ts";
 import { dispatch, type TaskEvent } from "../tasks/machine.ts";
 import { planRecovery, type RecoveryPlan } from "../tasks/recovery.ts";
@@ -171,6 +172,15 @@ export class Session extends SessionReads {
   ): Promise<SignalReceipt | undefined> {
     if (typeof key === "string") await this.parked.loadByKey(key);
     return precheckSignal(this.signalHost, key, payload, options);
+  }
+
+  /**
+   * Drops the early signal kept for `key` (one no wait has taken: see `earlySignals()`), in one commit, and
+   * returns it; undefined, committing nothing, when none is kept. The key takes a new signal again.
+   */
+  async dropEarlySignal(key: string): Promise<Signal | undefined> {
+    this.assertUsable("dropEarlySignal");
+    return dropEarlySignal(this.signalHost, key);
   }
 
   /** Creates a top-level task; it runs once the session is resumed. */

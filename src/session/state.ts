@@ -306,6 +306,7 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
   }
   for (const task of commit.tasks) state.putTask(task);
   for (const submission of commit.submissions) state.putSubmission(submission);
+  for (const { key } of commit.droppedSignals ?? []) state.signals.delete(key);
   for (const signal of commit.signals ?? []) state.putSignal(signal);
   for (const item of state.items.observe(commit.submissions, commit.tasks, state, commit.version))
     state.evict(item);

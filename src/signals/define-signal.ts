@@ -17,6 +17,11 @@ export interface SignalDefinition<T = Json> {
    * begins). Default true; false refuses it with `signal-not-awaited` instead.
    */
   readonly early?: boolean;
+  /**
+   * How long (ms) an early signal of these keys is kept for a wait to take it: past that it is dropped (its
+   * key takes a new signal again). Default: kept until taken (or dropped with `session.dropEarlySignal`).
+   */
+  readonly keepEarlyMs?: number;
 }
 
 /**
@@ -32,6 +37,9 @@ export function defineSignal<T>(definition: SignalDefinition<T>): SignalDefiniti
     throw new DefinitionError(`signal key "${key}" must be a key, or a prefix ending in *`);
   if (key.includes("*") && !key.endsWith("*"))
     throw new DefinitionError(`signal key "${key}": * may only end a prefix`);
+  const keep = definition.keepEarlyMs;
+  if (keep !== undefined && !(Number.isSafeInteger(keep) && keep > 0))
+    throw new DefinitionError(`signal key "${key}": keepEarlyMs must be a positive whole number of ms`);
   return { ...definition, schema: compiled(definition.schema) };
 }
 

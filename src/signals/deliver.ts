@@ -160,7 +160,7 @@ async function commitSignal(host: SignalHost, call: SignalCall): Promise<SignalR
       version: draft.version,
     };
     dispatch(draft, { type: "signal-received", signal });
-    const stored = draft.writtenSignal(call.key) ?? signal;
+    const stored = draft.signalWrites.written.get(call.key) ?? signal;
     // Early signals are loaded on open: bounded, counted with those of the commits queued before this one.
     if (stored.consumedBy === undefined && draft.earlySignals() > host.maxEarlySignals)
       throw earlySignalsFull(call.key, host.maxEarlySignals);

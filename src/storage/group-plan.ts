@@ -18,7 +18,8 @@ import { DEFAULT_TAIL_COMMITS, type Materialization, TAIL_CHARS, Tail } from "./
 
 /**
  * The rows written with their commit, never left to the tail: those that must not exist yet (a requestId's
- * index, a new signal: the store refuses the whole group when one does, in the same transaction) and the
+ * index, a new signal: the store refuses the whole group when one does, in the same transaction), the
+ * deletes of dropped early signals' rows (so a new signal of the key can be created after them), and the
  * entries, in runs (`entry-runs.ts`), which the change log refers to instead of holding them
  * (`log-codec.ts`). Known before the session row is read. Built directly, not from `rowsOfCommit`: this
  * runs for every group. `maxRowBytes`: the store's bound on a row, which a run of entries keeps to.
@@ -38,6 +39,9 @@ export function createRowsOf(commits: readonly CommitRecord[], maxRowBytes?: num
       };
       creates.push({ row, version });
     }
+    // A dropped early signal's row goes at once, before any new signal of its key is created.
+    for (const { key } of commit.droppedSignals ?? [])
+      signals.push({ row: { table: "signals", key: [key], value: null, op: "delete" }, version });
     for (const signal of commit.signals ?? []) {
       if (signal.version !== version) continue;
       signals.push({ row: { table: "signals", key: [signal.key], value: signal, op: "create" }, version });

@@ -17,7 +17,7 @@ import {
 import { pruneThroughInTx, tailInTx, writeMaterialization } from "./indexeddb-log.ts";
 import { refusalOf, requested, type SessionRanges } from "./indexeddb-requests.ts";
 import type { WriteHook } from "./memory-storage.ts";
-import { checkGuard } from "./rows.ts";
+import { checkGuard } from "./session-row.ts";
 import type { CommitGuard } from "./storage.ts";
 import type { Tail, TailCache } from "./tail.ts";
 
@@ -81,6 +81,10 @@ export async function writeGroupInTx(
   for (const { row, version } of createRowsOf(commits)) {
     store.onWrite?.(row, index++);
     const key = [guard.sessionId, ...row.key];
+    if (row.op === "delete") {
+      queue(requested(tx.objectStore(row.table).delete(key)));
+      continue;
+    }
     queue(
       requested(tx.objectStore(row.table).add(row.value, key)).catch((error: unknown) => {
         const refusal = refusalOf(error, row, version);

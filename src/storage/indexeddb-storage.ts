@@ -19,7 +19,8 @@ import {
 } from "./indexeddb-requests.ts";
 import { changesAfter } from "./log-rows.ts";
 import type { WriteHook } from "./memory-storage.ts";
-import { checkGuard, nextWriterMeta, rawNumber, TABLES, upgradedMeta } from "./rows.ts";
+import { rawNumber, TABLES } from "./rows.ts";
+import { checkGuard, nextWriterMeta, upgradedMeta } from "./session-row.ts";
 import type {
   CommitGuard,
   OpenRequest,

@@ -30,7 +30,7 @@ const KEYED = { tasks: "id", submissions: "id", conversations: "id", signals: "k
 export type KeyedList = keyof typeof KEYED;
 /** The lists every commit has (left out of the log when empty, given back empty). */
 const REQUIRED = ["conversations", "entries", "documents", "tasks", "submissions"] as const;
-const OPTIONAL = ["signals", "removed", "parked", "unparked"] as const;
+const OPTIONAL = ["signals", "droppedSignals", "removed", "parked", "unparked"] as const;
 
 /** A record logged whole: where a later version of it may be logged as a delta. */
 export interface LoggedWhole {

@@ -334,6 +334,10 @@ const OPTIONAL_KEYED: Record<string, readonly (readonly [field: string, type: Fi
     ["key", "string"],
     ["version", "number"],
   ],
+  droppedSignals: [
+    ["key", "string"],
+    ["version", "number"],
+  ],
   removed: [
     ["id", "string"],
     ["version", "number"],

@@ -18,7 +18,8 @@ import {
 import { changesAfter, firstVersionOf } from "./log-rows.ts";
 import { emptyTables, entryRange, type Rows, sortedRange, tablesReader } from "./memory-rows.ts";
 import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
-import { checkCreate, checkGuard, checkRowSize, nextWriterMeta, rawNumber, upgradedMeta } from "./rows.ts";
+import { checkCreate, checkRowSize, rawNumber } from "./rows.ts";
+import { checkGuard, nextWriterMeta, upgradedMeta } from "./session-row.ts";
 import type {
   CommitGuard,
   OpenRequest,
@@ -119,10 +120,11 @@ export class MemoryStorage implements Storage {
     const creates = createRowsOf(commits, limit);
     creates.forEach(({ row, version, json }, i) => {
       this.options.onWrite?.(row, index++);
+      if (row.op === "delete") return;
       if (limit !== undefined) checkRowSize(row, json ?? JSON.stringify(row.value), limit, version);
-      const exists =
-        rows.tables[row.table].get(row.key) !== undefined ||
-        creates.slice(0, i).some((earlier) => sameRow(earlier.row, row));
+      // As the group leaves it by then: a row deleted earlier in the group (a dropped signal) is gone.
+      const last = creates.slice(0, i).findLast((earlier) => sameRow(earlier.row, row));
+      const exists = last ? last.row.op !== "delete" : rows.tables[row.table].get(row.key) !== undefined;
       checkCreate(row, exists, version);
     });
     const plan = planGroup(meta, this.tailOf(guard.sessionId, rows), commits, {
@@ -141,7 +143,9 @@ export class MemoryStorage implements Storage {
     }
     const logValues = plan.log.map((log) => ({ version: log.version, value: deepFreeze(log.value) }));
     // Applied in order: creates, the log, the tail's rows (range deletes first), pruning, the session row.
-    for (const { row } of creates) rows.tables[row.table].set(row.key, structuredClone(row.value));
+    for (const { row } of creates)
+      if (row.op === "delete") rows.tables[row.table].delete(row.key);
+      else rows.tables[row.table].set(row.key, structuredClone(row.value));
     for (const log of logValues) rows.tables.changes.set([log.version], log.value);
     if (plan.materialize) this.apply(rows, plan.materialize.ranges, materialized ?? []);
     const logFloor =

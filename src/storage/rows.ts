@@ -3,31 +3,15 @@
  * stores differ only in how they run a transaction, never in what they write.
  */
 
-import { randomIds } from "../clock.ts";
-import {
-  DuplicateKeyError,
-  DuplicateRequestError,
-  RecordTooLargeError,
-  SessionNotFoundError,
-  StaleOwnerError,
-} from "../errors.ts";
+import { DuplicateKeyError, DuplicateRequestError, RecordTooLargeError } from "../errors.ts";
 import type {
   CommitRecord,
   DocumentChange,
   DocumentHead,
   DocumentRow,
   RemovedItem,
-  SessionMeta,
 } from "../records/schemas.ts";
-import {
-  headAfter,
-  isSubmissionFinished,
-  isTerminal,
-  STORAGE_FORMAT,
-  utf8Length,
-} from "../records/schemas.ts";
-import { checkFormat } from "./format.ts";
-import type { CommitGuard } from "./storage.ts";
+import { headAfter, isSubmissionFinished, isTerminal, utf8Length } from "../records/schemas.ts";
 
 /** Tables of the layout, keyed by the parts after the session id. */
 export type Table =
@@ -176,6 +160,11 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     rows.push({ table: "items", key: [commit.version, id], value: item, fresh: true });
     rows.push({ table: finished ? "settled" : "live", key: [commit.version, id], value: item, fresh: true });
   }
+  // A dropped early signal's row was deleted with its commit (see `createRowsOf`); its index row goes here.
+  for (const { key } of commit.droppedSignals ?? []) {
+    rows.push({ table: "signals", key: [key], value: null, op: "delete" });
+    rows.push({ table: "earlySignals", key: [key], value: null, op: "delete" });
+  }
   for (const signal of commit.signals ?? []) {
     const isNew = signal.version === commit.version;
     rows.push({
@@ -294,55 +283,6 @@ export function parkedCountAfter(meta: unknown, commits: readonly CommitRecord[]
   return count === undefined ? {} : { parked: count };
 }
 
-/** A new session row. */
-function newSessionMeta(sessionId: string, at: number, epoch: number): SessionMeta {
-  // Random, not from the session's injected id source: two creations must differ even where a test numbers
-  // its ids from the same start, and nothing depends on its value but that.
-  const incarnation = randomIds.next("s");
-  return {
-    id: sessionId,
-    format: STORAGE_FORMAT,
-    version: 0,
-    epoch,
-    createdAt: at,
-    updatedAt: at,
-    incarnation,
-  };
-}
-
-/**
- * Which creation of a session a stored session row is of (`SessionMeta.incarnation`, made with the row;
- * absent in rows made before it): a session deleted and created again under its id is another one, and a
- * store handle never takes what it cached of the first for the second (`TailCache`).
- */
-export function incarnationOf(meta: unknown): string | undefined {
-  const value =
-    typeof meta === "object" && meta !== null ? (meta as { incarnation?: unknown }).incarnation : undefined;
-  return typeof value === "string" ? value : undefined;
-}
-
-/**
- * The session row a writer stores when it opens a session: a new session's first row, or the stored one
- * with the next owner epoch (fencing off every earlier writer) — or with `granted`, an epoch another host of
- * the session handed out, refused when the stored one is already at or past it. A row without a usable epoch
- * is refused.
- */
-export function nextWriterMeta(stored: unknown, sessionId: string, at: number, granted?: number): unknown {
-  if (stored === undefined) return newSessionMeta(sessionId, at, granted ?? 1);
-  checkFormat(stored, sessionId);
-  const epoch = rawNumber(stored, "epoch");
-  if (epoch === undefined) throw new SessionNotFoundError(sessionId);
-  if (granted === undefined) return { ...(stored as object), epoch: epoch + 1 };
-  if (epoch >= granted) {
-    const version = rawNumber(stored, "version") ?? -1;
-    throw new StaleOwnerError(
-      `session ${sessionId}: epoch ${granted} was already superseded by epoch ${epoch}; nothing was written`,
-      { expectedEpoch: granted, storedEpoch: epoch, expectedVersion: version, storedVersion: version },
-    );
-  }
-  return { ...(stored as object), epoch: granted };
-}
-
 /**
  * Refuses a `create` row whose key the store already holds (`exists`): a requestId that already has a
  * Submission. Stores call it inside the commit's transaction, before writing the row.
@@ -351,11 +291,6 @@ export function checkCreate(row: RowWrite, exists: boolean, version: number): vo
   if (row.op !== "create" || !exists) return;
   if (row.table === "requests") throw new DuplicateRequestError(String(row.key[0]), version);
   throw new DuplicateKeyError(recordName(row.table, row.key), version);
-}
-
-/** A format-1 session row once its index rows are written: format 2. */
-export function upgradedMeta(stored: unknown): unknown {
-  return { ...(stored as object), format: STORAGE_FORMAT };
 }
 
 /** The readable name of a row, used in errors and in the `blocked` list of views. */
@@ -368,32 +303,4 @@ export function rawNumber(value: unknown, field: string): number | undefined {
   if (typeof value !== "object" || value === null) return undefined;
   const n = (value as Record<string, unknown>)[field];
   return typeof n === "number" && Number.isInteger(n) && n >= 0 ? n : undefined;
-}
-
-/**
- * Checks a commit batch's guard against the stored session row. Called inside the store's transaction,
- * so the check and the write are one atomic step.
- */
-export function checkGuard(storedMeta: unknown, guard: CommitGuard): SessionMeta {
-  const storedEpoch = rawNumber(storedMeta, "epoch") ?? -1;
-  const storedVersion = rawNumber(storedMeta, "version") ?? -1;
-  const epochOk = guard.replica
-    ? storedEpoch >= 0 && storedEpoch <= guard.epoch
-    : storedEpoch === guard.epoch;
-  const same = guard.incarnation === undefined || incarnationOf(storedMeta) === guard.incarnation;
-  if (!same || !epochOk || storedVersion !== guard.expectedVersion) {
-    const why = !same
-      ? "the session it opened was deleted (this one was created again under its id)"
-      : !epochOk
-        ? `owner epoch ${guard.epoch} was superseded by epoch ${storedEpoch}`
-        : `version moved from ${guard.expectedVersion} to ${storedVersion}`;
-    throw new StaleOwnerError(`session ${guard.sessionId}: stale writer, ${why}; nothing was written`, {
-      expectedEpoch: guard.epoch,
-      storedEpoch,
-      expectedVersion: guard.expectedVersion,
-      storedVersion,
-    });
-  }
-  // A replica's row takes the epoch of the owner whose commits it now holds.
-  return guard.replica ? { ...(storedMeta as SessionMeta), epoch: guard.epoch } : (storedMeta as SessionMeta);
 }

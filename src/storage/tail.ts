@@ -11,7 +11,8 @@ import { childRuns } from "./child-runs.ts";
 import { WholeRecords } from "./log-codec.ts";
 import { encodeKey } from "./memory-rows.ts";
 import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
-import { incarnationOf, rangeDeletesOfCommit, recordName, rowsOfCommit } from "./rows.ts";
+import { rangeDeletesOfCommit, recordName, rowsOfCommit } from "./rows.ts";
+import { incarnationOf } from "./session-row.ts";
 import type { ParkedCursor, StoredRecord } from "./storage.ts";
 import type { SessionRowReader } from "./working-set.ts";
 

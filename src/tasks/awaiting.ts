@@ -72,7 +72,7 @@ export function startAwaiting(
 
 /** A new signal, accepted: stored, and taken by the wait that names its key, if one does. */
 export function receiveSignal(draft: KernelDraft, signal: Signal, moves: AwaitMoves): void {
-  draft.writeSignal(signal);
+  draft.signalWrites.write(signal);
   const waiting = draft.awaiter(signal.key);
   if (waiting) take(draft, waiting, signal, moves);
 }
@@ -86,7 +86,7 @@ export function passDeadline(draft: KernelDraft, task: Task, moves: AwaitMoves):
 /** Gives `signal` to the awaiting `task`; it goes on if its wait is met. Returns the task as written. */
 function take(draft: KernelDraft, task: Task, signal: Signal, moves: AwaitMoves): Task | undefined {
   if (task.state.status !== "awaiting") return undefined;
-  draft.writeSignal({ ...signal, consumedBy: task.id, consumedAt: draft.at });
+  draft.signalWrites.write({ ...signal, consumedBy: task.id, consumedAt: draft.at });
   const received = awaited(task);
   const signals = { ...received.signals, [signal.key]: signal.payload };
   const data = { data: received.data, signals } as unknown as Json;

@@ -7,18 +7,20 @@
 import type { Clock, IdSource, TimerHandle, Timers } from "../clock.ts";
 import { afterThisTick } from "../clock.ts";
 import { isSessionFailure, KernelError } from "../errors.ts";
-import type { CommitRecord, Entry, Task } from "../records/schemas.ts";
+import type { CommitRecord, Entry, Signal, Task } from "../records/schemas.ts";
 import { isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import type { KernelCommit, KernelCommitOptions } from "../session/commit-pipeline.ts";
 import type { ProgressDraft } from "../session/draft-types.ts";
 import type { SessionState } from "../session/state.ts";
+import { dropExpired } from "../signals/expiry.ts";
 import { errorInfo } from "./error-info.ts";
 import { ExclusiveKeys } from "./exclusive-keys.ts";
 import { dispatch, isApplicable, type TaskEvent } from "./machine.ts";
 import { PhaseAbort, PhaseRunner } from "./phase-runner.ts";
 import type { Preview } from "./preview.ts";
 import { applyRecovery, planRecovery } from "./recovery.ts";
+import { expiryEntry, isCurrentSleeper, keyOfExpiry, PARKED } from "./sleepers.ts";
 import { isRunnableStatus, type WakeInfo, wakeTimeOf } from "./wake-info.ts";
 import { WakeQueue } from "./wake-queue.ts";
 
@@ -48,9 +50,6 @@ export interface SchedulerHost {
   loadWaiting?(keys: readonly string[]): Promise<void>;
 }
 
-/** The wake-queue id of the earliest deadline among parked waits left in storage (no task has it). */
-const PARKED = "";
-
 export interface SchedulerOptions {
   /** Called after every commit with the current wake info (hosts turn it into timers or alarms). */
   readonly onWake?: (wake: WakeInfo) => void;
@@ -75,7 +74,7 @@ export class Scheduler {
   private busy = 0;
   private idleWaiters: (() => void)[] = [];
   private readonly stopWatchingRegistry: () => void;
-  private readonly isCurrentSleeper = (at: number, id: string) => this.isSleeping(id, at);
+  private readonly isCurrentSleeper = (at: number, id: string) => isCurrentSleeper(this.host, id, at);
 
   constructor(
     private readonly host: SchedulerHost,
@@ -106,6 +105,7 @@ export class Scheduler {
       if (task.state.status === "running") this.runningAtLoad.add(task.id);
     }
     if (host.state.parkedDue !== undefined) this.sleepers.push(host.state.parkedDue, PARKED);
+    for (const signal of host.state.signals.values()) this.noteSignal(signal);
     // Unsubscribed on close: the registry usually outlives the session (one per app or isolate), and a
     // listener left behind would keep the closed session's whole state reachable.
     this.stopWatchingRegistry = host.registry.onChange(() => {
@@ -157,6 +157,7 @@ export class Scheduler {
       if (at !== undefined) this.sleepers.push(at, task.id);
       this.active.get(task.id)?.abortIfCancelled(task);
     }
+    for (const signal of commit.signals ?? []) this.noteSignal(signal);
     if (this.driving) {
       this.scheduleDrain();
       this.armTimer();
@@ -336,32 +337,34 @@ export class Scheduler {
       if (state.parkedDue !== undefined) this.sleepers.push(state.parkedDue, PARKED);
     }
     const due: TaskEvent[] = [];
+    const expired: string[] = [];
     for (;;) {
       const next = this.sleepers.peek(this.isCurrentSleeper);
       if (!next || next.at > now) break;
       this.sleepers.pop();
-      if (next.id === PARKED) continue;
+      const key = keyOfExpiry(next.id);
+      if (key !== undefined) expired.push(key);
+      if (next.id === PARKED || key !== undefined) continue;
       const task = this.host.state.task(next.id);
       if (task?.state.status === "awaiting" && task.state.deadline)
         due.push({ type: "deadline-passed", taskId: next.id, phase: task.state.deadline.phase });
       else due.push({ type: "woke", taskId: next.id, phase: task?.checkpoint.phase ?? "" });
     }
-    if (due.length > 0) {
+    if (due.length > 0 || expired.length > 0) {
       await this.host
         .commit((draft) => {
           for (const event of due) if (isApplicable(draft, event)) dispatch(draft, event);
+          dropExpired(draft, expired, now);
         })
         .catch(() => undefined);
     }
     this.armTimer();
   }
 
-  /** A heap entry is current while its task still wakes at that time (sleep or deadline) and is not blocked. */
-  private isSleeping(id: string, at: number): boolean {
-    const state = this.host.state;
-    if (id === PARKED) return state.parkedDue === at;
-    const task = state.task(id);
-    return task !== undefined && wakeTimeOf(task) === at && !state.blockedTasks.has(id);
+  /** An early signal with a `keepEarlyMs` wakes the scheduler when it is to be dropped. */
+  private noteSignal(signal: Signal): void {
+    const entry = expiryEntry(this.host.registry, signal);
+    if (entry) this.sleepers.push(entry.at, entry.id);
   }
 
   private async track(work: Promise<void>): Promise<void> {

@@ -27,6 +27,11 @@ import {
 const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
 const strict = defineSignal({ key: "strict:*", schema: z.object({ ok: z.boolean() }), early: false });
 const note = defineSignal({ key: "note:*", schema: z.object({ text: z.string() }), early: false });
+const fleeting = defineSignal({
+  key: "fleeting:*",
+  schema: z.object({ text: z.string() }),
+  keepEarlyMs: 60_000,
+});
 
 /** Asks a question (key from input), then reports what arrived, or that the deadline passed. */
 const asker = defineTask({
@@ -62,7 +67,7 @@ const asker = defineTask({
   },
 });
 
-const registry = () => createRegistry({ tasks: [asker], signals: [answer, strict, note] });
+const registry = () => createRegistry({ tasks: [asker], signals: [answer, strict, note, fleeting] });
 
 let databases = 0;
 function stores(): [string, () => Storage][] {
@@ -391,6 +396,61 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
         await unbounded.session.signal(`answer:e${n}`, { text: "more" }, { requestId: `e${n}` }),
       ).toMatchObject({ duplicate: false });
     await unbounded.session.close();
+  });
+
+  it("drops early signals no wait took — past keepEarlyMs (the scheduler wakes for it) or by dropEarlySignal — and their keys take new ones", async () => {
+    const storage = makeStorage();
+    const { session, clock, timers } = await open(storage);
+    await session.resume();
+    const one = await session.signal("fleeting:1", { text: "one" }, { requestId: "f1" });
+    timers.advance(10_000);
+    await session.signal("fleeting:2", { text: "two" }, { requestId: "f2" });
+    await session.signal("answer:9", { text: "nine" }, { requestId: "a9" });
+    const keys = () => session.earlySignals().map((signal) => signal.key);
+    expect(keys()).toEqual(["fleeting:1", "fleeting:2", "answer:9"]);
+    expect(session.wakeInfo().nextWakeAt).toBe(one.signal.receivedAt + 60_000);
+    // A wait that begins in time takes its early signal: it is not dropped later.
+    const taker = await session.spawn("asker", { keys: ["fleeting:2"] });
+    expect((await session.waitForTask(taker.id)).state).toMatchObject({
+      result: { signals: { "fleeting:2": { text: "two" } } },
+    });
+    // Its time run out, fleeting:1 is dropped by the scheduler, with no call: its row goes with it.
+    const before = session.version;
+    timers.advance(50_000);
+    await session.whenIdle();
+    expect(keys()).toEqual(["answer:9"]);
+    expect(session.version).toBe(before + 1);
+    expect(await storage.readSignal("waits", "fleeting:1")).toBeUndefined();
+    expect(session.wakeInfo().nextWakeAt).toBeUndefined(); // answer:* keeps its early signals
+    // The key takes a new signal, another payload included (the dropped one is no conflict).
+    const anew = await session.signal("fleeting:1", { text: "other" }, { requestId: "f1" });
+    expect(anew).toMatchObject({ duplicate: false, signal: { payload: { text: "other" } } });
+    // Dropped by the app: returned, committed once; nothing more to drop after.
+    const dropped = await session.dropEarlySignal("answer:9");
+    expect(dropped).toMatchObject({ key: "answer:9", requestId: "a9", payload: { text: "nine" } });
+    const at = session.version;
+    expect(await session.dropEarlySignal("answer:9")).toBeUndefined();
+    expect(await session.dropEarlySignal("answer:never")).toBeUndefined();
+    expect(session.version).toBe(at);
+    await expect(session.dropEarlySignal("")).rejects.toBeInstanceOf(InvalidArgumentError);
+    await session.close();
+    // Reopened past the new fleeting:1's time: only it was kept, and it is dropped on resume.
+    const later = new ManualClock(clock.now() + 60_000);
+    const reopened = await open(storage, later);
+    expect(reopened.session.earlySignals().map((s) => [s.key, s.payload])).toEqual([
+      ["fleeting:1", { text: "other" }],
+    ]);
+    await reopened.session.resume();
+    reopened.timers.advance(0);
+    await reopened.session.whenIdle();
+    expect(reopened.session.earlySignals()).toEqual([]);
+    // A wait on a dropped key waits for a new signal, which it takes.
+    const waiter = await reopened.session.spawn("asker", { keys: ["answer:9"] });
+    await reopened.session.whenIdle();
+    expect(reopened.session.pending().map((wait) => wait.key)).toEqual(["answer:9"]);
+    const taken = await reopened.session.signal("answer:9", { text: "again" }, { requestId: "a9" });
+    expect(taken).toMatchObject({ duplicate: false, takenBy: waiter.id });
+    await reopened.session.close();
   });
 
   it("refuses a second wait on a key another task awaits, failing the second task with the reason", async () => {

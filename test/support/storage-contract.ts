@@ -11,6 +11,7 @@ import {
   createRegistry,
   DuplicateRequestError,
   defineDocument,
+  defineSignal,
   HistoryTruncatedError,
   type KeyPart,
   ManualClock,
@@ -87,7 +88,10 @@ const plan = defineDocument({
   baselineEvery: 4,
 });
 const noteBag = defineDocument({ type: "note-bag", schema: z.record(z.string(), z.unknown()) as never });
-export const contractRegistry = createRegistry({ documents: [plan, noteBag] });
+export const contractRegistry = createRegistry({
+  documents: [plan, noteBag],
+  signals: [defineSignal({ key: "k:*", schema: z.object({ n: z.number() }) })],
+});
 
 let sessionCounter = 0;
 /** A fresh session id per test, so stores that persist across tests do not mix them. */
@@ -831,6 +835,64 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect(await store.readWaiting(id, "k:3")).toEqual([]);
       expect((await store.readDeadlines(id, 10)).map((row) => row.key)).toEqual(["deadlines/8999/w-1"]);
       expect((await store.readParked(id, undefined, 10)).map((i) => i.id)).not.toContain("w-3");
+    });
+
+    it("deletes a dropped early signal's row with its commit: its key takes a new one, in the same group too", async () => {
+      const store = harness.storage({ tailCommits: 4 });
+      const id = freshId("dropped");
+      const session = await open(store, id);
+      const early = (d: KernelDraft, key: string, n: number) =>
+        d.signalWrites.write({
+          key,
+          requestId: `r-${n}`,
+          payload: { n },
+          receivedAt: 1_000,
+          version: d.version,
+        });
+      await commitAsKernel(session, (d) => {
+        early(d, "k:a", 1);
+        early(d, "k:b", 2);
+        early(d, "k:c", 3);
+      });
+      // Dropped, then given a new signal: in one commit, and in two commits of one group.
+      await commitAsKernel(session, (d) => {
+        d.signalWrites.drop("k:a", d.version);
+        early(d, "k:a", 4);
+      });
+      await Promise.all([
+        commitAsKernel(session, (d) => d.signalWrites.drop("k:b", d.version)),
+        commitAsKernel(session, (d) => early(d, "k:b", 5)),
+      ]);
+      await commitAsKernel(session, (d) => d.signalWrites.drop("k:c", d.version));
+      const payloads = async () => ({
+        a: (await store.readSignal(id, "k:a"))?.value,
+        b: (await store.readSignal(id, "k:b"))?.value,
+        c: (await store.readSignal(id, "k:c"))?.value,
+      });
+      const expected = { a: { payload: { n: 4 } }, b: { payload: { n: 5 } }, c: undefined };
+      expect(await payloads()).toMatchObject(expected);
+      expect(session.earlySignals().map((s) => [s.key, s.payload])).toEqual([
+        ["k:a", { n: 4 }],
+        ["k:b", { n: 5 }],
+      ]);
+      // Past a materialized tail, reopened by a reader and by the next writer: the same.
+      for (let i = 0; i < 4; i++)
+        await commitAsKernel(session, (d) => d.appendEntry("c", { kind: "note", text: `${i}` }));
+      expect(await payloads()).toMatchObject(expected);
+      const reader = await open(store, id, "read");
+      expect(reader.earlySignals().map((s) => s.key)).toEqual(["k:a", "k:b"]);
+      const changes = (await store.readChanges(id, 0, 100)).changes.map((c) => c.value as CommitRecord);
+      expect(
+        changes.flatMap((c) => (c.droppedSignals ?? []).map((d) => [c.version, d.key, d.version])),
+      ).toEqual([
+        [2, "k:a", 1],
+        [3, "k:b", 1],
+        [5, "k:c", 1],
+      ]);
+      await session.close();
+      const next = await open(store, id);
+      expect(next.earlySignals().map((s) => s.key)).toEqual(["k:a", "k:b"]);
+      await next.close();
     });
 
     it("refuses a taken requestId with the typed refusal at a pruning boundary too, and keeps the session usable", async () => {

@@ -1,0 +1,42 @@
+/**
+ * Early signals leave: a signal no wait has taken is dropped when its definition's `keepEarlyMs` runs out
+ * (the scheduler wakes for it, an alarm at the edge), or when the app drops it (`session.dropEarlySignal`).
+ * A dropped signal's row is deleted with its commit, so its key takes a new signal again.
+ */
+import { InvalidArgumentError } from "../errors.ts";
+import type { Signal } from "../records/schemas.ts";
+import { TextSchema } from "../records/schemas.ts";
+import type { Registry } from "../registry.ts";
+import type { KernelDraft } from "../session/draft.ts";
+import type { SignalHost } from "./deliver.ts";
+
+/** When the early signal `signal` is dropped unless a wait takes it first; undefined: it is kept. */
+export function expiryOf(registry: Registry, signal: Signal): number | undefined {
+  if (signal.consumedBy !== undefined) return undefined;
+  const keep = registry.signalFor(signal.key)?.keepEarlyMs;
+  return keep === undefined ? undefined : signal.receivedAt + keep;
+}
+
+/** Drops, in `draft`, each early signal of `keys` still kept whose time ran out by `now`. */
+export function dropExpired(draft: KernelDraft, keys: readonly string[], now: number): void {
+  for (const key of keys) {
+    const signal = draft.signal(key);
+    const at = signal && expiryOf(draft.registry, signal);
+    if (at !== undefined && at <= now) draft.signalWrites.drop(key, draft.version);
+  }
+}
+
+/** Drops the early signal kept for `key`, in one commit, and returns it; undefined (nothing committed) when none is. */
+export async function dropEarlySignal(
+  host: Pick<SignalHost, "state" | "commit">,
+  key: unknown,
+): Promise<Signal | undefined> {
+  const parsed = TextSchema.min(1).max(256).safeParse(key);
+  if (!parsed.success)
+    throw new InvalidArgumentError("a signal key is a well-formed string of 1 to 256 characters", [
+      { path: "key", message: "must be a well-formed string of 1 to 256 characters" },
+    ]);
+  if (!host.state.signal(parsed.data)) return undefined;
+  const { value } = await host.commit((draft) => draft.signalWrites.drop(parsed.data, draft.version));
+  return value;
+}
