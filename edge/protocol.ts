@@ -110,6 +110,8 @@ export const SessionCallSchema = z.discriminatedUnion("op", [
     limit: Count,
   }),
   z.object({ op: z.literal("signal"), sessionId: IdSchema, key: SignalKeySchema }),
+  z.object({ op: z.literal("early-signals"), sessionId: IdSchema }),
+  z.object({ op: z.literal("drop-signal"), sessionId: IdSchema, key: SignalKeySchema }),
   z.object({
     op: z.literal("events"),
     sessionId: IdSchema,

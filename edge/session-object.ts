@@ -401,6 +401,20 @@ class SessionHost<Env> {
         const receipt = await session.signal(route.key, payload, { requestId });
         return Response.json(receipt, { status: receipt.duplicate ? 200 : 201 });
       }
+      case "early-signals": {
+        const session = await this.required(route.sessionId);
+        return Response.json({ version: session.version, earlySignals: session.earlySignals() });
+      }
+      case "drop-signal": {
+        const session = await this.writable(route.sessionId);
+        const dropped = await session.dropEarlySignal(route.key);
+        if (dropped) return Response.json({ dropped });
+        return problemResponse(
+          404,
+          "no-early-signal",
+          `no signal no wait has taken is kept for "${route.key}"`,
+        );
+      }
       case "events": {
         const session = await this.required(route.sessionId);
         if (route.since > session.version) {

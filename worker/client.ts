@@ -48,6 +48,8 @@ export function connectSessionWorker(endpoint: Comlink.Endpoint): SessionWorkerC
     },
     cancelSubmission: (submissionId, reason) => remote.cancelSubmission(submissionId, reason),
     signal: (key, payload, options) => remote.signal(key, payload, options),
+    earlySignals: () => remote.earlySignals(),
+    dropEarlySignal: (key) => remote.dropEarlySignal(key),
     parkedWaits: (options) => remote.parkedWaits(options),
     changes: (afterVersion, limit) => remote.changes(afterVersion, limit),
     subscriptionCount: () => remote.subscriptionCount(),

@@ -10,6 +10,7 @@ import type {
   PendingWait,
   Preview,
   SessionView,
+  Signal,
   SignalOptions,
   SignalReceipt,
   Submission,
@@ -57,6 +58,10 @@ export interface SessionWorkerApi {
   }): Promise<{ parked: number; waits: PendingWait[]; next?: string } | undefined>;
   /** Answers a wait (`view().pending`): from the leader at once, from a follower through the durable inbox. */
   signal(key: string, payload: Json, options: SignalOptions): Promise<SignalReceipt>;
+  /** The signals kept that no wait has taken yet, oldest first (any tab: as its session holds them). */
+  earlySignals(): Promise<Signal[]>;
+  /** Drops the early signal kept for `key` (leader only): the dropped signal, or undefined when none is kept. */
+  dropEarlySignal(key: string): Promise<Signal | undefined>;
   /** Live subscriptions held in the worker for this page (each one holds a proxied listener). */
   subscriptionCount(): Promise<number>;
   /** Committed changes after a version, from the change log (devtools, catch-up, benchmarks). */

@@ -64,6 +64,12 @@ describe("session worker (comlink)", () => {
       await new Promise((r) => setTimeout(r, 10));
     expect(await done()).toBe("succeeded");
     expect((await client.parkedWaits())?.parked).toBe(119);
+    // One no wait takes (its key awaited by none) is kept, listed, and dropped on request.
+    await client.signal("ask:500", { answer: "early" }, { requestId: "e1" });
+    expect((await client.earlySignals()).map((signal) => signal.key)).toEqual(["ask:500"]);
+    expect(await client.dropEarlySignal("ask:500")).toMatchObject({ key: "ask:500", requestId: "e1" });
+    expect(await client.earlySignals()).toEqual([]);
+    expect(await client.dropEarlySignal("ask:500")).toBeUndefined();
     await client.close();
     worker.terminate();
   });

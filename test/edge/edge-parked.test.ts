@@ -2,14 +2,16 @@
  * Parked waits at the edge, in real workerd (DO SQLite, alarms): a session whose waits are parked opens
  * without them after a runtime restart, lists them over `GET …/pending` from storage a page at a time, hands
  * a signal to one it reads back by its key, and passes a parked deadline on the alarm with no request sent.
+ * Signals no wait has taken are bounded, listed, dropped on request, and dropped on the alarm when their time
+ * runs out.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { expect, it } from "vitest";
-import type { PendingWait, SessionView, Submission, Task } from "../../src/index.ts";
-import { bundleWorker, startWorkerd } from "../support/workerd.ts";
+import type { CommitRecord, PendingWait, SessionView, Submission, Task } from "../../src/index.ts";
+import { bundleWorker, readEvents, startWorkerd } from "../support/workerd.ts";
 
 interface PendingPage {
   version: number;
@@ -87,6 +89,26 @@ it("lists parked waits from storage after a restart, signals one by key, and pas
     expect(full).toMatchObject({ status: 429, body: { code: "early-signals-full" } });
     expect(full.body.detail).toContain("k:91");
     expect((await call<SessionView>(runtime, "/sessions/parked/view")).body.version).toBe(version);
+    // The kept one is listed, and dropped on request (its place is free again); a second drop finds none.
+    const kept = await call<{ earlySignals: { key: string }[] }>(runtime, "/sessions/parked/early-signals");
+    expect(kept.body.earlySignals.map((signal) => signal.key)).toEqual(["k:90"]);
+    const drop = async (key: string, token = "t") => {
+      const response = await runtime.dispatchFetch(
+        `http://edge.test/sessions/parked/signals/${encodeURIComponent(key)}`,
+        { method: "DELETE", headers: { authorization: `Bearer ${token}` } },
+      );
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+    };
+    expect((await drop("k:90", "wrong")).status).toBe(401);
+    expect(await drop("k:90")).toMatchObject({
+      status: 200,
+      body: { dropped: { key: "k:90", requestId: "e1" } },
+    });
+    expect(await drop("k:90")).toMatchObject({ status: 404, body: { code: "no-early-signal" } });
+    expect((await drop("x".repeat(300))).status).toBe(400);
+    // One kept a second at most: dropped by the alarm alone, below.
+    const soon = { requestId: "g1", payload: { answer: "soon" } };
+    expect((await call(runtime, "/sessions/parked/signals/gone%3A1", soon)).status).toBe(201);
     // A signal for a parked wait reads it back by its key and continues it, the bound full or not.
     const signalled = await call<{ takenBy: string }>(runtime, "/sessions/parked/signals/k%3A2", {
       requestId: "s2",
@@ -108,6 +130,19 @@ it("lists parked waits from storage after a restart, signals one by key, and pas
     expect(late.updatedAt).toBeLessThan(askedAt - 500);
     const left = (await call<PendingPage>(runtime, "/sessions/parked/pending")).body;
     expect(left.pending.map((w) => w.key).sort()).toEqual(["k:0", "k:1", "k:3"]);
+    // The early signal's time ran out while nothing touched the session: the alarm dropped it then.
+    const none = await call<{ earlySignals: unknown[] }>(runtime, "/sessions/parked/early-signals");
+    expect(none.body.earlySignals).toEqual([]);
+    let droppedAt: number | undefined;
+    const events = await runtime.dispatchFetch("http://edge.test/sessions/parked/events?since=0", {
+      headers: { authorization: "Bearer t" },
+    });
+    await readEvents({ body: events.body as ReadableStream<Uint8Array> | null }, (event) => {
+      const commit = event.event === "commit" ? (JSON.parse(event.data) as CommitRecord) : undefined;
+      if (commit?.droppedSignals?.some((d) => d.key === "gone:1")) droppedAt = commit.at;
+      return droppedAt !== undefined;
+    });
+    expect(droppedAt).toBeLessThan(askedAt - 500);
   } finally {
     await runtime.dispose();
     rmSync(persist, { recursive: true, force: true });
