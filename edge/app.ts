@@ -192,7 +192,7 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
       cors({
         origin: (origin, c) => (corsOrigins(c.env)?.includes(origin) ? origin : null),
         allowHeaders: ["authorization", "content-type", "last-event-id"],
-        allowMethods: ["GET", "POST"],
+        allowMethods: ["GET", "POST", "DELETE"],
         exposeHeaders: ["etag", "x-request-id", "retry-after"],
         maxAge: 600,
       }),

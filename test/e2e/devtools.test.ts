@@ -464,6 +464,24 @@ describe("devtools page in Chromium", () => {
           `[data-testid=submissions] tr:has-text("${second.id}") .status.cancelled`,
           TIMEOUT,
         );
+        // A decision sent before anyone asks for it is kept; dropping it is a second, confirmed write.
+        await edge.json("/sessions/edge-devtools/signals/plan-approval%3Alater", {
+          body: { requestId: "early-1", payload: { approved: false } },
+        });
+        await tab(devtools, "pending");
+        const early = "[data-testid=early-signals] tr:has-text('plan-approval:later')";
+        await devtools.waitForSelector(early, TIMEOUT);
+        expect(await devtools.textContent(early)).toContain('{"approved":false}');
+        await shoot(devtools, "early-signals");
+        devtools.once("dialog", (dialog) => void dialog.dismiss());
+        await devtools.click(`${early} button`);
+        const kept = await edge.json<{ earlySignals: unknown[] }>("/sessions/edge-devtools/early-signals");
+        expect(kept.earlySignals).toHaveLength(1); // declined: nothing written
+        devtools.once("dialog", (dialog) => void dialog.accept());
+        await devtools.click(`${early} button`);
+        await devtools.waitForSelector("[data-testid=early-signals]", { state: "detached", ...TIMEOUT });
+        const left = await edge.json<{ earlySignals: unknown[] }>("/sessions/edge-devtools/early-signals");
+        expect(left.earlySignals).toEqual([]);
       });
     } finally {
       await edge.dispose();
@@ -731,7 +749,7 @@ describe("devtools page in Chromium", () => {
         const { writeParkedWaitsForTest } = await import("${ROOT}/test/support/parked-seed.ts");
         const { indexedDbStorage } = await import("${ROOT}/src/index.ts");
         const store = indexedDbStorage("devtools-parked", { durability: "relaxed" });
-        await writeParkedWaitsForTest(store, "parked", 250);
+        await writeParkedWaitsForTest(store, "parked", 250, 50, ["ask:900", "ask:901"]);
         await store.close();
         `,
       );
@@ -767,6 +785,16 @@ describe("devtools page in Chromium", () => {
       );
       expect(new Set(keys)).toEqual(new Set(Array.from({ length: 250 }, (_, n) => `ask:${n}`)));
       expect(await devtools.$("[data-testid=pending-parked] button")).toBeNull();
+      // The signals no wait took (their keys awaited by none) are listed as the session holds them; a local
+      // session is written by its tab, so the page offers no drop.
+      const early = await devtools.$$eval("[data-testid=early-signals] tbody tr", (rows) =>
+        rows.map((row) => [...row.querySelectorAll("td")].map((cell) => cell.textContent ?? "")),
+      );
+      expect(early.map((cells) => [cells[0], cells[2], cells[3]])).toEqual([
+        ["ask:900", "ask:900", '{"answer":"early ask:900"}'],
+        ["ask:901", "ask:901", '{"answer":"early ask:901"}'],
+      ]);
+      expect(await devtools.$("[data-testid=early-signals] button")).toBeNull();
       expect(await accessibilityProblems(devtools)).toEqual([]);
       await shoot(devtools, "parked-waits");
     });

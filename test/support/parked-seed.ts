@@ -26,6 +26,8 @@ export async function writeParkedWaitsForTest(
   sessionId: string,
   count: number,
   perCommit = 50,
+  /** Keys no wait awaits, each sent one signal (kept early). */
+  early: readonly string[] = [],
 ): Promise<void> {
   const registry = createRegistry({ tasks: [askerTask], signals: [askSignal] });
   const session = await openSession({ id: sessionId, storage, registry, liveWaits: 0 });
@@ -36,5 +38,6 @@ export async function writeParkedWaitsForTest(
     });
   }
   await session.whenIdle();
+  for (const key of early) await session.signal(key, { answer: `early ${key}` }, { requestId: key });
   await session.close();
 }

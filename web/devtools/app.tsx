@@ -588,6 +588,18 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                     : undefined
                 }
                 parked={source?.readParkedWaits && shown === latest ? source.readParkedWaits : undefined}
+                early={source?.readEarlySignals}
+                onDrop={
+                  source?.dropEarlySignal
+                    ? (key) => {
+                        if (!confirm(`Drop the signal kept for ${key}? No wait will take it.`))
+                          return undefined;
+                        return source
+                          .dropEarlySignal?.(key)
+                          .catch((e: unknown) => setError((e as Error).message));
+                      }
+                    : undefined
+                }
               />
             )}
             {tab === "documents" && <DocumentsView view={view} history={history} />}

@@ -21,6 +21,7 @@ import {
   type Registry,
   type Session,
   type SessionView,
+  type Signal,
   type Submission,
   serverEvents,
   type Task,
@@ -78,6 +79,13 @@ export interface SessionSource {
     before: string | undefined,
     limit: number,
   ): Promise<{ parked: number; waits: readonly PendingWait[]; next: string | null }>;
+  /**
+   * The signals the session keeps now that no wait has taken yet (they came before their wait), oldest
+   * first: as the session holds them at its latest version.
+   */
+  readEarlySignals?(): Promise<readonly Signal[]>;
+  /** Drops one of them, on request (edge only: `DELETE …/signals/:key`; local sessions are written by their tab). */
+  dropEarlySignal?(key: string): Promise<void>;
   /** A task tree as storage holds it now (for a Submission beyond the working set). */
   readTaskTree?(rootId: string): Promise<Task[]>;
   /**
@@ -212,6 +220,7 @@ export async function localSource(
       const page = await session.readParkedWaits({ ...(before !== undefined && { before }), limit });
       return { parked: session.parkedInStorage, waits: page.waits, next: page.next ?? null };
     },
+    readEarlySignals: async () => session.earlySignals(),
     async readEntries(conversationId, before, limit) {
       const from = Math.max(0, before - limit);
       return {
@@ -317,6 +326,11 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
     },
     readEntries: (conversationId, before, limit) =>
       read(`/conversations/${encodeURIComponent(conversationId)}/entries?before=${before}&limit=${limit}`),
+    readEarlySignals: async () => (await read<{ earlySignals: Signal[] }>("/early-signals")).earlySignals,
+    async dropEarlySignal(key) {
+      const answer = await fetch(`${root}/signals/${encodeURIComponent(key)}`, { method: "DELETE", headers });
+      if (!answer.ok) throw new Error(`drop ${key}: ${answer.status} ${await problemDetail(answer)}`);
+    },
     async writer() {
       const { ownership } = await read<{ ownership: { holder: string; leaseUntil: number } | null }>(
         "/replica",

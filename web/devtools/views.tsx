@@ -10,6 +10,7 @@ import {
   type RecoveryEvent,
   type RecoveryPlan,
   type SessionView,
+  type Signal,
   type Submission,
 } from "../../src/index.ts";
 import { describeCommit, formatTime, wakeOfView } from "./derive.ts";
@@ -155,6 +156,8 @@ export function PendingView(props: {
   now: number;
   onAnswer?: ((key: string, suggested: string) => void) | undefined;
   parked?: SessionSource["readParkedWaits"] | undefined;
+  early?: SessionSource["readEarlySignals"] | undefined;
+  onDrop?: ((key: string) => Promise<void> | undefined) | undefined;
 }) {
   const pending = props.view.pending ?? [];
   const [parked, setParked] = useState<{ count: number; waits: PendingWait[]; next: string | null }>();
@@ -231,9 +234,84 @@ export function PendingView(props: {
         </table>
       )}
       {failed && <p class="error">parked waits could not be read: {failed}</p>}
+      {props.early && (
+        <EarlySignals read={props.early} version={version} now={props.now} onDrop={props.onDrop} />
+      )}
     </div>
   );
 }
+
+/**
+ * The signals the session keeps that no wait has taken yet (sent before their wait began), as the session
+ * holds them now — read again as it moves on. Dropping one is an explicit, confirmed write (edge sessions).
+ */
+function EarlySignals(props: {
+  read: NonNullable<SessionSource["readEarlySignals"]>;
+  version: number;
+  now: number;
+  onDrop?: ((key: string) => Promise<void> | undefined) | undefined;
+}) {
+  const [signals, setSignals] = useState<readonly Signal[]>();
+  const [failed, setFailed] = useState<string>();
+  const { read, version, onDrop } = props;
+  const newest = useRef(0);
+  const load = useCallback(() => {
+    const request = ++newest.current;
+    read()
+      .then((kept) => request === newest.current && setSignals(kept))
+      .catch((error: unknown) => setFailed((error as Error).message));
+  }, [read]);
+  useEffect(() => {
+    if (version >= 0) load();
+  }, [load, version]);
+  if (failed) return <p class="error">early signals could not be read: {failed}</p>;
+  if (!signals || signals.length === 0) return null;
+  return (
+    <section>
+      <h3>
+        Signals no wait has taken yet ({signals.length}){" "}
+        <span class="meta">— as the session holds them now</span>
+      </h3>
+      <table data-testid="early-signals">
+        <thead>
+          <tr>
+            <th>key</th>
+            <th>received</th>
+            <th>request</th>
+            <th>payload</th>
+            {onDrop && <th />}
+          </tr>
+        </thead>
+        <tbody>
+          {signals.map((signal) => (
+            <tr key={signal.key}>
+              <td>
+                <code>{signal.key}</code>
+              </td>
+              <td>
+                {formatTime(signal.receivedAt)} ({formatAge(props.now - signal.receivedAt)}), v
+                {signal.version}
+              </td>
+              <td>{signal.requestId}</td>
+              <td>
+                <code>{preview(JSON.stringify(signal.payload))}</code>
+              </td>
+              {onDrop && (
+                <td>
+                  <button type="button" onClick={() => onDrop(signal.key)?.then(load)}>
+                    drop…
+                  </button>
+                </td>
+              )}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
+  );
+}
+
+const preview = (text: string, most = 120) => (text.length > most ? `${text.slice(0, most)}…` : text);
 
 function WaitRow(props: {
   wait: PendingWait;
