@@ -18,8 +18,8 @@
  * | `POST /sessions/:id/stream-token` | read | a short-lived read-only token for `…/events?access_token=` |
  * | `GET /sessions/:id/pending` | read | what the session waits for from outside: `{ version, pending, parked, fromStorage, next }` (the waits in memory, then a page of parked ones from storage — `fromStorage` of them, `?before=<next>&limit=` for more) |
  * | `POST /sessions/:id/signals/:key` `{ requestId, payload }` | signal | 201 + the receipt (200 for a repeat); 400 bad payload, 404 unknown key, 409 resolved differently or not awaited |
- * | `GET /sessions/:id/early-signals` | read | `{ version, earlySignals }`: the signals kept that no wait has taken yet, oldest first |
- * | `DELETE /sessions/:id/signals/:key` | signal | drops the early signal kept for the key: 200 + `{ dropped }`; 404 when none is kept |
+ * | `GET /sessions/:id/early-signals?after=<v>&limit=<n>` | read | `{ version, count, earlySignals, next }`: a page of the signals kept that no wait has taken yet, oldest first (`next`: the `after` of the next page, null at the end) |
+ * | `DELETE /sessions/:id/signals/:key` | drop-signal | drops the early signal kept for the key: 200 + `{ dropped }`; 404 when none is kept |
  * | `POST /sessions/:id/signals/:key/callback-url` | signal | the key's callback URL for a third party |
  * | `POST /hooks/:id/:key/:mac` payload | (the URL is the credential) | resolves that one key, like `…/signals/:key` |
  * | `GET /sessions/:id/replica` | read | who writes the session: the edge, or a linked tab and its lease |
@@ -175,6 +175,9 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
       .regex(/^\d+\/[\s\S]+$/, "must be the next of an earlier page")
       .optional(),
   });
+
+  // A page of early signals goes on after the version of the last one listed.
+  const EarlyQuery = PageQuery.extend({ after: CountSchema.optional() }).omit({ before: true });
 
   const app = new Hono<AppEnv<Env>>();
   // Every answer names its request; problems carry the id in the body too, so a user can quote it.
@@ -408,11 +411,13 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   app.get("/sessions/:id/early-signals", async (c) => {
     const g = await guard(c, "read");
     if (g instanceof Response) return g;
-    return forward(c, { op: "early-signals", sessionId: g.sessionId });
+    const page = parse("query", EarlyQuery, { after: c.req.query("after"), limit: c.req.query("limit") });
+    if (page instanceof Response) return page;
+    return forward(c, { op: "early-signals", sessionId: g.sessionId, ...page });
   });
 
   app.delete("/sessions/:id/signals/:key", async (c) => {
-    const g = await guard(c, "signal");
+    const g = await guard(c, "drop-signal");
     if (g instanceof Response) return g;
     const key = parse("params.key", SignalKeySchema, c.req.param("key"));
     if (key instanceof Response) return key;

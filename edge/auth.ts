@@ -18,8 +18,18 @@ import {
 import { problemResponse } from "./problem.ts";
 
 /** What a request does to its session. */
-export const EDGE_ACTIONS = ["read", "submit", "signal", "cancel", "replicate", "admin"] as const;
+export const EDGE_ACTIONS = [
+  "read",
+  "submit",
+  "signal",
+  "drop-signal",
+  "cancel",
+  "replicate",
+  "admin",
+] as const;
 export type EdgeAction = (typeof EDGE_ACTIONS)[number];
+/** Actions a token holds only when its claim names them: they change what others gave, or the session's host. */
+const NOT_BY_DEFAULT: ReadonlySet<EdgeAction> = new Set(["drop-signal", "replicate", "admin"]);
 
 /** Who a request acts for, as an authorizer established it. */
 export interface Principal {
@@ -97,7 +107,7 @@ export interface JwtAuthorizerOptions<Env> {
    * ending in `*` (`"team-7:*"`).
    */
   readonly sessionsClaim?: string;
-  /** The claim listing its actions (default `actions`; absent: every action but `admin` and `replicate`). */
+  /** The claim listing its actions (default `actions`; absent: every action but `drop-signal`, `replicate`, `admin`). */
   readonly actionsClaim?: string;
 }
 
@@ -127,8 +137,7 @@ export function jwtAuthorizer<Env>(options: JwtAuthorizerOptions<Env>): Authoriz
     const sessions = stringList(payload[sessionsClaim]);
     // `replicate` lets a browser tab lead the session and write any of its records (the edge acts on them
     // when it takes over): full trust in the session, so granted only when named.
-    const actions =
-      stringList(payload[actionsClaim]) ?? EDGE_ACTIONS.filter((a) => a !== "admin" && a !== "replicate");
+    const actions = stringList(payload[actionsClaim]) ?? EDGE_ACTIONS.filter((a) => !NOT_BY_DEFAULT.has(a));
     if (!sessions?.some((pattern) => matchesSession(pattern, sessionId)) || !actions.includes(action))
       return forbidden(sessionId, action);
     return { id: `jwt:${payload.sub}` };

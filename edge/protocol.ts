@@ -110,7 +110,7 @@ export const SessionCallSchema = z.discriminatedUnion("op", [
     limit: Count,
   }),
   z.object({ op: z.literal("signal"), sessionId: IdSchema, key: SignalKeySchema }),
-  z.object({ op: z.literal("early-signals"), sessionId: IdSchema }),
+  z.object({ op: z.literal("early-signals"), sessionId: IdSchema, after: Count.optional(), limit: Count }),
   z.object({ op: z.literal("drop-signal"), sessionId: IdSchema, key: SignalKeySchema }),
   z.object({
     op: z.literal("events"),

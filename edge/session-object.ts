@@ -403,7 +403,17 @@ class SessionHost<Env> {
       }
       case "early-signals": {
         const session = await this.required(route.sessionId);
-        return Response.json({ version: session.version, earlySignals: session.earlySignals() });
+        const kept = session.earlySignals();
+        const after = route.after ?? 0;
+        const page = kept.filter((signal) => signal.version > after).slice(0, route.limit);
+        const last = page.at(-1);
+        const more = last !== undefined && kept.at(-1) !== last;
+        return Response.json({
+          version: session.version,
+          count: kept.length,
+          earlySignals: page,
+          next: more ? last.version : null,
+        });
       }
       case "drop-signal": {
         const session = await this.writable(route.sessionId);

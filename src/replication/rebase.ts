@@ -50,11 +50,16 @@ async function commonVersion(
 
 /**
  * The inputs of this copy's commits after `version`, first appearance each, in commit order; a Submission
- * cancelled there (or asked to be) is cancelled again after it is given again.
+ * cancelled there (or asked to be) is cancelled again after it is given again; a signal dropped there is
+ * not given again (a drop of one the other host already holds is not given again either: it stays there).
  */
 async function inputsAfter(storage: Storage, id: string, version: number): Promise<LocalInput[]> {
   const inputs: LocalInput[] = [];
   const seen = new Set<string>();
+  // Each key's signal to give again, by the version that accepted it: one dropped in these commits is not
+  // given again, and a key may take a new signal after its drop.
+  const signals = new Map<string, { version: number; input: LocalInput }>();
+  const dropped = new Set<LocalInput>();
   const cancelled = new Map<string, string>();
   const requestOf = new Map<string, string>();
   const give = (s: Submission) => {
@@ -72,10 +77,12 @@ async function inputsAfter(storage: Storage, id: string, version: number): Promi
   for (let after = version; ; ) {
     const { changes } = await storage.readChanges(id, after, WINDOW);
     if (changes.length === 0)
-      return inputs.map((i) => {
-        const reason = i.kind === "submit" ? cancelled.get(i.input.requestId) : undefined;
-        return reason === undefined ? i : { ...i, cancelled: reason };
-      });
+      return inputs
+        .filter((i) => !dropped.has(i))
+        .map((i) => {
+          const reason = i.kind === "submit" ? cancelled.get(i.input.requestId) : undefined;
+          return reason === undefined ? i : { ...i, cancelled: reason };
+        });
     for (const { value } of changes) {
       const commit = value as CommitRecord;
       after = commit.version;
@@ -94,10 +101,17 @@ async function inputsAfter(storage: Storage, id: string, version: number): Promi
         const requestId = requestOf.get(submissionId);
         if (requestId !== undefined) cancelled.set(requestId, cancelRequested);
       }
+      for (const drop of commit.droppedSignals ?? []) {
+        const held = signals.get(drop.key);
+        if (held?.version !== drop.version) continue;
+        dropped.add(held.input);
+        signals.delete(drop.key);
+      }
       for (const s of commit.signals ?? []) {
-        if (seen.has(`s:${s.key}`)) continue;
-        seen.add(`s:${s.key}`);
-        inputs.push({ kind: "signal", key: s.key, payload: s.payload, requestId: s.requestId });
+        if (signals.has(s.key)) continue; // the same signal again (a wait took it)
+        const input: LocalInput = { kind: "signal", key: s.key, payload: s.payload, requestId: s.requestId };
+        signals.set(s.key, { version: s.version, input });
+        inputs.push(input);
       }
     }
   }

@@ -20,7 +20,7 @@ import { dispatch, isApplicable, type TaskEvent } from "./machine.ts";
 import { PhaseAbort, PhaseRunner } from "./phase-runner.ts";
 import type { Preview } from "./preview.ts";
 import { applyRecovery, planRecovery } from "./recovery.ts";
-import { expiryEntry, isCurrentSleeper, keyOfExpiry, PARKED } from "./sleepers.ts";
+import { expiryEntry, isCurrentSleeper, keyOfExpiry, PARKED, timerDelay } from "./sleepers.ts";
 import { isRunnableStatus, type WakeInfo, wakeTimeOf } from "./wake-info.ts";
 import { WakeQueue } from "./wake-queue.ts";
 
@@ -324,7 +324,7 @@ export class Scheduler {
         this.timerDue = undefined;
         void this.track(this.wakeDue());
       },
-      Math.max(0, next.at - this.host.clock.now()),
+      timerDelay(next.at, this.host.clock.now()),
     );
   }
 

@@ -78,9 +78,11 @@ it("lists parked waits from storage after a restart, signals one by key, and pas
     const odd = encodeURIComponent("1/a\nb");
     expect((await call<PendingPage>(runtime, `/sessions/parked/pending?before=${odd}`)).status).toBe(200);
 
-    // Signals no wait has taken are bounded (this app keeps one): the next is refused, nothing stored.
+    // Signals no wait has taken are bounded (this app keeps two): the next is refused, nothing stored.
     const early = { requestId: "e1", payload: { answer: "early" } };
     expect((await call(runtime, "/sessions/parked/signals/k%3A90", early)).status).toBe(201);
+    const second = { requestId: "e3", payload: { answer: "second" } };
+    expect((await call(runtime, "/sessions/parked/signals/k%3A92", second)).status).toBe(201);
     const version = (await call<SessionView>(runtime, "/sessions/parked/view")).body.version;
     const full = await call<{ code: string; detail: string }>(runtime, "/sessions/parked/signals/k%3A91", {
       requestId: "e2",
@@ -89,9 +91,16 @@ it("lists parked waits from storage after a restart, signals one by key, and pas
     expect(full).toMatchObject({ status: 429, body: { code: "early-signals-full" } });
     expect(full.body.detail).toContain("k:91");
     expect((await call<SessionView>(runtime, "/sessions/parked/view")).body.version).toBe(version);
-    // The kept one is listed, and dropped on request (its place is free again); a second drop finds none.
-    const kept = await call<{ earlySignals: { key: string }[] }>(runtime, "/sessions/parked/early-signals");
-    expect(kept.body.earlySignals.map((signal) => signal.key)).toEqual(["k:90"]);
+    // The kept ones are listed a page at a time, and dropped on request; a second drop finds none.
+    type EarlyPage = { count: number; earlySignals: { key: string }[]; next: number | null };
+    const first = await call<EarlyPage>(runtime, "/sessions/parked/early-signals?limit=1");
+    expect(first.body).toMatchObject({ count: 2, earlySignals: [{ key: "k:90" }] });
+    const rest = await call<EarlyPage>(
+      runtime,
+      `/sessions/parked/early-signals?limit=1&after=${first.body.next}`,
+    );
+    expect(rest.body).toMatchObject({ count: 2, earlySignals: [{ key: "k:92" }], next: null });
+    expect((await call(runtime, "/sessions/parked/early-signals?limit=0")).status).toBe(400);
     const drop = async (key: string, token = "t") => {
       const response = await runtime.dispatchFetch(
         `http://edge.test/sessions/parked/signals/${encodeURIComponent(key)}`,
@@ -105,6 +114,7 @@ it("lists parked waits from storage after a restart, signals one by key, and pas
       body: { dropped: { key: "k:90", requestId: "e1" } },
     });
     expect(await drop("k:90")).toMatchObject({ status: 404, body: { code: "no-early-signal" } });
+    expect((await drop("k:92")).status).toBe(200);
     expect((await drop("x".repeat(300))).status).toBe(400);
     // One kept a second at most: dropped by the alarm alone, below.
     const soon = { requestId: "g1", payload: { answer: "soon" } };

@@ -63,6 +63,16 @@ const ROUTES: {
     ],
   },
   {
+    name: "early signals",
+    action: "read",
+    call: (s) => [`/sessions/${s}/early-signals`, { method: "GET" }],
+  },
+  {
+    name: "drop early signal",
+    action: "drop-signal",
+    call: (s) => [`/sessions/${s}/signals/nobody%3A1`, { method: "DELETE" }],
+  },
+  {
     name: "callback url",
     action: "signal",
     call: (s) => [`/sessions/${s}/signals/nobody%3A1/callback-url`, { method: "POST" }],
@@ -137,6 +147,14 @@ describe("authorization per session and action (workerd)", () => {
         expect([401, 403], `prefix on ${route.name}`).not.toContain(
           (await call(route, "alpha", prefix)).status,
         );
+    }
+    // A token that names no actions holds every one but those that change what others gave, or the host.
+    const unnamed = await jwt({ sub: "u", sessions: ["alpha"] });
+    for (const route of ROUTES) {
+      const status = (await call(route, "alpha", unnamed)).status;
+      const held = !["drop-signal", "replicate", "admin"].includes(route.action);
+      if (held) expect([401, 403], `unnamed on ${route.name}`).not.toContain(status);
+      else expect(status, `unnamed on ${route.name}`).toBe(403);
     }
   });
 

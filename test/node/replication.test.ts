@@ -9,6 +9,7 @@ import { approvedPlan, draftPlan, RECIPIENTS } from "../../examples/five-emails/
 import {
   createAgent,
   createRegistry,
+  defineSignal,
   defineTask,
   EDGE_HOLDER,
   followRemote,
@@ -701,6 +702,37 @@ describe("rebasing a diverged copy", () => {
     expect(inputs.map((i) => (i.kind === "submit" ? [i.input.requestId, i.cancelled] : []))).toEqual([
       ["kept", undefined],
       ["dropped", "cancelled by request"],
+    ]);
+  });
+
+  it("gives a signal sent again after a drop, never the dropped one; one dropped for good is not given", async () => {
+    const storage = memoryStorage();
+    const registry = createRegistry({
+      signals: [defineSignal({ key: "answer:*", schema: z.object({ text: z.string() }) })],
+    });
+    const session = await openSession({ id: "lost", storage, registry, ids: sequentialIds() });
+    await session.signal("answer:1", { text: "old" }, { requestId: "r-old" });
+    await session.signal("answer:2", { text: "gone" }, { requestId: "r-gone" });
+    await session.dropEarlySignal("answer:1");
+    await session.signal("answer:1", { text: "new" }, { requestId: "r-new" });
+    await session.dropEarlySignal("answer:2");
+    const version = session.version;
+    await session.close();
+    const remote = { changes: async () => ({ changes: [], oldestRetained: 1 }) };
+    const create = () => storage.open("lost", { mode: "write", at: 0, entryTail: 0, settled: 0, epoch: 0 });
+    const diverged = new ReplicationDivergedError("diverged", 0);
+    const { inputs } = await rebaseDiverged(
+      storage,
+      remote,
+      "lost",
+      version,
+      undefined,
+      diverged,
+      undefined,
+      create,
+    );
+    expect(inputs).toEqual([
+      { kind: "signal", key: "answer:1", payload: { text: "new" }, requestId: "r-new" },
     ]);
   });
 });

@@ -453,6 +453,46 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     await reopened.session.close();
   });
 
+  it("never asks for a timer longer than setTimeout can wait (2^31 − 1 ms): a 30-day keepEarlyMs drops on its day", async () => {
+    const day = 86_400_000;
+    const clock = new ManualClock(1_000);
+    const manual = new ManualTimers(clock);
+    const asked: number[] = [];
+    const timers = {
+      setTimeout: (callback: () => void, ms: number) => {
+        asked.push(ms);
+        return manual.setTimeout(callback, ms);
+      },
+      clearTimeout: (handle: unknown) => manual.clearTimeout(handle as never),
+    };
+    const month = defineSignal({
+      key: "month:*",
+      schema: z.object({ text: z.string() }),
+      keepEarlyMs: 30 * day,
+    });
+    const session = await openSession({
+      id: "long",
+      storage: makeStorage(),
+      registry: createRegistry({ signals: [month] }),
+      clock,
+      timers,
+      ids: sequentialIds(),
+    });
+    await session.resume();
+    await session.signal("month:1", { text: "kept" }, { requestId: "m1" });
+    expect(session.wakeInfo().nextWakeAt).toBe(1_000 + 30 * day);
+    expect(asked.length).toBeGreaterThan(0);
+    expect(Math.max(...asked)).toBe(2 ** 31 - 1);
+    manual.advance(29 * day); // the capped timer fires early (day 24.8), finds nothing due, and waits again
+    await session.whenIdle();
+    expect(session.earlySignals().map((signal) => signal.key)).toEqual(["month:1"]);
+    manual.advance(day);
+    await session.whenIdle();
+    expect(session.earlySignals()).toEqual([]);
+    expect(asked.every((ms) => ms <= 2 ** 31 - 1)).toBe(true);
+    await session.close();
+  });
+
   it("refuses a second wait on a key another task awaits, failing the second task with the reason", async () => {
     const { session } = await open(makeStorage());
     await session.resume();

@@ -81,9 +81,9 @@ export interface SessionSource {
   ): Promise<{ parked: number; waits: readonly PendingWait[]; next: string | null }>;
   /**
    * The signals the session keeps now that no wait has taken yet (they came before their wait), oldest
-   * first: as the session holds them at its latest version.
+   * first, as the session holds them at its latest version: the first `limit` of them, and how many in all.
    */
-  readEarlySignals?(): Promise<readonly Signal[]>;
+  readEarlySignals?(limit: number): Promise<{ signals: readonly Signal[]; count: number }>;
   /** Drops one of them, on request (edge only: `DELETE …/signals/:key`; local sessions are written by their tab). */
   dropEarlySignal?(key: string): Promise<void>;
   /** A task tree as storage holds it now (for a Submission beyond the working set). */
@@ -220,7 +220,10 @@ export async function localSource(
       const page = await session.readParkedWaits({ ...(before !== undefined && { before }), limit });
       return { parked: session.parkedInStorage, waits: page.waits, next: page.next ?? null };
     },
-    readEarlySignals: async () => session.earlySignals(),
+    async readEarlySignals(limit) {
+      const kept = session.earlySignals();
+      return { signals: kept.slice(0, limit), count: kept.length };
+    },
     async readEntries(conversationId, before, limit) {
       const from = Math.max(0, before - limit);
       return {
@@ -326,7 +329,10 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
     },
     readEntries: (conversationId, before, limit) =>
       read(`/conversations/${encodeURIComponent(conversationId)}/entries?before=${before}&limit=${limit}`),
-    readEarlySignals: async () => (await read<{ earlySignals: Signal[] }>("/early-signals")).earlySignals,
+    async readEarlySignals(limit) {
+      const page = await read<{ earlySignals: Signal[]; count: number }>(`/early-signals?limit=${limit}`);
+      return { signals: page.earlySignals, count: page.count };
+    },
     async dropEarlySignal(key) {
       const answer = await fetch(`${root}/signals/${encodeURIComponent(key)}`, { method: "DELETE", headers });
       if (!answer.ok) throw new Error(`drop ${key}: ${answer.status} ${await problemDetail(answer)}`);

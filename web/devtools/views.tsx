@@ -251,26 +251,30 @@ function EarlySignals(props: {
   now: number;
   onDrop?: ((key: string) => Promise<void> | undefined) | undefined;
 }) {
-  const [signals, setSignals] = useState<readonly Signal[]>();
+  const [kept, setKept] = useState<{ signals: readonly Signal[]; count: number }>();
   const [failed, setFailed] = useState<string>();
   const { read, version, onDrop } = props;
   const newest = useRef(0);
   const load = useCallback(() => {
     const request = ++newest.current;
-    read()
-      .then((kept) => request === newest.current && setSignals(kept))
+    read(EARLY_LISTED)
+      .then((page) => request === newest.current && setKept(page))
       .catch((error: unknown) => setFailed((error as Error).message));
   }, [read]);
   useEffect(() => {
     if (version >= 0) load();
   }, [load, version]);
   if (failed) return <p class="error">early signals could not be read: {failed}</p>;
-  if (!signals || signals.length === 0) return null;
+  if (!kept || kept.count === 0) return null;
+  const signals = kept.signals;
   return (
     <section>
       <h3>
-        Signals no wait has taken yet ({signals.length}){" "}
-        <span class="meta">— as the session holds them now</span>
+        Signals no wait has taken yet ({kept.count}){" "}
+        <span class="meta">
+          — as the session holds them now
+          {kept.count > signals.length && `; the oldest ${signals.length} listed`}
+        </span>
       </h3>
       <table data-testid="early-signals">
         <thead>
@@ -310,6 +314,9 @@ function EarlySignals(props: {
     </section>
   );
 }
+
+/** How many early signals the page lists (the session keeps at most `maxEarlySignals`, 1,000 by default). */
+const EARLY_LISTED = 100;
 
 const preview = (text: string, most = 120) => (text.length > most ? `${text.slice(0, most)}…` : text);
 
