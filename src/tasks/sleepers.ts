@@ -40,11 +40,11 @@ export function isCurrentSleeper(
   return task !== undefined && wakeTimeOf(task) === at && !state.blockedTasks.has(id);
 }
 
-/** The longest delay `setTimeout` waits (2^31 − 1 ms, about 24.8 days): a longer one fires at once. */
+/** The longest delay a platform timer waits (2^31 − 1 ms, about 24.8 days): a longer one fires at once. */
 const MAX_TIMER_MS = 2_147_483_647;
 
 /**
- * The timer delay for a wake at `at`: capped at what `setTimeout` can wait. A timer that fires early finds
+ * The timer delay for a wake at `at`: capped at what a platform timer can wait. A timer that fires early finds
  * nothing due, and the scheduler arms the next one.
  */
 export const timerDelay = (at: number, now: number) => Math.min(MAX_TIMER_MS, Math.max(0, at - now));
