@@ -28,7 +28,8 @@ export class GroupOverlay implements StateReader, ParkingReader {
   private readonly submissions = new Map<string, Submission>();
   private readonly requestIndex = new Map<string, string>();
   private readonly children: ChildIndex;
-  private readonly signals: SignalLayer;
+  /** Made once a commit of the group stores or drops a signal (most groups do neither). */
+  private signals: SignalLayer | undefined;
   /** Waits the group parked (true) or moved on (false) so far, and how many more roots await than below. */
   private readonly parked = new Map<string, boolean>();
   private awaitingAdded = 0;
@@ -37,7 +38,6 @@ export class GroupOverlay implements StateReader, ParkingReader {
 
   constructor(private readonly state: SessionState) {
     this.children = new ChildIndex(state);
-    this.signals = new SignalLayer(state);
   }
 
   conversation(id: string): Conversation | undefined {
@@ -67,13 +67,13 @@ export class GroupOverlay implements StateReader, ParkingReader {
     return this.children.ownedChildren(parentId);
   }
   signal(key: string): Signal | undefined {
-    return this.signals.open(key);
+    return this.signals ? this.signals.open(key) : this.state.signal(key);
   }
   awaiter(key: string): Task | undefined {
     return awaiterOf(this.awaiting, this.state, this, key);
   }
   earlySignals(): number {
-    return this.signals.openCount();
+    return this.signals ? this.signals.openCount() : this.state.earlySignals();
   }
 
   isParked(taskId: string): boolean {
@@ -108,7 +108,10 @@ export class GroupOverlay implements StateReader, ParkingReader {
       this.awaiting = noteAwaiting(this.awaiting, task);
       this.children.track(before, task);
     }
-    this.signals.absorb(commit.droppedSignals, commit.signals);
+    if (commit.signals || commit.droppedSignals) {
+      this.signals ??= new SignalLayer(this.state);
+      this.signals.absorb(commit.droppedSignals, commit.signals);
+    }
     for (const submission of commit.submissions) {
       this.submissions.set(submission.id, submission);
       this.requestIndex.set(submission.requestId, submission.id);
