@@ -20,10 +20,19 @@ export interface InboxSignal {
  */
 export type InboxCancelled = SubmitInput & { readonly cancelled: string };
 
-/** One input waiting for the leader: a submission (maybe cancelled), or a signal. */
-export type InboxRow = SubmitInput | InboxSignal | InboxCancelled;
+/**
+ * An early signal to drop (the devtools of a local session ask for it): the one the leader keeps for `key`
+ * when it is still the one accepted at `version` (a newer signal of the key is left alone).
+ */
+export interface InboxDrop {
+  readonly drop: { readonly key: string; readonly version: number };
+}
+
+/** One input waiting for the leader: a submission (maybe cancelled), a signal, or an early signal's drop. */
+export type InboxRow = SubmitInput | InboxSignal | InboxCancelled | InboxDrop;
 
 export const isInboxSignal = (row: InboxRow): row is InboxSignal => "signal" in row;
+export const isInboxDrop = (row: InboxRow): row is InboxDrop => "drop" in row;
 
 /** The inbox row that gives a rebuilt copy's kept input again. */
 export function inboxRowOf(input: LocalInput): InboxRow {
@@ -34,7 +43,11 @@ export function inboxRowOf(input: LocalInput): InboxRow {
 
 /** Accepts one inbox row on the leader's session (a repeat is taken as the first); throws its refusal. */
 export async function acceptInboxRow(session: Session, row: InboxRow): Promise<void> {
-  if (isInboxSignal(row)) {
+  if (isInboxDrop(row)) {
+    const { key, version } = row.drop;
+    const kept = session.earlySignals().find((signal) => signal.key === key);
+    if (kept?.version === version) await session.dropEarlySignal(key);
+  } else if (isInboxSignal(row)) {
     const { key, payload, requestId } = row.signal;
     await session.signal(key, payload, { requestId });
   } else if ("cancelled" in row) {
@@ -43,8 +56,9 @@ export async function acceptInboxRow(session: Session, row: InboxRow): Promise<v
   } else await session.submit(row);
 }
 
-/** Its key in the store (a signal's cannot collide with a submission's requestId), and its name between tabs. */
+/** Its key in the store (a signal's or a drop's cannot collide with a requestId), and its name between tabs. */
 export function inboxRowId(row: InboxRow): string {
+  if (isInboxDrop(row)) return `drop\u0000${row.drop.key}\u0000${row.drop.version}`;
   return isInboxSignal(row) ? `signal\u0000${row.signal.key}\u0000${row.signal.requestId}` : row.requestId;
 }
 

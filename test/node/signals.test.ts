@@ -23,6 +23,7 @@ import {
   type Storage,
   sequentialIds,
 } from "../../src/index.ts";
+import { acceptInboxRow } from "../../worker/inbox.ts";
 
 const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
 const strict = defineSignal({ key: "strict:*", schema: z.object({ ok: z.boolean() }), early: false });
@@ -451,6 +452,20 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     const taken = await reopened.session.signal("answer:9", { text: "again" }, { requestId: "a9" });
     expect(taken).toMatchObject({ duplicate: false, takenBy: waiter.id });
     await reopened.session.close();
+  });
+
+  it("drops an early signal from a tab's inbox row only while it is still the one that row names", async () => {
+    const { session } = await open(makeStorage());
+    const first = await session.signal("answer:7", { text: "one" }, { requestId: "o1" });
+    const at = session.version;
+    await acceptInboxRow(session, { drop: { key: "answer:7", version: first.signal.version + 1 } });
+    expect(session.earlySignals().map((signal) => signal.key)).toEqual(["answer:7"]);
+    expect(session.version).toBe(at);
+    await acceptInboxRow(session, { drop: { key: "answer:7", version: first.signal.version } });
+    expect(session.earlySignals()).toEqual([]);
+    await acceptInboxRow(session, { drop: { key: "answer:7", version: first.signal.version } }); // a repeat
+    expect(session.version).toBe(at + 1);
+    await session.close();
   });
 
   it("never asks for a timer longer than setTimeout can wait (2^31 − 1 ms): a 30-day keepEarlyMs drops on its day", async () => {

@@ -84,7 +84,10 @@ export interface SessionSource {
    * first, as the session holds them at its latest version: the first `limit` of them, and how many in all.
    */
   readEarlySignals?(limit: number): Promise<{ signals: readonly Signal[]; count: number }>;
-  /** Drops one of them, on request (edge only: `DELETE …/signals/:key`; local sessions are written by their tab). */
+  /**
+   * Drops one of them, on request. Edge: `DELETE …/signals/:key`. Local: through the session's durable inbox,
+   * which the leading tab drains (it drops the signal only if it is still the one listed).
+   */
   dropEarlySignal?(key: string): Promise<void>;
   /** A task tree as storage holds it now (for a Submission beyond the working set). */
   readTaskTree?(rootId: string): Promise<Task[]>;
@@ -280,6 +283,17 @@ export async function localSource(
       const inbox = new DurableInbox(`${database}:inbox`);
       try {
         await inbox.put(sessionId, { signal: { key, payload: payload as Json, requestId } });
+      } finally {
+        await inbox.close();
+      }
+      channel.postMessage({ type: "inbox" });
+    },
+    async dropEarlySignal(key) {
+      const kept = session.earlySignals().find((signal) => signal.key === key);
+      if (!kept) return;
+      const inbox = new DurableInbox(`${database}:inbox`);
+      try {
+        await inbox.put(sessionId, { drop: { key, version: kept.version } });
       } finally {
         await inbox.close();
       }
