@@ -386,5 +386,7 @@ function startedBeforeCancel(task: Task, stage: CancelStage): boolean {
   // Its phase never began, and it never ran before elsewhere (taken back from an executor: `recovering`).
   const recovering = (task.checkpoint.data as { recovering?: boolean } | null)?.recovering === true;
   if (!stage.phaseStarted && !recovering) return false;
+  // Its `execute` phase only handed the call to another kind of host (a wait for one to take it).
+  if (stage.returned === "await" && task.checkpoint.phase === "execute" && !recovering) return false;
   return mayHaveStarted(task);
 }

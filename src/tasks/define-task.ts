@@ -217,6 +217,8 @@ export interface CancelStage {
    * nor when it waited for its exclusive key since the phase was entered (never cut off there).
    */
   readonly phaseStarted: boolean;
+  /** What the phase that returned after the cancel returned (its transition's type), when it ended the task. */
+  readonly returned?: Transition["type"];
   /** The version of the commit that ends it (a child created in it never ran: it ended in the same commit). */
   readonly version: number;
 }

@@ -4,12 +4,18 @@
  */
 import type { Task, TaskState } from "../records/schemas.ts";
 import type { KernelDraft } from "../session/draft.ts";
+import type { Transition } from "./define-task.ts";
 
 /**
  * Runs the `onCancelled` (or `onFailed`) of `ended`'s kind, if it has one. The ending is what must land: a
  * blocked conversation refuses the entry before anything is staged, and the task ends without it.
  */
-export function stageEnded(draft: KernelDraft, ended: Task, from: TaskState["status"]): void {
+export function stageEnded(
+  draft: KernelDraft,
+  ended: Task,
+  from: TaskState["status"],
+  returned?: Transition["type"],
+): void {
   const status = ended.state.status;
   if (status !== "cancelled" && status !== "failed") return;
   const resolved = draft.registry.resolveTask(ended.kind, ended.kindVersion);
@@ -33,6 +39,7 @@ export function stageEnded(draft: KernelDraft, ended: Task, from: TaskState["sta
         return draft.entries ?? [];
       },
       phaseStarted,
+      ...(returned !== undefined && { returned }),
       version: draft.version,
     });
   } catch {

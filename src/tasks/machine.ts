@@ -188,7 +188,7 @@ function endPhase(draft: KernelDraft, task: Task, transition: Transition, aborte
       endTask(draft, task, { status: "succeeded", result: transition.result });
     else if (transition.type === "fail" && !aborted)
       endTask(draft, task, { status: "failed", error: transition.error });
-    else endTask(draft, task, { status: "cancelled", reason: task.cancelRequested });
+    else endTask(draft, task, { status: "cancelled", reason: task.cancelRequested }, transition.type);
     return;
   }
   const definition = draft.registry.resolveTask(task.kind, task.kindVersion);
@@ -298,7 +298,7 @@ function startWaiting(draft: KernelDraft, task: Task, wait: Extract<Transition, 
  * Ends a task with `outcome`, or — while owned children are unfinished — moves it to `completing` (asking
  * them to stop unless it succeeded) so it becomes terminal only after them.
  */
-function endTask(draft: KernelDraft, task: Task, outcome: Outcome): void {
+function endTask(draft: KernelDraft, task: Task, outcome: Outcome, returned?: Transition["type"]): void {
   if (draft.openChildCount(task.id) > 0) {
     // Completing first, so children that end right away join a parent that is already winding down.
     draft.writeTask({
@@ -315,7 +315,7 @@ function endTask(draft: KernelDraft, task: Task, outcome: Outcome): void {
   }
   const ended: Task = { ...task, state: outcome, updatedAt: draft.at };
   draft.writeTask(ended);
-  stageEnded(draft, ended, task.state.status);
+  stageEnded(draft, ended, task.state.status, returned);
   finishSubmission(draft, ended, task);
   if (ended.parentId !== undefined && draft.task(ended.parentId))
     dispatch(draft, { type: "child-ended", taskId: ended.parentId, childId: ended.id });

@@ -237,6 +237,43 @@ describe("a cancelled tool call's answer", () => {
     ]);
   });
 
+  it("a call for another kind of host cancelled while its execute phase handed it over (nothing ran here) is not-run", async () => {
+    const signed: string[] = [];
+    const sign = defineTool({
+      name: "sign",
+      description: "sign",
+      input: z.object({}),
+      replay: "unsafe",
+      runsOn: "browser",
+      execute: () => {
+        signed.push("ran");
+        return { signed: true };
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: "sign", args: {} }] }, { text: "done" }]);
+    const registry = createRegistry(createAgent({ model, tools: [sign] }));
+    const edge = await openSession({ id: "handed", storage: memoryStorage(), registry, host: "edge" });
+    let submissionId: string | undefined;
+    let asked = false;
+    // The cancel comes the moment the call's intent is fixed: its execute phase runs after it was asked.
+    edge.subscribe(0, (change) => {
+      const entering = change.tasks.some((t) => t.kind === "agent.tool" && t.checkpoint.phase === "execute");
+      if (!entering || asked || submissionId === undefined) return;
+      asked = true;
+      void edge.cancelSubmission(submissionId, "stop");
+    });
+    await edge.resume();
+    submissionId = (await edge.submit({ requestId: "r1", conversationId: "h", input: "sign" })).id;
+    expect((await edge.wait(submissionId)).status).toBe("cancelled");
+    expect(asked).toBe(true);
+    expect(signed).toEqual([]);
+    expect(edge.pending()).toEqual([]); // no host is offered the call
+    expect(answers(edge, "h")).toEqual([
+      ["call_0_0", "not-run", "the tool call ended without a result: cancelled before it ran (stop)"],
+    ]);
+    await edge.close();
+  });
+
   it("a call an executor took (its lease ended, then queued for its exclusive key) is unknown, never not-run", async () => {
     const signed: string[] = [];
     const held = latch();
