@@ -69,12 +69,7 @@ export function exposeSessionWorker(
     },
     signal: async (key, payload, options) => (await starting).signal(key, payload, options),
     earlySignals: async () => (await starting).session?.earlySignals() ?? [],
-    async dropEarlySignal(key) {
-      const host = await starting;
-      if (!host.isLeader || !host.session)
-        throw new Error("only the leader tab can drop an early signal; retry on the leader");
-      return host.session.dropEarlySignal(key);
-    },
+    dropEarlySignal: async (key) => (await starting).dropEarlySignal(key),
     subscriptionCount: async () => subscriptions.size,
     async changes(afterVersion, limit) {
       const session = (await starting).session;

@@ -60,7 +60,10 @@ export interface SessionWorkerApi {
   signal(key: string, payload: Json, options: SignalOptions): Promise<SignalReceipt>;
   /** The signals kept that no wait has taken yet, oldest first (any tab: as its session holds them). */
   earlySignals(): Promise<Signal[]>;
-  /** Drops the early signal kept for `key` (leader only): the dropped signal, or undefined when none is kept. */
+  /**
+   * Drops the early signal kept for `key`: the dropped signal, or undefined when none is kept. From a follower
+   * tab through the durable inbox, resolved once the leader dropped it.
+   */
   dropEarlySignal(key: string): Promise<Signal | undefined>;
   /** Live subscriptions held in the worker for this page (each one holds a proxied listener). */
   subscriptionCount(): Promise<number>;

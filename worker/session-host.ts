@@ -19,6 +19,7 @@ import {
   type Session,
   SessionClosedError,
   SessionNotFoundError,
+  type Signal,
   type SignalOptions,
   type SignalReceipt,
   type Storage,
@@ -163,6 +164,24 @@ export class BrowserSessionHost {
     if (repeat) return repeat;
     const row = { signal: { key, payload, requestId: options.requestId } };
     return this.watch.signal(key, payload, options, { row: inboxRowId(row), queued: this.queue(row) });
+  }
+
+  /**
+   * Drops the early signal kept for `key` and returns it (undefined: none is kept). The leader commits it; a
+   * follower leaves the drop in the durable inbox and resolves once the leader's commit has dropped it.
+   */
+  async dropEarlySignal(key: string): Promise<Signal | undefined> {
+    if (this.role === "leader" && this.current) return this.current.dropEarlySignal(key);
+    const session = this.current;
+    if (!session) throw new SessionNotFoundError(this.options.sessionId);
+    const kept = session.earlySignals().find((signal) => signal.key === key);
+    if (!kept) return undefined;
+    const row = { drop: { key, version: kept.version } };
+    const gone = (now: Session) =>
+      now.earlySignals().some((signal) => signal.key === key && signal.version === kept.version)
+        ? undefined
+        : kept;
+    return this.watch.observe(gone, { row: inboxRowId(row), queued: this.queue(row) });
   }
 
   /** Resolves when the Submission has ended, whichever tab drives it. */

@@ -183,7 +183,7 @@ describe("browser host: one writer across tabs", () => {
     await a.close();
   });
 
-  it("tells a follower its signal was refused when the leader keeps no more early signals", async () => {
+  it("tells a follower its signal was refused when the leader keeps no more early signals, and drops one from the follower", async () => {
     const { database, sessionId } = names();
     const tab = () =>
       BrowserSessionHost.start({
@@ -204,6 +204,11 @@ describe("browser host: one writer across tabs", () => {
     // Nothing of it was stored, and nothing is left queued.
     expect(await a.session?.checkSignal("go:2", { step: 9 }, { requestId: "s3" })).toBeUndefined();
     expect(await new DurableInbox(`${database}:inbox`).pending(sessionId)).toEqual([]);
+    // The follower drops the kept one through the inbox, resolved once the leader dropped it: its place is free.
+    expect(await b.dropEarlySignal("go:1")).toMatchObject({ key: "go:1", requestId: "s1" });
+    expect(a.session?.earlySignals()).toEqual([]);
+    expect(await b.dropEarlySignal("go:1")).toBeUndefined();
+    expect((await b.signal("go:2", { step: 2 }, { requestId: "s2" })).duplicate).toBe(false);
     await b.close();
     await a.close();
   });
