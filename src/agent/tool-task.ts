@@ -386,7 +386,9 @@ function startedBeforeCancel(task: Task, stage: CancelStage): boolean {
   // Its phase never began, and it never ran before elsewhere (taken back from an executor: `recovering`).
   const recovering = (task.checkpoint.data as { recovering?: boolean } | null)?.recovering === true;
   if (!stage.phaseStarted && !recovering) return false;
-  // Its `execute` phase only handed the call to another kind of host (a wait for one to take it).
-  if (stage.returned === "await" && task.checkpoint.phase === "execute" && !recovering) return false;
+  // Its `execute` phase only handed the call to another kind of host (a wait for one to take it), and no
+  // earlier attempt of it was cut off (one may have run the tool on a host of that kind, before a move).
+  const handedOver = stage.returned === "await" && task.checkpoint.phase === "execute";
+  if (handedOver && !recovering && task.restarts === 0) return false;
   return mayHaveStarted(task);
 }

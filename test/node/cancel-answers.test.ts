@@ -274,6 +274,45 @@ describe("a cancelled tool call's answer", () => {
     await edge.close();
   });
 
+  it("a call whose earlier attempt ran the tool before a move to another kind of host, cancelled as it is handed over, is unknown", async () => {
+    const started = latch();
+    const sign = defineTool({
+      name: "sign",
+      description: "sign",
+      input: z.object({}),
+      replay: "unsafe",
+      runsOn: "browser",
+      execute: async () => {
+        started.open();
+        await new Promise(() => undefined); // the tab dies while it signs
+        return { signed: true };
+      },
+    });
+    const model = scriptedModel([{ toolCalls: [{ name: "sign", args: {} }] }, { text: "done" }]);
+    const registry = createRegistry(createAgent({ model, tools: [sign] }));
+    const storage = memoryStorage();
+    const tab = await openSession({ id: "moved", storage, registry, host: "browser" });
+    await tab.resume();
+    const submission = await tab.submit({ requestId: "r1", conversationId: "m", input: "sign" });
+    await started.promise;
+    await tab.close(); // cut off mid-run: the call stays stored as running in `execute`
+    // Its edge reopens it: the phase is re-entered (a restart) and only hands the call to a browser.
+    const edge = await openSession({ id: "moved", storage, registry, host: "edge" });
+    let asked = false;
+    edge.subscribe(edge.version, (change) => {
+      const again = change.tasks.some((t) => t.kind === "agent.tool" && t.restarts > 0);
+      if (!again || asked) return;
+      asked = true;
+      void edge.cancelSubmission(submission.id, "stop");
+    });
+    await edge.resume();
+    expect((await edge.wait(submission.id)).status).toBe("cancelled");
+    expect(asked).toBe(true);
+    const [answer] = answers(edge, "m");
+    expect(answer?.[1]).toBe("unknown");
+    await edge.close();
+  });
+
   it("a call an executor took (its lease ended, then queued for its exclusive key) is unknown, never not-run", async () => {
     const signed: string[] = [];
     const held = latch();
