@@ -26,6 +26,16 @@ export type InboxCancelled = SubmitInput & { readonly cancelled: string };
  */
 export interface InboxDrop {
   readonly drop: { readonly key: string; readonly version: number };
+  /**
+   * The row's id: a tab of an older version that leads reads the row as a submission, refuses it (it is not
+   * one) under this id, tells the asking tab and removes it — never a row without an id that jams its inbox.
+   */
+  readonly requestId: string;
+}
+
+/** The inbox row that asks the leader to drop the early signal of `key` accepted at `version`. */
+export function inboxDrop(key: string, version: number): InboxDrop {
+  return { drop: { key, version }, requestId: `drop\u0000${key}\u0000${version}` };
 }
 
 /** One input waiting for the leader: a submission (maybe cancelled), a signal, or an early signal's drop. */
@@ -58,7 +68,7 @@ export async function acceptInboxRow(session: Session, row: InboxRow): Promise<v
 
 /** Its key in the store (a signal's or a drop's cannot collide with a requestId), and its name between tabs. */
 export function inboxRowId(row: InboxRow): string {
-  if (isInboxDrop(row)) return `drop\u0000${row.drop.key}\u0000${row.drop.version}`;
+  if (isInboxDrop(row)) return row.requestId;
   return isInboxSignal(row) ? `signal\u0000${row.signal.key}\u0000${row.signal.requestId}` : row.requestId;
 }
 

@@ -29,7 +29,7 @@ import {
 } from "../src/index.ts";
 import { EdgeFollowing } from "./edge-follow.ts";
 import type { BrowserSessionHostOptions } from "./host-options.ts";
-import { type InboxRow, inboxRowId } from "./inbox.ts";
+import { type InboxRow, inboxDrop, inboxRowId } from "./inbox.ts";
 import { type InboxMessage, InboxRelay } from "./inbox-relay.ts";
 import { type Leadership, requestLeadership } from "./leadership.ts";
 import { SessionWatch } from "./session-watch.ts";
@@ -168,7 +168,8 @@ export class BrowserSessionHost {
 
   /**
    * Drops the early signal kept for `key` and returns it (undefined: none is kept). The leader commits it; a
-   * follower leaves the drop in the durable inbox and resolves once the leader's commit has dropped it.
+   * follower leaves the drop in the durable inbox and resolves once that signal is no longer kept — dropped
+   * by the leader, or taken by a wait (or dropped elsewhere) before the drop came.
    */
   async dropEarlySignal(key: string): Promise<Signal | undefined> {
     if (this.role === "leader" && this.current) return this.current.dropEarlySignal(key);
@@ -176,7 +177,7 @@ export class BrowserSessionHost {
     if (!session) throw new SessionNotFoundError(this.options.sessionId);
     const kept = session.earlySignals().find((signal) => signal.key === key);
     if (!kept) return undefined;
-    const row = { drop: { key, version: kept.version } };
+    const row = inboxDrop(key, kept.version);
     const gone = (now: Session) =>
       now.earlySignals().some((signal) => signal.key === key && signal.version === kept.version)
         ? undefined

@@ -21,9 +21,10 @@ import {
   type Received,
   SignalRefusedError,
   type Storage,
+  type SubmitInput,
   sequentialIds,
 } from "../../src/index.ts";
-import { acceptInboxRow } from "../../worker/inbox.ts";
+import { acceptInboxRow, inboxDrop, inboxRowId } from "../../worker/inbox.ts";
 
 const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
 const strict = defineSignal({ key: "strict:*", schema: z.object({ ok: z.boolean() }), early: false });
@@ -458,12 +459,18 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     const { session } = await open(makeStorage());
     const first = await session.signal("answer:7", { text: "one" }, { requestId: "o1" });
     const at = session.version;
-    await acceptInboxRow(session, { drop: { key: "answer:7", version: first.signal.version + 1 } });
+    await acceptInboxRow(session, inboxDrop("answer:7", first.signal.version + 1));
     expect(session.earlySignals().map((signal) => signal.key)).toEqual(["answer:7"]);
     expect(session.version).toBe(at);
-    await acceptInboxRow(session, { drop: { key: "answer:7", version: first.signal.version } });
+    const row = inboxDrop("answer:7", first.signal.version);
+    await acceptInboxRow(session, row);
     expect(session.earlySignals()).toEqual([]);
-    await acceptInboxRow(session, { drop: { key: "answer:7", version: first.signal.version } }); // a repeat
+    await acceptInboxRow(session, row); // a repeat
+    expect(session.version).toBe(at + 1);
+    // A leader of an older version reads the row as a submission: refused under the row's own id, so it is
+    // removed and its asker told (a row without one would jam that leader's inbox).
+    expect(inboxRowId(row)).toBe(row.requestId);
+    await expect(session.submit(row as unknown as SubmitInput)).rejects.toBeInstanceOf(InvalidArgumentError);
     expect(session.version).toBe(at + 1);
     await session.close();
   });

@@ -590,7 +590,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                 parked={source?.readParkedWaits && shown === latest ? source.readParkedWaits : undefined}
                 early={source?.readEarlySignals}
                 onDrop={
-                  source?.dropEarlySignal
+                  source?.dropEarlySignal && shown === latest
                     ? (key) => {
                         if (!confirm(`Drop the signal kept for ${key}? No wait will take it.`))
                           return undefined;

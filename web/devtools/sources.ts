@@ -26,7 +26,7 @@ import {
   serverEvents,
   type Task,
 } from "../../src/index.ts";
-import { DurableInbox } from "../../worker/inbox.ts";
+import { DurableInbox, inboxDrop } from "../../worker/inbox.ts";
 
 /** A session the devtools follow, read-only. */
 export interface SessionSource {
@@ -293,7 +293,7 @@ export async function localSource(
       if (!kept) return;
       const inbox = new DurableInbox(`${database}:inbox`);
       try {
-        await inbox.put(sessionId, { drop: { key, version: kept.version } });
+        await inbox.put(sessionId, inboxDrop(key, kept.version));
       } finally {
         await inbox.close();
       }
