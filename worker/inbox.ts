@@ -54,9 +54,7 @@ export function inboxRowOf(input: LocalInput): InboxRow {
 /** Accepts one inbox row on the leader's session (a repeat is taken as the first); throws its refusal. */
 export async function acceptInboxRow(session: Session, row: InboxRow): Promise<void> {
   if (isInboxDrop(row)) {
-    const { key, version } = row.drop;
-    const kept = session.earlySignals().find((signal) => signal.key === key);
-    if (kept?.version === version) await session.dropEarlySignal(key);
+    await session.dropEarlySignal(row.drop.key, { version: row.drop.version });
   } else if (isInboxSignal(row)) {
     const { key, payload, requestId } = row.signal;
     await session.signal(key, payload, { requestId });

@@ -149,19 +149,16 @@ export function answerUnstartedCalls(task: Task, stage: CancelStage): void {
   const { conversationId } = task.input as { conversationId: string };
   const state = task.state;
   // Each answer repeats why: a long error is cut, so answering many calls cannot outgrow a row.
-  const why =
-    state.status === "failed" ? `not run: the turn failed first (${clip(state.error.message)})` : "";
-  for (const call of unstartedCalls(task.id, round?.round ?? 1, round?.queuedCalls ?? [], stage)) {
-    if (state.status === "failed") stage.appendEntry(conversationId, notStarted(call, why));
-    else
-      stage.appendEntry(
-        conversationId,
-        notRunAnswer(call, state.status === "cancelled" ? state.reason : "cancelled"),
-      );
-  }
+  const answer =
+    state.status === "failed"
+      ? (call: Call) => notStarted(call, `not run: the turn failed first (${clip(state.error.message)})`)
+      : (call: Call) => notRunAnswer(call, state.status === "cancelled" ? state.reason : "cancelled");
+  for (const call of unstartedCalls(task.id, round?.round ?? 1, round?.queuedCalls ?? [], stage))
+    stage.appendEntry(conversationId, answer(call));
 }
 
-type QueuedCall = { id: string; name: string; index: number };
+type Call = Pick<ToolCall, "id" | "name">;
+type QueuedCall = Call & { index: number };
 
 /** `text` cut to `most` characters, never inside a surrogate pair (stored text must be well-formed). */
 function clip(text: string, most = 500): string {

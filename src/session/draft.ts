@@ -383,8 +383,8 @@ export class KernelDraft implements StateReader {
     for (const id of this.conversations.keys()) refuse(`conversations/${id}`, "a conversation");
     for (const id of this.tasks.keys()) refuse(`tasks/${id}`, "a task");
     for (const id of this.submissions.keys()) refuse(`submissions/${id}`, "a Submission");
-    for (const key of [...(this.signals?.written.keys() ?? []), ...(this.signals?.dropped.keys() ?? [])])
-      refuse(`signals/${key}`, "a signal");
+    for (const key of this.signals?.written.keys() ?? []) refuse(`signals/${key}`, "a signal");
+    for (const key of this.signals?.dropped.keys() ?? []) refuse(`signals/${key}`, "a signal drop");
     if (this.removed) refuse(`items/${this.removed[0]?.id}`, "a removal");
     for (const [id, { type }] of this.documents)
       if (!this.registry.isProgressDocument(type))

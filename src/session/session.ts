@@ -175,12 +175,13 @@ export class Session extends SessionReads {
   }
 
   /**
-   * Drops the early signal kept for `key` (one no wait has taken: see `earlySignals()`), in one commit, and
-   * returns it; undefined, committing nothing, when none is kept. The key takes a new signal again.
+   * Drops the early signal kept for `key` (one no wait has taken: see `earlySignals()`; with `version`, only
+   * the one accepted then), in one commit, and returns it; undefined, committing nothing, when none is kept.
+   * The key takes a new signal again.
    */
-  async dropEarlySignal(key: string): Promise<Signal | undefined> {
+  async dropEarlySignal(key: string, options?: { version?: number }): Promise<Signal | undefined> {
     this.assertUsable("dropEarlySignal");
-    return dropEarlySignal(this.signalHost, key);
+    return dropEarlySignal(this.signalHost, key, options?.version);
   }
 
   /** Creates a top-level task; it runs once the session is resumed. */

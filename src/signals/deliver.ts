@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { DuplicateKeyError, InvalidArgumentError, SignalRefusedError } from "../errors.ts";
 import { findNonJson, frozenCopy, isWellFormedText, jsonEqual, utf8Length } from "../records/json.ts";
+import { SignalKey } from "../records/primitives.ts";
 import type { Json, Signal, Task } from "../records/schemas.ts";
 import { JsonSchema, SignalSchema, TextSchema } from "../records/schemas.ts";
 import { describeIssues, summarizeIssues, validateRecord } from "../records/validate.ts";
@@ -46,7 +47,7 @@ export interface SignalHost {
 }
 
 const SignalCallSchema = z.object({
-  key: TextSchema.min(1).max(256),
+  key: SignalKey,
   payload: JsonSchema,
   requestId: TextSchema.min(1).max(256),
 });

@@ -4,8 +4,8 @@
  * A dropped signal's row is deleted with its commit, so its key takes a new signal again.
  */
 import { InvalidArgumentError } from "../errors.ts";
+import { SignalKey } from "../records/primitives.ts";
 import type { Signal } from "../records/schemas.ts";
-import { TextSchema } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import type { KernelDraft } from "../session/draft.ts";
 import type { SignalHost } from "./deliver.ts";
@@ -26,17 +26,26 @@ export function dropExpired(draft: KernelDraft, keys: readonly string[], now: nu
   }
 }
 
-/** Drops the early signal kept for `key`, in one commit, and returns it; undefined (nothing committed) when none is. */
+/**
+ * Drops the early signal kept for `key` (only the one accepted at `version`, when given), in one commit, and
+ * returns it; undefined (nothing committed) when none is. Checked again in the commit: a signal accepted or
+ * taken by a commit queued before it is seen.
+ */
 export async function dropEarlySignal(
   host: Pick<SignalHost, "state" | "commit">,
   key: unknown,
+  version?: number,
 ): Promise<Signal | undefined> {
-  const parsed = TextSchema.min(1).max(256).safeParse(key);
+  const parsed = SignalKey.safeParse(key);
   if (!parsed.success)
     throw new InvalidArgumentError("a signal key is a well-formed string of 1 to 256 characters", [
       { path: "key", message: "must be a well-formed string of 1 to 256 characters" },
     ]);
-  if (!host.state.signal(parsed.data)) return undefined;
-  const { value } = await host.commit((draft) => draft.signalWrites.drop(parsed.data, draft.version));
+  const kept = (signal: Signal | undefined) =>
+    signal && (version === undefined || signal.version === version);
+  if (!kept(host.state.signal(parsed.data))) return undefined;
+  const { value } = await host.commit((draft) =>
+    kept(draft.signal(parsed.data)) ? draft.signalWrites.drop(parsed.data, draft.version) : undefined,
+  );
   return value;
 }

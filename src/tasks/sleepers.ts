@@ -3,7 +3,7 @@
  * parked waits left in storage, and the time each early signal with a `keepEarlyMs` is dropped. Entries are
  * dropped lazily: one is current only while what it stands for still wakes at that time.
  */
-import type { Signal, Task } from "../records/schemas.ts";
+import type { Signal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import type { SessionState } from "../session/state.ts";
 import { expiryOf } from "../signals/expiry.ts";
@@ -14,14 +14,13 @@ export const PARKED = "";
 
 /** The wake-queue id of an early signal's drop (a NUL first: no task id has one). */
 const EXPIRY = "\u0000";
-export const expiryId = (key: string) => `${EXPIRY}${key}`;
 /** The key an early signal's wake-queue id names, if `id` is one. */
 export const keyOfExpiry = (id: string) => (id.startsWith(EXPIRY) ? id.slice(EXPIRY.length) : undefined);
 
 /** Where a kept early signal goes in the wake queue, if it is ever dropped. */
 export function expiryEntry(registry: Registry, signal: Signal): { at: number; id: string } | undefined {
   const at = expiryOf(registry, signal);
-  return at === undefined ? undefined : { at, id: expiryId(signal.key) };
+  return at === undefined ? undefined : { at, id: `${EXPIRY}${signal.key}` };
 }
 
 /** A wake-queue entry is current while what it names still wakes at `at` (a blocked task does not). */
@@ -36,7 +35,7 @@ export function isCurrentSleeper(
     const signal = state.signal(key);
     return signal !== undefined && expiryOf(registry, signal) === at;
   }
-  const task: Task | undefined = state.task(id);
+  const task = state.task(id);
   return task !== undefined && wakeTimeOf(task) === at && !state.blockedTasks.has(id);
 }
 

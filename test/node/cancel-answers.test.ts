@@ -12,6 +12,7 @@ import {
   createRegistry,
   defineTask,
   defineTool,
+  type Json,
   ManualClock,
   ManualTimers,
   type Model,
@@ -73,6 +74,37 @@ function exclusiveCharges() {
         : { toolCalls: [{ name: "charge", args: { n: Number(request.messages.at(-1)?.content) } }] },
   ]);
   return { ran, held, agent: createAgent({ model, tools: [charge] }) };
+}
+
+/** The registry of an agent whose model asks once for `sign`, an unsafe tool for browsers, then answers. */
+function browserSign(execute: () => Json | Promise<Json>) {
+  const sign = defineTool({
+    name: "sign",
+    description: "sign",
+    input: z.object({}),
+    replay: "unsafe",
+    runsOn: "browser",
+    execute,
+  });
+  const model = scriptedModel([{ toolCalls: [{ name: "sign", args: {} }] }, { text: "done" }]);
+  return createRegistry(createAgent({ model, tools: [sign] }));
+}
+
+/** Cancels the Submission `id()` names ("stop"), once, at the first change after `from` that `when` accepts. */
+function cancelOnce(
+  session: Session,
+  from: number,
+  when: (change: CommitRecord) => boolean,
+  id: () => string | undefined,
+): () => boolean {
+  let asked = false;
+  session.subscribe(from, (change) => {
+    const submissionId = id();
+    if (asked || submissionId === undefined || !when(change)) return;
+    asked = true;
+    void session.cancelSubmission(submissionId, "stop");
+  });
+  return () => asked;
 }
 
 async function openWith(
@@ -239,33 +271,23 @@ describe("a cancelled tool call's answer", () => {
 
   it("a call for another kind of host cancelled while its execute phase handed it over (nothing ran here) is not-run", async () => {
     const signed: string[] = [];
-    const sign = defineTool({
-      name: "sign",
-      description: "sign",
-      input: z.object({}),
-      replay: "unsafe",
-      runsOn: "browser",
-      execute: () => {
-        signed.push("ran");
-        return { signed: true };
-      },
+    const registry = browserSign(() => {
+      signed.push("ran");
+      return { signed: true };
     });
-    const model = scriptedModel([{ toolCalls: [{ name: "sign", args: {} }] }, { text: "done" }]);
-    const registry = createRegistry(createAgent({ model, tools: [sign] }));
     const edge = await openSession({ id: "handed", storage: memoryStorage(), registry, host: "edge" });
     let submissionId: string | undefined;
-    let asked = false;
     // The cancel comes the moment the call's intent is fixed: its execute phase runs after it was asked.
-    edge.subscribe(0, (change) => {
-      const entering = change.tasks.some((t) => t.kind === "agent.tool" && t.checkpoint.phase === "execute");
-      if (!entering || asked || submissionId === undefined) return;
-      asked = true;
-      void edge.cancelSubmission(submissionId, "stop");
-    });
+    const asked = cancelOnce(
+      edge,
+      0,
+      (change) => change.tasks.some((t) => t.kind === "agent.tool" && t.checkpoint.phase === "execute"),
+      () => submissionId,
+    );
     await edge.resume();
     submissionId = (await edge.submit({ requestId: "r1", conversationId: "h", input: "sign" })).id;
     expect((await edge.wait(submissionId)).status).toBe("cancelled");
-    expect(asked).toBe(true);
+    expect(asked()).toBe(true);
     expect(signed).toEqual([]);
     expect(edge.pending()).toEqual([]); // no host is offered the call
     expect(answers(edge, "h")).toEqual([
@@ -276,20 +298,11 @@ describe("a cancelled tool call's answer", () => {
 
   it("a call whose earlier attempt ran the tool before a move to another kind of host, cancelled as it is handed over, is unknown", async () => {
     const started = latch();
-    const sign = defineTool({
-      name: "sign",
-      description: "sign",
-      input: z.object({}),
-      replay: "unsafe",
-      runsOn: "browser",
-      execute: async () => {
-        started.open();
-        await new Promise(() => undefined); // the tab dies while it signs
-        return { signed: true };
-      },
+    const registry = browserSign(async () => {
+      started.open();
+      await new Promise(() => undefined); // the tab dies while it signs
+      return { signed: true };
     });
-    const model = scriptedModel([{ toolCalls: [{ name: "sign", args: {} }] }, { text: "done" }]);
-    const registry = createRegistry(createAgent({ model, tools: [sign] }));
     const storage = memoryStorage();
     const tab = await openSession({ id: "moved", storage, registry, host: "browser" });
     await tab.resume();
@@ -298,16 +311,15 @@ describe("a cancelled tool call's answer", () => {
     await tab.close(); // cut off mid-run: the call stays stored as running in `execute`
     // Its edge reopens it: the phase is re-entered (a restart) and only hands the call to a browser.
     const edge = await openSession({ id: "moved", storage, registry, host: "edge" });
-    let asked = false;
-    edge.subscribe(edge.version, (change) => {
-      const again = change.tasks.some((t) => t.kind === "agent.tool" && t.restarts > 0);
-      if (!again || asked) return;
-      asked = true;
-      void edge.cancelSubmission(submission.id, "stop");
-    });
+    const asked = cancelOnce(
+      edge,
+      edge.version,
+      (change) => change.tasks.some((t) => t.kind === "agent.tool" && t.restarts > 0),
+      () => submission.id,
+    );
     await edge.resume();
     expect((await edge.wait(submission.id)).status).toBe("cancelled");
-    expect(asked).toBe(true);
+    expect(asked()).toBe(true);
     const [answer] = answers(edge, "m");
     expect(answer?.[1]).toBe("unknown");
     await edge.close();

@@ -243,7 +243,8 @@ export function PendingView(props: {
 
 /**
  * The signals the session keeps that no wait has taken yet (sent before their wait began), as the session
- * holds them now — read again as it moves on. Dropping one is an explicit, confirmed write (edge sessions).
+ * holds them now — read again as it moves on. Dropping one is an explicit, confirmed write (over HTTP at the
+ * edge, through the durable inbox for a local session).
  */
 function EarlySignals(props: {
   read: NonNullable<SessionSource["readEarlySignals"]>;
