@@ -15,7 +15,8 @@ import {
   planGroup,
   tailFromLog,
 } from "../src/storage/group-plan.ts";
-import { changesAfter, firstVersionOf, versionOfChange } from "../src/storage/log-rows.ts";
+import { firstVersionOf } from "../src/storage/log-head.ts";
+import { changesAfter, versionOfChange } from "../src/storage/log-rows.ts";
 import type { WriteHook } from "../src/storage/memory-storage.ts";
 import type { KeyPart, Table } from "../src/storage/rows.ts";
 import { checkCreate, checkRowSize, type RowWrite, rawNumber, recordName } from "../src/storage/rows.ts";

@@ -9,8 +9,9 @@ import { STORAGE_FORMAT } from "../records/schemas.ts";
 import { PRUNE_EVERY, pruneChangesThrough } from "./change-log.ts";
 import { type CreateRow, entryRunRows } from "./entry-runs.ts";
 import { endsBlock } from "./log-codec.ts";
+import { logStartOf } from "./log-head.ts";
 import type { LogRowWrite } from "./log-rows.ts";
-import { logRowsOfGroup, logRowValue, tailCommitsOf } from "./log-rows.ts";
+import { logRowsOfGroup, tailCommitsOf } from "./log-rows.ts";
 import type { RowWrite } from "./rows.ts";
 import { parkedCountAfter, rawNumber } from "./rows.ts";
 import type { StoredRecord } from "./storage.ts";
@@ -184,7 +185,7 @@ export function tailFromLog(
       `the change log lacks commit ${missing}, which is not materialized yet (the session is at version ${version})`,
     );
   }
-  const first = rawNumber(logRowValue(rows[0]?.value), "logStart") ?? 0;
+  const first = logStartOf(rows[0]?.value) ?? 0;
   const chars = Math.max(0, (rawNumber(meta, "logEnd") ?? first) - first);
   if (extending) return cached.with(commits, chars, wholes);
   return new Tail(through, commits, chars, wholes);

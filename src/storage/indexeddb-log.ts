@@ -5,9 +5,8 @@
 import { pruneThroughAsync } from "./change-log.ts";
 import { knownTail, tailFromLog } from "./group-plan.ts";
 import { readRows, requested, type SessionRanges } from "./indexeddb-requests.ts";
-import { firstVersionOf, logRowValue } from "./log-rows.ts";
+import { firstVersionOf, logStartOf } from "./log-head.ts";
 import type { RowWrite } from "./rows.ts";
-import { rawNumber } from "./rows.ts";
 import type { CommitGuard } from "./storage.ts";
 import { type Materialization, Tail, type TailCache } from "./tail.ts";
 
@@ -65,12 +64,9 @@ export async function pruneThroughInTx(
   const [first] = await readRows(tx, "changes", keys.all(guard.sessionId), 1);
   if (!first) return 0;
   const store = tx.objectStore("changes");
-  const logStartOf = async (v: number) =>
-    rawNumber(
-      logRowValue(await requested(store.get(keys.numbers(guard.sessionId, [], v, Number.POSITIVE_INFINITY)))),
-      "logStart",
-    );
-  return pruneThroughAsync(logStartOf, {
+  const startOf = async (v: number) =>
+    logStartOf(await requested(store.get(keys.numbers(guard.sessionId, [], v, Number.POSITIVE_INFINITY))));
+  return pruneThroughAsync(startOf, {
     oldest: firstVersionOf(first.value, Number(first.key.slice("changes/".length))),
     newest: prune.newest,
     logEnd,

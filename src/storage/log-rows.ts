@@ -18,6 +18,7 @@ import {
   WholeRecords,
   withEntries,
 } from "./log-codec.ts";
+import { firstVersionOf, isGroupRow, logRowValue } from "./log-head.ts";
 import { checkRowSize, rawNumber, recordName, rowsOfCommit } from "./rows.ts";
 import type { StoredChanges, StoredRecord } from "./storage.ts";
 
@@ -116,13 +117,6 @@ export function logRowsOfGroup(
 /** Whether a JSON text is at most `limit` UTF-8 bytes (counted only when it could be more). */
 function fits(json: string, limit: number): boolean {
   return json.length * 3 <= limit || utf8Length(json) <= limit;
-}
-
-/** Whether a stored log row holds several commits rather than one. */
-function isGroupRow(value: unknown): value is { commits: unknown[] } {
-  return (
-    typeof value === "object" && value !== null && Array.isArray((value as { commits?: unknown }).commits)
-  );
 }
 
 /**
@@ -257,28 +251,6 @@ async function withNamedEntries(changes: StoredRecord[], read: LogReader): Promi
 /** The version of a change as `changesOfRows` named it. */
 export function versionOfChange(change: StoredRecord): number {
   return Number(change.key.slice("changes/".length));
-}
-
-/**
- * A stored log row's value: a store may keep the row as its JSON text (IndexedDB does: the browser copies a
- * string at once, where it would walk every object of the commit). Text that is not JSON stays as it is, so
- * the reader's validation reports it.
- */
-export function logRowValue(stored: unknown): unknown {
-  if (typeof stored !== "string") return stored;
-  try {
-    return JSON.parse(stored);
-  } catch {
-    return stored;
-  }
-}
-
-/** The first version a stored log row holds (its key's version for a format-3 row). */
-export function firstVersionOf(stored: unknown, key: number): number {
-  const value = logRowValue(stored);
-  if (!isGroupRow(value)) return key;
-  const version = (value.commits[0] as { version?: unknown } | undefined)?.version;
-  return typeof version === "number" ? version : key;
 }
 
 /**

@@ -15,7 +15,8 @@ import {
   planGroup,
   tailFromLog,
 } from "./group-plan.ts";
-import { changesAfter, firstVersionOf } from "./log-rows.ts";
+import { firstVersionOf } from "./log-head.ts";
+import { changesAfter } from "./log-rows.ts";
 import { emptyTables, entryRange, type Rows, sortedRange, tablesReader } from "./memory-rows.ts";
 import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
 import { checkCreate, checkRowSize, rawNumber } from "./rows.ts";

@@ -19,7 +19,7 @@ import {
   ValidationError,
 } from "../../src/index.ts";
 import { commitAsKernel } from "../../src/session/kernel-access.ts";
-import { logRowValue } from "../../src/storage/log-rows.ts";
+import { logRowValue } from "../../src/storage/log-head.ts";
 import type { RowWrite } from "../../src/storage/rows.ts";
 import { created, demoTask } from "../support/storage-contract.ts";
 import { deferred, SpyStorage } from "../support/storage-wrappers.ts";
