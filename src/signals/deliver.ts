@@ -123,7 +123,11 @@ export async function deliverSignal(
 ): Promise<SignalReceipt> {
   for (let attempt = 1; ; attempt++) {
     const { call, repeat } = await checkSignal(host, key, payload, options);
-    if (repeat) return repeat;
+    if (repeat) {
+      // Of a kept early signal: a drop queued before this call takes it first, and this is a new delivery.
+      if (repeat.signal.consumedBy !== undefined || (await stillKept(host, repeat.signal))) return repeat;
+      continue;
+    }
     try {
       return await commitSignal(host, call);
     } catch (error) {
@@ -142,6 +146,15 @@ export async function deliverSignal(
       if (full) throw error; // no signal for the key: truly one too many
     }
   }
+}
+
+/**
+ * Whether an early signal a repeat was answered from is still kept once the commits queued before this call
+ * are built: a drop of it queued first makes this call a new delivery, not the repeat of a dropped signal.
+ */
+async function stillKept(host: SignalHost, signal: Signal): Promise<boolean> {
+  const { value } = await host.commit((draft) => draft.signal(signal.key));
+  return value?.version === signal.version;
 }
 
 /** The commit of one checked signal: stored, and taken by the wait on its key if there is one. */

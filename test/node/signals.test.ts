@@ -455,6 +455,28 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     await reopened.session.close();
   });
 
+  it("answers a repeat of a kept early signal after a drop queued before it: as a new delivery, kept", async () => {
+    const { session } = await open(makeStorage());
+    const first = await session.signal("answer:3", { text: "three" }, { requestId: "t3" });
+    // The drop is queued first; the repeat comes in the same tick, before the drop's commit has landed.
+    const dropping = session.dropEarlySignal("answer:3");
+    const again = session.signal("answer:3", { text: "three" }, { requestId: "t3" });
+    expect(await dropping).toMatchObject({ version: first.signal.version });
+    const receipt = await again;
+    expect(receipt.duplicate).toBe(false);
+    expect(receipt.signal.version).toBeGreaterThan(first.signal.version);
+    // What the caller was told is what the session keeps.
+    expect(session.earlySignals()).toEqual([receipt.signal]);
+    // And a repeat with no drop before it is still answered as one, committing nothing.
+    const at = session.version;
+    expect(await session.signal("answer:3", { text: "three" }, { requestId: "t3" })).toMatchObject({
+      duplicate: true,
+      signal: { version: receipt.signal.version },
+    });
+    expect(session.version).toBe(at);
+    await session.close();
+  });
+
   it("drops an early signal from a tab's inbox row only while it is still the one that row names", async () => {
     const { session } = await open(makeStorage());
     const first = await session.signal("answer:7", { text: "one" }, { requestId: "o1" });
