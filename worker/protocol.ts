@@ -62,7 +62,7 @@ export interface SessionWorkerApi {
   earlySignals(): Promise<Signal[]>;
   /**
    * Drops the early signal kept for `key`: the dropped signal, or undefined when none is kept. From a follower
-   * tab through the durable inbox, resolved once the leader dropped it.
+   * tab through the durable inbox, resolved once the leader dropped it (undefined when a wait took it first).
    */
   dropEarlySignal(key: string): Promise<Signal | undefined>;
   /** Live subscriptions held in the worker for this page (each one holds a proxied listener). */

@@ -168,8 +168,8 @@ export class BrowserSessionHost {
 
   /**
    * Drops the early signal kept for `key` and returns it (undefined: none is kept). The leader commits it; a
-   * follower leaves the drop in the durable inbox and resolves once that signal is no longer kept — dropped
-   * by the leader, or taken by a wait (or dropped elsewhere) before the drop came.
+   * follower leaves the drop in the durable inbox and resolves once a change ends that signal: with it when
+   * it was dropped (by this drop, or by its `keepEarlyMs`), undefined when a wait took it before the drop came.
    */
   async dropEarlySignal(key: string): Promise<Signal | undefined> {
     if (this.role === "leader" && this.current) return this.current.dropEarlySignal(key);
@@ -178,11 +178,7 @@ export class BrowserSessionHost {
     const kept = session.earlySignals().find((signal) => signal.key === key);
     if (!kept) return undefined;
     const row = inboxDrop(key, kept.version);
-    const gone = (now: Session) =>
-      now.earlySignals().some((signal) => signal.key === key && signal.version === kept.version)
-        ? undefined
-        : kept;
-    return this.watch.observe(gone, { row: inboxRowId(row), queued: this.queue(row) });
+    return this.watch.dropped(kept, { row: inboxRowId(row), queued: this.queue(row) });
   }
 
   /** Resolves when the Submission has ended, whichever tab drives it. */

@@ -77,6 +77,19 @@ export class SessionWatch {
     });
   }
 
+  /**
+   * Resolves once a change ends the early signal `kept`: with it when that change dropped it, undefined
+   * when a wait took it first (there was then none to drop, as the leader would have answered).
+   */
+  dropped(kept: Signal, queued: QueuedRow): Promise<Signal | undefined> {
+    const same = (s: { key: string; version: number }) => s.key === kept.key && s.version === kept.version;
+    return this.until<Signal | undefined>(queued, (settle) => (change) => {
+      if (change?.droppedSignals?.some(same)) settle({ value: kept });
+      else if (change?.signals?.some((s) => same(s) && s.consumedBy !== undefined))
+        settle({ value: undefined });
+    });
+  }
+
   /** Rejects every wait not settled yet with `error` (the tab closed: nothing will settle them here). */
   close(error: Error): void {
     for (const end of [...this.open]) end(error);

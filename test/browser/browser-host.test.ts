@@ -54,9 +54,26 @@ const strict = () =>
     ],
     submissionTask: (s) => ({ kind: "echo", input: { text: String(s.input) } }),
   });
+/** Phases of "go-waiter" start waiting once this opens; `asking` says one is held here. */
+let askGate: Promise<void> = Promise.resolve();
+let asking = false;
+/** Waits for one `go:*` key and ends with what it received. */
+const goWaiter = defineTask({
+  kind: "go-waiter",
+  version: 1,
+  input: z.object({ key: z.string() }),
+  phases: {
+    ask: async (ctx) => {
+      asking = true;
+      await askGate;
+      return ctx.waitFor(ctx.input.key, { next: "done" });
+    },
+    done: (ctx) => ctx.complete(ctx.data),
+  },
+});
 const lenient = () =>
   createRegistry({
-    tasks: [echo],
+    tasks: [echo, goWaiter],
     signals: [defineSignal({ key: "go:*", schema: z.object({ step: z.number() }) })],
     submissionTask: (s) => ({ kind: "echo", input: { text: String(s.input) } }),
   });
@@ -209,6 +226,22 @@ describe("browser host: one writer across tabs", () => {
     expect(a.session?.earlySignals()).toEqual([]);
     expect(await b.dropEarlySignal("go:1")).toBeUndefined();
     expect((await b.signal("go:2", { step: 2 }, { requestId: "s2" })).duplicate).toBe(false);
+    // A wait takes go:2 before the follower's drop reaches the leader: the follower hears there was none
+    // to drop (as the leader answered), not that it dropped the signal the waiting task now holds.
+    let open = () => undefined as void;
+    askGate = new Promise((resolve) => {
+      open = resolve;
+    });
+    const waiter = await a.session?.spawn("go-waiter", { key: "go:2" });
+    await until(() => asking, "the waiter's phase to start");
+    open(); // its wait is committed before the drop below can reach the leader (through the inbox)
+    expect(await b.dropEarlySignal("go:2")).toBeUndefined();
+    await a.session?.whenIdle();
+    expect(a.session?.task(waiter?.id ?? "")?.state).toMatchObject({
+      status: "succeeded",
+      result: { signals: { "go:2": { step: 2 } } },
+    });
+    expect(a.session?.earlySignals()).toEqual([]);
     await b.close();
     await a.close();
   });
