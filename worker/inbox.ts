@@ -46,6 +46,7 @@ export const isInboxDrop = (row: InboxRow): row is InboxDrop => "drop" in row;
 
 /** The inbox row that gives a rebuilt copy's kept input again. */
 export function inboxRowOf(input: LocalInput): InboxRow {
+  if (input.kind === "drop") return inboxDrop(input.key, input.version);
   if (input.kind === "signal")
     return { signal: { key: input.key, payload: input.payload, requestId: input.requestId } };
   return input.cancelled === undefined ? input.input : { ...input.input, cancelled: input.cancelled };

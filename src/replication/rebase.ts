@@ -16,10 +16,14 @@ import type { Storage } from "../storage/storage.ts";
 import type { ReplicaRemote } from "./protocol.ts";
 import { applyAsReplica, remoteHistory } from "./reconcile.ts";
 
-/** What people gave in the discarded commits, to be given again. */
+/**
+ * What people gave in the discarded commits, to be given again: Submissions, signals, and drops of early
+ * signals the other host holds too (the one accepted at `version`, a commit both copies share).
+ */
 export type LocalInput =
   | { readonly kind: "submit"; readonly input: SubmitInput; readonly cancelled?: string }
-  | { readonly kind: "signal"; readonly key: string; readonly payload: Json; readonly requestId: string };
+  | { readonly kind: "signal"; readonly key: string; readonly payload: Json; readonly requestId: string }
+  | { readonly kind: "drop"; readonly key: string; readonly version: number };
 
 const WINDOW = 256;
 
@@ -51,7 +55,8 @@ async function commonVersion(
 /**
  * The inputs of this copy's commits after `version`, first appearance each, in commit order; a Submission
  * cancelled there (or asked to be) is cancelled again after it is given again; a signal dropped there is
- * not given again (a drop of one the other host already holds is not given again either: it stays there).
+ * not given again, and the drop of one accepted before `version` (the other host holds it too) is given
+ * again.
  */
 async function inputsAfter(storage: Storage, id: string, version: number): Promise<LocalInput[]> {
   const inputs: LocalInput[] = [];
@@ -103,9 +108,10 @@ async function inputsAfter(storage: Storage, id: string, version: number): Promi
       }
       for (const drop of commit.droppedSignals ?? []) {
         const held = signals.get(drop.key);
-        if (held?.version !== drop.version) continue;
-        dropped.add(held.input);
-        signals.delete(drop.key);
+        if (held?.version === drop.version) {
+          dropped.add(held.input);
+          signals.delete(drop.key);
+        } else if (drop.version <= version) inputs.push({ kind: "drop", ...drop });
       }
       for (const s of commit.signals ?? []) {
         if (signals.has(s.key)) continue; // the same signal again (a wait took it)
@@ -155,11 +161,15 @@ export async function rebaseDiverged(
   return { inputs, version: head?.version ?? 0, epoch: head?.epoch ?? null };
 }
 
-/** Gives the kept inputs again; one the session no longer takes (a wait that ended) is dropped. */
+/**
+ * Gives the kept inputs again; one the session no longer takes (a wait that ended) is dropped, and a drop
+ * of a signal no longer kept there (a wait took it) does nothing.
+ */
 export async function replayInputs(session: Session, inputs: readonly LocalInput[]): Promise<void> {
   for (const input of inputs) {
     if (input.kind === "submit")
       await session.submit(input.input, input.cancelled === undefined ? {} : { cancelled: input.cancelled });
+    else if (input.kind === "drop") await session.dropEarlySignal(input.key, { version: input.version });
     else
       await session.signal(input.key, input.payload, { requestId: input.requestId }).catch(() => undefined);
   }

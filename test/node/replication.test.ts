@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { approvedPlan, draftPlan, RECIPIENTS } from "../../examples/five-emails/app.ts";
 import {
+  type CommitRecord,
   createAgent,
   createRegistry,
   defineSignal,
@@ -15,6 +16,7 @@ import {
   followRemote,
   InvalidArgumentError,
   type Json,
+  type LocalInput,
   memoryStorage,
   OwnedElsewhereError,
   openSession,
@@ -26,7 +28,7 @@ import {
   sequentialIds,
   type Task,
 } from "../../src/index.ts";
-import { rebaseDiverged } from "../../src/replication/rebase.ts";
+import { rebaseDiverged, replayInputs } from "../../src/replication/rebase.ts";
 import { commitAsKernel } from "../../src/session/kernel-access.ts";
 import { acceptInboxRow, DurableInbox, inboxRowOf } from "../../worker/inbox.ts";
 import { created, demoTask } from "../support/storage-contract.ts";
@@ -734,5 +736,57 @@ describe("rebasing a diverged copy", () => {
     expect(inputs).toEqual([
       { kind: "signal", key: "answer:1", payload: { text: "new" }, requestId: "r-new" },
     ]);
+  });
+
+  it("drops again, in the rebuilt copy, an early signal both copies hold that a discarded commit dropped", async () => {
+    const storage = memoryStorage();
+    const registry = createRegistry({
+      signals: [defineSignal({ key: "answer:*", schema: z.object({ text: z.string() }) })],
+    });
+    const session = await openSession({ id: "lost", storage, registry, ids: sequentialIds() });
+    const shared = await session.signal("answer:1", { text: "both" }, { requestId: "r-both" });
+    await session.signal("answer:2", { text: "kept" }, { requestId: "r-kept" });
+    const common = session.version; // the other host holds these commits
+    const history = (await storage.readChanges("lost", 0, 100)).changes.map((c) => c.value as CommitRecord);
+    // Then, on this copy only: the drop, and a new signal of the dropped key after it.
+    await session.dropEarlySignal("answer:1");
+    await session.signal("answer:1", { text: "after" }, { requestId: "r-after" });
+    const version = session.version;
+    await session.close();
+    const remote = {
+      changes: async (after: number) => ({
+        changes: history.filter((c) => c.version > after),
+        oldestRetained: 1,
+      }),
+    };
+    const create = () => storage.open("lost", { mode: "write", at: 0, entryTail: 0, settled: 0, epoch: 0 });
+    const diverged = new ReplicationDivergedError("diverged", common);
+    const { inputs } = await rebaseDiverged(
+      storage,
+      remote,
+      "lost",
+      version,
+      undefined,
+      diverged,
+      undefined,
+      create,
+    );
+    expect(inputs).toEqual([
+      { kind: "drop", key: "answer:1", version: shared.signal.version },
+      { kind: "signal", key: "answer:1", payload: { text: "after" }, requestId: "r-after" },
+    ]);
+    // Through a tab's inbox too: the row asks the leader to drop that same signal.
+    expect(inboxRowOf(inputs[0] as LocalInput)).toMatchObject({
+      drop: { key: "answer:1", version: shared.signal.version },
+    });
+    const rebuilt = await openSession({ id: "lost", storage, registry, ids: sequentialIds() });
+    expect(rebuilt.earlySignals().map((s) => s.requestId)).toEqual(["r-both", "r-kept"]);
+    await replayInputs(rebuilt, inputs);
+    // What this copy had when it was cut off: the shared one dropped, the new one kept, the other untouched.
+    expect(rebuilt.earlySignals().map((s) => [s.key, s.requestId])).toEqual([
+      ["answer:2", "r-kept"],
+      ["answer:1", "r-after"],
+    ]);
+    await rebuilt.close();
   });
 });
