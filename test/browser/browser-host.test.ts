@@ -11,6 +11,7 @@ import {
   defineTask,
   InvalidArgumentError,
   indexedDbStorage,
+  type Json,
   openSession,
   SessionClosedError,
   SignalRefusedError,
@@ -68,7 +69,7 @@ const goWaiter = defineTask({
       await askGate;
       return ctx.waitFor(ctx.input.key, { next: "done" });
     },
-    done: (ctx) => ctx.complete(ctx.data),
+    done: (ctx) => ctx.complete(ctx.data as Json),
   },
 });
 const lenient = () =>
@@ -228,7 +229,7 @@ describe("browser host: one writer across tabs", () => {
     expect((await b.signal("go:2", { step: 2 }, { requestId: "s2" })).duplicate).toBe(false);
     // A wait takes go:2 before the follower's drop reaches the leader: the follower hears there was none
     // to drop (as the leader answered), not that it dropped the signal the waiting task now holds.
-    let open = () => undefined as void;
+    let open: () => void = () => undefined;
     askGate = new Promise((resolve) => {
       open = resolve;
     });
