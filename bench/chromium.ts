@@ -8,6 +8,7 @@ export type ChromiumEntry =
   | "runAgentBench"
   | "runWorkerCommitBench"
   | "runSignalBench"
+  | "runWaitingBench"
   | "runToolCallBench"
   | "runLongLifeBench"
   | "runTurnBench";

@@ -14,6 +14,8 @@
  * - edge/submission-roundtrip: a scripted one-tool agent submission over HTTP, in one call (POST ?wait,
  *   answered once the submission has ended) vs a bare HTTP round trip through the same router to the same
  *   Durable Object.
+ * - signal/…/do-sqlite: the signal benchmarks of bench/signals.ts in Durable Objects (see
+ *   {@link edgeSignalBench}).
  */
 import { execFileSync } from "node:child_process";
 import { availableParallelism } from "node:os";
@@ -200,6 +202,81 @@ export async function edgeToolCallBench(): Promise<{
       rows: last.rows / last.toolCalls,
       sqliteRows: last.sqliteRowsWritten / last.toolCalls,
       bytes: last.bytes / last.toolCalls,
+    };
+  } finally {
+    await dispose();
+  }
+}
+
+/** Signals per measured request of {@link edgeSignalBench}, and its rounds (the first ones warm V8 up). */
+const SIGNALS = 20;
+const SIGNAL_ROUNDS = { warm: 100, measured: 30 };
+
+/**
+ * The signal benchmarks of bench/signals.ts in Durable Objects (each session in its own object, as in
+ * production), ms per signal from Node's clock around requests of {@link SIGNALS} signals, minus a bare round
+ * trip to the same object:
+ * - roundtrip: from `signal()` to the waiting task's next phase starting (a live wait), vs a plain commit of
+ *   the same payload in the same session;
+ * - waiting: `signal()` in a session of 10,000 waits reopened (its keys of parked waits: read back by key)
+ *   vs one of 100 live waits.
+ * A signalled task's next phase then holds (it commits nothing), and each round spawns new waits, untimed,
+ * where it signalled some. The first {@link SIGNAL_ROUNDS}.warm rounds (some 16,000 commits) are not measured:
+ * workerd's V8 optimizes the kernel only after that many (see `edge/commit`).
+ */
+export async function edgeSignalBench(): Promise<{
+  roundtrip: { ours: number; floor: number };
+  waiting: { ours: number; floor: number };
+}> {
+  const { workerd, dispose } = await startBenchWorker();
+  try {
+    const on = (object: string, path: string) => timed(workerd, `/commit/${object}${path}`);
+    /** ms per signal (or commit) of one request to `object`, its bare round trip taken off. */
+    const per = async (object: string, path: string) => {
+      const ping = (await on(object, "/ping")).elapsed;
+      return ((await on(object, path)).elapsed - ping) / SIGNALS;
+    };
+    for (const [object, n] of [
+      ["rt", 100],
+      ["small", 100],
+      ["big", 10_000],
+    ] as const) {
+      const { parked } = JSON.parse((await on(object, `/waits-setup?n=${n}&name=${object}`)).text);
+      if (parked !== Math.max(0, n - 100)) throw new Error(`${object}: ${parked} parked waits`);
+    }
+    const samples = {
+      signal: [] as number[],
+      plain: [] as number[],
+      small: [] as number[],
+      big: [] as number[],
+    };
+    // Keys signalled next: the first ones of rt and small (live), those of big past its live ones (parked).
+    const next = { rt: 0, small: 0, big: 200 };
+    const spawned = { rt: 100, small: 100 };
+    for (let round = 0; round < SIGNAL_ROUNDS.warm + SIGNAL_ROUNDS.measured; round++) {
+      const measured = round >= SIGNAL_ROUNDS.warm;
+      const signal = await per("rt", `/waits-signal?n=${SIGNALS}&from=${next.rt}&name=rt&phase`);
+      const plain = await per("rt", `/waits-plain?n=${SIGNALS}`);
+      const small = await per("small", `/waits-signal?n=${SIGNALS}&from=${next.small}&name=small`);
+      const big = await per("big", `/waits-signal?n=${SIGNALS}&from=${next.big}&name=big`);
+      if (measured) {
+        samples.signal.push(signal);
+        samples.plain.push(plain);
+        samples.small.push(small);
+        samples.big.push(big);
+      }
+      next.rt += SIGNALS;
+      next.small += SIGNALS;
+      next.big += SIGNALS;
+      // The live waits signalled are replaced (untimed): rt and small keep 100 open waits.
+      for (const object of ["rt", "small"] as const) {
+        await on(object, `/waits-spawn?n=${SIGNALS}&from=${spawned[object]}&name=${object}`);
+        spawned[object] += SIGNALS;
+      }
+    }
+    return {
+      roundtrip: { ours: median(samples.signal), floor: median(samples.plain) },
+      waiting: { ours: median(samples.big), floor: median(samples.small) },
     };
   } finally {
     await dispose();

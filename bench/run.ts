@@ -7,7 +7,13 @@ import "fake-indexeddb/auto";
 import { existsSync } from "node:fs";
 import { commitsPerToolCallBench, parallelToolsBench, stepOverheadBench } from "./agent.ts";
 import type { ChromiumEntry } from "./chromium.ts";
-import { edgeCommitBench, edgeSubmissionBench, edgeToolCallBench, WARM_COMMITS } from "./edge.ts";
+import {
+  edgeCommitBench,
+  edgeSignalBench,
+  edgeSubmissionBench,
+  edgeToolCallBench,
+  WARM_COMMITS,
+} from "./edge.ts";
 import { diffAppendBench, rfc6902ScalingBench } from "./json-patch.ts";
 import { openBench, streamBench, turnBench } from "./long-life.ts";
 import { reopenBench } from "./reopen.ts";
@@ -151,6 +157,18 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
   "signal/roundtrip/chromium-indexeddb": async () => inChromium("runSignalBench", "ms"),
   "signal/waiting-10000-vs-100/signal": async () => ({ ...(await waiting()).signal, unit: "ms/signal" }),
   "signal/waiting-10000-vs-100/open": async () => ({ ...(await waiting()).open, unit: "ms/open" }),
+  // In Durable Objects (workerd, SQLite): both lines share one run.
+  "signal/roundtrip/do-sqlite": async () => ({ ...(await edgeSignals()).roundtrip, unit: "ms" }),
+  "signal/waiting-10000-vs-100/signal/do-sqlite": async () => ({
+    ...(await edgeSignals()).waiting,
+    unit: "ms/signal",
+  }),
+  // The same in Chromium, IndexedDB on disk (strict): both lines share one run.
+  "signal/waiting-10000-vs-100/signal/chromium-indexeddb": async () => chromiumWaiting(),
+  "signal/waiting-10000-vs-100/open/chromium-indexeddb": async () => {
+    const run = await chromiumWaiting();
+    return run && { ours: run.openOurs, floor: run.openFloor, unit: "ms/open" };
+  },
   // A linked session (bench/handoff.ts): commits with replication on vs off; hand-off to the edge's first commit.
   "handoff/replication": async () => {
     const { replicationBench } = await import("./handoff.ts");
@@ -185,6 +203,22 @@ let waitingRun: ReturnType<typeof waitingBench> | undefined;
 function waiting() {
   waitingRun ??= waitingBench();
   return waitingRun;
+}
+
+let edgeSignalRun: ReturnType<typeof edgeSignalBench> | undefined;
+/** Both Durable Object signal lines share one run. */
+function edgeSignals() {
+  edgeSignalRun ??= edgeSignalBench();
+  return edgeSignalRun;
+}
+
+let chromiumWaitingRun: Promise<(Result & { openOurs: number; openFloor: number }) | undefined> | undefined;
+/** Both Chromium signal/waiting lines share one run. */
+function chromiumWaiting() {
+  chromiumWaitingRun ??= inChromium("runWaitingBench", "ms/signal") as Promise<
+    (Result & { openOurs: number; openFloor: number }) | undefined
+  >;
+  return chromiumWaitingRun;
 }
 
 let devtoolsBenchRun:

@@ -1,5 +1,5 @@
 import { stepOverheadBench } from "../agent.ts";
-import { roundtripBench } from "../signals.ts";
+import { roundtripBench, waitingBench } from "../signals.ts";
 import { chainBench } from "../tasks.ts";
 import { workerCommitBench } from "../worker.ts";
 import { compareCommitCost } from "../workload.ts";
@@ -10,6 +10,10 @@ benches.runChainBench = () => chainBench();
 benches.runAgentBench = () => stepOverheadBench();
 benches.runWorkerCommitBench = () => workerCommitBench();
 benches.runSignalBench = () => roundtripBench(60);
+benches.runWaitingBench = async () => {
+  const { signal, open } = await waitingBench();
+  return { ours: signal.ours, floor: signal.floor, openOurs: open.ours, openFloor: open.floor };
+};
 benches.runToolCallBench = async () => {
   const { compareToolCalls, rawIndexedDb } = await import("../tool-call.ts");
   const { indexedDbStorage } = await import("../../src/index.ts");

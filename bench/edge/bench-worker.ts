@@ -18,6 +18,8 @@ import {
   type CommitRecord,
   createAgent,
   createRegistry,
+  defineSignal,
+  defineTask,
   defineTool,
   openSession,
   type Session,
@@ -39,9 +41,33 @@ interface Env {
   readonly API_TOKEN: string;
 }
 
+/** The payload of the signal benchmarks (as bench/signals.ts sends it). */
+const PAYLOAD = { decision: "approved", note: "x".repeat(200) };
+/** Each key's wait continuing: resolved as its next phase starts (that phase then holds: it commits nothing). */
+const continued = new Map<string, () => void>();
+const waiter = defineTask({
+  kind: "waiter",
+  version: 1,
+  input: z.object({ key: z.string() }),
+  phases: {
+    ask: (ctx) => ctx.waitFor(ctx.input.key, { next: "go" }),
+    go: async (ctx) => {
+      continued.get(ctx.input.key)?.();
+      await new Promise<void>(() => undefined);
+      return ctx.complete(null);
+    },
+  },
+});
+const signalRegistry = createRegistry({
+  tasks: [waiter],
+  signals: [defineSignal({ key: "k:*", schema: z.object({ decision: z.string(), note: z.string() }) })],
+});
+
 export class CommitBench {
   private readonly storage: DurableObjectSqliteStorage;
   private session: Session | undefined;
+  /** The signal benchmarks' session (`/waits-*`): waits on `k:<name>:<n>`. */
+  private waits: Session | undefined;
   private template: CommitRecord[] = [];
   private runs = 0;
   /** What the last `/toolcalls` run wrote, read by `/toolcalls-count`. */
@@ -121,6 +147,40 @@ export class CommitBench {
         };
         return Response.json({ ms: await rawWrites(writer, n, from) });
       }
+      case "/waits-setup":
+        // A session of n waits (past `liveWaits`, 100, they are parked: left in storage).
+        this.waits = await openSession({ id: "waits", storage: this.storage, registry: signalRegistry });
+        await this.waits.resume();
+        await this.spawnWaits(url.searchParams.get("name") ?? "", 0, n);
+        // Opened again, as after an eviction: the parked waits stay in storage (the live ones are loaded).
+        await this.waits.close();
+        this.waits = await openSession({ id: "waits", storage: this.storage, registry: signalRegistry });
+        await this.waits.resume();
+        return Response.json({ live: this.waits.pending().length, parked: this.waits.parkedInStorage });
+      case "/waits-spawn":
+        await this.spawnWaits(url.searchParams.get("name") ?? "", from, n);
+        return new Response("ok");
+      case "/waits-signal": {
+        // n signals, each awaited to its commit, and with `&phase` to its wait's next phase starting.
+        if (!this.waits) break;
+        const name = url.searchParams.get("name") ?? "";
+        for (let i = from; i < from + n; i++) {
+          const key = `k:${name}:${i}`;
+          const going = new Promise<void>((resolve) => continued.set(key, resolve));
+          await this.waits.signal(key, PAYLOAD, { requestId: `r${i}` });
+          if (url.searchParams.has("phase")) await going;
+          continued.delete(key);
+        }
+        return new Response("ok");
+      }
+      case "/waits-plain":
+        // n plain commits of the same payload, in the same session.
+        if (!this.waits) break;
+        for (let i = 0; i < n; i++)
+          await this.waits.commit((draft) =>
+            draft.appendEntry("log", { kind: "note", text: JSON.stringify(PAYLOAD) }),
+          );
+        return new Response("ok");
       case "/raw":
         for (const commit of renumber(this.template, from, n)) {
           this.raw(commit);
@@ -129,6 +189,23 @@ export class CommitBench {
         return new Response("ok");
     }
     return new Response("not found", { status: 404 });
+  }
+
+  /** Spawns waits on `k:<name>:<from>`… (n of them), and returns once each waits. */
+  private async spawnWaits(name: string, from: number, n: number): Promise<void> {
+    const session = this.waits as Session;
+    const keys = new Set<string>();
+    for (let i = from; i < from + n; i += 500) {
+      await session.commit((draft) => {
+        for (let j = i; j < Math.min(from + n, i + 500); j++) {
+          draft.spawn("waiter", { key: `k:${name}:${j}` });
+          keys.add(`k:${name}:${j}`);
+        }
+      });
+    }
+    // Each starts waiting in a commit of its own first phase (this session holds even the parked ones).
+    while (session.pending().filter((wait) => keys.has(wait.key)).length < n)
+      await new Promise((resolve) => setTimeout(resolve, 1));
   }
 
   /**
