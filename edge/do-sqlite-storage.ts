@@ -32,7 +32,8 @@ import type {
   StoredSession,
 } from "../src/storage/storage.ts";
 import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "../src/storage/storage.ts";
-import { type Materialization, overlayReader, Tail, TailCache } from "../src/storage/tail.ts";
+import { type Materialization, Tail, TailCache } from "../src/storage/tail.ts";
+import { overlayReader } from "../src/storage/tail-overlay.ts";
 import {
   readItemPage,
   readParkedPage,

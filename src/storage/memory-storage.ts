@@ -31,7 +31,8 @@ import type {
   StoredSession,
 } from "./storage.ts";
 import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";
-import { overlayReader, Tail, TailCache } from "./tail.ts";
+import { Tail, TailCache } from "./tail.ts";
+import { overlayReader } from "./tail-overlay.ts";
 import {
   readItemPage,
   readParkedPage,

@@ -3,18 +3,17 @@
  * (format 4). A commit writes its group's log row and nothing else of its records; every so often the
  * writer *materializes* the tail — the rows those commits leave, each key once (a tool task created and
  * finished in the window is written once, in its final state) — in the transaction of a later commit. Reads
- * see the tail through {@link overlayReader}, so what a reader gets is always stored rows + log tail: the
- * state at the session's version. A new writer materializes the tail it finds when it opens the session.
+ * see the tail through `overlayReader` (`tail-overlay.ts`), so what a reader gets is always stored rows + log
+ * tail: the state at the session's version. A new writer materializes the tail it finds when it opens the
+ * session.
  */
 import type { CommitRecord, SessionMeta } from "../records/schemas.ts";
 import { childRuns } from "./child-runs.ts";
 import { WholeRecords } from "./log-codec.ts";
 import { encodeKey } from "./memory-rows.ts";
 import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
-import { rangeDeletesOfCommit, recordName, rowsOfCommit } from "./rows.ts";
+import { rangeDeletesOfCommit, rowsOfCommit } from "./rows.ts";
 import { incarnationOf } from "./session-row.ts";
-import type { ParkedCursor, StoredRecord } from "./storage.ts";
-import type { SessionRowReader } from "./working-set.ts";
 
 /**
  * A writer materializes its tail once it holds this many commits (the default of `tailCommits`)… */
@@ -43,11 +42,6 @@ export interface Materialization {
  * only once its transaction succeeded.
  */
 export class Tail {
-  private last: Map<Table, Map<string, LastWrite>> | undefined;
-  private below: Map<string, RangeDelete> | undefined;
-  /** The tail this one extends, while its rows may still be reused (see `rows`). */
-  private parent: Tail | undefined;
-
   constructor(
     /** Every commit up to this version has its rows written. */
     readonly through: number,
@@ -69,10 +63,7 @@ export class Tail {
 
   /** The tail with a group's commits added (their log rows took `chars`, and logged whole `wholes`). */
   with(commits: readonly CommitRecord[], chars: number, wholes: WholeRecords): Tail {
-    const next = new Tail(this.through, [...this.commits, ...commits], this.chars + chars, wholes);
-    // Only a tail whose rows were derived is worth keeping for this: never a chain of them.
-    next.parent = this.last ? this : this.parent;
-    return next;
+    return new Tail(this.through, [...this.commits, ...commits], this.chars + chars, wholes);
   }
 
   /** An empty tail: everything through `version` is materialized. */
@@ -116,53 +107,54 @@ export class Tail {
     return { ranges: [...below.values()], rows };
   }
 
-  /** The rows the tail writes, by table and key (each key's last write), and its range deletes by table and id. */
-  rows(): {
+  /**
+   * The rows the tail writes, by table and key (each key's last write), and its range deletes by table and
+   * id: derived from its commits when it is materialized (reads look keys up commit by commit instead: see
+   * `tail-overlay.ts`).
+   */
+  private rows(): {
     last: ReadonlyMap<Table, ReadonlyMap<string, LastWrite>>;
     below: ReadonlyMap<string, RangeDelete>;
   } {
-    if (!this.last || !this.below) {
-      // Derived when first needed (a read, materializing), not per commit: from the rows of the tail this
-      // one extends when those were derived (a writer that reads between commits), else from scratch.
-      const parent = this.parent?.last && this.parent.below ? this.parent : undefined;
-      this.last = new Map([...(parent?.last ?? [])].map(([table, writes]) => [table, new Map(writes)]));
-      this.below = new Map(parent?.below);
-      for (const commit of this.commits.slice(parent?.commits.length ?? 0)) this.absorb(commit);
-    }
-    this.parent = undefined;
-    return { last: this.last, below: this.below as Map<string, RangeDelete> };
+    const last = new Map<Table, Map<string, LastWrite>>();
+    const below = new Map<string, RangeDelete>();
+    for (const commit of this.commits) absorb(commit, last, below);
+    return { last, below };
   }
+}
 
-  private absorb(commit: CommitRecord): void {
-    const last = this.last as Map<Table, Map<string, LastWrite>>;
-    for (const row of rowsOfCommit(commit)) {
-      let writes = last.get(row.table);
-      if (!writes) {
-        writes = new Map();
-        last.set(row.table, writes);
-      }
-      const encoded = encodeKey(row.key);
-      const before = writes.get(encoded);
-      writes.set(encoded, {
-        key: row.key,
-        value: row.value,
-        op: row.op ?? "put",
-        fresh: before ? before.fresh : row.op === "create" || row.fresh === true,
-      });
+/** A commit's rows and range deletes, added to a tail's last writes. */
+function absorb(
+  commit: CommitRecord,
+  last: Map<Table, Map<string, LastWrite>>,
+  below: Map<string, RangeDelete>,
+): void {
+  for (const row of rowsOfCommit(commit)) {
+    let writes = last.get(row.table);
+    if (!writes) {
+      writes = new Map();
+      last.set(row.table, writes);
     }
-    // A baseline (or a deletion) makes a document's earlier rows go, a removed task its child links: those
-    // of this tail included.
-    for (const range of rangeDeletesOfCommit(commit)) {
-      const below = this.below as Map<string, RangeDelete>;
-      const name = rangeName(range.table, range.id);
-      below.set(name, { ...range, below: Math.max(below.get(name)?.below ?? 0, range.below) });
-      const rows = last.get(range.table);
-      if (!rows) continue;
-      for (const [encoded, write] of rows) {
-        if (write.key[0] === range.id && (write.key[1] as number) < range.below) {
-          if (write.fresh) rows.delete(encoded);
-          else rows.set(encoded, { ...write, value: null, op: "delete" });
-        }
+    const encoded = encodeKey(row.key);
+    const before = writes.get(encoded);
+    writes.set(encoded, {
+      key: row.key,
+      value: row.value,
+      op: row.op ?? "put",
+      fresh: before ? before.fresh : row.op === "create" || row.fresh === true,
+    });
+  }
+  // A baseline (or a deletion) makes a document's earlier rows go, a removed task its child links: those
+  // of this tail included.
+  for (const range of rangeDeletesOfCommit(commit)) {
+    const name = rangeName(range.table, range.id);
+    below.set(name, { ...range, below: Math.max(below.get(name)?.below ?? 0, range.below) });
+    const rows = last.get(range.table);
+    if (!rows) continue;
+    for (const [encoded, write] of rows) {
+      if (write.key[0] === range.id && (write.key[1] as number) < range.below) {
+        if (write.fresh) rows.delete(encoded);
+        else rows.set(encoded, { ...write, value: null, op: "delete" });
       }
     }
   }
@@ -228,140 +220,5 @@ export class TailCache {
   }
 }
 
-/**
- * A reader of stored rows as the tail leaves them: each key's last write in the tail wins over the stored row
- * (a delete hides it), a document's rows below its tail baseline are gone, and ranges and pages merge both.
- */
-export function overlayReader(base: SessionRowReader, tail: Tail): SessionRowReader {
-  if (tail.isEmpty) return base;
-  const { last, below } = tail.rows();
-  const writesOf = (table: Table) => last.get(table);
-  /** Whether a stored row is replaced or hidden by the tail. */
-  const shadowed = (table: Table, key: readonly KeyPart[]): boolean => {
-    if (writesOf(table)?.has(encodeKey(key))) return true;
-    if (table !== "documentRows" && table !== "children") return false;
-    const range = below.get(rangeName(table, key[0] as string));
-    return range !== undefined && (key[1] as number) < range.below;
-  };
-  /** The tail's live rows of a table that pass `keep`. */
-  const tailRows = (table: Table, keep: (key: readonly KeyPart[]) => boolean): Row[] => {
-    const rows: Row[] = [];
-    for (const write of writesOf(table)?.values() ?? [])
-      if (write.op !== "delete" && keep(write.key)) rows.push({ key: write.key, value: write.value });
-    return rows;
-  };
-  /** How many more stored rows a limited read must ask for: each tail write may hide one. */
-  const margin = (table: Table) => writesOf(table)?.size ?? 0;
-  const merge = async (
-    table: Table,
-    stored: Promise<StoredRecord[]> | StoredRecord[],
-    keep: (key: readonly KeyPart[]) => boolean,
-    order: (a: readonly KeyPart[], b: readonly KeyPart[]) => number,
-    limit = Number.POSITIVE_INFINITY,
-  ): Promise<StoredRecord[]> => {
-    const rows: Row[] = [];
-    for (const record of await stored) {
-      const key = keyOfRecord(table, record.key);
-      if (!shadowed(table, key)) rows.push({ key, value: record.value });
-    }
-    rows.push(...tailRows(table, keep));
-    rows.sort((a, b) => order(a.key, b.key));
-    return rows.slice(0, limit).map((row) => ({ key: recordName(table, row.key), value: row.value }));
-  };
-  const ascending = (a: readonly KeyPart[], b: readonly KeyPart[]) => compareKeys(a, b);
-  const descending = (a: readonly KeyPart[], b: readonly KeyPart[]) => compareKeys(b, a);
-  return {
-    all: (table) => merge(table, base.all(table), () => true, ascending),
-    range: (table, id, from, to) =>
-      merge(
-        table,
-        base.range(table, id, from, to),
-        (key) => key[0] === id && (key[1] as number) >= from && (key[1] as number) <= to,
-        ascending,
-      ),
-    get: async (table, key) => {
-      const write = writesOf(table)?.get(encodeKey(key));
-      if (write)
-        return write.op === "delete" ? undefined : { key: recordName(table, key), value: write.value };
-      if (shadowed(table, key)) return undefined;
-      return base.get(table, key);
-    },
-    latest: (table, before, limit) =>
-      merge(
-        table,
-        base.latest(table, before, limit + margin(table)),
-        (key) => (key[0] as number) < before,
-        descending,
-        limit,
-      ),
-    parkedBefore: (cursor, limit) =>
-      merge(
-        "parked",
-        base.parkedBefore(cursor, limit + margin("parked")),
-        (key) => !cursor || isKeyBelow(key, cursor),
-        descending,
-        limit,
-      ),
-    earliest: (table, limit) =>
-      merge(table, base.earliest(table, limit + margin(table)), () => true, ascending, limit),
-    count: async (table) => {
-      let count = await base.count(table);
-      for (const write of writesOf(table)?.values() ?? []) {
-        const stored = (await base.get(table, write.key)) !== undefined;
-        if (write.op === "delete" && stored) count--;
-        else if (write.op !== "delete" && !stored) count++;
-      }
-      return count;
-    },
-  };
-}
-
-interface Row {
-  readonly key: readonly KeyPart[];
-  readonly value: unknown;
-}
-
 /** A range delete's name in a tail: its table and id. */
 const rangeName = (table: Table, id: string) => `${table}\u0000${id}`;
-
-/** A stored record's key parts, from its name (`entries/main/3` → `["main", 3]`) and its table's layout. */
-function keyOfRecord(table: Table, name: string): KeyPart[] {
-  const rest = name.slice(table.length + 1);
-  switch (table) {
-    case "items":
-    case "live":
-    case "settled":
-    case "parked":
-    case "deadlines": {
-      const slash = rest.indexOf("/");
-      return [Number(rest.slice(0, slash)), rest.slice(slash + 1)];
-    }
-    case "entries":
-    case "documentRows":
-    case "children": {
-      const slash = rest.lastIndexOf("/");
-      return [rest.slice(0, slash), Number(rest.slice(slash + 1))];
-    }
-    case "changes":
-      return [Number(rest)];
-    default:
-      return [rest];
-  }
-}
-
-/** IndexedDB's key order: numbers before strings, strings by code unit, part by part. */
-export function compareKeys(a: readonly KeyPart[], b: readonly KeyPart[]): number {
-  for (let i = 0; i < Math.min(a.length, b.length); i++) {
-    const x = a[i] as KeyPart;
-    const y = b[i] as KeyPart;
-    if (x === y) continue;
-    if (typeof x !== typeof y) return typeof x === "number" ? -1 : 1;
-    return x < y ? -1 : 1;
-  }
-  return a.length - b.length;
-}
-
-/** Whether an item key `[version, id]` is below a page cursor. */
-function isKeyBelow(key: readonly KeyPart[], cursor: ParkedCursor): boolean {
-  return compareKeys(key, [cursor.version, cursor.id]) < 0;
-}
