@@ -62,21 +62,26 @@ export async function precheckSignal(
   payload: unknown,
   options: SignalOptions,
 ): Promise<SignalReceipt | undefined> {
-  return (await checkSignal(host, key, payload, options)).repeat;
+  const { call, repeat, kept } = await checkSignal(host, key, payload, options);
+  return kept ? repeatOf(kept, call.payload) : repeat;
 }
 
 type SignalCall = ReturnType<typeof checkCall>;
 
-/** The checked call (validated once), and the first outcome when it repeats one. */
+/**
+ * The checked call (validated once), and the first outcome when it repeats a signal taken earlier; or the
+ * early signal the session keeps for its key (answered as its repeat, or the conflict, once the caller knows
+ * it is still kept).
+ */
 async function checkSignal(
   host: Omit<SignalHost, "commit">,
   key: string,
   payload: unknown,
   options: SignalOptions,
-): Promise<{ call: SignalCall; repeat?: SignalReceipt }> {
+): Promise<{ call: SignalCall; repeat?: SignalReceipt; kept?: Signal }> {
   const call = checkCall(host.registry, key, payload, options?.requestId);
-  const held = host.state.signal(call.key);
-  if (held) return { call, repeat: repeatOf(held, call.payload) };
+  const kept = host.state.signal(call.key);
+  if (kept) return { call, kept };
   const awaiter = host.state.awaiter(call.key);
   if (!awaiter) {
     // A repeat of a signal that was taken long ago (it left memory) still gets its first outcome.
@@ -107,7 +112,7 @@ function earlySignalsFull(key: string, max: number): SignalRefusedError {
   );
 }
 
-/** How many times a delivery that raced another for its key is tried (see `deliverSignal`). */
+/** How many times a delivery that raced another's commit for its key is tried (see `deliverSignal`). */
 const RACE_ATTEMPTS = 3;
 
 /**
@@ -121,11 +126,12 @@ export async function deliverSignal(
   payload: unknown,
   options: SignalOptions,
 ): Promise<SignalReceipt> {
-  for (let attempt = 1; ; attempt++) {
-    const { call, repeat } = await checkSignal(host, key, payload, options);
-    if (repeat) {
-      // Of a kept early signal: a drop queued before this call takes it first, and this is a new delivery.
-      if (repeat.signal.consumedBy !== undefined || (await stillKept(host, repeat.signal))) return repeat;
+  for (let races = 0; ; ) {
+    const { call, repeat, kept } = await checkSignal(host, key, payload, options);
+    if (repeat) return repeat;
+    if (kept) {
+      // A drop queued before this call may take the kept signal first: then this is a new delivery.
+      if (await stillKept(host, kept)) return repeatOf(kept, call.payload);
       continue;
     }
     try {
@@ -136,7 +142,7 @@ export async function deliverSignal(
       // by the bound on early signals, or by the store's key index. Either way the stored signal answers it.
       const full = error instanceof SignalRefusedError && error.code === "early-signals-full";
       const taken = full || error instanceof DuplicateKeyError;
-      if ((!raced && !taken) || attempt === RACE_ATTEMPTS) throw error;
+      if ((!raced && !taken) || ++races === RACE_ATTEMPTS) throw error;
       // Commits nothing: resolves once the groups queued before it landed. The next check answers from the
       // signal they stored, or finds the wait open again.
       await host.commit(() => undefined);
@@ -149,8 +155,9 @@ export async function deliverSignal(
 }
 
 /**
- * Whether an early signal a repeat was answered from is still kept once the commits queued before this call
- * are built: a drop of it queued first makes this call a new delivery, not the repeat of a dropped signal.
+ * Whether an early signal the session keeps is still kept once the commits queued before this call are
+ * built: a drop of it queued first makes this call a new delivery, not a repeat of (or a conflict with) a
+ * dropped signal.
  */
 async function stillKept(host: SignalHost, signal: Signal): Promise<boolean> {
   const { value } = await host.commit((draft) => draft.signal(signal.key));

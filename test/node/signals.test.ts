@@ -455,7 +455,7 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     await reopened.session.close();
   });
 
-  it("answers a repeat of a kept early signal after a drop queued before it: as a new delivery, kept", async () => {
+  it("answers a repeat (or another payload) of a kept early signal after a drop queued before it: as a new delivery, kept", async () => {
     const { session } = await open(makeStorage());
     const first = await session.signal("answer:3", { text: "three" }, { requestId: "t3" });
     // The drop is queued first; the repeat comes in the same tick, before the drop's commit has landed.
@@ -474,6 +474,16 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
       signal: { version: receipt.signal.version },
     });
     expect(session.version).toBe(at);
+    // Another payload after a queued drop is no conflict: the dropped signal is gone when it is taken.
+    const droppingAgain = session.dropEarlySignal("answer:3");
+    const other = session.signal("answer:3", { text: "other" }, { requestId: "t4" });
+    expect(await droppingAgain).toMatchObject({ version: receipt.signal.version });
+    expect(await other).toMatchObject({ duplicate: false, signal: { payload: { text: "other" } } });
+    expect(session.earlySignals().map((signal) => signal.requestId)).toEqual(["t4"]);
+    // With no drop before it, another payload is still the conflict.
+    await expect(session.signal("answer:3", { text: "third" }, { requestId: "t5" })).rejects.toMatchObject({
+      code: "signal-conflict",
+    });
     await session.close();
   });
 
