@@ -63,6 +63,8 @@ export class BrowserSessionHost {
   private readonly channel: BroadcastChannel;
   private readonly inbox: InboxRelay;
   private readonly watch: SessionWatch;
+  /** This tab's drops of early signals waiting in the inbox, by key (a signal of the key waits for its drop). */
+  private readonly drops = new Map<string, Promise<unknown>>();
   /** This tab's first `lead()`, once it got the lock. */
   private leading: Promise<void> = new Promise(() => undefined);
   /** Rejects when `close()` is called: a tab that closes before it leads never will. */
@@ -157,6 +159,8 @@ export class BrowserSessionHost {
    * acknowledgement) and resolves once the leader committed it — or rejects if the leader refused it.
    */
   async signal(key: string, payload: Json, options: SignalOptions): Promise<SignalReceipt> {
+    // A drop of the key's early signal this tab queued comes first: a repeat of that signal is then new.
+    await this.drops.get(key)?.catch(() => undefined);
     if (this.role === "leader" && this.current) return this.current.signal(key, payload, options);
     const session = this.current;
     if (!session) throw new SessionNotFoundError(this.options.sessionId);
@@ -178,7 +182,13 @@ export class BrowserSessionHost {
     const kept = session.earlySignals().find((signal) => signal.key === key);
     if (!kept) return undefined;
     const row = inboxDrop(key, kept.version);
-    return this.watch.dropped(kept, { row: inboxRowId(row), queued: this.queue(row) });
+    const dropping = this.watch.dropped(kept, { row: inboxRowId(row), queued: this.queue(row) });
+    this.drops.set(key, dropping);
+    const forget = () => {
+      if (this.drops.get(key) === dropping) this.drops.delete(key);
+    };
+    dropping.then(forget, forget);
+    return dropping;
   }
 
   /** Resolves when the Submission has ended, whichever tab drives it. */

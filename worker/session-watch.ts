@@ -1,8 +1,10 @@
 /**
  * What a tab's callers wait for on a session it may not drive: a Submission the leader creates for an
- * inbox row, a Submission's end, a signal stored. Each resolves from the session this tab has open now,
- * whichever it is after role changes, and rejects if the row it waits for could not be queued or the
- * leader refused it. Whatever a wait listened to is released when it settles.
+ * inbox row, a Submission's end, a signal stored, an early signal dropped. Each resolves from the changes
+ * this tab sees and from the session it has open now, whichever it is after role changes (a change it
+ * cannot see — its copy rebuilt, its subscription cut off — is read from that session's state), and rejects
+ * if the row it waits for could not be queued or the leader refused it. Whatever a wait listened to is
+ * released when it settles.
  */
 import {
   type ChangeListener,
@@ -19,8 +21,8 @@ import type { InboxRelay } from "./inbox-relay.ts";
 /** The tab as its waiters see it. */
 export interface WatchedTab {
   readonly session: Session | undefined;
-  /** Every committed change after `fromVersion`, across role changes. */
-  subscribe(fromVersion: number, listener: ChangeListener): () => void;
+  /** Every committed change after `fromVersion`, across role changes (`onError`: it cannot go on). */
+  subscribe(fromVersion: number, listener: ChangeListener, onError?: (error: Error) => void): () => void;
 }
 
 /** An inbox row this tab is queueing (`inboxRowId`), and the write that queues it. */
@@ -84,9 +86,23 @@ export class SessionWatch {
   dropped(kept: Signal, queued: QueuedRow): Promise<Signal | undefined> {
     const same = (s: { key: string; version: number }) => s.key === kept.key && s.version === kept.version;
     return this.until<Signal | undefined>(queued, (settle) => (change) => {
-      if (change?.droppedSignals?.some(same)) settle({ value: kept });
-      else if (change?.signals?.some((s) => same(s) && s.consumedBy !== undefined))
-        settle({ value: undefined });
+      if (change) {
+        if (change.droppedSignals?.some(same)) settle({ value: kept });
+        else if (change.signals?.some((s) => same(s) && s.consumedBy !== undefined))
+          settle({ value: undefined });
+        return;
+      }
+      // Not seen in a change (reopened, a rebuilt copy, a subscription cut off): what the session holds says
+      // it — its stored signal taken by a wait, or none (dropped).
+      const session = this.tab.session;
+      if (!session || session.earlySignals().some(same)) return;
+      session.checkSignal(kept.key, kept.payload, { requestId: kept.requestId }).then(
+        (stored) => {
+          const taken = stored !== undefined && same(stored.signal) && stored.signal.consumedBy !== undefined;
+          settle({ value: taken ? undefined : kept });
+        },
+        () => settle({ value: kept }),
+      );
     });
   }
 
@@ -125,7 +141,13 @@ export class SessionWatch {
       const reopened = () => check();
       this.observers.add(reopened);
       stops.push(() => this.observers.delete(reopened));
-      stops.push(this.tab.subscribe(this.tab.session?.version ?? 0, (change) => check(change)));
+      stops.push(
+        this.tab.subscribe(
+          this.tab.session?.version ?? 0,
+          (change) => check(change),
+          () => check(),
+        ),
+      );
       if (queued) {
         stops.push(this.inbox.onRefused(queued.row, (error) => settle({ error })));
         queued.queued.catch((error: unknown) => settle({ error }));

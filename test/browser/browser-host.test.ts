@@ -243,6 +243,15 @@ describe("browser host: one writer across tabs", () => {
       result: { signals: { "go:2": { step: 2 } } },
     });
     expect(a.session?.earlySignals()).toEqual([]);
+    // A repeat this tab sends after queueing a drop of that same signal comes after the drop: a new signal.
+    const three = await b.signal("go:3", { step: 3 }, { requestId: "s3" });
+    const dropping = b.dropEarlySignal("go:3");
+    const again = b.signal("go:3", { step: 3 }, { requestId: "s3" });
+    expect(await dropping).toMatchObject({ version: three.signal.version });
+    const anew = await again;
+    expect(anew.duplicate).toBe(false);
+    expect(anew.signal.version).toBeGreaterThan(three.signal.version);
+    expect(a.session?.earlySignals().map((signal) => signal.version)).toEqual([anew.signal.version]);
     await b.close();
     await a.close();
   });
