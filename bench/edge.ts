@@ -255,10 +255,23 @@ export async function edgeSignalBench(): Promise<{
     const spawned = { rt: 100, small: 100 };
     for (let round = 0; round < SIGNAL_ROUNDS.warm + SIGNAL_ROUNDS.measured; round++) {
       const measured = round >= SIGNAL_ROUNDS.warm;
-      const signal = await per("rt", `/waits-signal?n=${SIGNALS}&from=${next.rt}&name=rt&phase`);
-      const plain = await per("rt", `/waits-plain?n=${SIGNALS}`);
-      const small = await per("small", `/waits-signal?n=${SIGNALS}&from=${next.small}&name=small`);
-      const big = await per("big", `/waits-signal?n=${SIGNALS}&from=${next.big}&name=big`);
+      // Which side of each pair goes first alternates, so neither pays for what the other left (garbage).
+      const pair = async (a: () => Promise<number>, b: () => Promise<number>) => {
+        if (round % 2 === 0) {
+          const first = await a();
+          return [first, await b()] as const;
+        }
+        const second = await b();
+        return [await a(), second] as const;
+      };
+      const [signal, plain] = await pair(
+        () => per("rt", `/waits-signal?n=${SIGNALS}&from=${next.rt}&name=rt&phase`),
+        () => per("rt", `/waits-plain?n=${SIGNALS}`),
+      );
+      const [small, big] = await pair(
+        () => per("small", `/waits-signal?n=${SIGNALS}&from=${next.small}&name=small`),
+        () => per("big", `/waits-signal?n=${SIGNALS}&from=${next.big}&name=big`),
+      );
       if (measured) {
         samples.signal.push(signal);
         samples.plain.push(plain);

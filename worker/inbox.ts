@@ -1,7 +1,8 @@
 /**
  * The durable inbox: a follower tab's input is written here (one IndexedDB transaction, strict durability)
  * before the follower acknowledges it; the leader accepts inbox rows — Submissions and signals, both
- * idempotent by requestId — and only then deletes them, so nothing is lost if either tab dies in between.
+ * idempotent by requestId, and drops of early signals — and only then deletes them, so nothing is lost if
+ * either tab dies in between.
  */
 import { type IDBPDatabase, openDB } from "idb";
 import type { Json, LocalInput, Session, SubmitInput } from "../src/index.ts";
@@ -21,8 +22,9 @@ export interface InboxSignal {
 export type InboxCancelled = SubmitInput & { readonly cancelled: string };
 
 /**
- * An early signal to drop (the devtools of a local session ask for it): the one the leader keeps for `key`
- * when it is still the one accepted at `version` (a newer signal of the key is left alone).
+ * An early signal to drop (a follower tab's `dropEarlySignal`, the devtools of a local session, a rebuilt
+ * copy's drop given again): the one the leader keeps for `key` when it is still the one accepted at
+ * `version` (a newer signal of the key is left alone).
  */
 export interface InboxDrop {
   readonly drop: { readonly key: string; readonly version: number };

@@ -33,8 +33,9 @@ export interface FollowRemoteOptions {
   readonly onError?: (error: Error) => void;
   /**
    * This copy holds commits the other host never received and has written past (a tab closed mid-run,
-   * taken over): `rebase` (default) keeps the Submissions and signals of those commits (`onRebased`: give
-   * them again once leading), discards the copy and copies the other host's history; `refuse` stops.
+   * taken over): `rebase` (default) keeps the Submissions, signals and early-signal drops of those commits
+   * (`onRebased`: give them again once leading), discards the copy and copies the other host's history;
+   * `refuse` stops.
    */
   readonly onDiverged?: "rebase" | "refuse";
   /**

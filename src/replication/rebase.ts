@@ -2,9 +2,10 @@
  * A copy that diverged from its other host (DESIGN §6): this tab wrote commits the other host never
  * received, and the other host has since written past them under a newer owner — a tab closed or cut off
  * mid-run, taken over by its edge. Those commits were never acknowledged, so no unsafe effect started from
- * them (effects wait for the other host); what they may hold that a person gave is the inputs: Submissions
- * and signals. Rebasing keeps those, discards the copy, copies the other host's history and then submits
- * and signals them again (idempotent by requestId), in their order.
+ * them (effects wait for the other host); what they may hold that a person gave is the inputs: Submissions,
+ * signals and drops of early signals. Rebasing keeps those, discards the copy, copies the other host's
+ * history and then gives them again (idempotent: by requestId, a drop by the version that accepted its
+ * signal), in their order.
  */
 import { ReplicationDivergedError } from "../errors.ts";
 import type { CommitRecord, Json, Submission } from "../records/schemas.ts";

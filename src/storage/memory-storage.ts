@@ -15,7 +15,7 @@ import {
   planGroup,
   tailFromLog,
 } from "./group-plan.ts";
-import { firstVersionOf } from "./log-head.ts";
+import { firstVersionOf, logStartOf } from "./log-head.ts";
 import { changesAfter } from "./log-rows.ts";
 import { emptyTables, entryRange, type Rows, sortedRange, tablesReader } from "./memory-rows.ts";
 import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
@@ -194,7 +194,7 @@ export class MemoryStorage implements Storage {
     const changes = rows.tables.changes;
     const first = changes.earliest(1)[0];
     if (!first) return 0;
-    const through = pruneThroughSync((v) => rawNumber(this.logRowFrom(rows, v)?.value, "logStart"), {
+    const through = pruneThroughSync((v) => logStartOf(this.logRowFrom(rows, v)?.value), {
       oldest: firstVersionOf(first.value, first.key[0] as number),
       newest: prune.newest,
       logEnd,

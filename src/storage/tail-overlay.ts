@@ -1,7 +1,7 @@
 /**
  * Reads through a log tail (see `tail.ts`): stored rows + the rows the tail's commits leave. Each commit's
- * rows are indexed once, when a read first needs them, and kept with the commit: one key is looked up commit
- * by commit, newest first, and a table a read scans is merged once for that read. A read after each commit
+ * rows are indexed once, by the first reader made over a tail that holds it, and kept with the commit: one
+ * key is looked up commit by commit, newest first, and a table a read scans is merged once for that read. A read after each commit
  * so costs the same however long the tail is, where deriving every row of the tail for each new tail copied
  * them all.
  */
@@ -43,7 +43,8 @@ function rowsOf(commit: CommitRecord): CommitRows {
   return rows;
 }
 
-const covers = (range: RangeDelete, table: Table, key: readonly KeyPart[]) =>
+/** Whether a range delete removes the row of `table` at `key`. */
+export const covers = (range: RangeDelete, table: Table, key: readonly KeyPart[]) =>
   range.table === table && range.id === key[0] && (key[1] as number) < range.below;
 
 const hidden = (table: Table, key: readonly KeyPart[]): RowWrite => ({

@@ -14,6 +14,7 @@ import { encodeKey } from "./memory-rows.ts";
 import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
 import { rangeDeletesOfCommit, rowsOfCommit } from "./rows.ts";
 import { incarnationOf } from "./session-row.ts";
+import { covers } from "./tail-overlay.ts";
 
 /**
  * A writer materializes its tail once it holds this many commits (the default of `tailCommits`)… */
@@ -152,7 +153,7 @@ function absorb(
     const rows = last.get(range.table);
     if (!rows) continue;
     for (const [encoded, write] of rows) {
-      if (write.key[0] === range.id && (write.key[1] as number) < range.below) {
+      if (covers(range, range.table, write.key)) {
         if (write.fresh) rows.delete(encoded);
         else rows.set(encoded, { ...write, value: null, op: "delete" });
       }
