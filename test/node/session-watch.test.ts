@@ -70,7 +70,7 @@ describe("a follower's drop of an early signal", () => {
     const dropped = deaf.dropped(three, queued(3));
     const taken = deaf.dropped(four, queued(4));
     let told = false;
-    dropped.then(() => {
+    void dropped.then(() => {
       told = true;
     });
     await session.dropEarlySignal("go:3");
