@@ -210,7 +210,7 @@ export async function edgeToolCallBench(): Promise<{
 
 /** Signals per measured request of {@link edgeSignalBench}, and its rounds (the first ones warm V8 up). */
 const SIGNALS = 20;
-const SIGNAL_ROUNDS = { warm: 100, measured: 30 };
+const SIGNAL_ROUNDS = { warm: 250, measured: 30 };
 
 /**
  * The signal benchmarks of bench/signals.ts in Durable Objects (each session in its own object, as in
@@ -221,8 +221,9 @@ const SIGNAL_ROUNDS = { warm: 100, measured: 30 };
  * - waiting: `signal()` in a session of 10,000 waits reopened (its keys of parked waits: read back by key)
  *   vs one of 100 live waits.
  * A signalled task's next phase then holds (it commits nothing), and each round spawns new waits, untimed,
- * where it signalled some. The first {@link SIGNAL_ROUNDS}.warm rounds (some 16,000 commits) are not measured:
- * workerd's V8 optimizes the kernel only after that many (see `edge/commit`).
+ * where it signalled some. The first {@link SIGNAL_ROUNDS}.warm rounds (some 40,000 commits) are not measured:
+ * workerd's V8 optimizes the kernel only after 12,000–20,000 commits (see `edge/commit`), and with 100 rounds
+ * of warm-up the round trip read anywhere from 1.16 to 1.70 between runs (1.02–1.23 with 250).
  */
 export async function edgeSignalBench(): Promise<{
   roundtrip: { ours: number; floor: number };

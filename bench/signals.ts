@@ -20,27 +20,36 @@ import {
 } from "../src/index.ts";
 import { median } from "./workload.ts";
 
-const PAYLOAD = { decision: "approved", note: "x".repeat(200) };
+/** What every signal benchmark sends (about 230 bytes of JSON). */
+export const PAYLOAD = { decision: "approved", note: "x".repeat(200) };
 const started = new Map<string, () => void>();
 
-const waiter = defineTask({
-  kind: "waiter",
-  version: 1,
-  input: z.object({ key: z.string() }),
-  phases: {
-    ask: (ctx) => ctx.waitFor(ctx.input.key, { next: "go" }),
-    go: (ctx) => {
-      started.get(ctx.input.key)?.();
-      return ctx.complete(null);
+/**
+ * The registry of the signal benchmarks: `waiter` awaits its input's key (`k:*`, PAYLOAD's shape) and calls
+ * `continued(key)` as its next phase starts; that phase then ends the task, or with `hold` never ends (it
+ * commits nothing, as where time is taken around whole requests: bench/edge/bench-worker.ts).
+ */
+export function signalRegistry(continued: (key: string) => void, hold = false) {
+  const waiter = defineTask({
+    kind: "waiter",
+    version: 1,
+    input: z.object({ key: z.string() }),
+    phases: {
+      ask: (ctx) => ctx.waitFor(ctx.input.key, { next: "go" }),
+      go: async (ctx) => {
+        continued(ctx.input.key);
+        if (hold) await new Promise<void>(() => undefined);
+        return ctx.complete(null);
+      },
     },
-  },
-});
-
-const registry = () =>
-  createRegistry({
+  });
+  return createRegistry({
     tasks: [waiter],
     signals: [defineSignal({ key: "k:*", schema: z.object({ decision: z.string(), note: z.string() }) })],
   });
+}
+
+const registry = () => signalRegistry((key) => started.get(key)?.());
 
 let databases = 0;
 const freshStorage = () => {

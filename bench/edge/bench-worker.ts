@@ -18,8 +18,6 @@ import {
   type CommitRecord,
   createAgent,
   createRegistry,
-  defineSignal,
-  defineTask,
   defineTool,
   openSession,
   type Session,
@@ -29,6 +27,7 @@ import {
 import { pruneChangesThrough } from "../../src/storage/change-log.ts";
 import { documentRowsObsoleteBelow } from "../../src/storage/rows.ts";
 import { DEFAULT_RETAIN_CHANGES } from "../../src/storage/storage.ts";
+import { PAYLOAD, signalRegistry } from "../signals.ts";
 import { rawWrites, runWorkload, type WriteCounter } from "../tool-call.ts";
 import { benchRegistry, commitStep, floorRowsOf, renumber } from "../workload.ts";
 
@@ -41,27 +40,9 @@ interface Env {
   readonly API_TOKEN: string;
 }
 
-/** The payload of the signal benchmarks (as bench/signals.ts sends it). */
-const PAYLOAD = { decision: "approved", note: "x".repeat(200) };
 /** Each key's wait continuing: resolved as its next phase starts (that phase then holds: it commits nothing). */
 const continued = new Map<string, () => void>();
-const waiter = defineTask({
-  kind: "waiter",
-  version: 1,
-  input: z.object({ key: z.string() }),
-  phases: {
-    ask: (ctx) => ctx.waitFor(ctx.input.key, { next: "go" }),
-    go: async (ctx) => {
-      continued.get(ctx.input.key)?.();
-      await new Promise<void>(() => undefined);
-      return ctx.complete(null);
-    },
-  },
-});
-const signalRegistry = createRegistry({
-  tasks: [waiter],
-  signals: [defineSignal({ key: "k:*", schema: z.object({ decision: z.string(), note: z.string() }) })],
-});
+const waitsRegistry = signalRegistry((key) => continued.get(key)?.(), true);
 
 export class CommitBench {
   private readonly storage: DurableObjectSqliteStorage;
@@ -149,12 +130,12 @@ export class CommitBench {
       }
       case "/waits-setup":
         // A session of n waits (past `liveWaits`, 100, they are parked: left in storage).
-        this.waits = await openSession({ id: "waits", storage: this.storage, registry: signalRegistry });
+        this.waits = await openSession({ id: "waits", storage: this.storage, registry: waitsRegistry });
         await this.waits.resume();
         await this.spawnWaits(url.searchParams.get("name") ?? "", 0, n);
         // Opened again, as after an eviction: the parked waits stay in storage (the live ones are loaded).
         await this.waits.close();
-        this.waits = await openSession({ id: "waits", storage: this.storage, registry: signalRegistry });
+        this.waits = await openSession({ id: "waits", storage: this.storage, registry: waitsRegistry });
         await this.waits.resume();
         return Response.json({ live: this.waits.pending().length, parked: this.waits.parkedInStorage });
       case "/waits-spawn":

@@ -667,6 +667,26 @@ describe("linked session: a tab leads, the edge follows", () => {
 });
 
 describe("rebasing a diverged copy", () => {
+  /** Rebuilds the session "lost" of `storage`, at `version`, from `remote` (nothing, by default). */
+  const rebaseLost = (
+    storage: ReturnType<typeof memoryStorage>,
+    version: number,
+    remote: { changes(after: number): Promise<{ changes: unknown[]; oldestRetained: number }> } = {
+      changes: async () => ({ changes: [], oldestRetained: 1 }),
+    },
+    common = 0,
+  ) =>
+    rebaseDiverged(
+      storage,
+      remote,
+      "lost",
+      version,
+      undefined,
+      new ReplicationDivergedError("diverged", common),
+      undefined,
+      () => storage.open("lost", { mode: "write", at: 0, entryTail: 0, settled: 0, epoch: 0 }),
+    );
+
   it("keeps a Submission's cancel, not one of a task below its root (a child cancelled alone)", async () => {
     const storage = memoryStorage();
     const registry = createRegistry({ ...createAgent({ model: scriptedModel([{ text: "ok" }]) }) });
@@ -688,19 +708,7 @@ describe("rebasing a diverged copy", () => {
     });
     await session.close();
     // The other host never got any of it: the whole copy is given again.
-    const remote = { changes: async () => ({ changes: [], oldestRetained: 1 }) };
-    const diverged = new ReplicationDivergedError("diverged", 0);
-    const create = () => storage.open("lost", { mode: "write", at: 0, entryTail: 0, settled: 0, epoch: 0 });
-    const { inputs } = await rebaseDiverged(
-      storage,
-      remote,
-      "lost",
-      3,
-      undefined,
-      diverged,
-      undefined,
-      create,
-    );
+    const { inputs } = await rebaseLost(storage, 3);
     expect(inputs.map((i) => (i.kind === "submit" ? [i.input.requestId, i.cancelled] : []))).toEqual([
       ["kept", undefined],
       ["dropped", "cancelled by request"],
@@ -720,19 +728,7 @@ describe("rebasing a diverged copy", () => {
     await session.dropEarlySignal("answer:2");
     const version = session.version;
     await session.close();
-    const remote = { changes: async () => ({ changes: [], oldestRetained: 1 }) };
-    const create = () => storage.open("lost", { mode: "write", at: 0, entryTail: 0, settled: 0, epoch: 0 });
-    const diverged = new ReplicationDivergedError("diverged", 0);
-    const { inputs } = await rebaseDiverged(
-      storage,
-      remote,
-      "lost",
-      version,
-      undefined,
-      diverged,
-      undefined,
-      create,
-    );
+    const { inputs } = await rebaseLost(storage, version);
     expect(inputs).toEqual([
       { kind: "signal", key: "answer:1", payload: { text: "new" }, requestId: "r-new" },
     ]);
@@ -759,18 +755,7 @@ describe("rebasing a diverged copy", () => {
         oldestRetained: 1,
       }),
     };
-    const create = () => storage.open("lost", { mode: "write", at: 0, entryTail: 0, settled: 0, epoch: 0 });
-    const diverged = new ReplicationDivergedError("diverged", common);
-    const { inputs } = await rebaseDiverged(
-      storage,
-      remote,
-      "lost",
-      version,
-      undefined,
-      diverged,
-      undefined,
-      create,
-    );
+    const { inputs } = await rebaseLost(storage, version, remote, common);
     expect(inputs).toEqual([
       { kind: "drop", key: "answer:1", version: shared.signal.version },
       { kind: "signal", key: "answer:1", payload: { text: "after" }, requestId: "r-after" },
