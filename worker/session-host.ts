@@ -161,6 +161,7 @@ export class BrowserSessionHost {
   async signal(key: string, payload: Json, options: SignalOptions): Promise<SignalReceipt> {
     // A drop of the key's early signal this tab queued comes first: a repeat of that signal is then new.
     await this.drops.get(key)?.catch(() => undefined);
+    if (this.isClosed) throw new SessionClosedError(this.options.sessionId);
     if (this.role === "leader" && this.current) return this.current.signal(key, payload, options);
     const session = this.current;
     if (!session) throw new SessionNotFoundError(this.options.sessionId);

@@ -93,15 +93,16 @@ export class SessionWatch {
         return;
       }
       // Not seen in a change (reopened, a rebuilt copy, a subscription cut off): what the session holds says
-      // it — its stored signal taken by a wait, or none (dropped).
+      // it — its stored signal taken by a wait, or none (dropped). A failed read says nothing: the next
+      // change or reopen asks again.
       const session = this.tab.session;
       if (!session || session.earlySignals().some(same)) return;
-      session.checkSignal(kept.key, kept.payload, { requestId: kept.requestId }).then(
+      session.readSignal(kept.key).then(
         (stored) => {
-          const taken = stored !== undefined && same(stored.signal) && stored.signal.consumedBy !== undefined;
+          const taken = stored !== undefined && same(stored) && stored.consumedBy !== undefined;
           settle({ value: taken ? undefined : kept });
         },
-        () => settle({ value: kept }),
+        () => undefined,
       );
     });
   }

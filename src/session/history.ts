@@ -2,8 +2,14 @@
  * Reads of what a session holds in storage beyond memory: older entries, the change log, and settled work
  * that left the working set (DESIGN §9) — by id, by requestId, and by page. Memory answers first.
  */
-import type { CommitRecord, Entry, Submission, Task } from "../records/schemas.ts";
-import { CommitRecordSchema, EntrySchema, SubmissionSchema, TaskSchema } from "../records/schemas.ts";
+import type { CommitRecord, Entry, Signal, Submission, Task } from "../records/schemas.ts";
+import {
+  CommitRecordSchema,
+  EntrySchema,
+  SignalSchema,
+  SubmissionSchema,
+  TaskSchema,
+} from "../records/schemas.ts";
 import { validateRecord } from "../records/validate.ts";
 import type { Storage, StoredRecord } from "../storage/storage.ts";
 import type { SessionState } from "./state.ts";
@@ -94,6 +100,14 @@ export class SessionHistory {
     if (held) return held;
     const row = await this.storage.readTask(this.state.id, taskId);
     return row && validateRecord(TaskSchema, row.value, row.key);
+  }
+
+  /** The signal stored for `key`: a kept early one from memory, else its row (a taken one left memory). */
+  async readSignal(key: string): Promise<Signal | undefined> {
+    const kept = this.state.signal(key);
+    if (kept) return kept;
+    const row = await this.storage.readSignal(this.state.id, key);
+    return row && validateRecord(SignalSchema, row.value, row.key);
   }
 
   /** Every task of the tree under `rootId`, read from storage (the root first, then level by level). */

@@ -83,6 +83,14 @@ export class SessionReads {
   }
 
   /**
+   * The signal stored for `key` as it is now — kept early (no wait has taken it), or taken (`consumedBy`) —
+   * or undefined when the key has none (never sent, or dropped). Does not check a payload: `checkSignal` does.
+   */
+  readSignal(key: string): Promise<Signal | undefined> {
+    return this.history.readSignal(key);
+  }
+
+  /**
    * The signals no wait has taken yet (they came before their wait), oldest first: each is taken when a wait
    * for its key begins, dropped when its definition's `keepEarlyMs` runs out, or by `dropEarlySignal`.
    * At most `maxEarlySignals` are kept, all in memory.

@@ -82,4 +82,37 @@ describe("a follower's drop of an early signal", () => {
     expect(await taken).toBeUndefined();
     await session.close();
   });
+
+  it("reads an unseen outcome the same under a newer app version, and when its subscription is cut off", async () => {
+    const storage = memoryStorage();
+    const leader = await openSession({ id: "mixed", storage, registry });
+    await leader.resume();
+    const kept = (await leader.signal("go:5", { step: 5 }, { requestId: "s5" })).signal;
+    // The follower runs a newer app: its schema reads a payload with a field the leader's lacks.
+    const newer = createRegistry({
+      tasks: [taker],
+      signals: [
+        defineSignal({ key: "go:*", schema: z.object({ step: z.number(), note: z.string().default("") }) }),
+      ],
+    });
+    const follow = () => openSession({ id: "mixed", storage, registry: newer, mode: "read" });
+    let cut: ((error: Error) => void) | undefined;
+    const view = {
+      session: await follow(),
+      subscribe: (_from: number, _listener: ChangeListener, onError?: (error: Error) => void) => {
+        cut = onError;
+        return () => undefined;
+      },
+    };
+    const relay = new InboxRelay("mixed", `mixed-${Math.random()}`, () => undefined);
+    const watch = new SessionWatch(view, relay);
+    const dropping = watch.dropped(kept, { row: "drop-5", queued: Promise.resolve() });
+    await leader.spawn("taker", { key: "go:5" });
+    await leader.whenIdle();
+    // Its subscription is cut off (history pruned, say) and it opens the session again: a wait took it.
+    view.session = await follow();
+    cut?.(new Error("cut off"));
+    expect(await dropping).toBeUndefined();
+    await leader.close();
+  });
 });
