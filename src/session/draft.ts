@@ -247,7 +247,7 @@ export class KernelDraft implements StateReader {
 
   /**
    * The signals this draft stores (new, or taken by a wait: the task machine, `tasks/awaiting.ts`) and the
-   * early ones it drops (`signals/drop.ts`). Kernel only.
+   * early ones it drops (`signals/expiry.ts`). Kernel only.
    */
   get signalWrites(): SignalLayer {
     this.signals ??= new SignalLayer(this.base);

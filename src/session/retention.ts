@@ -65,17 +65,19 @@ export function checkRetention(options: {
   readonly liveWaits?: number;
   readonly maxEarlySignals?: number;
 }): void {
+  // The last two may be `Infinity`: never park a wait, keep every early signal.
   const counts = [
-    ["retention.keepSettled", options.retention?.keepSettled],
-    ["retainSettled", options.retainSettled],
-    ["liveWaits", options.liveWaits],
-    ["maxEarlySignals", options.maxEarlySignals],
+    ["retention.keepSettled", options.retention?.keepSettled, false],
+    ["retainSettled", options.retainSettled, false],
+    ["liveWaits", options.liveWaits, true],
+    ["maxEarlySignals", options.maxEarlySignals, true],
   ] as const;
-  // These two may be `Infinity`: never park a wait, keep every early signal.
-  const unbounded = (path: string, value: number) =>
-    value === Infinity && (path === "liveWaits" || path === "maxEarlySignals");
-  for (const [path, value] of counts)
-    if (value !== undefined && !(Number.isSafeInteger(value) && value >= 0) && !unbounded(path, value))
+  for (const [path, value, unbounded] of counts)
+    if (
+      value !== undefined &&
+      !(Number.isSafeInteger(value) && value >= 0) &&
+      !(unbounded && value === Infinity)
+    )
       throw new InvalidArgumentError(`${path} must be a non-negative integer, not ${String(value)}`, [
         { path, message: "must be a non-negative integer" },
       ]);

@@ -14,7 +14,6 @@ import {
   type SignalHost,
   type SignalOptions,
   type SignalReceipt,
-  signalHost,
 } from "../signals/deliver.ts";
 import { dropEarlySignal } from "../signals/expiry.ts";
 import type { Storage } from "../storage/storage.ts";
@@ -66,13 +65,13 @@ export class Session extends SessionReads {
     const clock = options.clock ?? systemClock;
     const timers = options.timers ?? systemTimers;
     this.ids = options.ids ?? randomIds;
-    this.signalHost = signalHost(
+    this.signalHost = {
       state,
       registry,
-      storage,
-      (build) => this.pipeline.commit(build),
-      options.maxEarlySignals ?? DEFAULT_EARLY_SIGNALS,
-    );
+      commit: (build) => this.pipeline.commit(build),
+      readSignal: (key) => this.readSignal(key),
+      maxEarlySignals: options.maxEarlySignals ?? DEFAULT_EARLY_SIGNALS,
+    };
     registerKernelCommit(this, (build, commitOptions) => this.kernelCommit(build, commitOptions));
     this.pipeline = new CommitPipeline({
       sessionId: state.id,

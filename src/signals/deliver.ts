@@ -9,12 +9,11 @@ import { DuplicateKeyError, InvalidArgumentError, SignalRefusedError } from "../
 import { findNonJson, frozenCopy, isWellFormedText, jsonEqual, utf8Length } from "../records/json.ts";
 import { SignalKey } from "../records/primitives.ts";
 import type { Json, Signal, Task } from "../records/schemas.ts";
-import { JsonSchema, SignalSchema, TextSchema } from "../records/schemas.ts";
-import { describeIssues, summarizeIssues, validateRecord } from "../records/validate.ts";
+import { JsonSchema, TextSchema } from "../records/schemas.ts";
+import { describeIssues, summarizeIssues } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
 import type { KernelCommit } from "../session/commit-pipeline.ts";
 import type { StateReader } from "../session/state.ts";
-import type { Storage, StoredRecord } from "../storage/storage.ts";
 import { dispatch } from "../tasks/machine.ts";
 import { isInternalKey } from "./define-signal.ts";
 
@@ -40,8 +39,8 @@ export interface SignalHost {
   readonly state: StateReader;
   readonly registry: Registry;
   commit<T>(build: KernelCommit<T>): Promise<{ value: T; version: number }>;
-  /** The stored signal of a key (consumed ones leave memory). */
-  readSignal(key: string): Promise<StoredRecord | undefined>;
+  /** The key's stored signal, kept or taken (taken ones leave memory: read from storage, validated). */
+  readSignal(key: string): Promise<Signal | undefined>;
   /** How many signals no wait has taken the session keeps (`maxEarlySignals`). */
   readonly maxEarlySignals: number;
 }
@@ -85,9 +84,8 @@ async function checkSignal(
   const awaiter = host.state.awaiter(call.key);
   if (!awaiter) {
     // A repeat of a signal that was taken long ago (it left memory) still gets its first outcome.
-    const row = await host.readSignal(call.key);
-    if (row)
-      return { call, repeat: repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload) };
+    const stored = await host.readSignal(call.key);
+    if (stored) return { call, repeat: repeatOf(stored, call.payload) };
     if (!isEarlyAllowed(host.registry, call.key)) throw notAwaited(call.key);
   }
   if (awaiter) checkForAwaiter(host.registry, awaiter, call.key, call.payload);
@@ -147,8 +145,8 @@ export async function deliverSignal(
       // signal they stored, or finds the wait open again.
       await host.commit(() => undefined);
       if (raced) continue;
-      const row = await host.readSignal(call.key);
-      if (row) return repeatOf(validateRecord(SignalSchema, row.value, row.key), call.payload);
+      const stored = await host.readSignal(call.key);
+      if (stored) return repeatOf(stored, call.payload);
       if (full) throw error; // no signal for the key: truly one too many
     }
   }
@@ -204,23 +202,6 @@ export function receiptFor(
   // This call's own signal, as the leader stored it (its app version may read the payload differently).
   if (stored.requestId === options.requestId) return receipt(stored, false);
   return repeatOf(stored, checkCall(registry, stored.key, payload, options.requestId).payload);
-}
-
-/** The signal host of a session: its state and registry, its pipeline's commit, and its store's signal rows. */
-export function signalHost(
-  state: StateReader & { readonly id: string },
-  registry: Registry,
-  storage: Storage,
-  commit: SignalHost["commit"],
-  maxEarlySignals: number,
-): SignalHost {
-  return {
-    state,
-    registry,
-    commit,
-    readSignal: (key) => storage.readSignal(state.id, key),
-    maxEarlySignals,
-  };
 }
 
 function checkCall(registry: Registry, key: unknown, payload: unknown, requestId: unknown) {

@@ -160,7 +160,8 @@ export function rowsOfCommit(commit: CommitRecord): RowWrite[] {
     rows.push({ table: "items", key: [commit.version, id], value: item, fresh: true });
     rows.push({ table: finished ? "settled" : "live", key: [commit.version, id], value: item, fresh: true });
   }
-  // A dropped early signal's row was deleted with its commit (see `createRowsOf`); its index row goes here.
+  // A dropped early signal's row is deleted with its commit (`createRowsOf`); its delete is here too, so a
+  // read through the log's tail does not find the row a create of the same tail wrote. Its index row goes.
   for (const { key } of commit.droppedSignals ?? []) {
     rows.push({ table: "signals", key: [key], value: null, op: "delete" });
     rows.push({ table: "earlySignals", key: [key], value: null, op: "delete" });

@@ -156,9 +156,9 @@ export function overlayReader(base: SessionRowReader, tail: TailCommits): Sessio
       ),
     get: async (table, key) => {
       const write = rows.write(table, key);
+      // A key a range delete hid reads as a delete too.
       if (write)
         return write.op === "delete" ? undefined : { key: recordName(table, key), value: write.value };
-      if (rows.hides(table, key)) return undefined;
       return base.get(table, key);
     },
     latest: (table, before, limit) =>

@@ -107,6 +107,20 @@ function cancelOnce(
   return () => asked;
 }
 
+type Precheck = () => Promise<string | undefined>;
+
+/** A tool of no arguments; its `precheck`, if any, runs when the call's turn comes. */
+function bareTool(name: string, replay: "safe" | "unsafe", execute: () => Json, precheck?: Precheck) {
+  return defineTool({
+    name,
+    description: name,
+    input: z.object({}),
+    replay,
+    ...(precheck && { precheck }),
+    execute,
+  });
+}
+
 async function openWith(
   agent: ReturnType<typeof createAgent>,
   tasks: Parameters<Registry["registerTask"]>[0][] = [],
@@ -536,18 +550,16 @@ describe("a cancelled tool call's answer", () => {
 
   it("a turn that fails with calls still queued answers them not-run with its error; the next turn reads that", async () => {
     const ran: string[] = [];
-    const tool = (name: string, precheck?: () => Promise<string | undefined>) =>
-      defineTool({
+    const tool = (name: string, precheck?: Precheck) =>
+      bareTool(
         name,
-        description: name,
-        input: z.object({}),
-        replay: "unsafe",
-        ...(precheck && { precheck }),
-        execute: () => {
+        "unsafe",
+        () => {
           ran.push(name);
           return { ok: true };
         },
-      });
+        precheck,
+      );
     // Its precheck runs when its turn comes, after "first" ran: the app's balance service is down.
     const second = tool("second", async () => {
       throw new Error("balance service unavailable");
@@ -598,15 +610,7 @@ describe("a cancelled tool call's answer", () => {
   it("a failed turn's answers carry its error cut to 500 characters, never inside a surrogate pair", async () => {
     // 499 characters, then an emoji across the cut (a surrogate pair), then more.
     const message = `${"x".repeat(499)}😀${"y".repeat(300)}`;
-    const tool = (name: string, precheck?: () => Promise<string | undefined>) =>
-      defineTool({
-        name,
-        description: name,
-        input: z.object({}),
-        replay: "safe",
-        ...(precheck && { precheck }),
-        execute: () => ({}),
-      });
+    const tool = (name: string, precheck?: Precheck) => bareTool(name, "safe", () => ({}), precheck);
     const failing = tool("second", async () => {
       throw new Error(message);
     });

@@ -667,6 +667,10 @@ describe("linked session: a tab leads, the edge follows", () => {
 });
 
 describe("rebasing a diverged copy", () => {
+  /** Signals of `answer:*` keys, kept when they come before their wait. */
+  const answers = createRegistry({
+    signals: [defineSignal({ key: "answer:*", schema: z.object({ text: z.string() }) })],
+  });
   /** Rebuilds the session "lost" of `storage`, at `version`, from `remote` (nothing, by default). */
   const rebaseLost = (
     storage: ReturnType<typeof memoryStorage>,
@@ -717,10 +721,7 @@ describe("rebasing a diverged copy", () => {
 
   it("gives a signal sent again after a drop, never the dropped one; one dropped for good is not given", async () => {
     const storage = memoryStorage();
-    const registry = createRegistry({
-      signals: [defineSignal({ key: "answer:*", schema: z.object({ text: z.string() }) })],
-    });
-    const session = await openSession({ id: "lost", storage, registry, ids: sequentialIds() });
+    const session = await openSession({ id: "lost", storage, registry: answers, ids: sequentialIds() });
     await session.signal("answer:1", { text: "old" }, { requestId: "r-old" });
     await session.signal("answer:2", { text: "gone" }, { requestId: "r-gone" });
     await session.dropEarlySignal("answer:1");
@@ -736,10 +737,7 @@ describe("rebasing a diverged copy", () => {
 
   it("drops again, in the rebuilt copy, an early signal both copies hold that a discarded commit dropped", async () => {
     const storage = memoryStorage();
-    const registry = createRegistry({
-      signals: [defineSignal({ key: "answer:*", schema: z.object({ text: z.string() }) })],
-    });
-    const session = await openSession({ id: "lost", storage, registry, ids: sequentialIds() });
+    const session = await openSession({ id: "lost", storage, registry: answers, ids: sequentialIds() });
     const shared = await session.signal("answer:1", { text: "both" }, { requestId: "r-both" });
     await session.signal("answer:2", { text: "kept" }, { requestId: "r-kept" });
     const common = session.version; // the other host holds these commits
@@ -764,7 +762,7 @@ describe("rebasing a diverged copy", () => {
     expect(inboxRowOf(inputs[0] as LocalInput)).toMatchObject({
       drop: { key: "answer:1", version: shared.signal.version },
     });
-    const rebuilt = await openSession({ id: "lost", storage, registry, ids: sequentialIds() });
+    const rebuilt = await openSession({ id: "lost", storage, registry: answers, ids: sequentialIds() });
     expect(rebuilt.earlySignals().map((s) => s.requestId)).toEqual(["r-both", "r-kept"]);
     await replayInputs(rebuilt, inputs);
     // What this copy had when it was cut off: the shared one dropped, the new one kept, the other untouched.

@@ -65,6 +65,9 @@ export function layoutTasks(tasks: readonly Task[]): {
   return { nodes, edges, width: label.width ?? 0, height: label.height ?? 0 };
 }
 
+/** `text` cut to at most `max` characters, an ellipsis last when it was cut. */
+export const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
+
 /** A commit time as `YYYY-MM-DD HH:MM:SS.mmm` (UTC), or a dash. */
 export function formatTime(at: number | undefined): string {
   if (at === undefined) return "—";

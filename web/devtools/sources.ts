@@ -26,7 +26,7 @@ import {
   serverEvents,
   type Task,
 } from "../../src/index.ts";
-import { DurableInbox, inboxDrop } from "../../worker/inbox.ts";
+import { DurableInbox, type InboxRow, inboxDrop } from "../../worker/inbox.ts";
 
 /** A session the devtools follow, read-only. */
 export interface SessionSource {
@@ -197,6 +197,16 @@ export async function localSource(
   // The latest view first (what the page shows at once); the history before it is read in the background.
   const base = session.view();
   const channel = new BroadcastChannel(`durable-agent:${database}:${sessionId}`);
+  /** Leaves an input in the session's durable inbox and tells the tabs: the leading one takes it. */
+  const leave = async (row: InboxRow) => {
+    const inbox = new DurableInbox(`${database}:inbox`);
+    try {
+      await inbox.put(sessionId, row);
+    } finally {
+      await inbox.close();
+    }
+    channel.postMessage({ type: "inbox" });
+  };
   return {
     label: `local ${database} / ${sessionId}`,
     base,
@@ -280,24 +290,11 @@ export async function localSource(
     async answerWait(key, payload, requestId) {
       // Checked as the leader will (bad payload, unknown key, conflict), then left in the inbox for it.
       await session.checkSignal(key, payload, { requestId });
-      const inbox = new DurableInbox(`${database}:inbox`);
-      try {
-        await inbox.put(sessionId, { signal: { key, payload: payload as Json, requestId } });
-      } finally {
-        await inbox.close();
-      }
-      channel.postMessage({ type: "inbox" });
+      await leave({ signal: { key, payload: payload as Json, requestId } });
     },
     async dropEarlySignal(key) {
       const kept = session.earlySignals().find((signal) => signal.key === key);
-      if (!kept) return;
-      const inbox = new DurableInbox(`${database}:inbox`);
-      try {
-        await inbox.put(sessionId, inboxDrop(key, kept.version));
-      } finally {
-        await inbox.close();
-      }
-      channel.postMessage({ type: "inbox" });
+      if (kept) await leave(inboxDrop(key, kept.version));
     },
     async close() {
       channel.close();

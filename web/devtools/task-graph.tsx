@@ -1,7 +1,7 @@
 /** The task tree as a laid-out graph (dagre), and the details of the selected task. */
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { isTerminal, type SessionView, type Task } from "../../src/index.ts";
-import { formatTime, layoutTasks, NODE_HEIGHT, NODE_WIDTH } from "./derive.ts";
+import { clip, formatTime, layoutTasks, NODE_HEIGHT, NODE_WIDTH } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
 import { JsonView } from "./json-view.tsx";
 import { taskOutcome, taskTitle } from "./outcome.ts";
@@ -32,8 +32,6 @@ function stateLine(task: Task, blocked: string | undefined): string {
     }
   }
 }
-
-const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 
 /**
  * One unit of work's task tree at a time, picked from a list of every Submission (newest first, filtered by

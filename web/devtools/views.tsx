@@ -13,7 +13,7 @@ import {
   type Signal,
   type Submission,
 } from "../../src/index.ts";
-import { describeCommit, formatTime, wakeOfView } from "./derive.ts";
+import { clip, describeCommit, formatTime, wakeOfView } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
 import { JsonView } from "./json-view.tsx";
 import { type RecoveryMark, submissionOutcome } from "./outcome.ts";
@@ -299,7 +299,7 @@ function EarlySignals(props: {
               </td>
               <td>{signal.requestId}</td>
               <td>
-                <code>{preview(JSON.stringify(signal.payload))}</code>
+                <code>{clip(JSON.stringify(signal.payload), 120)}</code>
               </td>
               {onDrop && (
                 <td>
@@ -318,8 +318,6 @@ function EarlySignals(props: {
 
 /** How many early signals the page lists (the session keeps at most `maxEarlySignals`, 1,000 by default). */
 const EARLY_LISTED = 100;
-
-const preview = (text: string, most = 120) => (text.length > most ? `${text.slice(0, most)}…` : text);
 
 function WaitRow(props: {
   wait: PendingWait;
