@@ -165,6 +165,10 @@ export class BrowserSessionHost {
     if (this.role === "leader" && this.current) return this.current.signal(key, payload, options);
     const session = this.current;
     if (!session) throw new SessionNotFoundError(this.options.sessionId);
+    // An early signal this copy keeps may have been dropped already (another tab's drop, committed before
+    // this call, that this copy has not adopted yet): the repeat, or the conflict, is answered from what
+    // storage holds, not from a copy behind it. (A signal a wait took is never dropped.)
+    if (session.earlySignals().some((kept) => kept.key === key)) await session.refresh();
     const repeat = await session.checkSignal(key, payload, options);
     if (repeat) return repeat;
     const row = { signal: { key, payload, requestId: options.requestId } };

@@ -256,6 +256,33 @@ describe("browser host: one writer across tabs", () => {
     await a.close();
   });
 
+  it("answers a follower's repeat of a dropped early signal as a new signal, though its copy has not seen the drop yet", async () => {
+    const { a, b } = await twoTabs(lenient, lenient);
+    const first = await b.signal("go:7", { step: 7 }, { requestId: "s7" });
+    const other = await b.signal("go:8", { step: 8 }, { requestId: "s8" });
+    await until(() => b.session?.earlySignals().length === 2, "the follower to see both signals");
+    // The leader drops both; the follower is called at once, before its copy adopted those changes.
+    expect(await a.dropEarlySignal("go:7")).toMatchObject({ version: first.signal.version });
+    expect(await a.dropEarlySignal("go:8")).toMatchObject({ version: other.signal.version });
+    expect(b.session?.earlySignals().map((signal) => signal.key)).toEqual(["go:7", "go:8"]);
+    // The same signal again is new (not a repeat of one the session no longer keeps)…
+    const again = b.signal("go:7", { step: 7 }, { requestId: "s7" });
+    // …and another payload for the other key is taken, not refused as a conflict with a dropped signal.
+    const changed = b.signal("go:8", { step: 9 }, { requestId: "s9" });
+    const [anew, taken] = await Promise.all([again, changed]);
+    expect(anew.duplicate).toBe(false);
+    expect(anew.signal.version).toBeGreaterThan(first.signal.version);
+    expect(taken).toMatchObject({ duplicate: false, signal: { payload: { step: 9 }, requestId: "s9" } });
+    await a.session?.whenIdle();
+    const kept = a.session?.earlySignals().map((signal) => [signal.key, signal.version]);
+    expect(kept).toEqual([
+      ["go:7", anew.signal.version],
+      ["go:8", taken.signal.version],
+    ]);
+    await b.close();
+    await a.close();
+  });
+
   it("refuses an input this tab queued as a follower once it leads itself, and says so to its own caller", async () => {
     gate = Promise.resolve();
     const { database, sessionId, a, b } = await twoTabs(lenient, strict);
