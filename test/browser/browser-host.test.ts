@@ -17,6 +17,7 @@ import {
   SignalRefusedError,
   StaleOwnerError,
 } from "../../src/index.ts";
+import { ForwardingStorage } from "../../src/testing/forwarding-storage.ts";
 import { ROW_ATTEMPTS } from "../../worker/inbox-relay.ts";
 import { BrowserSessionHost, DurableInbox } from "../../worker/index.ts";
 
@@ -280,6 +281,43 @@ describe("browser host: one writer across tabs", () => {
       ["go:8", taken.signal.version],
     ]);
     await b.close();
+    await a.close();
+  });
+
+  it("ends a follower's signal that waits for its own queued drop with SessionClosedError when the tab closes meanwhile", async () => {
+    const { database, sessionId } = names();
+    // The leader's commits wait while `held` is set: the follower's drop stays queued, not yet taken.
+    let release: () => void = () => undefined;
+    let held: Promise<void> | undefined;
+    class Gated extends ForwardingStorage {
+      override async commit(...args: Parameters<ForwardingStorage["commit"]>): Promise<void> {
+        await held;
+        await super.commit(...args);
+      }
+    }
+    const storage = (name: string) => new Gated(indexedDbStorage(name, { durability: "relaxed" }));
+    const a = await BrowserSessionHost.start({ database, sessionId, registry: lenient, storage });
+    await a.whenLeader();
+    const b = await BrowserSessionHost.start({ database, sessionId, registry: lenient, durability: "relaxed" });
+    await until(() => b.session !== undefined, "the follower to open the session");
+    expect((await b.signal("go:4", { step: 4 }, { requestId: "s4" })).duplicate).toBe(false);
+    await until(() => b.session?.earlySignals().length === 1, "the follower to see the signal");
+    held = new Promise((resolve) => {
+      release = resolve;
+    });
+    const dropping = b.dropEarlySignal("go:4");
+    const again = b.signal("go:4", { step: 4 }, { requestId: "s4" });
+    const inbox = new DurableInbox(`${database}:inbox`);
+    for (let i = 0; i < 400 && (await inbox.pending(sessionId)).length === 0; i++)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(await inbox.pending(sessionId)).toEqual([expect.objectContaining({ drop: expect.anything() })]);
+    await b.close();
+    // Closed before its drop was taken: neither call says the session keeps (or dropped) anything.
+    await expect(again).rejects.toBeInstanceOf(SessionClosedError);
+    await expect(dropping).rejects.toBeInstanceOf(SessionClosedError);
+    release();
+    await until(() => a.session?.earlySignals().length === 0, "the leader to take the drop");
+    expect(await a.session?.readSignal("go:4")).toBeUndefined();
     await a.close();
   });
 
