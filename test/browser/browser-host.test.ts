@@ -298,7 +298,12 @@ describe("browser host: one writer across tabs", () => {
     const storage = (name: string) => new Gated(indexedDbStorage(name, { durability: "relaxed" }));
     const a = await BrowserSessionHost.start({ database, sessionId, registry: lenient, storage });
     await a.whenLeader();
-    const b = await BrowserSessionHost.start({ database, sessionId, registry: lenient, durability: "relaxed" });
+    const b = await BrowserSessionHost.start({
+      database,
+      sessionId,
+      registry: lenient,
+      durability: "relaxed",
+    });
     await until(() => b.session !== undefined, "the follower to open the session");
     expect((await b.signal("go:4", { step: 4 }, { requestId: "s4" })).duplicate).toBe(false);
     await until(() => b.session?.earlySignals().length === 1, "the follower to see the signal");
