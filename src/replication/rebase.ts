@@ -29,8 +29,10 @@ export type LocalInput =
 const WINDOW = 256;
 
 /**
- * The highest version both copies hold with the same commit (same epoch), looking back at most `WINDOW`
- * versions from `upTo`; 0 when none is found there.
+ * The highest version both copies hold with the same commit (same epoch), at most `upTo`; 0 when none is
+ * (or this copy's log no longer holds the commits that would say). Copies that diverged agree up to a
+ * version and differ after it, so each look back of `WINDOW` versions that starts past that version ends
+ * it; one that starts with a commit the copies do not share moves further back.
  */
 async function commonVersion(
   storage: Storage,
@@ -38,19 +40,24 @@ async function commonVersion(
   id: string,
   upTo: number,
 ): Promise<number> {
-  const from = Math.max(0, upTo - WINDOW);
-  const [mine, theirs] = await Promise.all([
-    storage.readChanges(id, from, WINDOW),
-    remote.changes(from, WINDOW),
-  ]);
-  const theirEpochs = new Map((theirs.changes as CommitRecord[]).map((c) => [c.version, c.epoch]));
-  let common = 0;
-  for (const { value } of mine.changes) {
-    const commit = value as CommitRecord;
-    if (commit.version > upTo || theirEpochs.get(commit.version) !== commit.epoch) break;
-    common = commit.version;
+  for (let to = upTo; to > 0; ) {
+    const from = Math.max(0, to - WINDOW);
+    const [mine, theirs] = await Promise.all([
+      storage.readChanges(id, from, WINDOW),
+      remote.changes(from, WINDOW),
+    ]);
+    const theirEpochs = new Map((theirs.changes as CommitRecord[]).map((c) => [c.version, c.epoch]));
+    const commits = mine.changes.map(({ value }) => value as CommitRecord);
+    let common = 0;
+    for (const commit of commits) {
+      if (commit.version > to || theirEpochs.get(commit.version) !== commit.epoch) break;
+      common = commit.version;
+    }
+    // Found; or there is nothing further back to look at (this copy's log was pruned past `from`).
+    if (common > 0 || from === 0 || commits[0]?.version !== from + 1) return common;
+    to = from;
   }
-  return common;
+  return 0;
 }
 
 /**

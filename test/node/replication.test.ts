@@ -675,7 +675,7 @@ describe("rebasing a diverged copy", () => {
   const rebaseLost = (
     storage: ReturnType<typeof memoryStorage>,
     version: number,
-    remote: { changes(after: number): Promise<{ changes: unknown[]; oldestRetained: number }> } = {
+    remote: { changes(after: number, limit: number): Promise<{ changes: unknown[]; oldestRetained: number }> } = {
       changes: async () => ({ changes: [], oldestRetained: 1 }),
     },
     common = 0,
@@ -770,6 +770,45 @@ describe("rebasing a diverged copy", () => {
       ["answer:2", "r-kept"],
       ["answer:1", "r-after"],
     ]);
+    await rebuilt.close();
+  });
+
+  it("finds the version both copies share further back than one window, and drops again what a discarded commit dropped", async () => {
+    // Both copies hold the first commit (the signal); then each writes more than one look back (256
+    // versions) covers, the other host under a newer owner.
+    const storage = memoryStorage();
+    const other = memoryStorage();
+    const open = (store: ReturnType<typeof memoryStorage>) =>
+      openSession({ id: "lost", storage: store, registry: answers, ids: sequentialIds() });
+    const notes = async (session: Session, count: number) => {
+      for (let i = 0; i < count; i++)
+        await session.commit((d) => d.appendEntry("log", { kind: "note", text: `note ${i}` }));
+    };
+    const session = await open(storage);
+    const shared = await session.signal("answer:1", { text: "both" }, { requestId: "r-both" });
+    const first = await open(other);
+    await first.signal("answer:1", { text: "both" }, { requestId: "r-both" });
+    await first.close();
+    const taken = await open(other); // a newer owner
+    await notes(taken, 300);
+    await taken.close();
+    // On this copy only: the drop, then its own notes.
+    await session.dropEarlySignal("answer:1");
+    await notes(session, 300);
+    const version = session.version;
+    await session.close();
+    const remote = {
+      changes: async (after: number, limit: number) => ({
+        changes: (await other.readChanges("lost", after, limit)).changes.map((c) => c.value),
+        oldestRetained: 1,
+      }),
+    };
+    const { inputs } = await rebaseLost(storage, version, remote, shared.signal.version);
+    expect(inputs).toEqual([{ kind: "drop", key: "answer:1", version: shared.signal.version }]);
+    const rebuilt = await open(storage);
+    expect(rebuilt.earlySignals().map((s) => s.requestId)).toEqual(["r-both"]);
+    await replayInputs(rebuilt, inputs);
+    expect(rebuilt.earlySignals()).toEqual([]);
     await rebuilt.close();
   });
 });
