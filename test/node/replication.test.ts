@@ -675,7 +675,9 @@ describe("rebasing a diverged copy", () => {
   const rebaseLost = (
     storage: ReturnType<typeof memoryStorage>,
     version: number,
-    remote: { changes(after: number, limit: number): Promise<{ changes: unknown[]; oldestRetained: number }> } = {
+    remote: {
+      changes(after: number, limit: number): Promise<{ changes: unknown[]; oldestRetained: number }>;
+    } = {
       changes: async () => ({ changes: [], oldestRetained: 1 }),
     },
     common = 0,
