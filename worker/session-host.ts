@@ -167,8 +167,12 @@ export class BrowserSessionHost {
     if (!session) throw new SessionNotFoundError(this.options.sessionId);
     // An early signal this copy keeps may have been dropped already (another tab's drop, committed before
     // this call, that this copy has not adopted yet): the repeat, or the conflict, is answered from what
-    // storage holds, not from a copy behind it. (A signal a wait took is never dropped.)
-    if (session.earlySignals().some((kept) => kept.key === key)) await session.refresh();
+    // this browser's store holds, not from a copy behind it. (A signal a wait took is never dropped.) Not
+    // for a linked session, whose store a tab may be rebuilding from its edge (a refresh then would stack
+    // the rebuilt history on the discarded one), nor for a session closing (a hand-off, a demotion): those
+    // answer from the copy, as before. A failed refresh does too.
+    if (!this.options.link && session.status === "open" && session.earlySignals().some((k) => k.key === key))
+      await session.refresh().catch(() => undefined);
     const repeat = await session.checkSignal(key, payload, options);
     if (repeat) return repeat;
     const row = { signal: { key, payload, requestId: options.requestId } };

@@ -29,25 +29,23 @@ export type LocalInput =
 const WINDOW = 256;
 
 /**
- * The highest version both copies hold with the same commit (same epoch), at most `upTo`; 0 when none is
- * (or this copy's log no longer holds the commits that would say). Copies that diverged agree up to a
- * version and differ after it, so each look back of `WINDOW` versions that starts past that version ends
- * it; one that starts with a commit the copies do not share moves further back.
+ * The highest version both copies hold with the same commit (same epoch), at most `upTo`, from the other
+ * host's `history` (all of it, read already); 0 when none is, or when this copy's log no longer holds the
+ * commits that would say (a linked copy keeps every commit its edge has not acknowledged, so the version
+ * they share is never below its log). Copies that diverged agree up to a version and differ after it: each
+ * look back of `WINDOW` versions that starts past that version ends it; one that starts with a commit the
+ * copies do not share moves further back.
  */
 async function commonVersion(
   storage: Storage,
-  remote: Pick<ReplicaRemote, "changes">,
+  history: readonly CommitRecord[],
   id: string,
   upTo: number,
 ): Promise<number> {
+  const theirEpochs = new Map(history.map((c) => [c.version, c.epoch]));
   for (let to = upTo; to > 0; ) {
     const from = Math.max(0, to - WINDOW);
-    const [mine, theirs] = await Promise.all([
-      storage.readChanges(id, from, WINDOW),
-      remote.changes(from, WINDOW),
-    ]);
-    const theirEpochs = new Map((theirs.changes as CommitRecord[]).map((c) => [c.version, c.epoch]));
-    const commits = mine.changes.map(({ value }) => value as CommitRecord);
+    const commits = (await storage.readChanges(id, from, WINDOW)).changes.map((c) => c.value as CommitRecord);
     let common = 0;
     for (const commit of commits) {
       if (commit.version > to || theirEpochs.get(commit.version) !== commit.epoch) break;
@@ -160,7 +158,7 @@ export async function rebaseDiverged(
     );
   });
   const head = history.at(-1);
-  const common = await commonVersion(storage, remote, id, Math.min(localVersion, head?.version ?? 0));
+  const common = await commonVersion(storage, history, id, Math.min(localVersion, head?.version ?? 0));
   const inputs = await inputsAfter(storage, id, common);
   await keep?.(inputs);
   await storage.deleteSession(id);
