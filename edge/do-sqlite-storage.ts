@@ -50,7 +50,10 @@ import {
 /** The parts of `DurableObjectStorage` this store uses (structural, so no Cloudflare types are needed). */
 export interface DurableObjectStorageLike {
   readonly sql: {
-    exec(query: string, ...bindings: unknown[]): { toArray(): Record<string, unknown>[] };
+    exec(
+      query: string,
+      ...bindings: unknown[]
+    ): { toArray(): Record<string, unknown>[]; readonly rowsWritten?: number };
   };
   transactionSync<T>(closure: () => T): T;
 }
@@ -106,6 +109,9 @@ const SCHEMA = [
  */
 const UPSERT_ROW =
   "INSERT INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session, tbl, id, n) DO UPDATE SET v = excluded.v";
+/** A create-only row: written when its key is new, else nothing (`rowsWritten` 0). */
+const INSERT_NEW_ROW =
+  "INSERT INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session, tbl, id, n) DO NOTHING";
 
 /** Splits a layout key into its (id, n) columns. */
 function columns(table: Table, key: readonly KeyPart[]): [string, number] {
@@ -140,6 +146,8 @@ export class DurableObjectSqliteStorage implements Storage {
   private readonly maxRowBytes: number;
   /** Whether the tables exist: created by the first write only, so reads never create a database. */
   private created = false;
+  /** Whether `sql.exec` tells how many rows a statement wrote (workerd's does): asked at the first create. */
+  private countsRows: boolean | undefined;
   /** This object's tail of each session (see `tail.ts`). */
   private readonly tails = new TailCache();
 
@@ -410,6 +418,15 @@ export class DurableObjectSqliteStorage implements Storage {
     }
     checkRowSize(row, json, this.maxRowBytes, version);
     if (row.op === "create") {
+      // Asked once per handle, with a statement that touches no table.
+      this.countsRows ??= typeof this.storage.sql.exec("SELECT 1").rowsWritten === "number";
+      if (this.countsRows) {
+        // One statement: a key that exists writes nothing (SQLite counts no row written), and the caller's
+        // throw rolls the whole transaction back.
+        const { rowsWritten } = this.storage.sql.exec(INSERT_NEW_ROW, sessionId, row.table, id, n, json);
+        checkCreate(row, rowsWritten === 0, version);
+        return json.length;
+      }
       const found = this.storage.sql
         .exec(
           "SELECT 1 FROM da_rows WHERE session = ? AND tbl = ? AND id = ? AND n = ?",

@@ -6,6 +6,7 @@ import {
   type CommitGuard,
   type CommitRecord,
   CorruptRecordError,
+  DuplicateKeyError,
   DuplicateRequestError,
   KernelError,
   type KeyPart,
@@ -43,6 +44,10 @@ function rebuild(wire: WireError): KernelError {
   if (wire.name === "RecordTooLargeError") {
     const d = wire.details as { record: string; bytes: number; limit: number; version: number };
     return new RecordTooLargeError(wire.message, d.record, d.bytes, d.limit, d.version);
+  }
+  if (wire.name === "DuplicateKeyError") {
+    const d = wire.details as { record: string; version: number };
+    return new DuplicateKeyError(d.record, d.version);
   }
   if (wire.name === "DuplicateRequestError") {
     const d = wire.details as { record: string; version: number };

@@ -9,6 +9,7 @@ import {
   type CommitRecord,
   CorruptRecordError,
   createRegistry,
+  DuplicateKeyError,
   DuplicateRequestError,
   defineDocument,
   defineSignal,
@@ -341,6 +342,39 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
         harness.storage().commit({ sessionId: id, epoch: session.epoch, expectedVersion: 0 }, [commit]),
       ).rejects.toBeInstanceOf(StaleOwnerError);
       expect((await open(harness.storage(), id, "read")).view().tasks).toEqual([]);
+    });
+
+    it("refuses a commit that creates an entry whose key exists (one statement at the edge), and stores nothing of it", async () => {
+      const id = freshId("create-only");
+      const store = harness.storage();
+      const session = await open(store, id);
+      await session.commit((d) => d.appendEntry("main", { kind: "note", text: "one" }));
+      await session.commit((d) => d.appendEntry("main", { kind: "note", text: "two" }));
+      const [first] = (await store.readChanges(id, 0, 10)).changes.map((c) => c.value as CommitRecord);
+      const entry = first?.entries[0] as CommitRecord["entries"][number];
+      expect(entry.seq).toBe(0);
+      // The next version writes entry 0 again (a create-only row) along with a document: refused whole.
+      const again: CommitRecord = {
+        version: 3,
+        epoch: session.epoch,
+        at: 3,
+        deferred: false,
+        conversations: first?.conversations ?? [],
+        entries: [{ ...entry, content: { kind: "note", text: "again" } }],
+        documents: [],
+        tasks: [demoTask("with-it")],
+        submissions: [],
+      };
+      await expect(
+        store.commit({ sessionId: id, epoch: session.epoch, expectedVersion: 2 }, [again]),
+      ).rejects.toBeInstanceOf(DuplicateKeyError);
+      const reread = await open(harness.storage(), id, "read");
+      expect(reread.version).toBe(2);
+      expect(reread.view().tasks).toEqual([]);
+      const texts = reread
+        .view()
+        .conversations[0]?.entries.map((e) => (e.content.kind === "note" ? e.content.text : ""));
+      expect(texts).toEqual(["one", "two"]);
     });
 
     it("writes nothing of a commit group whose transaction fails midway, and stops the session", async () => {
