@@ -418,8 +418,9 @@ export class DurableObjectSqliteStorage implements Storage {
     }
     checkRowSize(row, json, this.maxRowBytes, version);
     if (row.op === "create") {
-      // Asked once per handle, with a statement that touches no table.
-      this.countsRows ??= typeof this.storage.sql.exec("SELECT 1").rowsWritten === "number";
+      // Asked once per handle, with a statement that touches no table and returns no row (its cursor ends
+      // at once, so it holds nothing).
+      this.countsRows ??= typeof this.storage.sql.exec("SELECT 1 WHERE 0").rowsWritten === "number";
       if (this.countsRows) {
         // One statement: a key that exists writes nothing (SQLite counts no row written), and the caller's
         // throw rolls the whole transaction back.

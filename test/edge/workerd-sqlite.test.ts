@@ -38,6 +38,15 @@ export class Probe {
       }
       return new Response("ok");
     }
+    if (url.pathname === "/create") {
+      // As the edge store writes a create-only row: the count of rows written, read without iterating.
+      const cursor = this.sql.exec(
+        "INSERT INTO rows VALUES (?, ?) ON CONFLICT (k) DO NOTHING",
+        url.searchParams.get("k"),
+        url.searchParams.get("v"),
+      );
+      return Response.json({ rowsWritten: cursor.rowsWritten });
+    }
     const rows = this.sql.exec("SELECT k, v FROM rows ORDER BY k").toArray();
     return Response.json(rows);
   }
@@ -74,6 +83,19 @@ describe("workerd Durable Object SQLite", () => {
     const rows = await (await second.dispatchFetch("http://do/list")).json();
     expect(rows).toEqual([{ k: "a", v: "1" }]);
     await second.dispose();
+  });
+
+  it("counts a create-only insert as written when its key is new, and as nothing when the key exists", async () => {
+    const runtime = start();
+    const create = async (k: string, v: string) =>
+      (await (await runtime.dispatchFetch(`http://do/create?k=${k}&v=${v}`)).json()) as {
+        rowsWritten: number;
+      };
+    expect((await create("c", "first")).rowsWritten).toBeGreaterThan(0);
+    expect(await create("c", "second")).toEqual({ rowsWritten: 0 });
+    const rows = (await (await runtime.dispatchFetch("http://do/list")).json()) as { k: string; v: string }[];
+    expect(rows.find((row) => row.k === "c")).toEqual({ k: "c", v: "first" });
+    await runtime.dispose();
   });
 
   it("holds a row of the size the edge store allows, and refuses a larger one (SQLITE_TOOBIG)", async () => {

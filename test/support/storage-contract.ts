@@ -353,7 +353,19 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const [first] = (await store.readChanges(id, 0, 10)).changes.map((c) => c.value as CommitRecord);
       const entry = first?.entries[0] as CommitRecord["entries"][number];
       expect(entry.seq).toBe(0);
-      // The next version writes entry 0 again (a create-only row) along with a document: refused whole.
+      // The next version accepts a Submission (its new requestId's row is created first) and writes entry 0
+      // again (a create-only row), with a task: refused whole, the requestId's row included.
+      const accepted: Submission = {
+        id: "sub-new",
+        requestId: "r-new",
+        conversationId: "main",
+        status: "accepted",
+        input: "hello",
+        entrySeq: 2,
+        acceptedVersion: 3,
+        acceptedAt: 3,
+        updatedAt: 3,
+      };
       const again: CommitRecord = {
         version: 3,
         epoch: session.epoch,
@@ -363,14 +375,16 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
         entries: [{ ...entry, content: { kind: "note", text: "again" } }],
         documents: [],
         tasks: [demoTask("with-it")],
-        submissions: [],
+        submissions: [accepted],
       };
       await expect(
         store.commit({ sessionId: id, epoch: session.epoch, expectedVersion: 2 }, [again]),
       ).rejects.toBeInstanceOf(DuplicateKeyError);
+      expect(await store.readRequest(id, "r-new")).toBeUndefined();
       const reread = await open(harness.storage(), id, "read");
       expect(reread.version).toBe(2);
       expect(reread.view().tasks).toEqual([]);
+      expect(reread.view().submissions).toEqual([]);
       const texts = reread
         .view()
         .conversations[0]?.entries.map((e) => (e.content.kind === "note" ? e.content.text : ""));
