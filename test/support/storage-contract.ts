@@ -25,6 +25,7 @@ import {
   type Storage,
   type StorageOptions,
   type StoredItem,
+  type Submission,
   sequentialIds,
   type Table,
   type WriteHook,
