@@ -184,84 +184,53 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
   },
 };
 
-let toolCallRun: ReturnType<typeof toolCallBench> | undefined;
+/** A run several lines share: started by the first line that asks for it, then the same for the others. */
+function shared<T>(start: () => Promise<T>): () => Promise<T> {
+  let run: Promise<T> | undefined;
+  return () => {
+    run ??= start();
+    return run;
+  };
+}
+
 /** The fake-indexeddb tool-call lines share one run. */
-function toolCalls() {
-  toolCallRun ??= toolCallBench();
-  return toolCallRun;
-}
-
-let edgeToolCallRun: ReturnType<typeof edgeToolCallBench> | undefined;
+const toolCalls = shared(toolCallBench);
 /** Both Durable Object tool-call lines share one run. */
-function edgeToolCalls() {
-  edgeToolCallRun ??= edgeToolCallBench();
-  return edgeToolCallRun;
-}
-
-let waitingRun: ReturnType<typeof waitingBench> | undefined;
+const edgeToolCalls = shared(edgeToolCallBench);
 /** Both signal/waiting lines share one run. */
-function waiting() {
-  waitingRun ??= waitingBench();
-  return waitingRun;
-}
-
-let edgeSignalRun: ReturnType<typeof edgeSignalBench> | undefined;
+const waiting = shared(waitingBench);
 /** Both Durable Object signal lines share one run. */
-function edgeSignals() {
-  edgeSignalRun ??= edgeSignalBench();
-  return edgeSignalRun;
-}
-
-let chromiumWaitingRun: Promise<(Result & { openOurs: number; openFloor: number }) | undefined> | undefined;
+const edgeSignals = shared(edgeSignalBench);
 /** Both Chromium signal/waiting lines share one run. */
-function chromiumWaiting() {
-  chromiumWaitingRun ??= inChromium("runWaitingBench", "ms/signal") as Promise<
-    (Result & { openOurs: number; openFloor: number }) | undefined
-  >;
-  return chromiumWaitingRun;
-}
-
-let devtoolsBenchRun:
-  | Promise<Awaited<ReturnType<typeof import("./devtools.ts").devtoolsBench>> | undefined>
-  | undefined;
+const chromiumWaiting = shared(
+  () =>
+    inChromium("runWaitingBench", "ms/signal") as Promise<
+      (Result & { openOurs: number; openFloor: number }) | undefined
+    >,
+);
 /** Both devtools lines share one run (a 20,000-commit history is written once). */
-function devtoolsRun() {
-  devtoolsBenchRun ??= (async () => {
-    const { chromiumPath } = await import("../test/support/chromium.ts");
-    if (!existsSync(chromiumPath)) return undefined;
-    const { devtoolsBench } = await import("./devtools.ts");
-    return devtoolsBench();
-  })();
-  return devtoolsBenchRun;
-}
-
-let chromiumLongLifeRun: Promise<(Result & { heapOurs: number; heapFloor: number }) | undefined> | undefined;
+const devtoolsRun = shared(async () => {
+  const { chromiumPath } = await import("../test/support/chromium.ts");
+  if (!existsSync(chromiumPath)) return undefined;
+  const { devtoolsBench } = await import("./devtools.ts");
+  return devtoolsBench();
+});
 /** The Chromium open and heap lines share one run (real IndexedDB on disk; GC and exact heap sizes on). */
-function chromiumLongLife() {
-  chromiumLongLifeRun ??= inChromium("runLongLifeBench", "ms/open", [
-    "--js-flags=--expose-gc",
-    "--enable-precise-memory-info",
-  ]) as Promise<(Result & { heapOurs: number; heapFloor: number }) | undefined>;
-  return chromiumLongLifeRun;
-}
-
-const longLifeRuns = new Map<string, ReturnType<typeof openBench>>();
+const chromiumLongLife = shared(
+  () =>
+    inChromium("runLongLifeBench", "ms/open", [
+      "--js-flags=--expose-gc",
+      "--enable-precise-memory-info",
+    ]) as Promise<(Result & { heapOurs: number; heapFloor: number }) | undefined>,
+);
 /** The open and heap lines of one store share one run. */
-function longLife(store: "memory" | "fake-indexeddb") {
-  let run = longLifeRuns.get(store);
-  if (!run) {
-    run = openBench(store === "memory" ? "memory" : "indexeddb");
-    longLifeRuns.set(store, run);
-  }
-  return run;
-}
-
-let workerCommitRun: Promise<(Result & { hop?: number }) | undefined> | undefined;
+const longLifeRuns = {
+  memory: shared(() => openBench("memory")),
+  "fake-indexeddb": shared(() => openBench("indexeddb")),
+};
+const longLife = (store: "memory" | "fake-indexeddb") => longLifeRuns[store]();
 /** worker/commit and its diagnostics share one Chromium run. */
-function workerCommit() {
-  workerCommitRun ??= inChromium("runWorkerCommitBench", "ms/commit");
-  return workerCommitRun;
-}
+const workerCommit = shared(() => inChromium("runWorkerCommitBench", "ms/commit"));
 
 /** Runs a benchmark page entry in Debian's Chromium, if it is installed. */
 async function inChromium(

@@ -53,7 +53,7 @@ export interface DurableObjectStorageLike {
     exec(
       query: string,
       ...bindings: unknown[]
-    ): { toArray(): Record<string, unknown>[]; readonly rowsWritten?: number };
+    ): { toArray(): Record<string, unknown>[]; readonly rowsWritten: number };
   };
   transactionSync<T>(closure: () => T): T;
 }
@@ -146,8 +146,6 @@ export class DurableObjectSqliteStorage implements Storage {
   private readonly maxRowBytes: number;
   /** Whether the tables exist: created by the first write only, so reads never create a database. */
   private created = false;
-  /** Whether `sql.exec` tells how many rows a statement wrote (workerd's does): asked at the first create. */
-  private countsRows: boolean | undefined;
   /** This object's tail of each session (see `tail.ts`). */
   private readonly tails = new TailCache();
 
@@ -418,26 +416,13 @@ export class DurableObjectSqliteStorage implements Storage {
     }
     checkRowSize(row, json, this.maxRowBytes, version);
     if (row.op === "create") {
-      // Asked once per handle, with a statement that touches no table and returns no row (its cursor ends
-      // at once, so it holds nothing).
-      this.countsRows ??= typeof this.storage.sql.exec("SELECT 1 WHERE 0").rowsWritten === "number";
-      if (this.countsRows) {
-        // One statement: a key that exists writes nothing (SQLite counts no row written), and the caller's
-        // throw rolls the whole transaction back.
-        const { rowsWritten } = this.storage.sql.exec(INSERT_NEW_ROW, sessionId, row.table, id, n, json);
-        checkCreate(row, rowsWritten === 0, version);
-        return json.length;
-      }
-      const found = this.storage.sql
-        .exec(
-          "SELECT 1 FROM da_rows WHERE session = ? AND tbl = ? AND id = ? AND n = ?",
-          sessionId,
-          row.table,
-          id,
-          n,
-        )
-        .toArray();
-      checkCreate(row, found.length > 0, version);
+      // One statement: a key that exists writes nothing (SQLite counts no row written), and the caller's
+      // throw rolls the whole transaction back.
+      const { rowsWritten } = this.storage.sql.exec(INSERT_NEW_ROW, sessionId, row.table, id, n, json);
+      if (typeof rowsWritten !== "number")
+        throw new StorageError("storage-failed", "the store's sql.exec does not report rowsWritten");
+      checkCreate(row, rowsWritten === 0, version);
+      return json.length;
     }
     this.storage.sql.exec(UPSERT_ROW, sessionId, row.table, id, n, json);
     return json.length;

@@ -184,7 +184,8 @@ export class CommitBench {
         }
       });
     }
-    // Each starts waiting in a commit of its own first phase (this session holds even the parked ones).
+    // Each starts waiting in a commit of its own first phase (this session holds even the parked ones). Not
+    // `whenIdle()`: the waits signalled before hold their next phase, so the session is never idle.
     while (session.pending().filter((wait) => keys.has(wait.key)).length < n)
       await new Promise((resolve) => setTimeout(resolve, 1));
   }

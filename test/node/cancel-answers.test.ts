@@ -22,6 +22,7 @@ import {
   type Registry,
   type Session,
   scriptedModel,
+  type ToolContext,
 } from "../../src/index.ts";
 import { ForwardingStorage } from "../../src/testing/index.ts";
 
@@ -76,18 +77,26 @@ function exclusiveCharges() {
   return { ran, held, agent: createAgent({ model, tools: [charge] }) };
 }
 
-/** The registry of an agent whose model asks once for `sign`, an unsafe tool for browsers, then answers. */
-function browserSign(execute: () => Json | Promise<Json>) {
-  const sign = defineTool({
+/** `sign`: an unsafe tool of no arguments that runs only in browsers (in the exclusive group, when given). */
+function signTool(
+  execute: (args: unknown, context: ToolContext) => Json | Promise<Json>,
+  exclusive?: string,
+) {
+  return defineTool({
     name: "sign",
     description: "sign",
     input: z.object({}),
     replay: "unsafe",
     runsOn: "browser",
+    ...(exclusive !== undefined && { exclusive }),
     execute,
   });
+}
+
+/** The registry of an agent whose model asks once for `sign`, an unsafe tool for browsers, then answers. */
+function browserSign(execute: () => Json | Promise<Json>) {
   const model = scriptedModel([{ toolCalls: [{ name: "sign", args: {} }] }, { text: "done" }]);
-  return createRegistry(createAgent({ model, tools: [sign] }));
+  return createRegistry(createAgent({ model, tools: [signTool(execute)] }));
 }
 
 /** Cancels the Submission `id()` names ("stop"), once, at the first change after `from` that `when` accepts. */
@@ -342,18 +351,10 @@ describe("a cancelled tool call's answer", () => {
   it("a call an executor took (its lease ended, then queued for its exclusive key) is unknown, never not-run", async () => {
     const signed: string[] = [];
     const held = latch();
-    const sign = defineTool({
-      name: "sign",
-      description: "sign",
-      input: z.object({}),
-      replay: "unsafe",
-      runsOn: "browser",
-      exclusive: "docs",
-      execute: (_a, { operationId }) => {
-        signed.push(operationId);
-        return { signed: true };
-      },
-    });
+    const sign = signTool((_a, { operationId }) => {
+      signed.push(operationId);
+      return { signed: true };
+    }, "docs");
     const archive = defineTool({
       name: "archive",
       description: "archive",
