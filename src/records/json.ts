@@ -104,10 +104,28 @@ export function nestedJsonSchema(depth: number): z.ZodType<Json> {
   return z
     .unknown()
     .superRefine((value, ctx) => {
+      if (wasChecked(value, depth)) return;
       const bad = findNonJson(value, depth);
       if (bad !== undefined) ctx.addIssue({ code: "custom", message: bad });
     })
-    .transform((value) => frozenCopy(value as Json));
+    .transform((value) => (wasChecked(value, depth) ? (value as Json) : checkedCopy(value as Json, depth)));
+}
+
+/**
+ * The copies {@link checkedCopy} made, each with the depth it was checked at. They are frozen, so what
+ * passed stays valid: a value a record holds again (a task's input and checkpoint at each of its writes) is
+ * not walked and copied again, as deep as it was checked or less deep.
+ */
+const checkedAt = new WeakMap<object, number>();
+
+const wasChecked = (value: unknown, depth: number): boolean =>
+  typeof value === "object" && value !== null && (checkedAt.get(value) ?? -1) >= depth;
+
+/** {@link frozenCopy} of a value found to be JSON `depth` levels down, remembered as checked. */
+export function checkedCopy(value: Json, depth = 0): Json {
+  const copy = frozenCopy(value);
+  if (typeof copy === "object" && copy !== null) checkedAt.set(copy, depth);
+  return copy;
 }
 
 /**
