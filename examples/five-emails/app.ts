@@ -40,6 +40,8 @@ export const emailPlan = defineDocument({
     approveBy: z.number().optional(),
     /** Recorded on the plan by the campaign once it has run: how many of its mails were delivered. */
     result: z.object({ delivered: z.number().int(), total: z.number().int() }).optional(),
+    /** How many times a person rejected it: each ask after a rejection waits on a new key. */
+    rejections: z.number().int().min(0).optional(),
   }),
 });
 type Plan = z.infer<typeof emailPlan.schema>;
@@ -96,8 +98,12 @@ export function sendBatchTool(mail: MailService) {
   });
 }
 
-/** The key a person approves (or rejects) a plan on: `plan-approval:<plan id>`. */
-export const planApprovalKey = (planId: string) => `plan-approval:${planId}`;
+/**
+ * The key a person approves (or rejects) a plan on: `plan-approval:<plan id>`, and after `rejections`
+ * rejections `plan-approval:<plan id>:<rejections>` (a key takes one decision, so each ask has its own).
+ */
+export const planApprovalKey = (planId: string, rejections = 0) =>
+  rejections === 0 ? `plan-approval:${planId}` : `plan-approval:${planId}:${rejections}`;
 
 /** A decision on a plan. It may come before the campaign asks for it: it is kept until it does. */
 export const planApproval = defineSignal({
@@ -122,7 +128,8 @@ export const emailCampaign = defineTask({
         const about = { plan: ctx.input.planId, recipients: plan.recipients, body: plan.body };
         const deadline =
           plan.approveBy === undefined ? {} : { deadline: { at: plan.approveBy, next: "expired" } };
-        return ctx.waitFor(planApprovalKey(ctx.input.planId), { next: "decided", about, ...deadline });
+        const key = planApprovalKey(ctx.input.planId, plan.rejections);
+        return ctx.waitFor(key, { next: "decided", about, ...deadline }, { rejections: plan.rejections ?? 0 });
       }
       const conversationId = ctx.task.conversationId ?? "main";
       const ids = plan.recipients.map((to, i) =>
@@ -141,10 +148,13 @@ export const emailCampaign = defineTask({
       return ctx.wait(ids, { policy: "allSettled", next: "summarise" });
     },
     decided: (ctx) => {
-      const got = ctx.data as unknown as Received;
-      const decision = got.signals[planApprovalKey(ctx.input.planId)] as PlanDecision;
+      const got = ctx.data as unknown as Received<{ rejections: number }>;
+      const decision = got.signals[planApprovalKey(ctx.input.planId, got.data.rejections)] as PlanDecision;
       const conversationId = ctx.task.conversationId ?? "main";
       if (!decision.approved) {
+        // Recorded on the plan, so the next ask for it waits on a key of its own.
+        const rejections = got.data.rejections + 1;
+        ctx.patchDocument(ctx.input.planId, [{ op: "add", path: "/rejections", value: rejections }]);
         const text = `Campaign ${ctx.input.planId} was rejected${decision.reason ? `: ${decision.reason}` : ""}. Nothing was sent.`;
         ctx.appendEntry(conversationId, { kind: "note", text });
         return ctx.complete({ delivered: 0, total: 0, rejected: decision.reason ?? true });

@@ -5,11 +5,13 @@
  * not hold the tree yet (a concurrent read of the same wait adopts it once).
  */
 import { CorruptRecordError, InvalidArgumentError } from "../errors.ts";
-import type { Task } from "../records/schemas.ts";
-import { TaskSchema } from "../records/schemas.ts";
+import type { ErrorInfo, Task } from "../records/schemas.ts";
+import { SignalSchema, TaskSchema } from "../records/schemas.ts";
 import { deepFreeze, summarizeIssues } from "../records/validate.ts";
+import { isInternalKey } from "../signals/define-signal.ts";
 import type { ParkedCursor, Storage, StoredRecord } from "../storage/storage.ts";
 import { deadlineOfRow } from "../storage/working-set.ts";
+import { taskError } from "../tasks/error-info.ts";
 import { isStandaloneRoot } from "./items.ts";
 import { type PendingWait, pendingWaits } from "./pending.ts";
 import { reduceSession, type SessionState } from "./state.ts";
@@ -33,9 +35,28 @@ export class ParkedWaits {
     this.adopt(await this.storage.readWaiting(this.state.id, key), key);
   }
 
-  /** {@link loadByKey} for each of `keys` (a wait about to begin must see who already holds its keys). */
-  async loadByKeys(keys: readonly string[]): Promise<void> {
-    for (const key of keys) await this.loadByKey(key);
+  /**
+   * A wait about to begin on `keys`, checked against storage before its commit: a parked wait on one of
+   * them is read back (the commit then sees who holds each key), and a key whose signal a wait already took
+   * refuses it — a key takes one signal, so that wait could never end. Answers the refusal, if any. A failed
+   * read refuses nothing (the commit still checks what memory holds).
+   */
+  async checkWait(keys: readonly string[]): Promise<ErrorInfo | undefined> {
+    for (const key of keys) {
+      const taken = await this.takenBy(key).catch(() => undefined);
+      if (taken === undefined) continue;
+      const message = `key "${key}" already received its signal (taken by task ${taken}); a key takes one signal, so wait on a new key`;
+      return taskError("key-resolved", message);
+    }
+    return undefined;
+  }
+
+  /** The task that took the signal of `key`, read from storage (memory keeps only signals not taken). */
+  private async takenBy(key: string): Promise<string | undefined> {
+    await this.loadByKey(key);
+    if (isInternalKey(key) || this.state.awaiter(key) || this.state.signal(key)) return undefined;
+    const row = await this.storage.readSignal(this.state.id, key);
+    return row && SignalSchema.safeParse(row.value).data?.consumedBy;
   }
 
   /** Reads back the parked wait whose root is `taskId`, if it is one memory does not hold. */

@@ -104,7 +104,7 @@ export class Session extends SessionReads {
           options.effectGate ? options.effectGate(this.version, signal()) : Promise.resolve(),
         ...(options.host !== undefined && { hostKind: options.host }),
         loadDue: (now) => this.parked.loadDue(now),
-        loadWaiting: (keys) => this.parked.loadByKeys(keys),
+        checkWait: (keys) => this.parked.checkWait(keys),
       });
       const policy = options.retention;
       if (policy) this.retention = new Retention({ state, storage, clock, policy, ...this.retentionHost() });

@@ -7,7 +7,7 @@
 import type { Clock, IdSource, TimerHandle, Timers } from "../clock.ts";
 import { afterThisTick } from "../clock.ts";
 import { isSessionFailure, KernelError } from "../errors.ts";
-import type { CommitRecord, Entry, Signal, Task } from "../records/schemas.ts";
+import type { CommitRecord, Entry, ErrorInfo, Signal, Task } from "../records/schemas.ts";
 import { isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import type { KernelCommit, KernelCommitOptions } from "../session/commit-pipeline.ts";
@@ -45,9 +45,10 @@ export interface SchedulerHost {
   readonly hostKind?: "browser" | "edge";
   block(taskId: string, reason: string): void;
   unblock(taskId: string): void;
-  /** Reads back parked waits from storage: those due by `now`, those on `keys` (`session/parked-waits.ts`). */
+  /** Reads back the parked waits due by `now` from storage (`session/parked-waits.ts`). */
   loadDue?(now: number): Promise<void>;
-  loadWaiting?(keys: readonly string[]): Promise<void>;
+  /** Checks a wait about to begin on `keys` against storage; answers why it is refused, if it is. */
+  checkWait?(keys: readonly string[]): Promise<ErrorInfo | undefined>;
 }
 
 export interface SchedulerOptions {
@@ -280,20 +281,19 @@ export class Scheduler {
       this.host.block(task.id, resolution.reason);
       return;
     }
-    const outcome = await this.runner.run(task, resolution.definition, abort);
-    // A wait about to begin checks who holds its keys: a parked wait in storage may.
-    if (outcome.transition.type === "await")
-      await this.host.loadWaiting?.(outcome.transition.keys).catch(() => undefined);
+    const { transition, staged } = await this.runner.run(task, resolution.definition, abort);
+    // A wait about to begin checks its keys: a parked wait in storage may hold one, a taken signal spend it.
+    const refused = transition.type === "await" ? await this.host.checkWait?.(transition.keys) : undefined;
     if (!this.driving) return; // closed or stopped meanwhile: the task stays stored as running
     const ended: TaskEvent = {
       type: "phase-ended",
       taskId: task.id,
-      transition: outcome.transition,
+      transition: refused ? { type: "fail", error: refused } : transition,
       aborted: abort.aborted,
     };
     try {
       await this.host.commit((draft) => {
-        for (const change of outcome.staged) change(draft);
+        for (const change of staged) change(draft);
         dispatch(draft, ended);
       });
     } catch (error) {

@@ -5,7 +5,14 @@
  * interrupted and never silently resends.
  */
 import { describe, expect, it } from "vitest";
-import { approvedPlan, batchModel, campaignRegistry, RECIPIENTS } from "../../examples/five-emails/app.ts";
+import {
+  approvedPlan,
+  batchModel,
+  campaignRegistry,
+  draftPlan,
+  planApprovalKey,
+  RECIPIENTS,
+} from "../../examples/five-emails/app.ts";
 import { MailService } from "../../examples/five-emails/mail-service.ts";
 import {
   type CommitGuard,
@@ -16,6 +23,7 @@ import {
   type MemoryStorage,
   memoryStorage,
   openSession,
+  scriptedModel,
   type Session,
   type Storage,
   sequentialIds,
@@ -203,5 +211,42 @@ describe("five-email reference scenario", () => {
     expect(result?.content).toMatchObject({ toolName: "send_batch_emails", outcome: "interrupted" });
     const submission = outcome.final.view().submissions[0];
     expect(submission?.result).toMatchObject({ text: expect.stringContaining("ended interrupted") });
+  });
+
+  it("asks again on a key of its own after a rejection, and sends once that ask is approved", async () => {
+    const ask = {
+      text: "Sending the approved notice.",
+      toolCalls: [{ name: "send_approved_notice", args: { planId: "plan" } }],
+    };
+    const mail = new MailService();
+    const model = scriptedModel([ask, { text: "Rejected." }, ask, { text: "Sent." }]);
+    const clock = new ManualClock(1_700_000_000_000);
+    const session = await openSession({
+      id: "ask-again",
+      storage: memoryStorage(),
+      registry: campaignRegistry(mail, model),
+      clock,
+      timers: new ManualTimers(clock),
+      ids: sequentialIds(),
+    });
+    await session.commit((d) => d.setDocument("plan", "email-plan", draftPlan() as unknown as Json));
+    await session.resume();
+    const first = await session.submit({ requestId: "r1", conversationId: "main", input: "Send it" });
+    await session.whenIdle();
+    expect(session.pending().map((wait) => wait.key)).toEqual([planApprovalKey("plan")]);
+    await session.signal(planApprovalKey("plan"), { approved: false, reason: "wrong list" }, { requestId: "no" });
+    expect((await session.wait(first.id)).status).toBe("succeeded");
+    const plan = session.view().documents.find((document) => document.id === "plan");
+    expect(plan?.value).toMatchObject({ approved: false, rejections: 1 });
+
+    const second = await session.submit({ requestId: "r2", conversationId: "main", input: "Send it again" });
+    await session.whenIdle();
+    // The first key keeps its rejection; the new ask waits on the next key, and its approval sends.
+    expect(session.pending().map((wait) => wait.key)).toEqual([planApprovalKey("plan", 1)]);
+    expect(planApprovalKey("plan", 1)).toBe("plan-approval:plan:1");
+    await session.signal(planApprovalKey("plan", 1), { approved: true }, { requestId: "yes" });
+    expect((await session.wait(second.id)).status).toBe("succeeded");
+    expect(mail.deliveries.map((d) => d.to)).toEqual(RECIPIENTS);
+    await session.close();
   });
 });

@@ -557,6 +557,54 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     expect(failed.state).toMatchObject({ status: "failed", error: { code: "key-taken" } });
     expect(session.task(one.id)?.state.status).toBe("awaiting");
   });
+
+  it("fails a wait on a key whose signal a wait already took, instead of leaving it pending forever", async () => {
+    const storage = makeStorage();
+    const first = await open(storage);
+    await first.session.resume();
+    const one = await first.session.spawn("asker", { keys: ["answer:once"] });
+    await first.session.whenIdle();
+    await first.session.signal("answer:once", { text: "yes" }, { requestId: "r1" });
+    expect((await first.session.waitForTask(one.id)).state.status).toBe("succeeded");
+    // In the same process, and in a later one (the taken signal is in storage only).
+    const sameProcess = await first.session.spawn("asker", { keys: ["answer:other", "answer:once"] });
+    const refused = await first.session.waitForTask(sameProcess.id);
+    expect(refused.state).toMatchObject({ status: "failed", error: { code: "key-resolved" } });
+    expect(refused.state.status === "failed" && refused.state.error.message).toContain(`task ${one.id}`);
+    await first.session.close();
+    const later = await open(storage, new ManualClock(5_000));
+    await later.session.resume();
+    const again = await later.session.spawn("asker", { keys: ["answer:once"] });
+    expect((await later.session.waitForTask(again.id)).state).toMatchObject({
+      status: "failed",
+      error: { code: "key-resolved" },
+    });
+    expect(later.session.pending()).toEqual([]);
+    // The key keeps its one signal: a repeat is answered as one, another payload refused.
+    const repeat = await later.session.signal("answer:once", { text: "yes" }, { requestId: "r1" });
+    expect(repeat).toMatchObject({ duplicate: true, takenBy: one.id });
+    await expect(
+      later.session.signal("answer:once", { text: "no" }, { requestId: "r2" }),
+    ).rejects.toMatchObject({ code: "signal-conflict" });
+    await later.session.close();
+  });
+
+  it("lets a key be awaited again when its earlier wait ended without a signal", async () => {
+    const { session, timers } = await open(makeStorage());
+    await session.resume();
+    const one = await session.spawn("asker", { keys: ["answer:retry"], deadlineMs: 1_000 });
+    await session.whenIdle();
+    timers.advance(1_000);
+    expect((await session.waitForTask(one.id)).state).toMatchObject({ result: { via: "deadline" } });
+    const two = await session.spawn("asker", { keys: ["answer:retry"] });
+    await session.whenIdle();
+    expect(session.pending().map((wait) => wait.key)).toEqual(["answer:retry"]);
+    await session.signal("answer:retry", { text: "now" }, { requestId: "late" });
+    expect((await session.waitForTask(two.id)).state).toMatchObject({
+      result: { via: "signal", signals: { "answer:retry": { text: "now" } } },
+    });
+    await session.close();
+  });
 });
 
 describe("durable waits: a delivery racing one the store refuses", () => {
