@@ -129,7 +129,11 @@ export const emailCampaign = defineTask({
         const deadline =
           plan.approveBy === undefined ? {} : { deadline: { at: plan.approveBy, next: "expired" } };
         const key = planApprovalKey(ctx.input.planId, plan.rejections);
-        return ctx.waitFor(key, { next: "decided", about, ...deadline }, { rejections: plan.rejections ?? 0 });
+        return ctx.waitFor(
+          key,
+          { next: "decided", about, ...deadline },
+          { rejections: plan.rejections ?? 0 },
+        );
       }
       const conversationId = ctx.task.conversationId ?? "main";
       const ids = plan.recipients.map((to, i) =>

@@ -23,9 +23,9 @@ import {
   type MemoryStorage,
   memoryStorage,
   openSession,
-  scriptedModel,
   type Session,
   type Storage,
+  scriptedModel,
   sequentialIds,
 } from "../../src/index.ts";
 import { ForwardingStorage } from "../support/storage-wrappers.ts";
@@ -234,7 +234,11 @@ describe("five-email reference scenario", () => {
     const first = await session.submit({ requestId: "r1", conversationId: "main", input: "Send it" });
     await session.whenIdle();
     expect(session.pending().map((wait) => wait.key)).toEqual([planApprovalKey("plan")]);
-    await session.signal(planApprovalKey("plan"), { approved: false, reason: "wrong list" }, { requestId: "no" });
+    await session.signal(
+      planApprovalKey("plan"),
+      { approved: false, reason: "wrong list" },
+      { requestId: "no" },
+    );
     expect((await session.wait(first.id)).status).toBe("succeeded");
     const plan = session.view().documents.find((document) => document.id === "plan");
     expect(plan?.value).toMatchObject({ approved: false, rejections: 1 });
