@@ -59,7 +59,7 @@ export class SessionWatch {
   signal(key: string, payload: Json, options: SignalOptions, queued: QueuedRow): Promise<SignalReceipt> {
     return this.until<SignalReceipt>(queued, (settle) => (change) => {
       const session = this.tab.session;
-      if (!change || !session) return;
+      if (!session) return;
       /** Answered as the leader would once `stored` is the key's signal: a receipt, or the conflict. */
       const answer = (stored: Signal) => {
         try {
@@ -68,10 +68,11 @@ export class SessionWatch {
           settle({ error });
         }
       };
-      const stored = change.signals?.find((s) => s.key === key);
+      const stored = change?.signals?.find((s) => s.key === key);
       if (stored) return answer(stored);
       // The wait may have ended meanwhile (a cancelled approval): the leader refused it, so say so here. Or
-      // the key's signal was stored out of sight (taken, it left memory): the leader committed nothing.
+      // the key's signal was stored out of sight: taken, it left memory (the leader committed nothing), or
+      // in a change this tab did not see (its copy rebuilt, its subscription cut off: `change` is none).
       session.checkSignal(key, payload, options).then(
         (repeat) => repeat && answer(repeat.signal),
         (error: unknown) => settle({ error }),

@@ -62,7 +62,7 @@ export async function precheckSignal(
   options: SignalOptions,
 ): Promise<SignalReceipt | undefined> {
   const { call, repeat, kept } = await checkSignal(host, key, payload, options);
-  return kept ? repeatOf(kept, call.payload) : repeat;
+  return kept ? repeatOf(kept, call) : repeat;
 }
 
 type SignalCall = ReturnType<typeof checkCall>;
@@ -85,7 +85,7 @@ async function checkSignal(
   if (!awaiter) {
     // A repeat of a signal that was taken long ago (it left memory) still gets its first outcome.
     const stored = await host.readSignal(call.key);
-    if (stored) return { call, repeat: repeatOf(stored, call.payload) };
+    if (stored) return { call, repeat: repeatOf(stored, call) };
     if (!isEarlyAllowed(host.registry, call.key)) throw notAwaited(call.key);
   }
   if (awaiter) checkForAwaiter(host.registry, awaiter, call.key, call.payload);
@@ -129,7 +129,7 @@ export async function deliverSignal(
     if (repeat) return repeat;
     if (kept) {
       // A drop queued before this call may take the kept signal first: then this is a new delivery.
-      if (await stillKept(host, kept)) return repeatOf(kept, call.payload);
+      if (await stillKept(host, kept)) return repeatOf(kept, call);
       continue;
     }
     try {
@@ -146,7 +146,7 @@ export async function deliverSignal(
       await host.commit(() => undefined);
       if (raced) continue;
       const stored = await host.readSignal(call.key);
-      if (stored) return repeatOf(stored, call.payload);
+      if (stored) return repeatOf(stored, call);
       if (full) throw error; // no signal for the key: truly one too many
     }
   }
@@ -185,7 +185,7 @@ async function commitSignal(host: SignalHost, call: SignalCall): Promise<SignalR
       throw earlySignalsFull(call.key, host.maxEarlySignals);
     return { stored };
   });
-  return "held" in value ? repeatOf(value.held, call.payload) : receipt(value.stored, false);
+  return "held" in value ? repeatOf(value.held, call) : receipt(value.stored, false);
 }
 
 /**
@@ -199,9 +199,11 @@ export function receiptFor(
   payload: unknown,
   options: SignalOptions,
 ): SignalReceipt {
-  // This call's own signal, as the leader stored it (its app version may read the payload differently).
-  if (stored.requestId === options.requestId) return receipt(stored, false);
-  return repeatOf(stored, checkCall(registry, stored.key, payload, options.requestId).payload);
+  const call = checkCall(registry, stored.key, payload, options.requestId);
+  // This call's own signal, as the leader stored it: its requestId with this payload. Another call with the
+  // same requestId and another payload is not this one (the leader refuses this call then).
+  if (stored.requestId === options.requestId && holds(stored, call)) return receipt(stored, false);
+  return repeatOf(stored, call);
 }
 
 function checkCall(registry: Registry, key: unknown, payload: unknown, requestId: unknown) {
@@ -230,7 +232,7 @@ function checkCall(registry: Registry, key: unknown, payload: unknown, requestId
       issues,
     );
   }
-  return { ...call, payload: checked.data as Json };
+  return { ...call, payload: checked.data as Json, sent: call.payload };
 }
 
 /** A key or requestId as `SignalCallSchema` takes it (checked by hand first: a signal's hot path). */
@@ -259,12 +261,20 @@ function checkForAwaiter(registry: Registry, awaiter: Task, key: string, payload
 }
 
 /** A key that already has a signal: the same payload is a repeat (first outcome), another one a conflict. */
-function repeatOf(stored: Signal, payload: Json): SignalReceipt {
-  if (jsonEqual(stored.payload, payload)) return receipt(stored, true);
+/**
+ * Whether `stored` holds the call's payload: as this app version reads it, or as it was sent (the leader
+ * that stored it may run another version, whose schema reads it differently).
+ */
+const holds = (stored: Signal, call: SignalCall) =>
+  jsonEqual(stored.payload, call.payload) || jsonEqual(stored.payload, call.sent);
+
+function repeatOf(stored: Signal, call: SignalCall): SignalReceipt {
+  if (holds(stored, call)) return receipt(stored, true);
   throw new SignalRefusedError(
     "signal-conflict",
     stored.key,
-    `"${stored.key}" already received a different signal (request ${stored.requestId})`,
+    // Not the stored signal's requestId: it is another caller's (a callback URL's sender must not learn it).
+    `"${stored.key}" already received a different signal; a key takes one signal`,
   );
 }
 

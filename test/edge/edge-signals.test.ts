@@ -91,7 +91,10 @@ describe("durable waits at the edge", () => {
     expect((await repeat.json()).duplicate).toBe(true);
     const conflict = await signal(edge, "ask", KEY, { requestId: "a2", payload: { approved: false } });
     expect(conflict.status).toBe(409);
-    expect((await conflict.json()).code).toBe("signal-conflict");
+    const refusal = await conflict.json();
+    expect(refusal.code).toBe("signal-conflict");
+    // The first signal's requestId is its sender's, not this caller's to learn.
+    expect(JSON.stringify(refusal)).not.toContain("a1");
 
     const done = await edge.json<Submission>(`/sessions/ask/submissions/${accepted.id}?wait=20000`);
     expect(done.status).toBe("succeeded");

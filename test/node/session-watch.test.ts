@@ -116,3 +116,70 @@ describe("a follower's drop of an early signal", () => {
     await leader.close();
   });
 });
+
+describe("a follower's signal", () => {
+  const relay = () => new InboxRelay("signals", `signals-${Math.random()}`, () => undefined);
+  const queued = (row: string) => ({ row, queued: Promise.resolve() });
+
+  it("is answered from the session when the tab did not see the change that stored it", async () => {
+    const session = await openSession({ id: "unseen", storage: memoryStorage(), registry });
+    await session.resume();
+    const task = await session.spawn("taker", { key: "go:1" });
+    await session.whenIdle();
+    const watch = new SessionWatch(tab(session, true), relay());
+    const answered = watch.signal("go:1", { step: 1 }, { requestId: "r1" }, queued("row-1"));
+    let told = false;
+    void answered.then(() => {
+      told = true;
+    });
+    // The leader takes the row and commits it; this tab hears nothing of it.
+    await session.signal("go:1", { step: 1 }, { requestId: "r1" });
+    await session.waitForTask(task.id);
+    expect(told).toBe(false);
+    watch.notify(); // the tab reopened its session
+    expect(await answered).toMatchObject({ duplicate: false, takenBy: task.id });
+    await session.close();
+  });
+
+  it("is refused as the leader refuses it when another call with its requestId stored another payload", async () => {
+    const session = await openSession({ id: "same-request", storage: memoryStorage(), registry });
+    await session.resume();
+    await session.spawn("taker", { key: "go:2" });
+    await session.whenIdle();
+    const watch = new SessionWatch(tab(session, false), relay());
+    // This tab's call is queued; another tab's call under the same requestId is stored first.
+    const mine = watch.signal("go:2", { step: 1 }, { requestId: "decision" }, queued("row-2"));
+    await session.signal("go:2", { step: 2 }, { requestId: "decision" });
+    await expect(mine).rejects.toMatchObject({ code: "signal-conflict" });
+    // What the leader answers the very same call:
+    await expect(session.signal("go:2", { step: 1 }, { requestId: "decision" })).rejects.toMatchObject({
+      code: "signal-conflict",
+    });
+    await session.close();
+  });
+
+  it("is its own under a newer app version that reads the payload differently", async () => {
+    const storage = memoryStorage();
+    const leader = await openSession({ id: "newer", storage, registry });
+    await leader.resume();
+    const task = await leader.spawn("taker", { key: "go:3" });
+    await leader.whenIdle();
+    const newer = createRegistry({
+      tasks: [taker],
+      signals: [
+        defineSignal({ key: "go:*", schema: z.object({ step: z.number(), note: z.string().default("") }) }),
+      ],
+    });
+    const follower = await openSession({ id: "newer", storage, registry: newer, mode: "read" });
+    const watch = new SessionWatch(tab(follower, true), relay());
+    const answered = watch.signal("go:3", { step: 3 }, { requestId: "r3" }, queued("row-3"));
+    // The leader (the older version) stores the payload as it reads it: without the newer field.
+    await leader.signal("go:3", { step: 3 }, { requestId: "r3" });
+    await leader.waitForTask(task.id);
+    await follower.refresh();
+    watch.notify();
+    expect(await answered).toMatchObject({ duplicate: false, signal: { payload: { step: 3 } } });
+    await follower.close();
+    await leader.close();
+  });
+});
