@@ -67,6 +67,7 @@ function statusOf(code: string): number {
       return 409;
     case "session-not-found":
     case "unknown-signal":
+    case "wait-not-found":
       return 404;
     case "signal-conflict":
     case "signal-not-awaited":
@@ -126,6 +127,7 @@ const CALLER_ERRORS: ReadonlySet<string> = new Set([
   "unknown-signal",
   "signal-conflict",
   "signal-not-awaited",
+  "wait-not-found",
   "early-signals-full",
   "owned-elsewhere",
   "replication-diverged",

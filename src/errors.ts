@@ -27,6 +27,7 @@ export const KERNEL_ERROR_CODES = [
   "unknown-signal",
   "signal-conflict",
   "signal-not-awaited",
+  "wait-not-found",
   "early-signals-full",
   "owned-elsewhere",
   "replication-diverged",
@@ -214,13 +215,20 @@ export class HistoryTruncatedError extends KernelError {
 /**
  * A signal was refused (nothing stored): no definition covers its key (`unknown-signal`), its key already
  * has a different signal (`signal-conflict`), or its key takes signals only while a task awaits it and none
- * does (`signal-not-awaited`: a tool approval for a call that is not waiting for one), or no task awaits it
- * and the session already holds as many signals no wait has taken as it keeps (`early-signals-full`).
+ * does (`signal-not-awaited`: a tool approval for a call that is not waiting for one), or its key names a
+ * task the session does not have (`wait-not-found`: the approval of a tool call that never was), or no task
+ * awaits it and the session already holds as many signals no wait has taken as it keeps
+ * (`early-signals-full`).
  */
 export class SignalRefusedError extends KernelError {
   override readonly name = "SignalRefusedError";
   constructor(
-    code: "unknown-signal" | "signal-conflict" | "signal-not-awaited" | "early-signals-full",
+    code:
+      | "unknown-signal"
+      | "signal-conflict"
+      | "signal-not-awaited"
+      | "wait-not-found"
+      | "early-signals-full",
     /** The signal's key. */
     readonly key: string,
     message: string,

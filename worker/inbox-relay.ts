@@ -33,6 +33,7 @@ const REFUSALS: ReadonlySet<string> = new Set([
   "unknown-signal",
   "signal-conflict",
   "signal-not-awaited",
+  "wait-not-found",
   "early-signals-full",
 ]);
 
@@ -49,6 +50,7 @@ const SIGNAL_REFUSALS: ReadonlySet<string> = new Set<SignalRefusal>([
   "unknown-signal",
   "signal-conflict",
   "signal-not-awaited",
+  "wait-not-found",
   "early-signals-full",
 ]);
 

@@ -70,6 +70,7 @@ export class Session extends SessionReads {
       registry,
       commit: (build) => this.pipeline.commit(build),
       readSignal: (key) => this.readSignal(key),
+      readTask: (taskId) => this.readTask(taskId),
       maxEarlySignals: options.maxEarlySignals ?? DEFAULT_EARLY_SIGNALS,
     };
     registerKernelCommit(this, (build, commitOptions) => this.kernelCommit(build, commitOptions));

@@ -91,6 +91,17 @@ export const KERNEL_SIGNALS: readonly SignalDefinition<unknown>[] = [
   { key: "done:*", schema: CallReportSchema, early: false },
 ];
 
+/**
+ * The task a kernel key names — `approval:<tool task>`, `run-on:<tool task>:<attempt>`,
+ * `done:<tool task>:<attempt>` — or undefined for any other key.
+ */
+export function taskOfKey(key: string): string | undefined {
+  if (key.startsWith("approval:")) return key.slice("approval:".length) || undefined;
+  const prefix = key.startsWith("run-on:") ? "run-on:" : key.startsWith("done:") ? "done:" : undefined;
+  const attempt = key.lastIndexOf(":");
+  return prefix && attempt > prefix.length ? key.slice(prefix.length, attempt) : undefined;
+}
+
 /** Keys only the kernel signals (a queued turn's wait): refused from outside, not listed as pending. */
 export function isInternalKey(key: string): boolean {
   return key.startsWith("turn:");

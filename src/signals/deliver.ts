@@ -15,7 +15,7 @@ import type { Registry } from "../registry.ts";
 import type { KernelCommit } from "../session/commit-pipeline.ts";
 import type { StateReader } from "../session/state.ts";
 import { dispatch } from "../tasks/machine.ts";
-import { isInternalKey } from "./define-signal.ts";
+import { isInternalKey, taskOfKey } from "./define-signal.ts";
 
 /** The largest payload one signal carries, in UTF-8 bytes of its JSON (it is stored in the task's checkpoint). */
 export const MAX_SIGNAL_PAYLOAD_BYTES = 64 * 1024;
@@ -41,6 +41,8 @@ export interface SignalHost {
   commit<T>(build: KernelCommit<T>): Promise<{ value: T; version: number }>;
   /** The key's stored signal, kept or taken (taken ones leave memory: read from storage, validated). */
   readSignal(key: string): Promise<Signal | undefined>;
+  /** A task by id, from memory or storage (does the task a kernel key names exist). */
+  readTask(taskId: string): Promise<Task | undefined>;
   /** How many signals no wait has taken the session keeps (`maxEarlySignals`). */
   readonly maxEarlySignals: number;
 }
@@ -86,7 +88,7 @@ async function checkSignal(
     // A repeat of a signal that was taken long ago (it left memory) still gets its first outcome.
     const stored = await host.readSignal(call.key);
     if (stored) return { call, repeat: repeatOf(stored, call) };
-    if (!isEarlyAllowed(host.registry, call.key)) throw notAwaited(call.key);
+    if (!isEarlyAllowed(host.registry, call.key)) throw await notAwaitedOrUnknown(host, call.key);
   }
   if (awaiter) checkForAwaiter(host.registry, awaiter, call.key, call.payload);
   return { call };
@@ -99,6 +101,20 @@ function notAwaited(key: string): SignalRefusedError {
     "signal-not-awaited",
     key,
     `no task awaits "${key}", and it takes a signal only while one does`,
+  );
+}
+
+/** The refusal of a key no task awaits: not found when it names a task that does not exist. */
+async function notAwaitedOrUnknown(
+  host: Omit<SignalHost, "commit">,
+  key: string,
+): Promise<SignalRefusedError> {
+  const taskId = taskOfKey(key);
+  if (taskId === undefined || (await host.readTask(taskId).catch(() => true))) return notAwaited(key);
+  return new SignalRefusedError(
+    "wait-not-found",
+    key,
+    `no wait on "${key}": this session has no task ${taskId}`,
   );
 }
 

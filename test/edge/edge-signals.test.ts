@@ -62,6 +62,13 @@ describe("durable waits at the edge", () => {
     const unknown = await signal(edge, "ask", "nobody:1", { requestId: "a1", payload: {} });
     expect(unknown.status).toBe(404);
     expect((await unknown.json()).code).toBe("unknown-signal");
+    // An approval key of a tool call this session never had: not found either.
+    const noCall = await signal(edge, "ask", "approval:no-such-call", {
+      requestId: "a1",
+      payload: { approved: true },
+    });
+    expect(noCall.status).toBe(404);
+    expect((await noCall.json()).code).toBe("wait-not-found");
     const long = await signal(edge, "ask", KEY, {
       requestId: "a1",
       payload: { approved: true, reason: "x".repeat(60_000) },
@@ -94,7 +101,8 @@ describe("durable waits at the edge", () => {
     const refusal = await conflict.json();
     expect(refusal.code).toBe("signal-conflict");
     // The first signal's requestId is its sender's, not this caller's to learn.
-    expect(JSON.stringify(refusal)).not.toContain("a1");
+    expect(refusal.detail).toContain("already received a different signal");
+    expect(refusal.detail).not.toContain("a1");
 
     const done = await edge.json<Submission>(`/sessions/ask/submissions/${accepted.id}?wait=20000`);
     expect(done.status).toBe("succeeded");

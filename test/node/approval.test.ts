@@ -155,6 +155,10 @@ describe("tool approval", () => {
     const late = session.signal(pending.key, { approved: true }, { requestId: "a1" });
     await expect(late).rejects.toBeInstanceOf(SignalRefusedError);
     await expect(late).rejects.toMatchObject({ code: "signal-not-awaited" });
+    // A call that never was is not found (404 at the edge), where a call that ended no longer waits (409).
+    await expect(
+      session.signal("approval:no-such-call", { approved: true }, { requestId: "a2" }),
+    ).rejects.toMatchObject({ code: "wait-not-found", key: "approval:no-such-call" });
     expect(session.view().pending).toEqual([]);
     expect(mail.deliveries).toEqual([]);
     expect(session.task(pending.taskId)?.state).toEqual({ status: "cancelled", reason: "changed my mind" });
