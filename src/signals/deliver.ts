@@ -216,9 +216,11 @@ export function receiptFor(
   options: SignalOptions,
 ): SignalReceipt {
   const call = checkCall(registry, stored.key, payload, options.requestId);
-  // This call's own signal, as the leader stored it: its requestId with this payload. Another call with the
-  // same requestId and another payload is not this one (the leader refuses this call then).
-  if (stored.requestId === options.requestId && holds(stored, call)) return receipt(stored, false);
+  // This call's own signal, as the leader stored it (as its version reads the payload): its requestId, and
+  // a payload agreeing with what this call sent. Another call with the same requestId and another decision
+  // is not this one (the leader refuses this call then).
+  if (stored.requestId === options.requestId && agree(stored.payload, call.sent))
+    return receipt(stored, false);
   return repeatOf(stored, call);
 }
 
@@ -276,13 +278,33 @@ function checkForAwaiter(registry: Registry, awaiter: Task, key: string, payload
   );
 }
 
-/** A key that already has a signal: the same payload is a repeat (first outcome), another one a conflict. */
 /**
  * Whether `stored` holds the call's payload: as this app version reads it, or as it was sent (the leader
  * that stored it may run another version, whose schema reads it differently).
  */
 const holds = (stored: Signal, call: SignalCall) =>
   jsonEqual(stored.payload, call.payload) || jsonEqual(stored.payload, call.sent);
+
+/**
+ * Whether two readings of one payload agree: equal wherever both hold a value. Another version of the key's
+ * schema may add a field (a default) or drop one it does not know, and a call's own signal stored by such a
+ * leader still agrees with what the call sent; another call's different decision does not.
+ */
+function agree(a: Json, b: Json): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a) || Array.isArray(b))
+    return (
+      Array.isArray(a) &&
+      Array.isArray(b) &&
+      a.length === b.length &&
+      a.every((x, i) => agree(x, b[i] as Json))
+    );
+  for (const key in a) if (Object.hasOwn(b, key) && !agree(a[key] as Json, b[key] as Json)) return false;
+  return true;
+}
+
+/** A key that already has a signal: the same payload is a repeat (first outcome), another one a conflict. */
 
 function repeatOf(stored: Signal, call: SignalCall): SignalReceipt {
   if (holds(stored, call)) return receipt(stored, true);

@@ -141,8 +141,8 @@ function decisionsIn(message: ChatMessage): Decision[] {
 /**
  * The page answered approvals: each decision goes to the session as its approval signal (idempotent: a
  * retried send repeats the same request), then the same assistant message continues from the session's
- * head. A decision someone else took first (another tab, the devtools) is not an error: the stream shows
- * the one that counts.
+ * head. A decision someone else took first (another tab, the devtools), or one for a call the session
+ * never had (a stale page), is not an error: the stream shows the one that counts.
  */
 async function continueAfterDecisions(
   backend: ChatBackend,
@@ -156,7 +156,9 @@ async function continueAfterDecisions(
     try {
       await backend.signal(decision.key, payload, { requestId: `${decision.key}:chat` });
     } catch (error) {
-      if (!isSettledElsewhere(error)) throw error; // decided elsewhere first
+      // Decided elsewhere first, or a call the session never had (a stale page): the stream shows the run.
+      const unknown = (error as { code?: unknown } | undefined)?.code === "wait-not-found";
+      if (!isSettledElsewhere(error) && !unknown) throw error;
     }
   }
   const view = await backend.view({ entries: 0, tasks: "active" });
