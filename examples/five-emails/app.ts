@@ -1,7 +1,7 @@
 /**
  * The five-email reference scenario (DESIGN §1) as an app on the kernel: an approved recipient plan
  * (a typed Document), a `send_email` tool that is unsafe to replay but confirmable by operation id, a
- * campaign task that sends one child task per email and joins them allSettled, and — for contrast — the
+ * campaign task that sends one child task per email, one at a time, and — for contrast — the
  * naive black-box `send_batch_emails` tool.
  */
 import { z } from "zod";
@@ -113,8 +113,11 @@ export const planApproval = defineSignal({
 type PlanDecision = z.infer<typeof planApproval.schema>;
 
 /**
- * Sends one child `send_email` tool task per recipient, joins them allSettled, and writes the summary. A
- * plan that is not approved yet is waited on, durably: nothing is sent until a person decides.
+ * Sends one child `send_email` tool task per recipient, one at a time, and writes the summary. A plan that
+ * is not approved yet is waited on, durably: nothing is sent until a person decides. Each mail starts once
+ * the one before has its receipt committed, so a process that dies mid-campaign leaves the article's
+ * picture: the receipts so far committed, at most one mail in doubt (confirmed by its operation id on
+ * recovery), and the rest not started.
  */
 export const emailCampaign = defineTask({
   kind: "email-campaign",
@@ -135,21 +138,26 @@ export const emailCampaign = defineTask({
           { rejections: plan.rejections ?? 0 },
         );
       }
-      const conversationId = ctx.task.conversationId ?? "main";
-      const ids = plan.recipients.map((to, i) =>
-        // Each child is a tool call with its own stored operation id (its task id).
-        ctx.spawn(
-          TOOL_TASK,
-          {
-            toolCallId: `${ctx.task.id}:mail-${i}`,
-            name: "send_email",
-            args: JSON.stringify({ to, body: plan.body }),
-            conversationId,
-          },
-          { id: `${ctx.task.id}/mail-${i}` },
-        ),
+      return ctx.next("mail", 0);
+    },
+    /** Mail number `data` (from 0), then the next one once it ended; the summary after the last. */
+    mail: (ctx) => {
+      const plan = ctx.document(ctx.input.planId)?.value as Plan;
+      const i = ctx.data as number;
+      const to = plan.recipients[i];
+      if (to === undefined) return ctx.next("summarise");
+      // Each mail is a tool call with its own stored operation id (its task id).
+      const id = ctx.spawn(
+        TOOL_TASK,
+        {
+          toolCallId: `${ctx.task.id}:mail-${i}`,
+          name: "send_email",
+          args: JSON.stringify({ to, body: plan.body }),
+          conversationId: ctx.task.conversationId ?? "main",
+        },
+        { id: `${ctx.task.id}/mail-${i}` },
       );
-      return ctx.wait(ids, { policy: "allSettled", next: "summarise" });
+      return ctx.wait([id], { policy: "allSettled", next: "mail" }, i + 1);
     },
     decided: (ctx) => {
       const got = ctx.data as unknown as Received<{ rejections: number }>;

@@ -161,8 +161,13 @@ async function campaignScenario(mail: MailService) {
   const third = await openSession({ id: "support-42", storage: disk.reopen(), registry: registry() });
   const mails = third.view().tasks.filter((t) => t.kind === TOOL_TASK && t.parentId?.includes("/run"));
   const reused = mails.filter((t) => t.state.status === "succeeded").length;
-  say(`${reused} mails have committed receipts and are reused; resume() will:`);
   const plan = third.previewRecovery();
+  const confirmed = plan.events.filter((e) => e.type === "restarted" && e.detail?.includes("confirm")).length;
+  // Mails are sent one at a time: those after the one in doubt were never started (no intent is stored).
+  const notStarted = RECIPIENTS.length - mails.length;
+  say(
+    `recovery plan: ${reused} mails reused (receipts committed), ${confirmed} confirmed by operation id, ${notStarted} not started (it will run); resume() will:`,
+  );
   for (const event of plan.events) say(`  ${JSON.stringify(event)}`);
   narrate(third);
   // The client retries its request: the same requestId returns the original Submission.
@@ -179,7 +184,7 @@ async function campaignScenario(mail: MailService) {
         : undefined;
     if (task.kind === TOOL_TASK && result?.output?.to) vias.set(result.output.to, result.via ?? "?");
   }
-  return { reused, vias: Object.fromEntries(vias) };
+  return { reused, confirmed, notStarted, vias: Object.fromEntries(vias) };
 }
 
 /** An approval that arrives before the campaign asks for it is kept, and taken the moment it does. */
@@ -269,6 +274,8 @@ console.log(
     duplicates: campaignMail.deliveries.length - counts.size,
     crashes: 3,
     reused: campaign.reused,
+    confirmedByOperationId: campaign.confirmed,
+    notStarted: campaign.notStarted,
     vias: campaign.vias,
     earlyApprovalBuffered: early.buffered,
     interrupted,

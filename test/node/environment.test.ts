@@ -11,7 +11,6 @@ import {
   campaignRegistry,
   emailCampaign,
   planApproval,
-  RECIPIENTS,
   sendApprovedNotice,
 } from "../../examples/five-emails/app.ts";
 import { MailService } from "../../examples/five-emails/mail-service.ts";
@@ -89,7 +88,8 @@ describe("checkEnvironment: can this registry continue these sessions?", () => {
     const [gone] = await checkEnvironment(disk, ["stuck"], registryWith(undefined));
     expect(gone?.ok).toBe(false);
     const toolProblems = gone?.problems.filter((p) => p.kind === "agent.tool") ?? [];
-    expect(toolProblems.length).toBeGreaterThanOrEqual(RECIPIENTS.length - 2);
+    // Mails go one at a time: the unfinished call is the second, in flight when the process died.
+    expect(toolProblems.length).toBe(1);
     expect(toolProblems[0]?.reason).toBe('tool "send_email" is not registered here');
 
     // The tool is now declared safe to re-run: calls whose unsafe intent was saved would be re-run.

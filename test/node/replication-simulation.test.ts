@@ -16,6 +16,7 @@ import {
   type Json,
   type LinkedSession,
   memoryStorage,
+  OwnedElsewhereError,
   ReplicationDivergedError,
   type SessionView,
   takePlacedCalls,
@@ -212,7 +213,12 @@ async function simulate(seed: number) {
       events.push(tab ? "tab back for its unsent request" : "tab claim refused");
     }
   }
-  if (leading(tab)) await tab?.linked.flush();
+  // A tab cut off while the edge took over learns it at its next push: this one (fenced, it stops).
+  if (leading(tab))
+    await tab?.linked.flush().catch((error: unknown) => {
+      if (!(error instanceof OwnedElsewhereError)) throw error;
+      events.push("tab learns it was fenced");
+    });
   return { hosts, events, acknowledged, submission, ended, tab, stamps };
 }
 
