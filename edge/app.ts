@@ -16,7 +16,7 @@
  * | `GET /sessions/:id/recovery` | admin | what resume() would do to each unfinished task (no side effects) |
  * | `GET /sessions/:id/events?since=v` (or `Last-Event-ID`) | read | committed changes as Server-Sent Events |
  * | `POST /sessions/:id/stream-token` | read | a short-lived read-only token for `…/events?access_token=` |
- * | `GET /sessions/:id/pending` | read | what the session waits for from outside: `{ version, pending, parked, fromStorage, next }` (the waits in memory, then a page of parked ones from storage — `fromStorage` of them, `?before=<next>&limit=` for more) |
+ * | `GET /sessions/:id/pending` | read | what the session waits for from outside: `{ version, pending, parked, fromStorage, next }` (a bounded page of waiting tasks, newest first, in memory and parked alike — `fromStorage` of the keys read from storage, `?before=<next>&limit=` for more) |
  * | `POST /sessions/:id/signals/:key` `{ requestId, payload }` | signal | 201 + the receipt (200 for a repeat); 400 bad payload, 404 unknown key, 409 resolved differently or not awaited |
  * | `GET /sessions/:id/early-signals?after=<v>&limit=<n>` | read | `{ version, count, earlySignals, next }`: a page of the signals kept that no wait has taken yet, oldest first (`next`: the `after` of the next page, null at the end) |
  * | `DELETE /sessions/:id/signals/:key` | drop-signal | drops the early signal kept for the key: 200 + `{ dropped }`; 404 when none is kept |
@@ -173,6 +173,9 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
       .string()
       .max(600)
       .regex(/^\d+\/[\s\S]+$/, "must be the next of an earlier page")
+      .refine((before) => Number.isSafeInteger(Number(before.slice(0, before.indexOf("/")))), {
+        message: "must be the next of an earlier page",
+      })
       .optional(),
   });
 

@@ -379,20 +379,15 @@ class SessionHost<Env> {
         return Response.json(await this.previewRecovery(route.sessionId));
       case "pending": {
         const session = await this.required(route.sessionId);
-        // Waits in memory first, then parked waits left in storage, a page at a time (`next` continues). Memory
-        // is read after storage: a wait read back meanwhile is listed once, from memory.
+        // Waits in memory and parked ones in storage, newest first, a bounded page at a time (`next`).
         const page = { limit: route.limit, ...(route.before !== undefined && { before: route.before }) };
-        const stored = session.parkedInStorage > 0 ? await session.readParkedWaits(page) : { waits: [] };
-        const memory = session.pending();
-        const inMemory = route.before === undefined ? memory : [];
-        const held = new Set(memory.map((wait) => wait.key));
-        const parked = { ...stored, waits: stored.waits.filter((wait) => !held.has(wait.key)) };
+        const { waits, next, stored } = await session.readPending(page);
         return Response.json({
           version: session.version,
-          pending: [...inMemory, ...parked.waits],
+          pending: waits,
           parked: session.parkedInStorage,
-          fromStorage: parked.waits.length,
-          next: parked.next ?? null,
+          fromStorage: stored,
+          next: next ?? null,
         });
       }
       case "signal": {

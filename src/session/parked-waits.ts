@@ -115,25 +115,69 @@ export class ParkedWaits {
     waits: PendingWait[];
     next?: string;
   }> {
-    const limit = Math.min(Math.max(1, options.limit ?? 100), 1000);
-    const items = await this.storage.readParked(this.state.id, cursorOf(options.before), limit);
-    const roots: Task[] = [];
+    const limit = pageLimit(options.limit);
+    const { waits, last, full } = await this.readWaits(cursorOf(options.before), limit);
+    return {
+      waits: pendingWaits(waits.map((wait) => wait.task)),
+      ...(full && last && { next: `${last.version}/${last.id}` }),
+    };
+  }
+
+  /**
+   * Every wait of the session, in memory and parked in storage, a page at a time: up to `limit` waiting
+   * tasks, newest first by the commit that created each (`<version>/<id>`, below `before`), their keys in
+   * key order; `next` continues, and `stored` counts the keys read from storage. A page is bounded however
+   * many waits memory holds (waits parked while the session ran stay in memory until it reopens).
+   */
+  async readAll(options: { before?: string; limit?: number } = {}): Promise<{
+    waits: PendingWait[];
+    next?: string;
+    stored: number;
+  }> {
+    const limit = pageLimit(options.limit);
+    const before = cursorOf(options.before);
+    const fromStorage = this.state.parkedInStorage > 0 ? await this.readWaits(before, limit) : undefined;
+    // Memory after storage: a wait read back meanwhile is listed once, from memory.
+    const stored = (fromStorage?.waits ?? []).filter((wait) => !this.state.task(wait.id));
+    const waits = [...stored];
+    for (const task of this.state.tasks.values()) {
+      const at = { version: task.createdVersion ?? 0, id: task.id };
+      const { state } = task;
+      const listed = state.status === "awaiting" && state.keys.some((key) => !isInternalKey(key));
+      if (listed && (!before || isBelow(at, before))) waits.push({ ...at, task });
+    }
+    waits.sort((a, b) => (isBelow(a, b) ? 1 : isBelow(b, a) ? -1 : 0));
+    const page = waits.slice(0, limit);
+    const last = page.at(-1);
+    const more = waits.length > limit || fromStorage?.full === true;
+    const listed = pendingWaits(page.map((wait) => wait.task));
+    const storedIds = new Set(stored.map((wait) => wait.id));
+    return {
+      waits: listed,
+      ...(more && last && { next: `${last.version}/${last.id}` }),
+      stored: listed.filter((wait) => storedIds.has(wait.taskId)).length,
+    };
+  }
+
+  /**
+   * Up to `limit` parked waits in storage below `before`, newest first, those memory does not hold read with
+   * their root task; `last` is the last one storage listed, `full` whether it listed `limit` (more may follow).
+   */
+  private async readWaits(before: ParkedCursor | undefined, limit: number) {
+    const items = await this.storage.readParked(this.state.id, before, limit);
+    const waits: { version: number; id: string; task: Task }[] = [];
     for (const item of items) {
       if (this.state.task(item.id) || this.state.blocked("task", item.id)) continue;
       const row = await this.storage.readTask(this.state.id, item.id);
       if (!row) continue;
       try {
-        roots.push(storedTask(row));
+        waits.push({ version: item.version, id: item.id, task: storedTask(row) });
       } catch (error) {
         if (!(error instanceof CorruptRecordError)) throw error;
         this.block(item.id, error); // listed as blocked instead, and the page goes on
       }
     }
-    const last = items.at(-1);
-    return {
-      waits: pendingWaits(roots),
-      ...(items.length === limit && last && { next: `${last.version}/${last.id}` }),
-    };
+    return { waits, last: items.at(-1), full: items.length === limit };
   }
 
   /** Reports a parked wait whose stored tree failed to load (the row stays as it is). */
@@ -162,6 +206,13 @@ function storedTask(row: StoredRecord): Task {
     throw new CorruptRecordError(row.key, summarizeIssues(parsed.error), { cause: parsed.error });
   return parsed.data;
 }
+
+/** A page's size: 100 unless asked, between 1 and 1,000. */
+const pageLimit = (limit: number | undefined) => Math.min(Math.max(1, limit ?? 100), 1000);
+
+/** Whether `a` lists after `b` (older: a lower version, or the same with a lower id). */
+const isBelow = (a: ParkedCursor, b: ParkedCursor) =>
+  a.version < b.version || (a.version === b.version && a.id < b.id);
 
 /** A page cursor `<version>/<id>` (ids may hold `/`); refused with a typed error when it is not one. */
 function cursorOf(before: string | undefined): ParkedCursor | undefined {

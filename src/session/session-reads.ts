@@ -109,6 +109,15 @@ export class SessionReads {
     return this.parked.readPage(options);
   }
 
+  /**
+   * Every pending wait — in memory and parked in storage — a bounded page at a time: up to `limit` (default
+   * 100, at most 1,000) waiting tasks, newest first, `next` to pass as `before` for the page after, and how
+   * many of the page's keys were read from storage (`stored`).
+   */
+  readPending(options?: { before?: string; limit?: number }) {
+    return this.parked.readAll(options);
+  }
+
   /** How many Submissions have not ended yet (accepted or running). O(1). */
   unfinishedSubmissions(): number {
     return this.state.unfinishedSubmissions;

@@ -46,6 +46,10 @@ it("lists parked waits from storage after a restart, signals one by key, and pas
     expect(before.pending.map((w) => w.key)).toEqual(["k:0", "k:1", "k:2", "k:3", "k:4"]);
     const until = before.pending.find((w) => w.key === "k:4")?.until ?? 0;
     expect(until).toBeGreaterThan(Date.now());
+    // Still in this object's memory (parked while it ran): a page holds no more than asked all the same.
+    const warm = (await call<PendingPage>(runtime, "/sessions/parked/pending?limit=2")).body;
+    expect(warm.pending.map((w) => w.key)).toEqual(["k:3", "k:4"]);
+    expect(warm.next).not.toBeNull();
     await runtime.dispose(); // evicted: the parked waits and the deadline's alarm are all that is left
     runtime = start();
 
@@ -74,6 +78,13 @@ it("lists parked waits from storage after a restart, signals one by key, and pas
       "/sessions/parked/pending?before=x",
     );
     expect(badCursor.status).toBe(400);
+    // A version past what a page can name is refused the same way, naming the query field.
+    const huge = await call<{ errors: { path: string }[] }>(
+      runtime,
+      `/sessions/parked/pending?before=${encodeURIComponent("99999999999999999999/x")}`,
+    );
+    expect(huge.status).toBe(400);
+    expect(huge.body.errors[0]?.path).toBe(badCursor.body.errors[0]?.path);
     // Any id may end a page, a line break in it too.
     const odd = encodeURIComponent("1/a\nb");
     expect((await call<PendingPage>(runtime, `/sessions/parked/pending?before=${odd}`)).status).toBe(200);

@@ -175,6 +175,39 @@ describe.each(stores)("parked waits on %s", (_name, makeStorage) => {
     }
   });
 
+  it("lists every wait, in memory and in storage, in pages no larger than asked, each exactly once", async () => {
+    const storage = makeStorage();
+    const clock = new ManualClock(1_000);
+    const first = await open(storage, clock);
+    for (let i = 0; i < 12; i++) await first.session.spawn("asker", { keys: [`answer:${i}`] });
+    await first.session.whenIdle();
+    const everyKey = first.session.pending().map((w) => w.key);
+    expect(everyKey).toHaveLength(12); // parked past the first three, yet all still in this process's memory
+    const pages = async (session: typeof first.session, limit: number) => {
+      const keys: string[] = [];
+      let before: string | undefined;
+      for (let n = 0; n < 50; n++) {
+        const page = await session.readPending({ limit, ...(before !== undefined && { before }) });
+        expect(page.waits.length, `a page of ${limit}`).toBeLessThanOrEqual(limit);
+        keys.push(...page.waits.map((w) => w.key));
+        if (page.next === undefined) break;
+        before = page.next;
+      }
+      return keys;
+    };
+    for (const limit of [1, 5, 100]) expect((await pages(first.session, limit)).sort()).toEqual(everyKey);
+    // Newest first.
+    expect((await first.session.readPending({ limit: 1 })).waits.map((w) => w.key)).toEqual(["answer:11"]);
+    await first.session.close();
+    // Reopened: three in memory, nine in storage, merged into the same pages.
+    const { session } = await open(storage, clock);
+    expect(session.pending()).toHaveLength(3);
+    for (const limit of [1, 2, 7, 100]) expect((await pages(session, limit)).sort()).toEqual(everyKey);
+    const whole = await session.readPending({ limit: 100 });
+    expect(whole.stored).toBe(9);
+    expect(whole.next).toBeUndefined();
+  });
+
   it("a signal for a parked wait reads it back and continues it in the commit that stores the signal", async () => {
     const storage = makeStorage();
     const clock = new ManualClock(1_000);

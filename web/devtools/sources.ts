@@ -328,15 +328,15 @@ export async function edgeSource(baseUrl: string, token: string, sessionId: stri
       read(`/submissions?limit=${limit}${before === undefined ? "" : `&before=${before}`}`),
     readTaskTree: (rootId) => read(`/tree?root=${encodeURIComponent(rootId)}`),
     async readParkedWaits(before, limit) {
-      // The edge's first page lists the waits in its memory first: those are the view's own pending list.
+      // The edge's pages list the waits in its memory too (newest first, merged with the parked ones): those
+      // are the view's own pending list, which the panel shows once.
       const page = await read<{
         pending: PendingWait[];
         parked: number;
         fromStorage: number;
         next: string | null;
       }>(`/pending?limit=${limit}${before === undefined ? "" : `&before=${encodeURIComponent(before)}`}`);
-      const waits = page.pending.slice(page.pending.length - page.fromStorage);
-      return { parked: page.parked, waits, next: page.next };
+      return { parked: page.parked, waits: page.pending, next: page.next };
     },
     readEntries: (conversationId, before, limit) =>
       read(`/conversations/${encodeURIComponent(conversationId)}/entries?before=${before}&limit=${limit}`),
