@@ -358,7 +358,9 @@ class SessionHost<Env> {
           ...(route.documents !== undefined && { documents: route.documents }),
           ...(route.documentsAfter !== undefined && { documentsAfter: route.documentsAfter }),
         };
-        return Response.json(session.view(trim), { headers: { etag: `"v${session.version}"` } });
+        // A weak validator: one version is one committed state, but the body also shows what memory holds
+        // (a parked wait read back without a commit, waits parked while this object ran) and the trims asked.
+        return Response.json(session.view(trim), { headers: { etag: `W/"v${session.version}"` } });
       }
       case "entries": {
         const session = await this.required(route.sessionId);

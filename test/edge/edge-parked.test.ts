@@ -56,6 +56,12 @@ it("lists parked waits from storage after a restart, signals one by key, and pas
     // Reopened, the session holds none of them in memory; they are listed from storage, two a page.
     const view = (await call<SessionView>(runtime, "/sessions/parked/view")).body;
     expect(view.tasks.filter((t) => t.kind === "waiter")).toEqual([]);
+    // The view's ETag is weak: a parked wait read back (below) shows in the body at the same version.
+    const viewed = await runtime.dispatchFetch("http://edge.test/sessions/parked/view", {
+      headers: { authorization: "Bearer t" },
+    });
+    await viewed.arrayBuffer();
+    expect(viewed.headers.get("etag")).toBe(`W/"v${view.version}"`);
     const listed: PendingWait[] = [];
     let page = (await call<PendingPage>(runtime, "/sessions/parked/pending?limit=2")).body;
     expect(page.parked).toBe(5);
