@@ -21,6 +21,7 @@ import {
   InvalidArgumentError,
   isSubmissionFinished,
   type OpenSessionOptions,
+  OwnedElsewhereError,
   openSession,
   parseSubmitInput,
   type RecoveryPlan,
@@ -394,7 +395,8 @@ class SessionHost<Env> {
       }
       case "signal": {
         const { requestId, payload } = parseSignalBody(body);
-        const session = await this.writable(route.sessionId);
+        const session = await this.writable(route.sessionId).catch(retryLater);
+        if (session instanceof Response) return session;
         const receipt = await session.signal(route.key, payload, { requestId });
         return Response.json(receipt, { status: receipt.duplicate ? 200 : 201 });
       }
@@ -577,4 +579,17 @@ function reportAlarmError(error: unknown): void {
 
 function unknownSubmission(submissionId: string): Response {
   return problemResponse(404, "submission-not-found", `submission ${submissionId} does not exist`);
+}
+
+/**
+ * A signal for a session a browser tab leads (a linked session): 503 with `Retry-After`, until the tab's
+ * lease runs out or it hands the session back — a payment provider or CI job retries a 5xx, where a 409
+ * would read as final and the event would be lost. Any other error is thrown on.
+ */
+function retryLater(error: unknown): Response {
+  if (!(error instanceof OwnedElsewhereError)) throw error;
+  const seconds = error.until === null ? 30 : Math.ceil((error.until - Date.now()) / 1000);
+  const retryAfter = String(Math.min(Math.max(seconds, 1), 300));
+  const detail = "a browser tab writes this session now; retry after the time Retry-After gives";
+  return problemResponse(503, "owned-elsewhere", detail, undefined, { "retry-after": retryAfter });
 }

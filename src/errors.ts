@@ -244,7 +244,9 @@ export class SignalRefusedError extends KernelError {
  */
 export function isSettledElsewhere(error: unknown): boolean {
   const { code, status } = (error ?? {}) as { code?: unknown; status?: unknown };
-  return code === "signal-conflict" || code === "signal-not-awaited" || status === 409;
+  // By its code when it has one: a 409 `owned-elsewhere` (another host writes the session) settled nothing.
+  if (typeof code === "string") return code === "signal-conflict" || code === "signal-not-awaited";
+  return status === 409;
 }
 
 /** A caller passed an argument the kernel cannot accept (a malformed submission, a version from the future). */

@@ -28,11 +28,13 @@ export interface EdgeChatOptions {
   readonly timers?: Timers;
 }
 
-/** An HTTP error of the edge API, with its status and the problem's detail. */
+/** An HTTP error of the edge API, with its status, the problem's detail and its `code` (when it has one). */
 export class EdgeRequestError extends Error {
   constructor(
     readonly status: number,
     detail: string,
+    /** The problem's stable code (`signal-conflict`, `owned-elsewhere`, …), if the answer named one. */
+    readonly code?: string,
   ) {
     super(`edge API: ${status} ${detail}`);
     this.name = "EdgeRequestError";
@@ -51,7 +53,7 @@ function edgeCalls(options: EdgeChatOptions) {
       ...(init.body !== undefined && { body: JSON.stringify(init.body) }),
     });
   const json = async <T>(response: Response): Promise<T> => {
-    if (!response.ok) throw new EdgeRequestError(response.status, await detailOf(response));
+    if (!response.ok) throw await requestError(response);
     return (await response.json()) as T;
   };
   const signal = async (key: string, payload: Json, { requestId }: { requestId: string }) =>
@@ -154,7 +156,7 @@ export function followEdgeChanges(options: EdgeFollowOptions): () => void {
           signal: controller.signal,
         });
         if (!response.ok || !response.body) {
-          const error = new EdgeRequestError(response.status, await detailOf(response));
+          const error = await requestError(response);
           if (response.status < 500 && response.status !== 429) return options.onError?.(error);
           throw error;
         }
@@ -187,11 +189,16 @@ export function followEdgeChanges(options: EdgeFollowOptions): () => void {
   return () => controller.abort();
 }
 
-async function detailOf(response: Response): Promise<string> {
+/** The error a failed answer stands for: its status, and its problem's detail and code. */
+async function requestError(response: Response): Promise<EdgeRequestError> {
   const text = await response.text().catch(() => "");
+  let problem: { detail?: unknown; code?: unknown } = {};
   try {
-    return (JSON.parse(text) as { detail?: string }).detail ?? text;
+    problem = (JSON.parse(text) as typeof problem | null) ?? {};
   } catch {
-    return text;
+    // Not problem+json (a proxy's page, say): its text is the detail.
   }
+  const detail = typeof problem.detail === "string" ? problem.detail : text;
+  const code = typeof problem.code === "string" ? problem.code : undefined;
+  return new EdgeRequestError(response.status, detail, code);
 }

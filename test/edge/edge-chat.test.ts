@@ -173,6 +173,7 @@ describe("chat transport over the edge API", () => {
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(EdgeRequestError);
     expect((error as EdgeRequestError).status).toBe(401);
+    expect((error as EdgeRequestError).code).toBe("unauthorized");
   });
 });
 

@@ -126,6 +126,14 @@ describe("a linked session on Node + workerd", () => {
     });
     expect(refused.status).toBe(409);
     expect((await refused.json()).code).toBe("owned-elsewhere");
+    // A signal (a webhook, say) is asked to come back once the tab's lease may have run out: a 5xx is
+    // retried by senders, where a 409 reads as final.
+    const later = await edge.request("/sessions/linked-1/signals/plan-approval%3Aplan", {
+      body: { requestId: "hook-1", payload: { approved: true } },
+    });
+    expect(later.status).toBe(503);
+    expect((await later.json()).code).toBe("owned-elsewhere");
+    expect(Number(later.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
     for (let i = 0; i < 100 && handOff === undefined; i++) await new Promise((r) => setTimeout(r, 20));
     await handOff;
     expect(tab.linked.status).toBe("released");

@@ -11,12 +11,15 @@ import {
   createRegistry,
   defineSignal,
   defineTask,
+  EdgeRequestError,
   InvalidArgumentError,
   indexedDbStorage,
+  isSettledElsewhere,
   type Json,
   ManualClock,
   ManualTimers,
   memoryStorage,
+  OwnedElsewhereError,
   openSession,
   type Received,
   SignalRefusedError,
@@ -621,5 +624,22 @@ describe("durable waits: a delivery racing one the store refuses", () => {
     expect(big).toMatchObject({ status: "rejected", reason: { code: "record-too-large" } });
     expect(small).toMatchObject({ status: "fulfilled", value: { duplicate: false, takenBy: task.id } });
     expect((await session.waitForTask(task.id)).state).toMatchObject({ status: "succeeded" });
+  });
+});
+
+describe("isSettledElsewhere: a signal someone else settled, not a failure of the caller's", () => {
+  it("reads an error's code when it has one, and a bare 409 only when it has none", () => {
+    const refused = (code: ConstructorParameters<typeof SignalRefusedError>[0]) =>
+      new SignalRefusedError(code, "k:1", "refused");
+    expect(isSettledElsewhere(refused("signal-conflict"))).toBe(true);
+    expect(isSettledElsewhere(refused("signal-not-awaited"))).toBe(true);
+    expect(isSettledElsewhere(refused("wait-not-found"))).toBe(false);
+    expect(isSettledElsewhere(refused("early-signals-full"))).toBe(false);
+    // Another host writes the session: nothing was settled, the signal must be sent again later.
+    expect(isSettledElsewhere(new OwnedElsewhereError("a tab leads", "tab", null))).toBe(false);
+    expect(isSettledElsewhere(new EdgeRequestError(409, "a tab leads", "owned-elsewhere"))).toBe(false);
+    expect(isSettledElsewhere(new EdgeRequestError(409, "conflict", "signal-conflict"))).toBe(true);
+    expect(isSettledElsewhere(new EdgeRequestError(409, "conflict"))).toBe(true);
+    expect(isSettledElsewhere(new EdgeRequestError(503, "later"))).toBe(false);
   });
 });
