@@ -8,13 +8,16 @@ import { CorruptRecordError, InvalidArgumentError } from "../errors.ts";
 import type { ErrorInfo, Task } from "../records/schemas.ts";
 import { SignalSchema, TaskSchema } from "../records/schemas.ts";
 import { deepFreeze, summarizeIssues } from "../records/validate.ts";
-import { isInternalKey } from "../signals/define-signal.ts";
+import { isInternalKey, taskOfKey } from "../signals/define-signal.ts";
 import type { ParkedCursor, Storage, StoredRecord } from "../storage/storage.ts";
 import { deadlineOfRow } from "../storage/working-set.ts";
 import { taskError } from "../tasks/error-info.ts";
 import { isStandaloneRoot } from "./items.ts";
 import { type PendingWait, pendingWaits } from "./pending.ts";
-import { reduceSession, type SessionState } from "./state.ts";
+import { reduceSession, type SessionState, type StateReader } from "./state.ts";
+
+/** In the commit that would begin a wait: why it may not begin, if it may not (see `checkWait`). */
+export type WaitCheck = (draft: StateReader) => ErrorInfo | undefined;
 
 /** How many deadline rows are read at a time while looking for due waits. */
 const DEADLINE_PAGE = 64;
@@ -36,27 +39,41 @@ export class ParkedWaits {
   }
 
   /**
-   * A wait about to begin on `keys`, checked against storage before its commit: a parked wait on one of
-   * them is read back (the commit then sees who holds each key), and a key whose signal a wait already took
-   * refuses it — a key takes one signal, so that wait could never end. Answers the refusal, if any. A failed
-   * read refuses nothing (the commit still checks what memory holds).
+   * A wait task `taskId` is about to begin, checked before its commit and then in it: a parked wait on one of
+   * its keys is read back (the commit then sees who holds each key), and each key's stored signal is read —
+   * a key takes one signal, and memory keeps only those no wait took. In its commit the wait is refused
+   * (`key-resolved`) when it could never end: all its keys spent (`any`), or one (`all`). A key is spent when
+   * a wait took its signal, or when another task awaited it at the read and no longer does in the commit
+   * (that wait ended meanwhile, most likely by taking the signal). Kernel keys name a new task or attempt and
+   * are never read. A failed read spends nothing (the commit still checks what memory holds).
    */
-  async checkWait(keys: readonly string[]): Promise<ErrorInfo | undefined> {
-    for (const key of keys) {
-      const taken = await this.takenBy(key).catch(() => undefined);
-      if (taken === undefined) continue;
-      const message = `key "${key}" already received its signal (taken by task ${taken}); a key takes one signal, so wait on a new key`;
-      return taskError("key-resolved", message);
+  async checkWait(
+    taskId: string,
+    wait: { keys: readonly string[]; mode: "any" | "all" },
+  ): Promise<WaitCheck> {
+    const spent = new Map<string, (draft: StateReader) => string | undefined>();
+    for (const key of wait.keys) {
+      if (isInternalKey(key) || taskOfKey(key) !== undefined) continue;
+      await this.loadByKey(key).catch(() => undefined);
+      const holder = this.state.awaiter(key)?.id;
+      if (holder !== undefined && holder !== taskId) {
+        const ended = `was awaited by task ${holder} when this wait began, and that wait ended meanwhile`;
+        spent.set(key, (draft) => (draft.awaiter(key)?.id === holder ? undefined : ended));
+      } else if (holder === undefined && !this.state.signal(key)) {
+        const row = await this.storage.readSignal(this.state.id, key).catch(() => undefined);
+        const taken = row && SignalSchema.safeParse(row.value).data?.consumedBy;
+        if (taken !== undefined) spent.set(key, () => `already received its signal (taken by task ${taken})`);
+      }
     }
-    return undefined;
-  }
-
-  /** The task that took the signal of `key`, read from storage (memory keeps only signals not taken). */
-  private async takenBy(key: string): Promise<string | undefined> {
-    await this.loadByKey(key);
-    if (isInternalKey(key) || this.state.awaiter(key) || this.state.signal(key)) return undefined;
-    const row = await this.storage.readSignal(this.state.id, key);
-    return row && SignalSchema.safeParse(row.value).data?.consumedBy;
+    if (spent.size === 0) return () => undefined;
+    return (draft) => {
+      const reasons = wait.keys.map((key) => [key, spent.get(key)?.(draft)] as const);
+      const found = reasons.filter(([, reason]) => reason !== undefined);
+      if (wait.mode === "any" ? found.length < wait.keys.length : found.length === 0) return undefined;
+      const [key, reason] = found[0] as readonly [string, string];
+      const message = `key "${key}" ${reason}; a key takes one signal, so wait on a new key`;
+      return taskError("key-resolved", message);
+    };
   }
 
   /** Reads back the parked wait whose root is `taskId`, if it is one memory does not hold. */

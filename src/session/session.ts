@@ -105,7 +105,7 @@ export class Session extends SessionReads {
           options.effectGate ? options.effectGate(this.version, signal()) : Promise.resolve(),
         ...(options.host !== undefined && { hostKind: options.host }),
         loadDue: (now) => this.parked.loadDue(now),
-        checkWait: (keys) => this.parked.checkWait(keys),
+        checkWait: (taskId, wait) => this.parked.checkWait(taskId, wait),
       });
       const policy = options.retention;
       if (policy) this.retention = new Retention({ state, storage, clock, policy, ...this.retentionHost() });

@@ -7,11 +7,12 @@
 import type { Clock, IdSource, TimerHandle, Timers } from "../clock.ts";
 import { afterThisTick } from "../clock.ts";
 import { isSessionFailure, KernelError } from "../errors.ts";
-import type { CommitRecord, Entry, ErrorInfo, Signal, Task } from "../records/schemas.ts";
+import type { CommitRecord, Entry, Signal, Task } from "../records/schemas.ts";
 import { isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import type { KernelCommit, KernelCommitOptions } from "../session/commit-pipeline.ts";
 import type { ProgressDraft } from "../session/draft-types.ts";
+import type { WaitCheck } from "../session/parked-waits.ts";
 import type { SessionState } from "../session/state.ts";
 import { dropExpired } from "../signals/expiry.ts";
 import { errorInfo } from "./error-info.ts";
@@ -47,8 +48,8 @@ export interface SchedulerHost {
   unblock(taskId: string): void;
   /** Reads back the parked waits due by `now` from storage (`session/parked-waits.ts`). */
   loadDue?(now: number): Promise<void>;
-  /** Checks a wait about to begin on `keys` against storage; answers why it is refused, if it is. */
-  checkWait?(keys: readonly string[]): Promise<ErrorInfo | undefined>;
+  /** Reads what storage holds of a wait's keys before its commit; answers the check its commit makes. */
+  checkWait?(taskId: string, wait: { keys: readonly string[]; mode: "any" | "all" }): Promise<WaitCheck>;
 }
 
 export interface SchedulerOptions {
@@ -283,18 +284,14 @@ export class Scheduler {
     }
     const { transition, staged } = await this.runner.run(task, resolution.definition, abort);
     // A wait about to begin checks its keys: a parked wait in storage may hold one, a taken signal spend it.
-    const refused = transition.type === "await" ? await this.host.checkWait?.(transition.keys) : undefined;
+    const check = transition.type === "await" ? await this.host.checkWait?.(task.id, transition) : undefined;
     if (!this.driving) return; // closed or stopped meanwhile: the task stays stored as running
-    const ended: TaskEvent = {
-      type: "phase-ended",
-      taskId: task.id,
-      transition: refused ? { type: "fail", error: refused } : transition,
-      aborted: abort.aborted,
-    };
+    const ended: TaskEvent = { type: "phase-ended", taskId: task.id, transition, aborted: abort.aborted };
     try {
       await this.host.commit((draft) => {
         for (const change of staged) change(draft);
-        dispatch(draft, ended);
+        const refused = check?.(draft);
+        dispatch(draft, refused ? { ...ended, transition: { type: "fail", error: refused } } : ended);
       });
     } catch (error) {
       if (!this.driving || isSessionFailure(error)) return;

@@ -95,6 +95,20 @@ describe("tool approval", () => {
     expect(toolResults(entries).map((r) => r.outcome)).toEqual(["ok"]);
   });
 
+  it("begins an approval's wait without reading its key's signal: the key names a new call", async () => {
+    const storage = memoryStorage();
+    const reads: string[] = [];
+    const readSignal = storage.readSignal.bind(storage);
+    storage.readSignal = (sessionId, key) => {
+      reads.push(key);
+      return readSignal(sessionId, key);
+    };
+    const { session, pending } = await pendingApproval(storage, new MailService());
+    expect(pending.key).toMatch(/^approval:/);
+    expect(reads).toEqual([]);
+    await session.close();
+  });
+
   it("turns a rejection into a result the model sees, and never runs the tool", async () => {
     const mail = new MailService();
     const { session, submission, pending } = await pendingApproval(memoryStorage(), mail);

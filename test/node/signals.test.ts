@@ -569,11 +569,22 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     await first.session.whenIdle();
     await first.session.signal("answer:once", { text: "yes" }, { requestId: "r1" });
     expect((await first.session.waitForTask(one.id)).state.status).toBe("succeeded");
-    // In the same process, and in a later one (the taken signal is in storage only).
-    const sameProcess = await first.session.spawn("asker", { keys: ["answer:other", "answer:once"] });
+    // In the same process, and in a later one (the taken signal is in storage only). A wait that needs all
+    // its keys cannot end if one is spent; one that needs any of them still can, by another key.
+    const sameProcess = await first.session.spawn("asker", {
+      keys: ["answer:other", "answer:once"],
+      mode: "all",
+    });
     const refused = await first.session.waitForTask(sameProcess.id);
     expect(refused.state).toMatchObject({ status: "failed", error: { code: "key-resolved" } });
     expect(refused.state.status === "failed" && refused.state.error.message).toContain(`task ${one.id}`);
+    const either = await first.session.spawn("asker", { keys: ["answer:once", "answer:else"] });
+    await first.session.whenIdle();
+    expect(first.session.pending().map((wait) => wait.key)).toEqual(["answer:else", "answer:once"]);
+    await first.session.signal("answer:else", { text: "by the other key" }, { requestId: "e1" });
+    expect((await first.session.waitForTask(either.id)).state).toMatchObject({
+      result: { signals: { "answer:else": { text: "by the other key" } } },
+    });
     await first.session.close();
     const later = await open(storage, new ManualClock(5_000));
     await later.session.resume();
@@ -641,5 +652,68 @@ describe("isSettledElsewhere: a signal someone else settled, not a failure of th
     expect(isSettledElsewhere(new EdgeRequestError(409, "conflict", "signal-conflict"))).toBe(true);
     expect(isSettledElsewhere(new EdgeRequestError(409, "conflict"))).toBe(true);
     expect(isSettledElsewhere(new EdgeRequestError(503, "later"))).toBe(false);
+  });
+});
+
+describe("durable waits: a wait that begins while another takes its key's signal", () => {
+  it("is refused in its commit, instead of waiting forever on a spent key", async () => {
+    const storage = memoryStorage();
+    const commit = storage.commit.bind(storage);
+    let hold: Promise<void> | undefined;
+    storage.commit = async (guard, commits) => {
+      await hold;
+      return commit(guard, commits);
+    };
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const slow = defineTask({
+      kind: "slow-asker",
+      version: 1,
+      input: z.object({ key: z.string() }),
+      phases: {
+        ask: async (ctx) => {
+          await gate;
+          return ctx.waitFor(ctx.input.key, { next: "answered" });
+        },
+        answered: (ctx) => ctx.complete(null),
+      },
+    });
+    const clock = new ManualClock(1_000);
+    const session = await openSession({
+      id: "race",
+      storage,
+      registry: createRegistry({ tasks: [asker, slow], signals: [answer] }),
+      clock,
+      timers: new ManualTimers(clock),
+      ids: sequentialIds(),
+    });
+    await session.resume();
+    const turns = async () => {
+      for (let i = 0; i < 50; i++) await new Promise((resolve) => setImmediate(resolve));
+    };
+    const taker = await session.spawn("asker", { keys: ["answer:x"] });
+    const late = await session.spawn("slow-asker", { key: "answer:x" });
+    await turns();
+    expect(session.task(taker.id)?.state.status).toBe("awaiting");
+    // The signal's commit is held in storage while the slow phase ends with a wait on the same key: its
+    // read sees the other task still awaiting it, and its commit comes after the signal's.
+    let unhold: () => void = () => undefined;
+    hold = new Promise<void>((resolve) => {
+      unhold = resolve;
+    });
+    const signalled = session.signal("answer:x", { text: "yes" }, { requestId: "r1" });
+    await turns();
+    release();
+    await turns();
+    hold = undefined;
+    unhold();
+    await signalled;
+    await session.whenIdle();
+    expect(session.task(taker.id)?.state.status).toBe("succeeded");
+    expect(session.task(late.id)?.state).toMatchObject({ status: "failed", error: { code: "key-resolved" } });
+    expect(session.pending()).toEqual([]);
+    await session.close();
   });
 });
