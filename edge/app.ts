@@ -177,6 +177,8 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
         message: "must be the next of an earlier page",
       })
       .optional(),
+    // Only keys that start with it (`run-on:` for an executor: those waits are never parked).
+    prefix: SignalKeySchema.optional(),
   });
 
   // A page of early signals goes on after the version of the last one listed.
@@ -394,7 +396,11 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   app.get("/sessions/:id/pending", async (c) => {
     const g = await guard(c, "read");
     if (g instanceof Response) return g;
-    const page = parse("query", PendingQuery, { before: c.req.query("before"), limit: c.req.query("limit") });
+    const page = parse("query", PendingQuery, {
+      before: c.req.query("before"),
+      limit: c.req.query("limit"),
+      prefix: c.req.query("prefix"),
+    });
     if (page instanceof Response) return page;
     return forward(c, { op: "pending", sessionId: g.sessionId, ...page });
   });

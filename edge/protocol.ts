@@ -108,6 +108,7 @@ export const SessionCallSchema = z.discriminatedUnion("op", [
     sessionId: IdSchema,
     before: z.string().max(600).optional(),
     limit: Count,
+    prefix: z.string().min(1).max(256).optional(),
   }),
   z.object({ op: z.literal("signal"), sessionId: IdSchema, key: SignalKeySchema }),
   z.object({ op: z.literal("early-signals"), sessionId: IdSchema, after: Count.optional(), limit: Count }),

@@ -383,7 +383,11 @@ class SessionHost<Env> {
       case "pending": {
         const session = await this.required(route.sessionId);
         // Waits in memory and parked ones in storage, newest first, a bounded page at a time (`next`).
-        const page = { limit: route.limit, ...(route.before !== undefined && { before: route.before }) };
+        const page = {
+          limit: route.limit,
+          ...(route.before !== undefined && { before: route.before }),
+          ...(route.prefix !== undefined && { prefix: route.prefix }),
+        };
         const { waits, next, stored } = await session.readPending(page);
         return Response.json({
           version: session.version,

@@ -17,8 +17,11 @@ import { type Intent, runByRules } from "./tool-finish.ts";
 
 /** Where an executor finds calls and reports them: a session in process, or one over HTTP. */
 export interface ExecutorTarget {
-  /** The session's pending waits (`session.pending()`, `GET …/pending`). */
-  pending(): Promise<readonly PendingWait[]> | readonly PendingWait[];
+  /**
+   * The session's pending waits (`session.pending()`, `GET …/pending`): those whose key starts with `prefix`
+   * at least (a target may list others too; the executor picks its own).
+   */
+  pending(prefix?: string): Promise<readonly PendingWait[]> | readonly PendingWait[];
   /** Outside input (`session.signal`, `POST …/signals/:key`). */
   signal(key: string, payload: Json, options: { requestId: string }): Promise<unknown>;
 }
@@ -69,7 +72,7 @@ export async function executePlacedCalls(
 ): Promise<ExecutedCall[]> {
   const tools = new Map(options.tools.map((tool) => [tool.name, tool as ToolDefinition<unknown>]));
   const done: ExecutedCall[] = [];
-  for (const wait of await target.pending()) {
+  for (const wait of await target.pending("run-on:")) {
     const call = wait.about as unknown as PlacedCall | undefined;
     const tool = call ? tools.get(call.tool) : undefined;
     if (!wait.key.startsWith("run-on:") || !call || !tool || call.runsOn !== options.host) continue;
@@ -134,7 +137,7 @@ async function reportKeyOf(
   const timers = options.timers ?? systemTimers;
   const poll = 20;
   for (let waited = 0; ; waited += poll) {
-    for (const wait of await target.pending()) {
+    for (const wait of await target.pending("done:")) {
       const about = wait.about as unknown as PlacedCall | undefined;
       if (wait.taskId === taskId && wait.key.startsWith("done:") && about?.acceptedBy === executor)
         return wait.key;

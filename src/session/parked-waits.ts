@@ -8,7 +8,7 @@ import { CorruptRecordError, InvalidArgumentError } from "../errors.ts";
 import type { ErrorInfo, Task } from "../records/schemas.ts";
 import { SignalSchema, TaskSchema } from "../records/schemas.ts";
 import { deepFreeze, summarizeIssues } from "../records/validate.ts";
-import { isInternalKey, taskOfKey } from "../signals/define-signal.ts";
+import { isInternalKey, isKernelPrefix, taskOfKey } from "../signals/define-signal.ts";
 import type { ParkedCursor, Storage, StoredRecord } from "../storage/storage.ts";
 import { deadlineOfRow } from "../storage/working-set.ts";
 import { taskError } from "../tasks/error-info.ts";
@@ -144,34 +144,43 @@ export class ParkedWaits {
    * Every wait of the session, in memory and parked in storage, a page at a time: up to `limit` waiting
    * tasks, newest first by the commit that created each (`<version>/<id>`, below `before`), their keys in
    * key order; `next` continues, and `stored` counts the keys read from storage. A page is bounded however
-   * many waits memory holds (waits parked while the session ran stay in memory until it reopens).
+   * many waits memory holds (waits parked while the session ran stay in memory until it reopens). With
+   * `prefix`, only keys that start with it are listed (a kernel prefix — `run-on:`, `done:`, `approval:` —
+   * reads no storage: those waits are never parked).
    */
-  async readAll(options: { before?: string; limit?: number } = {}): Promise<{
+  async readAll(options: { before?: string; limit?: number; prefix?: string } = {}): Promise<{
     waits: PendingWait[];
     next?: string;
     stored: number;
   }> {
     const limit = pageLimit(options.limit);
     const before = cursorOf(options.before);
-    const fromStorage = this.state.parkedInStorage > 0 ? await this.readWaits(before, limit) : undefined;
+    const prefix = options.prefix ?? "";
+    const parked = this.state.parkedInStorage > 0 && !isKernelPrefix(prefix);
+    const fromStorage = parked ? await this.readWaits(before, limit) : undefined;
     // Memory after storage: a wait read back meanwhile is listed once, from memory.
     const stored = (fromStorage?.waits ?? []).filter((wait) => !this.state.task(wait.id));
     const waits = [...stored];
     for (const task of this.state.tasks.values()) {
       const at = { version: task.createdVersion ?? 0, id: task.id };
-      const { state } = task;
-      const listed = state.status === "awaiting" && state.keys.some((key) => !isInternalKey(key));
-      if (listed && (!before || isBelow(at, before))) waits.push({ ...at, task });
+      if (task.state.status === "awaiting" && (!before || isBelow(at, before))) waits.push({ ...at, task });
     }
-    waits.sort((a, b) => (isBelow(a, b) ? 1 : isBelow(b, a) ? -1 : 0));
-    const page = waits.slice(0, limit);
-    const last = page.at(-1);
-    const more = waits.length > limit || fromStorage?.full === true;
-    const listed = pendingWaits(page.map((wait) => wait.task));
+    // Storage listed a full page and may hold more below its last row: nothing below that row is listed
+    // now (memory's older waits come with the page that reads storage there).
+    const floor = fromStorage?.full ? fromStorage.last : undefined;
+    const candidates = waits.filter(
+      (wait) =>
+        (!floor || !isBelow(wait, floor)) && pendingWaits([wait.task]).some((w) => w.key.startsWith(prefix)),
+    );
+    candidates.sort((a, b) => (isBelow(a, b) ? 1 : isBelow(b, a) ? -1 : 0));
+    const page = candidates.slice(0, limit);
+    const end = page.length === limit ? page.at(-1) : floor;
+    const more = candidates.length > limit || floor !== undefined;
+    const listed = pendingWaits(page.map((wait) => wait.task)).filter((w) => w.key.startsWith(prefix));
     const storedIds = new Set(stored.map((wait) => wait.id));
     return {
       waits: listed,
-      ...(more && last && { next: `${last.version}/${last.id}` }),
+      ...(more && end && { next: `${end.version}/${end.id}` }),
       stored: listed.filter((wait) => storedIds.has(wait.taskId)).length,
     };
   }

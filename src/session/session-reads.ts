@@ -112,9 +112,9 @@ export class SessionReads {
   /**
    * Every pending wait — in memory and parked in storage — a bounded page at a time: up to `limit` (default
    * 100, at most 1,000) waiting tasks, newest first, `next` to pass as `before` for the page after, and how
-   * many of the page's keys were read from storage (`stored`).
+   * many of the page's keys were read from storage (`stored`). With `prefix`, only keys that start with it.
    */
-  readPending(options?: { before?: string; limit?: number }) {
+  readPending(options?: { before?: string; limit?: number; prefix?: string }) {
     return this.parked.readAll(options);
   }
 

@@ -102,6 +102,11 @@ export function taskOfKey(key: string): string | undefined {
   return prefix && attempt > prefix.length ? key.slice(prefix.length, attempt) : undefined;
 }
 
+/** Whether every key starting with `prefix` is a kernel key (of a wait under a Submission: never parked). */
+export function isKernelPrefix(prefix: string): boolean {
+  return ["approval:", "run-on:", "done:", "turn:"].some((kernel) => prefix.startsWith(kernel));
+}
+
 /** Keys only the kernel signals (a queued turn's wait): refused from outside, not listed as pending. */
 export function isInternalKey(key: string): boolean {
   return key.startsWith("turn:");

@@ -63,13 +63,17 @@ function edgeCalls(options: EdgeChatOptions) {
 
 /**
  * An executor's view of a session at the edge (`executePlacedCalls`): its pending waits over
- * `GET …/pending`, and its acceptances and reports over `POST …/signals/:key` (a 409 means another took
- * the call first, or its lease ended).
+ * `GET …/pending?prefix=` (placed calls' waits are never parked: one page holds them, however many other
+ * waits the session has), and its acceptances and reports over `POST …/signals/:key` (a 409 means another
+ * took the call first, or its lease ended).
  */
 export function edgeExecutorTarget(options: EdgeChatOptions): ExecutorTarget {
   const { call, json, signal } = edgeCalls(options);
   return {
-    pending: async () => (await json<{ pending: PendingWait[] }>(await call("/pending"))).pending,
+    pending: async (prefix) => {
+      const filter = prefix === undefined ? "" : `&prefix=${encodeURIComponent(prefix)}`;
+      return (await json<{ pending: PendingWait[] }>(await call(`/pending?limit=500${filter}`))).pending;
+    },
     signal,
   };
 }

@@ -76,6 +76,8 @@ it("lists parked waits from storage after a restart, signals one by key, and pas
       ).body;
     }
     expect(listed.map((w) => w.key).sort()).toEqual(["k:0", "k:1", "k:2", "k:3", "k:4"]);
+    const only = (await call<PendingPage>(runtime, "/sessions/parked/pending?prefix=k%3A3")).body;
+    expect(only.pending.map((w) => w.key)).toEqual(["k:3"]);
     expect(listed.find((w) => w.key === "k:2")).toEqual(before.pending.find((w) => w.key === "k:2"));
     const bad = await call<{ errors: { path: string }[] }>(runtime, "/sessions/parked/pending?limit=0");
     expect(bad.status).toBe(400);

@@ -11,8 +11,11 @@ import {
   type CommitRecord,
   createAgent,
   createRegistry,
+  defineSignal,
+  defineTask,
   defineTool,
   type ExecutorTarget,
+  edgeExecutorTarget,
   executePlacedCalls,
   InvalidArgumentError,
   ManualClock,
@@ -252,6 +255,89 @@ describe("tool calls run by an executor that does not own the session", () => {
     expect(world.ranAt).toEqual(["tab"]);
     // An edge executor takes nothing meant for a browser.
     expect(await executePlacedCalls(targetOf(edge), { host: "edge", executor: "e", tools })).toEqual([]);
+    await edge.close();
+  });
+});
+
+describe("an executor over HTTP in a session with many waits", () => {
+  /** Serves `GET …/pending` as the edge does (`readPending`, `prefix` and all) and `POST …/signals/:key`. */
+  function edgeFetch(session: Session): typeof fetch {
+    return (async (input: string, init?: RequestInit) => {
+      const url = new URL(input);
+      if (url.pathname.endsWith("/pending")) {
+        const query = (name: string) => url.searchParams.get(name) ?? undefined;
+        const prefix = query("prefix");
+        const page = await session.readPending({
+          limit: Number(query("limit") ?? 100),
+          ...(prefix !== undefined && { prefix }),
+        });
+        return Response.json({ pending: page.waits, next: page.next ?? null });
+      }
+      const key = decodeURIComponent(url.pathname.split("/signals/")[1] ?? "");
+      const body = JSON.parse(String(init?.body)) as { requestId: string; payload: unknown };
+      const receipt = await session.signal(key, body.payload, { requestId: body.requestId });
+      return Response.json(receipt, { status: receipt.duplicate ? 200 : 201 });
+    }) as typeof fetch;
+  }
+
+  it("finds the placed call however many newer waits of the app the session holds", async () => {
+    const signed: string[] = [];
+    const sign = defineTool({
+      name: "sign_document",
+      description: "Signs in the browser",
+      input: z.object({ document: z.string() }),
+      replay: "unsafe",
+      runsOn: "browser",
+      execute: ({ document }) => {
+        signed.push(document);
+        return { signed: true };
+      },
+    });
+    const model = scriptedModel([
+      { toolCalls: [{ name: "sign_document", args: { document: "lease.pdf" } }] },
+      { text: "Done." },
+    ]);
+    const order = defineTask({
+      kind: "order",
+      version: 1,
+      input: z.object({ key: z.string() }),
+      phases: {
+        pay: (ctx) => ctx.waitFor(ctx.input.key, { next: "paid" }),
+        paid: (ctx) => ctx.complete(null),
+      },
+    });
+    const agent = createAgent({ model, tools: [sign] });
+    const registry = createRegistry({
+      ...agent,
+      tasks: [...agent.tasks, order],
+      signals: [defineSignal({ key: "order:*", schema: z.object({ paid: z.boolean() }) })],
+    });
+    const edge = await openSession({ id: "many", storage: memoryStorage(), registry, host: "edge" });
+    await edge.resume();
+    const submission = await edge.submit({ requestId: "r1", conversationId: "main", input: "Sign it" });
+    await edge.whenIdle();
+    expect(edge.pending().map((wait) => wait.key.split(":")[0])).toEqual(["run-on"]);
+    // Then 1,100 orders wait for their payment webhooks: newer than the call, more than the largest page.
+    await edge.commit((draft) => {
+      for (let i = 0; i < 1_100; i++) draft.spawn("order", { key: `order:${i}` });
+    });
+    await edge.whenIdle();
+    expect((await edge.readPending()).waits.some((wait) => wait.key.startsWith("run-on:"))).toBe(false);
+    const target = edgeExecutorTarget({
+      baseUrl: "https://edge.test",
+      token: "t",
+      sessionId: "many",
+      fetch: edgeFetch(edge),
+    });
+    const executed = await executePlacedCalls(target, {
+      host: "browser",
+      executor: "tab-a",
+      tools: [sign],
+      acceptWaitMs: 1_000,
+    });
+    expect(executed).toEqual([expect.objectContaining({ outcome: "ok", reported: true })]);
+    expect((await edge.wait(submission.id)).status).toBe("succeeded");
+    expect(signed).toEqual(["lease.pdf"]);
     await edge.close();
   });
 });

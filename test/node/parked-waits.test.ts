@@ -429,3 +429,81 @@ it("a parked wait awaited by id resolves when it ends, also when ending it evict
   expect((await waiting).state).toMatchObject({ status: "succeeded" });
   expect(session.task(parked.id)).toBeUndefined(); // it did leave memory
 });
+
+describe("pending pages over memory and storage", () => {
+  /** Waits on `answer:0` … (one live, the rest parked), reopened over a store whose `corrupt` rows fail. */
+  async function reopenedWith(count: number, corrupt: (ids: string[]) => string[]) {
+    const base = memoryStorage();
+    const clock = new ManualClock(1_000);
+    const first = await open(base, clock, 1);
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      ids.push((await first.session.spawn("asker", { keys: [`answer:${i}`] })).id);
+      await first.session.whenIdle();
+    }
+    await first.session.close();
+    const storage = base.reopen();
+    const bad = new Set(corrupt(ids));
+    const readTask = storage.readTask.bind(storage);
+    storage.readTask = async (sessionId, taskId) => {
+      const row = await readTask(sessionId, taskId);
+      return bad.has(taskId) && row ? { ...row, value: { nonsense: true } } : row;
+    };
+    const parkedReads: number[] = [];
+    const readParked = storage.readParked.bind(storage);
+    storage.readParked = (sessionId, before, limit) => {
+      parkedReads.push(limit);
+      return readParked(sessionId, before, limit);
+    };
+    // Opened over this very handle (the `open` above reopens a memory store, which would drop the wrappers).
+    const session = await openSession({
+      id: "parked",
+      storage,
+      registry: createRegistry({ tasks: [asker], signals: [answer, strict] }),
+      clock,
+      timers: new ManualTimers(clock),
+      ids: sequentialIds(1_000 * ++processes),
+      liveWaits: 1,
+    });
+    await session.resume();
+    return { session, parkedReads };
+  }
+  async function allKeys(session: Awaited<ReturnType<typeof reopenedWith>>["session"], limit: number) {
+    const keys: string[] = [];
+    let before: string | undefined;
+    for (let n = 0; n < 50; n++) {
+      const page = await session.readPending({ limit, ...(before !== undefined && { before }) });
+      keys.push(...page.waits.map((w) => w.key));
+      if (page.next === undefined) break;
+      before = page.next;
+    }
+    return keys.sort();
+  }
+
+  it("never skips a parked wait behind an older one in memory when rows of a page fail to load", async () => {
+    // The newest parked row is corrupt: storage's full page holds one good row, memory an older wait.
+    const one = await reopenedWith(4, (ids) => [ids[3] as string]);
+    expect(one.session.pending().map((w) => w.key)).toEqual(["answer:0"]);
+    for (const limit of [1, 2, 100]) {
+      expect(await allKeys(one.session, limit), `pages of ${limit}`).toEqual([
+        "answer:0",
+        "answer:1",
+        "answer:2",
+      ]);
+    }
+    // Every storage row of the first page fails: the page still goes on to the rows below them.
+    const two = await reopenedWith(5, (ids) => [ids[3] as string, ids[4] as string]);
+    expect((await two.session.readPending({ limit: 2 })).waits).toEqual([]);
+    expect(await allKeys(two.session, 2)).toEqual(["answer:0", "answer:1", "answer:2"]);
+  });
+
+  it("lists only keys that start with a prefix, and reads no storage for a kernel prefix", async () => {
+    const { session, parkedReads } = await reopenedWith(12, () => []);
+    const ones = await session.readPending({ prefix: "answer:1" });
+    expect(ones.waits.map((w) => w.key).sort()).toEqual(["answer:1", "answer:10", "answer:11"]);
+    expect(parkedReads.length).toBeGreaterThan(0); // an app prefix reads parked waits
+    parkedReads.length = 0;
+    expect((await session.readPending({ prefix: "run-on:" })).waits).toEqual([]);
+    expect(parkedReads).toEqual([]);
+  });
+});
