@@ -216,7 +216,7 @@ export class HistoryTruncatedError extends KernelError {
  * A signal was refused (nothing stored): no definition covers its key (`unknown-signal`), its key already
  * has a different signal (`signal-conflict`), or its key takes signals only while a task awaits it and none
  * does (`signal-not-awaited`: a tool approval for a call that is not waiting for one), or its key names a
- * task the session does not have (`wait-not-found`: the approval of a tool call that never was), or no task
+ * task the session does not have (`wait-not-found`: a call it never had, or one retention removed), or no task
  * awaits it and the session already holds as many signals no wait has taken as it keeps
  * (`early-signals-full`).
  */
@@ -244,8 +244,10 @@ export class SignalRefusedError extends KernelError {
  */
 export function isSettledElsewhere(error: unknown): boolean {
   const { code, status } = (error ?? {}) as { code?: unknown; status?: unknown };
-  // By its code when it has one: a 409 `owned-elsewhere` (another host writes the session) settled nothing.
-  if (typeof code === "string") return code === "signal-conflict" || code === "signal-not-awaited";
+  // By its code when it has one: a 409 `owned-elsewhere` (another host writes the session) settled nothing;
+  // a wait gone with its task (removed by retention, or never there) has nothing left to settle.
+  if (typeof code === "string")
+    return code === "signal-conflict" || code === "signal-not-awaited" || code === "wait-not-found";
   return status === 409;
 }
 

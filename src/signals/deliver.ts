@@ -114,7 +114,7 @@ async function notAwaitedOrUnknown(
   return new SignalRefusedError(
     "wait-not-found",
     key,
-    `no wait on "${key}": this session has no task ${taskId}`,
+    `no wait on "${key}": this session has no task ${taskId} (never had, or retention removed it)`,
   );
 }
 

@@ -156,9 +156,8 @@ async function continueAfterDecisions(
     try {
       await backend.signal(decision.key, payload, { requestId: `${decision.key}:chat` });
     } catch (error) {
-      // Decided elsewhere first, or a call the session never had (a stale page): the stream shows the run.
-      const unknown = (error as { code?: unknown } | undefined)?.code === "wait-not-found";
-      if (!isSettledElsewhere(error) && !unknown) throw error;
+      // Decided elsewhere first, or a call the session does not have (a stale page): the stream shows the run.
+      if (!isSettledElsewhere(error)) throw error;
     }
   }
   const view = await backend.view({ entries: 0, tasks: "active" });

@@ -640,11 +640,12 @@ describe("durable waits: a delivery racing one the store refuses", () => {
 
 describe("isSettledElsewhere: a signal someone else settled, not a failure of the caller's", () => {
   it("reads an error's code when it has one, and a bare 409 only when it has none", () => {
+    expect(isSettledElsewhere(new EdgeRequestError(404, "gone", "wait-not-found"))).toBe(true);
     const refused = (code: ConstructorParameters<typeof SignalRefusedError>[0]) =>
       new SignalRefusedError(code, "k:1", "refused");
     expect(isSettledElsewhere(refused("signal-conflict"))).toBe(true);
     expect(isSettledElsewhere(refused("signal-not-awaited"))).toBe(true);
-    expect(isSettledElsewhere(refused("wait-not-found"))).toBe(false);
+    expect(isSettledElsewhere(refused("wait-not-found"))).toBe(true); // its task is gone: nothing to settle
     expect(isSettledElsewhere(refused("early-signals-full"))).toBe(false);
     // Another host writes the session: nothing was settled, the signal must be sent again later.
     expect(isSettledElsewhere(new OwnedElsewhereError("a tab leads", "tab", null))).toBe(false);
