@@ -216,10 +216,10 @@ export function receiptFor(
   options: SignalOptions,
 ): SignalReceipt {
   const call = checkCall(registry, stored.key, payload, options.requestId);
-  // This call's own signal, as the leader stored it (as its version reads the payload): its requestId, and
-  // a payload agreeing with what this call sent. Another call with the same requestId and another decision
-  // is not this one (the leader refuses this call then).
-  if (stored.requestId === options.requestId && agree(stored.payload, call.sent))
+  // This call's own signal, as the leader stored it: its requestId, and its payload as this version reads
+  // both (the leader's version may add a default or drop a field). Another call with the same requestId
+  // and another decision is not this one (the leader refuses this call then).
+  if (stored.requestId === options.requestId && readsAs(registry, stored, call))
     return receipt(stored, false);
   return repeatOf(stored, call);
 }
@@ -285,26 +285,14 @@ function checkForAwaiter(registry: Registry, awaiter: Task, key: string, payload
 const holds = (stored: Signal, call: SignalCall) =>
   jsonEqual(stored.payload, call.payload) || jsonEqual(stored.payload, call.sent);
 
-/**
- * Whether two readings of one payload agree: equal wherever both hold a value. Another version of the key's
- * schema may add a field (a default) or drop one it does not know, and a call's own signal stored by such a
- * leader still agrees with what the call sent; another call's different decision does not.
- */
-function agree(a: Json, b: Json): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  if (Array.isArray(a) || Array.isArray(b))
-    return (
-      Array.isArray(a) &&
-      Array.isArray(b) &&
-      a.length === b.length &&
-      a.every((x, i) => agree(x, b[i] as Json))
-    );
-  for (const key in a) if (Object.hasOwn(b, key) && !agree(a[key] as Json, b[key] as Json)) return false;
-  return true;
-}
-
 /** A key that already has a signal: the same payload is a repeat (first outcome), another one a conflict. */
+
+/** Whether `stored` holds the call's payload, or reads, by this version's schema, as the call's does. */
+function readsAs(registry: Registry, stored: Signal, call: SignalCall): boolean {
+  if (holds(stored, call)) return true;
+  const read = registry.signalFor(stored.key)?.schema.safeParse(stored.payload);
+  return read?.success === true && jsonEqual(read.data as Json, call.payload);
+}
 
 function repeatOf(stored: Signal, call: SignalCall): SignalReceipt {
   if (holds(stored, call)) return receipt(stored, true);

@@ -158,6 +158,47 @@ describe("a follower's signal", () => {
     await session.close();
   });
 
+  it("is refused when its requestId stored the same decision without the arguments this call edited", async () => {
+    const approvals = createRegistry({
+      tasks: [taker],
+      signals: [
+        defineSignal({
+          key: "go:*",
+          schema: z.object({ approved: z.boolean(), arguments: z.object({ to: z.string() }).optional() }),
+        }),
+      ],
+    });
+    const session = await openSession({ id: "edited", storage: memoryStorage(), registry: approvals });
+    await session.resume();
+    await session.spawn("taker", { key: "go:4" });
+    await session.whenIdle();
+    const watch = new SessionWatch(tab(session, false), relay());
+    const edited = { approved: true, arguments: { to: "edited@example.com" } };
+    const mine = watch.signal("go:4", edited, { requestId: "decision" }, queued("row-4"));
+    await session.signal("go:4", { approved: true }, { requestId: "decision" });
+    await expect(mine).rejects.toMatchObject({ code: "signal-conflict" });
+    await expect(session.signal("go:4", edited, { requestId: "decision" })).rejects.toMatchObject({
+      code: "signal-conflict",
+    });
+    await session.close();
+  });
+
+  it("is its own when the key's schema reads the payload into another value", async () => {
+    const trimmed = createRegistry({
+      tasks: [taker],
+      signals: [defineSignal({ key: "go:*", schema: z.object({ name: z.string().trim().toLowerCase() }) })],
+    });
+    const session = await openSession({ id: "trimmed", storage: memoryStorage(), registry: trimmed });
+    await session.resume();
+    await session.spawn("taker", { key: "go:5" });
+    await session.whenIdle();
+    const watch = new SessionWatch(tab(session, false), relay());
+    const mine = watch.signal("go:5", { name: "  Ana " }, { requestId: "r5" }, queued("row-5"));
+    await session.signal("go:5", { name: "  Ana " }, { requestId: "r5" });
+    expect(await mine).toMatchObject({ duplicate: false, signal: { payload: { name: "ana" } } });
+    await session.close();
+  });
+
   it("is its own under a newer app version that reads the payload differently", async () => {
     const storage = memoryStorage();
     const leader = await openSession({ id: "newer", storage, registry });
