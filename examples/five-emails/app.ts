@@ -160,12 +160,14 @@ export const emailCampaign = defineTask({
       return ctx.wait([id], { policy: "allSettled", next: "mail" }, i + 1);
     },
     decided: (ctx) => {
-      const got = ctx.data as unknown as Received<{ rejections: number }>;
-      const decision = got.signals[planApprovalKey(ctx.input.planId, got.data.rejections)] as PlanDecision;
+      const got = ctx.data as unknown as Received<{ rejections: number } | null>;
+      // A campaign that began waiting before rejections were counted passed no data: its key is the first.
+      const asked = got.data?.rejections ?? 0;
+      const decision = got.signals[planApprovalKey(ctx.input.planId, asked)] as PlanDecision;
       const conversationId = ctx.task.conversationId ?? "main";
       if (!decision.approved) {
         // Recorded on the plan, so the next ask for it waits on a key of its own.
-        const rejections = got.data.rejections + 1;
+        const rejections = asked + 1;
         ctx.patchDocument(ctx.input.planId, [{ op: "add", path: "/rejections", value: rejections }]);
         const text = `Campaign ${ctx.input.planId} was rejected${decision.reason ? `: ${decision.reason}` : ""}. Nothing was sent.`;
         ctx.appendEntry(conversationId, { kind: "note", text });
