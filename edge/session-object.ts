@@ -399,10 +399,13 @@ class SessionHost<Env> {
       }
       case "signal": {
         const { requestId, payload } = parseSignalBody(body);
-        const session = await this.writable(route.sessionId).catch(retryLater);
-        if (session instanceof Response) return session;
-        const receipt = await session.signal(route.key, payload, { requestId });
-        return Response.json(receipt, { status: receipt.duplicate ? 200 : 201 });
+        try {
+          const session = await this.writable(route.sessionId);
+          const receipt = await session.signal(route.key, payload, { requestId });
+          return Response.json(receipt, { status: receipt.duplicate ? 200 : 201 });
+        } catch (error) {
+          return retryLater(error); // a tab took the session over before or while it was delivered
+        }
       }
       case "early-signals": {
         const session = await this.required(route.sessionId);

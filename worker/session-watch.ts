@@ -73,9 +73,11 @@ export class SessionWatch {
       // The wait may have ended meanwhile (a cancelled approval): the leader refused it, so say so here. Or
       // the key's signal was stored out of sight: taken, it left memory (the leader committed nothing), or
       // in a change this tab did not see (its copy rebuilt, its subscription cut off: `change` is none).
+      // Without a change only a stored signal answers: the row may still be queued, and a refusal now could
+      // be followed by its delivery (a new wait on the key beginning before the leader takes the row).
       session.checkSignal(key, payload, options).then(
         (repeat) => repeat && answer(repeat.signal),
-        (error: unknown) => settle({ error }),
+        (error: unknown) => change && settle({ error }),
       );
     });
   }

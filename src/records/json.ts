@@ -136,7 +136,18 @@ export function frozenCopy(value: Json): Json {
   if (typeof value !== "object" || value === null) return value;
   if (Array.isArray(value)) return Object.freeze(value.map(frozenCopy)) as Json[];
   const copy: { [key: string]: Json } = {};
-  for (const key in value) copy[key] = frozenCopy(value[key] as Json);
+  for (const key in value) {
+    const inner = frozenCopy(value[key] as Json);
+    // An own "__proto__" key (JSON.parse makes one) stays a key: assigning it would set the copy's prototype.
+    if (key === "__proto__")
+      Object.defineProperty(copy, key, {
+        value: inner,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+    else copy[key] = inner;
+  }
   return Object.freeze(copy);
 }
 

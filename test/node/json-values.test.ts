@@ -48,4 +48,13 @@ describe("JSON values validated once", () => {
     expect(lone.success).toBe(false);
     expect(lone.error?.issues[0]?.message).toMatch("text: not well-formed Unicode");
   });
+
+  it("keeps an own __proto__ key as a key, never as the copy's prototype", () => {
+    const parsed = JSON.parse('{"__proto__": {"polluted": true}, "a": 1}');
+    const checked = JsonSchema.parse(parsed) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(checked)).toBe(Object.prototype);
+    expect(Object.keys(checked)).toEqual(["__proto__", "a"]);
+    expect((checked as { polluted?: boolean }).polluted).toBeUndefined();
+    expect(JSON.stringify(checked)).toBe('{"__proto__":{"polluted":true},"a":1}');
+  });
 });
