@@ -97,7 +97,7 @@ const INDEXES = [
  * Rows are stored as JSON text keyed by (session, table, id, n): `id` is the string part of the key and `n`
  * its numeric part (entry seq, document version, change version), so every read is one indexed range.
  */
-const SCHEMA = [
+export const SCHEMA = [
   "CREATE TABLE IF NOT EXISTS da_sessions (id TEXT PRIMARY KEY, v TEXT NOT NULL)",
   "CREATE TABLE IF NOT EXISTS da_rows (session TEXT NOT NULL, tbl TEXT NOT NULL, id TEXT NOT NULL, n INTEGER NOT NULL, v TEXT NOT NULL, PRIMARY KEY (session, tbl, id, n)) WITHOUT ROWID",
   ...INDEXES,
@@ -112,6 +112,60 @@ const UPSERT_ROW =
 /** A create-only row: written when its key is new, else nothing (`rowsWritten` 0). */
 const INSERT_NEW_ROW =
   "INSERT INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session, tbl, id, n) DO NOTHING";
+
+/**
+ * A parked wait's key index row (`?1` session, `?2` key), the task it names and that task's child rows, in
+ * one statement (see `readAhead`).
+ */
+export const READ_WAITING_TREE = `
+  WITH w AS (SELECT v FROM da_rows WHERE session = ?1 AND tbl = 'waitKeys' AND id = ?2 AND n = -1),
+    t AS (SELECT json_extract(v, '$') AS id FROM w WHERE json_type(v) = 'text')
+  SELECT 'waitKeys' AS tbl, ?2 AS id, -1 AS n, v FROM w
+  UNION ALL
+  SELECT 'tasks', id, n, v FROM da_rows WHERE session = ?1 AND tbl = 'tasks' AND id = (SELECT id FROM t) AND n = -1
+  UNION ALL
+  SELECT 'children', id, n, v FROM da_rows WHERE session = ?1 AND tbl = 'children' AND id = (SELECT id FROM t)`;
+
+/**
+ * Batches of rows for one statement each, of 16, 8, 4, 2 or 1 rows: few distinct statement texts, so
+ * workerd's cache of prepared statements (by text) keeps them all, and at most 80 values bound (workerd
+ * allows 100 per statement).
+ */
+function* batches<T>(items: readonly T[]): Generator<T[]> {
+  for (let at = 0, size = 16; at < items.length; ) {
+    while (size > items.length - at) size /= 2;
+    yield items.slice(at, at + size);
+    at += size;
+  }
+}
+
+const statementCache = new Map<string, string>();
+const cachedStatement = (name: string, build: () => string) => {
+  let text = statementCache.get(name);
+  if (text === undefined) {
+    text = build();
+    statementCache.set(name, text);
+  }
+  return text;
+};
+
+/**
+ * Deletes `count` rows by key (`session, tbl, id, n` per row), each found by the whole primary key. Not
+ * `session = ? AND (tbl = ? AND … OR …)`: with the partial indexes there, SQLite plans that one as a scan of
+ * the session's every row (a test pins the plan).
+ */
+export const deleteRows = (count: number) =>
+  cachedStatement(`delete ${count}`, () => {
+    const keys = Array.from({ length: count }, () => "(?, ?, ?, ?)");
+    return `DELETE FROM da_rows WHERE (session, tbl, id, n) IN (VALUES ${keys.join(", ")})`;
+  });
+
+/** Writes `count` rows (`session, tbl, id, n, v` per row), each updated in place when it exists (see UPSERT_ROW). */
+export const upsertRows = (count: number) =>
+  cachedStatement(`upsert ${count}`, () => {
+    const values = Array.from({ length: count }, () => "(?, ?, ?, ?, ?)");
+    return `INSERT INTO da_rows (session, tbl, id, n, v) VALUES ${values.join(", ")} ON CONFLICT (session, tbl, id, n) DO UPDATE SET v = excluded.v`;
+  });
 
 /** Splits a layout key into its (id, n) columns. */
 function columns(table: Table, key: readonly KeyPart[]): [string, number] {
@@ -251,7 +305,26 @@ export class DurableObjectSqliteStorage implements Storage {
         id,
         below,
       );
-    for (const row of rows) this.put(sessionId, row, version);
+    // Each key once, in its last state: the order between keys does not matter, so the deletes and the
+    // writes go in batches, one statement each (a statement's own cost in workerd is most of a small write).
+    const deletes: unknown[][] = [];
+    const writes: unknown[][] = [];
+    for (const row of rows) {
+      if (row.op === "create") {
+        this.put(sessionId, row, version);
+        continue;
+      }
+      const [id, n] = columns(row.table, row.key);
+      if (row.op === "delete") {
+        deletes.push([sessionId, row.table, id, n]);
+        continue;
+      }
+      const json = JSON.stringify(row.value);
+      checkRowSize(row, json, this.maxRowBytes, version);
+      writes.push([sessionId, row.table, id, n, json]);
+    }
+    for (const batch of batches(deletes)) this.storage.sql.exec(deleteRows(batch.length), ...batch.flat());
+    for (const batch of batches(writes)) this.storage.sql.exec(upsertRows(batch.length), ...batch.flat());
   }
 
   /**
@@ -428,15 +501,24 @@ export class DurableObjectSqliteStorage implements Storage {
     return json.length;
   }
 
-  /** The rows of one session, for the shared working-set reads (SQLite calls are synchronous). */
+  /**
+   * The rows of one session, for the shared working-set reads (SQLite calls are synchronous). One reader
+   * serves one read: a parked wait's key index row is read with its task and that task's child list in one
+   * statement, kept here for the reads of them that follow (see {@link readAhead}).
+   */
   private reader(sessionId: string) {
+    const ahead = new ReadAhead();
     return {
       all: (table: Table) => this.all(sessionId, table),
       range: (table: Table, id: string, from: number, to: number) =>
         table === "entries"
           ? this.entries(sessionId, id, from, to)
-          : this.range(sessionId, table, id, from, to),
+          : ((from === 0 && to === Number.MAX_SAFE_INTEGER ? ahead.take(table, id) : undefined) ??
+            this.range(sessionId, table, id, from, to)),
       get: (table: Table, key: readonly KeyPart[]) => {
+        if (table === "waitKeys") return this.readAhead(sessionId, key[0] as string, ahead);
+        const early = table === "tasks" ? ahead.take(table, key[0] as string) : undefined;
+        if (early) return early[0];
         const [id, n] = columns(table, key);
         const row = this.storage.sql
           .exec(
@@ -488,6 +570,29 @@ export class DurableObjectSqliteStorage implements Storage {
             .toArray()[0]?.c ?? 0,
         ),
     } satisfies SessionRowReader;
+  }
+
+  /**
+   * The key index row of `key`, read in one statement with the task it names and that task's child rows,
+   * which `ahead` keeps for the reads a parked wait's read back makes next (`readWaitingTree`). In workerd a
+   * statement's own cost is most of a read by key (about 12 µs in a table of 170,000 rows, bench/HOT-PATH.md):
+   * one statement for three saves two of them on every parked signal. The rows are those the database holds
+   * at this statement, as three statements made one after another would read them with no write between.
+   */
+  private readAhead(sessionId: string, key: string, ahead: ReadAhead): StoredRecord | undefined {
+    const rows = this.storage.sql.exec(READ_WAITING_TREE, sessionId, key).toArray();
+    const index = rows.find((row) => row.tbl === "waitKeys");
+    if (index === undefined) return undefined;
+    const record = this.record("waitKeys", index);
+    if (typeof record.value !== "string") return record;
+    const task = rows.filter((row) => row.tbl === "tasks").map((row) => this.record("tasks", row));
+    const children = rows
+      .filter((row) => row.tbl === "children")
+      .sort((a, b) => Number(a.n) - Number(b.n))
+      .map((row) => this.record("children", row));
+    ahead.keep("tasks", record.value, task);
+    ahead.keep("children", record.value, children);
+    return record;
   }
 
   /** Writes a raw row, bypassing every check. Only for tests that need a corrupt or hand-made record. */
@@ -645,6 +750,22 @@ export class DurableObjectSqliteStorage implements Storage {
 }
 
 /** A row whose text is not JSON loads as that text, so validation reports it instead of the store crashing. */
+/** Rows one statement read ahead of the reads that ask for them, each given once (see `readAhead`). */
+class ReadAhead {
+  private readonly rows = new Map<string, StoredRecord[]>();
+
+  keep(table: "tasks" | "children", id: string, rows: StoredRecord[]): void {
+    this.rows.set(`${table} ${id}`, rows);
+  }
+
+  /** The rows kept for `table` and `id` (a task's: none or one), or undefined when none were kept. */
+  take(table: Table, id: string): StoredRecord[] | undefined {
+    const rows = this.rows.get(`${table} ${id}`);
+    this.rows.delete(`${table} ${id}`);
+    return rows;
+  }
+}
+
 function parseJson(text: unknown): unknown {
   if (typeof text !== "string") return text;
   try {

@@ -886,6 +886,47 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       expect((await store.readParked(id, undefined, 10)).map((i) => i.id)).not.toContain("w-3");
     });
 
+    it("reads a parked wait back with its whole tree in order, from the log's tail and from its rows", async () => {
+      const store = harness.storage({ tailCommits: 1_000 });
+      const id = freshId("parked-tree");
+      const session = await openSession({
+        id,
+        storage: store,
+        registry: contractRegistry,
+        clock: new ManualClock(1_000),
+        ids: sequentialIds(1_000 * ++opens),
+        liveWaits: 0,
+      });
+      // A tree parks only when nothing else of it is open: its children have ended.
+      const child = (parent: string, index: number) => ({
+        ...demoTask(`${parent}.${index}`),
+        state: { status: "succeeded" as const, result: index },
+        parentId: parent,
+        childIndex: index,
+      });
+      await commitAsKernel(session, (d) => {
+        for (const task of [demoTask("w"), child("w", 0), child("w", 1), child("w.1", 0), demoTask("v")])
+          d.writeTask(created(d, task));
+      });
+      await commitAsKernel(session, (d) => {
+        for (const [task, key] of [
+          ["w", "k:w"],
+          ["v", "k:v"],
+        ] as const)
+          d.writeTask({
+            ...(d.task(task) as NonNullable<ReturnType<KernelDraft["task"]>>),
+            state: { status: "awaiting", keys: [key], mode: "any", thenPhase: "start", since: 1_000 },
+          });
+      });
+      const ids = (rows: { value: unknown }[]) => rows.map((row) => (row.value as { id: string }).id);
+      const tree = ["w", "w.0", "w.1", "w.1.0"];
+      expect(ids(await store.readWaiting(id, "k:w"))).toEqual(tree); // the tail holds the rows
+      await session.close(); // every row materialized
+      expect(ids(await store.readWaiting(id, "k:w"))).toEqual(tree);
+      expect(ids(await store.readWaiting(id, "k:v"))).toEqual(["v"]);
+      expect(await store.readWaiting(id, "k:none")).toEqual([]);
+    });
+
     it("deletes a dropped early signal's row with its commit: its key takes a new one, in the same group too", async () => {
       const store = harness.storage({ tailCommits: 4 });
       const id = freshId("dropped");
