@@ -52,6 +52,7 @@ function processHandle(disk: MemoryStorage): Storage & { kill(): void } {
     readTask: async (...args) => alive().readTask(...args),
     readTaskTree: async (...args) => alive().readTaskTree(...args),
     readSignal: async (...args) => alive().readSignal(...args),
+    readSignals: async (...args) => alive().readSignals(...args),
     readItems: async (...args) => alive().readItems(...args),
     readSettled: async (...args) => alive().readSettled(...args),
     readWaiting: async (...args) => alive().readWaiting(...args),

@@ -14,6 +14,7 @@ import { deadlineOfRow } from "../storage/working-set.ts";
 import { taskError } from "../tasks/error-info.ts";
 import { isStandaloneRoot } from "./items.ts";
 import { type PendingWait, pendingWaits } from "./pending.ts";
+import { SignalReads } from "./signal-reads.ts";
 import { reduceSession, type SessionState, type StateReader } from "./state.ts";
 
 /** In the commit that would begin a wait: why it may not begin, if it may not (see `checkWait`). */
@@ -25,12 +26,17 @@ const DEADLINE_PAGE = 64;
 const RETRY_MS = 1_000;
 
 export class ParkedWaits {
+  /** The stored signals of keys waits begin on, read together (see `checkWait`). */
+  private readonly signals: SignalReads;
+
   constructor(
     private readonly state: SessionState,
     private readonly storage: Storage,
     /** Tasks read back: the scheduler learns their deadlines. */
     private readonly loaded: (tasks: readonly Task[]) => void,
-  ) {}
+  ) {
+    this.signals = new SignalReads(storage, state.id);
+  }
 
   /** Reads back the parked wait on `key`, if storage holds one memory does not. */
   async loadByKey(key: string): Promise<void> {
@@ -60,7 +66,7 @@ export class ParkedWaits {
         const ended = `was awaited by task ${holder} when this wait began, and that wait ended meanwhile`;
         spent.set(key, (draft) => (draft.awaiter(key)?.id === holder ? undefined : ended));
       } else if (holder === undefined && !this.state.signal(key)) {
-        const row = await this.storage.readSignal(this.state.id, key).catch(() => undefined);
+        const row = await this.signals.read(key).catch(() => undefined);
         const taken = row && SignalSchema.safeParse(row.value).data?.consumedBy;
         if (taken !== undefined) spent.set(key, () => `already received its signal (taken by task ${taken})`);
       }

@@ -247,6 +247,11 @@ export class IndexedDbStorage implements Storage {
     return this.read(sessionId, async (r) => r.get("signals", [key]), undefined);
   }
 
+  async readSignals(sessionId: string, keys: readonly string[]) {
+    const none = keys.map(() => undefined);
+    return this.read(sessionId, (r) => Promise.all(keys.map((key) => r.get("signals", [key]))), none);
+  }
+
   async readTaskTree(sessionId: string, rootId: string) {
     return this.read(sessionId, (r) => readTrees(r, [rootId]), []);
   }

@@ -289,6 +289,15 @@ export class MemoryStorage implements Storage {
     return this.read(sessionId, (reader) => reader.get("signals", [key]), undefined);
   }
 
+  async readSignals(sessionId: string, keys: readonly string[]) {
+    const none = keys.map(() => undefined);
+    return this.read(
+      sessionId,
+      (reader) => Promise.all(keys.map((key) => reader.get("signals", [key]))),
+      none,
+    );
+  }
+
   async readTaskTree(sessionId: string, rootId: string) {
     return this.read(sessionId, (reader) => readTrees(reader, [rootId]), []);
   }

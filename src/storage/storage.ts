@@ -147,6 +147,8 @@ export interface Storage {
   readTask(sessionId: string, taskId: string): Promise<StoredRecord | undefined>;
   /** One signal by its key (a signal is stored once per key and kept). */
   readSignal(sessionId: string, key: string): Promise<StoredRecord | undefined>;
+  /** Signals by key in one read: each key's row in the keys' order, undefined where none is stored. */
+  readSignals(sessionId: string, keys: readonly string[]): Promise<(StoredRecord | undefined)[]>;
   /** The task tree of the parked wait on signal key `key` (DESIGN §9), empty when no parked wait has it. */
   readWaiting(sessionId: string, key: string): Promise<StoredRecord[]>;
   /**

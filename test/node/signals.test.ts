@@ -27,6 +27,7 @@ import {
   type SubmitInput,
   sequentialIds,
 } from "../../src/index.ts";
+import { ForwardingStorage } from "../../src/testing/forwarding-storage.ts";
 import { acceptInboxRow, inboxDrop, inboxRowId } from "../../worker/inbox.ts";
 
 const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
@@ -559,6 +560,41 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     const failed = await session.waitForTask(two.id);
     expect(failed.state).toMatchObject({ status: "failed", error: { code: "key-taken" } });
     expect(session.task(one.id)?.state.status).toBe("awaiting");
+  });
+
+  it("reads the stored signals of many waits beginning at once in a few reads, and still refuses a taken key among them", async () => {
+    const counted = new (class extends ForwardingStorage {
+      reads: number[] = [];
+      override readSignals: Storage["readSignals"] = async (sessionId, keys) => {
+        this.reads.push(keys.length);
+        return this.inner.readSignals(sessionId, keys);
+      };
+    })(makeStorage());
+    const first = await open(counted);
+    await first.session.resume();
+    const one = await first.session.spawn("asker", { keys: ["answer:once"] });
+    await first.session.whenIdle();
+    await first.session.signal("answer:once", { text: "yes" }, { requestId: "r1" });
+    await first.session.waitForTask(one.id);
+    await first.session.close();
+    const later = await open(counted, new ManualClock(5_000));
+    await later.session.resume();
+    counted.reads = [];
+    const ids = await later.session.commit((draft) => {
+      const ids: string[] = [];
+      for (let i = 0; i < 300; i++) ids.push(draft.spawn("asker", { keys: [`answer:many-${i}`] }));
+      ids.push(draft.spawn("asker", { keys: ["answer:once"] }));
+      return ids;
+    });
+    await later.session.whenIdle();
+    // 301 keys, each read once, in at most a few reads (the first goes alone; the rest queue behind it).
+    expect(counted.reads.reduce((a, b) => a + b, 0)).toBe(301);
+    expect(counted.reads.length).toBeLessThanOrEqual(3);
+    expect(later.session.pending()).toHaveLength(300);
+    expect(later.session.task(ids.value.at(-1) as string)?.state).toMatchObject({
+      status: "failed",
+      error: { code: "key-resolved" },
+    });
   });
 
   it("fails a wait on a key whose signal a wait already took, instead of leaving it pending forever", async () => {

@@ -114,6 +114,8 @@ export class RemoteStorage implements Storage {
   readTask: Storage["readTask"] = (...args) => this.call("readTask", args) as ReturnType<Storage["readTask"]>;
   readSignal: Storage["readSignal"] = (...args) =>
     this.call("readSignal", args) as ReturnType<Storage["readSignal"]>;
+  readSignals: Storage["readSignals"] = (...args) =>
+    this.call("readSignals", args) as ReturnType<Storage["readSignals"]>;
   readTaskTree: Storage["readTaskTree"] = (...args) =>
     this.call("readTaskTree", args) as ReturnType<Storage["readTaskTree"]>;
   readItems: Storage["readItems"] = (...args) =>

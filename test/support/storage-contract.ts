@@ -954,11 +954,17 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
         commitAsKernel(session, (d) => early(d, "k:b", 5)),
       ]);
       await commitAsKernel(session, (d) => d.signalWrites.drop("k:c", d.version));
-      const payloads = async () => ({
-        a: (await store.readSignal(id, "k:a"))?.value,
-        b: (await store.readSignal(id, "k:b"))?.value,
-        c: (await store.readSignal(id, "k:c"))?.value,
-      });
+      const payloads = async () => {
+        const one = {
+          a: (await store.readSignal(id, "k:a"))?.value,
+          b: (await store.readSignal(id, "k:b"))?.value,
+          c: (await store.readSignal(id, "k:c"))?.value,
+        };
+        // Read together, in one read: the same rows, in the keys' order, none where none is stored.
+        const together = await store.readSignals(id, ["k:c", "k:b", "k:none", "k:a"]);
+        expect(together.map((row) => row?.value)).toEqual([one.c, one.b, undefined, one.a]);
+        return one;
+      };
       const expected = { a: { payload: { n: 4 } }, b: { payload: { n: 5 } }, c: undefined };
       expect(await payloads()).toMatchObject(expected);
       expect(session.earlySignals().map((s) => [s.key, s.payload])).toEqual([
