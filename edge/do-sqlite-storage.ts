@@ -35,13 +35,16 @@ import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "../src/stor
 import { type Materialization, Tail, TailCache } from "../src/storage/tail.ts";
 import { overlayReader } from "../src/storage/tail-overlay.ts";
 import {
+  noSignalRows,
+  noWaitingTrees,
   readItemPage,
   readParkedPage,
   readRequest,
   readSettledPage,
+  readSignalRows,
   readStoredSession,
   readTrees,
-  readWaitingTree,
+  readWaitingTrees,
   type SessionRowReader,
   type StoredItem,
   upgradeRowsSync,
@@ -385,16 +388,15 @@ export class DurableObjectSqliteStorage implements Storage {
   }
 
   async readSignals(sessionId: string, keys: readonly string[]) {
-    const none = keys.map(() => undefined);
-    return this.read(sessionId, (r) => Promise.all(keys.map((key) => r.get("signals", [key]))), none);
+    return this.read(sessionId, readSignalRows(keys), noSignalRows(keys));
   }
 
   async readTaskTree(sessionId: string, rootId: string) {
     return this.read(sessionId, (r) => readTrees(r, [rootId]), []);
   }
 
-  async readWaiting(sessionId: string, key: string) {
-    return this.read(sessionId, (r) => readWaitingTree(r, key), []);
+  async readWaiting(sessionId: string, keys: readonly string[]) {
+    return this.read(sessionId, readWaitingTrees(keys), noWaitingTrees(keys));
   }
 
   async readParked(sessionId: string, before: ParkedCursor | undefined, limit: number) {

@@ -13,8 +13,8 @@ import type { ParkedCursor, Storage, StoredRecord } from "../storage/storage.ts"
 import { deadlineOfRow } from "../storage/working-set.ts";
 import { taskError } from "../tasks/error-info.ts";
 import { isStandaloneRoot } from "./items.ts";
+import { KeyedReads } from "./keyed-reads.ts";
 import { type PendingWait, pendingWaits } from "./pending.ts";
-import { SignalReads } from "./signal-reads.ts";
 import { reduceSession, type SessionState, type StateReader } from "./state.ts";
 
 /** In the commit that would begin a wait: why it may not begin, if it may not (see `checkWait`). */
@@ -26,8 +26,10 @@ const DEADLINE_PAGE = 64;
 const RETRY_MS = 1_000;
 
 export class ParkedWaits {
-  /** The stored signals of keys waits begin on, read together (see `checkWait`). */
-  private readonly signals: SignalReads;
+  /** Stored signals by key, read together (see `checkWait`). */
+  private readonly signals: KeyedReads<StoredRecord | undefined>;
+  /** Parked wait trees by key, read together. */
+  private readonly waiting: KeyedReads<StoredRecord[]>;
 
   constructor(
     private readonly state: SessionState,
@@ -35,13 +37,14 @@ export class ParkedWaits {
     /** Tasks read back: the scheduler learns their deadlines. */
     private readonly loaded: (tasks: readonly Task[]) => void,
   ) {
-    this.signals = new SignalReads(storage, state.id);
+    this.signals = new KeyedReads((keys) => storage.readSignals(state.id, keys));
+    this.waiting = new KeyedReads((keys) => storage.readWaiting(state.id, keys));
   }
 
   /** Reads back the parked wait on `key`, if storage holds one memory does not. */
   async loadByKey(key: string): Promise<void> {
     if (!this.state.mayHoldParked || this.state.awaiter(key)) return;
-    this.adopt(await this.storage.readWaiting(this.state.id, key), key);
+    await this.watched(async () => this.adopt(await this.waiting.read(key), key));
   }
 
   /**
@@ -85,13 +88,15 @@ export class ParkedWaits {
   /** Reads back the parked wait whose root is `taskId`, if it is one memory does not hold. */
   async loadById(taskId: string): Promise<void> {
     if (!this.state.mayHoldParked || this.state.task(taskId)) return;
-    const row = await this.storage.readTask(this.state.id, taskId);
-    if (!row) return;
-    const root = storedTask(row);
-    if (!isStandaloneRoot(root) || root.state.status !== "awaiting") return;
-    // Parked, not a live wait this (lagging, read-only) session has not seen yet: its key index names it.
-    const key = root.state.keys[0] as string;
-    this.adopt(await this.storage.readWaiting(this.state.id, key), key);
+    await this.watched(async () => {
+      const row = await this.storage.readTask(this.state.id, taskId);
+      if (!row) return;
+      const root = storedTask(row);
+      if (!isStandaloneRoot(root) || root.state.status !== "awaiting") return;
+      // Parked, not a live wait this (lagging, read-only) session has not seen yet: its key index names it.
+      const key = root.state.keys[0] as string;
+      this.adopt(await this.waiting.read(key), key);
+    });
   }
 
   /**
@@ -112,13 +117,15 @@ export class ParkedWaits {
             next = at;
             break;
           }
-          const tree = await this.storage.readTaskTree(this.state.id, id);
-          try {
-            this.adopt(tree);
-          } catch (error) {
-            if (!(error instanceof CorruptRecordError)) throw error;
-            this.block(id, error);
-          }
+          await this.watched(async () => {
+            const tree = await this.storage.readTaskTree(this.state.id, id);
+            try {
+              this.adopt(tree);
+            } catch (error) {
+              if (!(error instanceof CorruptRecordError)) throw error;
+              this.block(id, error);
+            }
+          });
         }
         if (next !== undefined || rows.length < limit) break;
       }
@@ -218,11 +225,28 @@ export class ParkedWaits {
     reduceSession(this.state, { type: "blocked", record });
   }
 
-  /** Adopts a parked wait's tree as read: only a standalone root awaiting (`key`, when given) not in memory. */
+  /**
+   * Runs a read of parked waits and its adoption, noting meanwhile which waits commits move on: a tree read
+   * before its wait moved on (taken by a signal, cancelled; then perhaps gone from memory) is not adopted.
+   */
+  private async watched(readAndAdopt: () => Promise<void>): Promise<void> {
+    this.state.parkedReads++;
+    try {
+      await readAndAdopt();
+    } finally {
+      if (--this.state.parkedReads === 0) this.state.movedOn.clear();
+    }
+  }
+
+  /**
+   * Adopts a parked wait's tree as read: only a standalone root awaiting (`key`, when given) not in memory,
+   * and not moved on since the read began (see `watched`).
+   */
   private adopt(rows: readonly StoredRecord[], key?: string): void {
     const tasks = rows.map((row) => deepFreeze(storedTask(row)));
     const root = tasks[0];
     if (!root || root.createdVersion === undefined || this.state.task(root.id)) return;
+    if (this.state.movedOn.has(root.id)) return;
     if (!isStandaloneRoot(root) || root.state.status !== "awaiting") return;
     if (key !== undefined && !root.state.keys.includes(key)) return;
     const item = { version: root.createdVersion, id: root.id, root: root.id };

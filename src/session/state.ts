@@ -107,6 +107,13 @@ export class SessionState implements StateReader, ParkingReader {
    * commit it adopted parked one. Reads for them are skipped while false (most sessions never park).
    */
   mayHoldParked = false;
+  /**
+   * While reads of parked waits are in flight (`parkedReads` > 0), the roots whose wait a commit moved on
+   * meanwhile: a read that began before such a commit may bring the wait back as it was (awaiting), and
+   * must not be adopted (see `ParkedWaits`).
+   */
+  parkedReads = 0;
+  readonly movedOn = new Set<string>();
   /** A lower bound of the earliest deadline among them: the scheduler wakes then to read the due ones. */
   parkedDue: number | undefined;
 
@@ -300,8 +307,10 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
   if (commit.parked || commit.unparked) {
     // A wait that comes back from storage in a commit another process made (a follower's view): it is no
     // longer among the parked waits left in storage.
-    for (const wait of commit.unparked ?? [])
+    for (const wait of commit.unparked ?? []) {
       if (!state.tasks.has(wait.id)) state.parkedInStorage = Math.max(0, state.parkedInStorage - 1);
+      if (state.parkedReads > 0) state.movedOn.add(wait.id);
+    }
     state.trackParking(commit.unparked ?? [], commit.parked ?? []);
   }
   for (const task of commit.tasks) state.putTask(task);

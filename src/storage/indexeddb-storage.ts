@@ -28,22 +28,23 @@ import type {
   Storage,
   StorageOptions,
   StoredChanges,
-  StoredRecord,
   StoredSession,
 } from "./storage.ts";
 import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";
 import { Tail, TailCache } from "./tail.ts";
 import { overlayReader } from "./tail-overlay.ts";
 import {
+  noSignalRows,
+  noWaitingTrees,
   readItemPage,
   readParkedPage,
   readRequest,
   readSettledPage,
+  readSignalRows,
   readStoredSession,
   readTrees,
-  readWaitingTree,
+  readWaitingTrees,
   type SessionRowReader,
-  type StoredItem,
   upgradeRows,
 } from "./working-set.ts";
 
@@ -248,16 +249,15 @@ export class IndexedDbStorage implements Storage {
   }
 
   async readSignals(sessionId: string, keys: readonly string[]) {
-    const none = keys.map(() => undefined);
-    return this.read(sessionId, (r) => Promise.all(keys.map((key) => r.get("signals", [key]))), none);
+    return this.read(sessionId, readSignalRows(keys), noSignalRows(keys));
   }
 
   async readTaskTree(sessionId: string, rootId: string) {
     return this.read(sessionId, (r) => readTrees(r, [rootId]), []);
   }
 
-  async readWaiting(sessionId: string, key: string) {
-    return this.read(sessionId, (r) => readWaitingTree(r, key), []);
+  async readWaiting(sessionId: string, keys: readonly string[]) {
+    return this.read(sessionId, readWaitingTrees(keys), noWaitingTrees(keys));
   }
 
   async readParked(sessionId: string, before: ParkedCursor | undefined, limit: number) {
@@ -268,11 +268,7 @@ export class IndexedDbStorage implements Storage {
     return this.read(sessionId, async (r) => r.earliest("deadlines", limit), []);
   }
 
-  async readItems(
-    sessionId: string,
-    before: number,
-    limit: number,
-  ): Promise<{ items: StoredItem[]; submissions: StoredRecord[] }> {
+  async readItems(sessionId: string, before: number, limit: number) {
     return this.read(sessionId, (r) => readItemPage(r, before, limit), { items: [], submissions: [] });
   }
 

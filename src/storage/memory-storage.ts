@@ -34,13 +34,16 @@ import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.t
 import { Tail, TailCache } from "./tail.ts";
 import { overlayReader } from "./tail-overlay.ts";
 import {
+  noSignalRows,
+  noWaitingTrees,
   readItemPage,
   readParkedPage,
   readRequest,
   readSettledPage,
+  readSignalRows,
   readStoredSession,
   readTrees,
-  readWaitingTree,
+  readWaitingTrees,
   type SessionRowReader,
   type StoredItem,
   upgradeRowsSync,
@@ -290,20 +293,15 @@ export class MemoryStorage implements Storage {
   }
 
   async readSignals(sessionId: string, keys: readonly string[]) {
-    const none = keys.map(() => undefined);
-    return this.read(
-      sessionId,
-      (reader) => Promise.all(keys.map((key) => reader.get("signals", [key]))),
-      none,
-    );
+    return this.read(sessionId, readSignalRows(keys), noSignalRows(keys));
   }
 
   async readTaskTree(sessionId: string, rootId: string) {
     return this.read(sessionId, (reader) => readTrees(reader, [rootId]), []);
   }
 
-  async readWaiting(sessionId: string, key: string) {
-    return this.read(sessionId, (reader) => readWaitingTree(reader, key), []);
+  async readWaiting(sessionId: string, keys: readonly string[]) {
+    return this.read(sessionId, readWaitingTrees(keys), noWaitingTrees(keys));
   }
 
   async readParked(sessionId: string, before: ParkedCursor | undefined, limit: number) {

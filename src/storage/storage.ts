@@ -149,8 +149,11 @@ export interface Storage {
   readSignal(sessionId: string, key: string): Promise<StoredRecord | undefined>;
   /** Signals by key in one read: each key's row in the keys' order, undefined where none is stored. */
   readSignals(sessionId: string, keys: readonly string[]): Promise<(StoredRecord | undefined)[]>;
-  /** The task tree of the parked wait on signal key `key` (DESIGN §9), empty when no parked wait has it. */
-  readWaiting(sessionId: string, key: string): Promise<StoredRecord[]>;
+  /**
+   * The task tree of the parked wait on each signal key (DESIGN §9), in one read: in the keys' order, empty
+   * where no parked wait has the key.
+   */
+  readWaiting(sessionId: string, keys: readonly string[]): Promise<StoredRecord[][]>;
   /**
    * Up to `limit` parked waits keyed below `before` (the newest when undefined), newest first: items of their
    * root tasks, keyed by the version that created them and their id.

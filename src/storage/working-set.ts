@@ -116,6 +116,18 @@ export function deadlineOfRow(row: StoredRecord): { at: number; id: string } {
 }
 
 /** The task tree of the parked wait on `key`, empty when no parked wait has that key. */
+/** A read of the trees of the parked waits on `keys`, in their order (see `readWaitingTree`). */
+export const readWaitingTrees = (keys: readonly string[]) => (reader: SessionRowReader) =>
+  Promise.all(keys.map((key) => readWaitingTree(reader, key)));
+
+/** A read of the signal rows of `keys`, in their order, undefined where none is stored. */
+export const readSignalRows = (keys: readonly string[]) => (reader: SessionRowReader) =>
+  Promise.all(keys.map((key) => reader.get("signals", [key])));
+
+/** What those two reads answer for a session the store does not hold. */
+export const noSignalRows = (keys: readonly string[]) => keys.map((): StoredRecord | undefined => undefined);
+export const noWaitingTrees = (keys: readonly string[]) => keys.map((): StoredRecord[] => []);
+
 export async function readWaitingTree(reader: SessionRowReader, key: string): Promise<StoredRecord[]> {
   const row = await reader.get("waitKeys", [key]);
   return typeof row?.value === "string" ? readTrees(reader, [row.value]) : [];

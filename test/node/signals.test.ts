@@ -562,12 +562,17 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     expect(session.task(one.id)?.state.status).toBe("awaiting");
   });
 
-  it("reads the stored signals of many waits beginning at once in a few reads, and still refuses a taken key among them", async () => {
+  it("reads the stored signals and parked waits of many waits beginning at once in a few reads, and still refuses a spent or held key among them", async () => {
     const counted = new (class extends ForwardingStorage {
       reads: number[] = [];
+      waitingReads: number[] = [];
       override readSignals: Storage["readSignals"] = async (sessionId, keys) => {
         this.reads.push(keys.length);
         return this.inner.readSignals(sessionId, keys);
+      };
+      override readWaiting: Storage["readWaiting"] = async (sessionId, keys) => {
+        this.waitingReads.push(keys.length);
+        return this.inner.readWaiting(sessionId, keys);
       };
     })(makeStorage());
     const first = await open(counted);
@@ -595,6 +600,29 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
       status: "failed",
       error: { code: "key-resolved" },
     });
+    // Past liveWaits (100) the waits park, and the next process leaves them in storage: a new wait's key may
+    // be held by one, read back by key. 100 more waits read their keys' parked waits in a few reads too; the
+    // one on a parked wait's key finds it held.
+    await later.session.close();
+    const third = await open(counted, new ManualClock(9_000));
+    await third.session.resume();
+    expect(third.session.parkedInStorage).toBe(200);
+    counted.waitingReads = [];
+    const more = await third.session.commit((draft) => {
+      const ids: string[] = [];
+      for (let i = 0; i < 100; i++) ids.push(draft.spawn("asker", { keys: [`answer:more-${i}`] }));
+      ids.push(draft.spawn("asker", { keys: ["answer:many-250"] }));
+      return ids;
+    });
+    await third.session.whenIdle();
+    expect(counted.waitingReads.reduce((a, b) => a + b, 0)).toBe(101);
+    expect(counted.waitingReads.length).toBeLessThanOrEqual(3);
+    expect(third.session.task(more.value.at(-1) as string)?.state).toMatchObject({
+      status: "failed",
+      error: { code: "key-taken" },
+    });
+    const { waits } = await third.session.readPending({ limit: 1_000 });
+    expect(waits).toHaveLength(400);
   });
 
   it("fails a wait on a key whose signal a wait already took, instead of leaving it pending forever", async () => {
