@@ -122,7 +122,7 @@ const INSERT_NEW_ROW =
  */
 export const READ_WAITING_TREE = `
   WITH w AS (SELECT v FROM da_rows WHERE session = ?1 AND tbl = 'waitKeys' AND id = ?2 AND n = -1),
-    t AS (SELECT json_extract(v, '$') AS id FROM w WHERE json_type(v) = 'text')
+    t AS (SELECT json_extract(v, '$') AS id FROM w WHERE CASE WHEN json_valid(v) THEN json_type(v) END = 'text')
   SELECT 'waitKeys' AS tbl, ?2 AS id, -1 AS n, v FROM w
   UNION ALL
   SELECT 'tasks', id, n, v FROM da_rows WHERE session = ?1 AND tbl = 'tasks' AND id = (SELECT id FROM t) AND n = -1
@@ -756,7 +756,6 @@ export class DurableObjectSqliteStorage implements Storage {
   }
 }
 
-/** A row whose text is not JSON loads as that text, so validation reports it instead of the store crashing. */
 /** Rows one statement read ahead of the reads that ask for them, each given once (see `readAhead`). */
 class ReadAhead {
   private readonly rows = new Map<string, StoredRecord[]>();
@@ -773,6 +772,7 @@ class ReadAhead {
   }
 }
 
+/** A row whose text is not JSON loads as that text, so validation reports it instead of the store crashing. */
 function parseJson(text: unknown): unknown {
   if (typeof text !== "string") return text;
   try {

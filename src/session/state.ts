@@ -109,11 +109,11 @@ export class SessionState implements StateReader, ParkingReader {
   mayHoldParked = false;
   /**
    * While reads of parked waits are in flight (`parkedReads` > 0), the roots whose wait a commit moved on
-   * meanwhile: a read that began before such a commit may bring the wait back as it was (awaiting), and
-   * must not be adopted (see `ParkedWaits`).
+   * meanwhile, with that commit's version: a read that began before such a commit may bring the wait back
+   * as it was (awaiting), and must not be adopted (see `ParkedWaits`).
    */
   parkedReads = 0;
-  readonly movedOn = new Set<string>();
+  readonly movedOn = new Map<string, number>();
   /** A lower bound of the earliest deadline among them: the scheduler wakes then to read the due ones. */
   parkedDue: number | undefined;
 
@@ -309,7 +309,7 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
     // longer among the parked waits left in storage.
     for (const wait of commit.unparked ?? []) {
       if (!state.tasks.has(wait.id)) state.parkedInStorage = Math.max(0, state.parkedInStorage - 1);
-      if (state.parkedReads > 0) state.movedOn.add(wait.id);
+      if (state.parkedReads > 0) state.movedOn.set(wait.id, commit.version);
     }
     state.trackParking(commit.unparked ?? [], commit.parked ?? []);
   }

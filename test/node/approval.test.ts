@@ -99,9 +99,19 @@ describe("tool approval", () => {
     const storage = memoryStorage();
     const reads: string[] = [];
     const readSignal = storage.readSignal.bind(storage);
+    const readSignals = storage.readSignals.bind(storage);
+    const readWaiting = storage.readWaiting.bind(storage);
     storage.readSignal = (sessionId, key) => {
       reads.push(key);
       return readSignal(sessionId, key);
+    };
+    storage.readSignals = (sessionId, keys) => {
+      reads.push(...keys);
+      return readSignals(sessionId, keys);
+    };
+    storage.readWaiting = (sessionId, keys) => {
+      reads.push(...keys);
+      return readWaiting(sessionId, keys);
     };
     const { session, pending } = await pendingApproval(storage, new MailService());
     expect(pending.key).toMatch(/^approval:/);

@@ -25,6 +25,7 @@ import {
   type Storage,
   sequentialIds,
 } from "../../src/index.ts";
+import { deferred } from "../support/storage-wrappers.ts";
 
 const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
 const strict = defineSignal({ key: "strict:*", schema: z.object({ ok: z.boolean() }), early: false });
@@ -238,6 +239,27 @@ describe.each(stores)("parked waits on %s", (_name, makeStorage) => {
     );
   });
 
+  it("signals every parked wait at once while each is awaited by id: every read back overlaps, each wait ends once", async () => {
+    const storage = makeStorage();
+    const clock = new ManualClock(1_000);
+    const { ids, parked } = await tenWaits(storage, clock);
+    const { session, commits } = await open(storage, clock);
+    const keys = parked.map((id) => `answer:${ids.indexOf(id)}`);
+    const ended = parked.map((id) => session.waitForTask(id));
+    const receipts = await Promise.all(
+      keys.map((key) => session.signal(key, { text: key }, { requestId: `r-${key}` })),
+    );
+    expect(receipts.map((r) => r.takenBy)).toEqual(parked);
+    expect((await Promise.all(ended)).map((task) => task.state.status)).toEqual(
+      parked.map(() => "succeeded"),
+    );
+    // Each taken once, and none kept as an early signal for a wait that was read back late.
+    const taken = commits.flatMap((c) => c.signals ?? []).filter((s) => s.consumedBy !== undefined);
+    expect(taken.map((s) => s.key).sort()).toEqual([...keys].sort());
+    expect(session.earlySignals()).toEqual([]);
+    expect(session.parkedInStorage).toBe(0);
+  });
+
   it("refuses a bad payload for a parked wait and stores nothing; a strict key is found when parked", async () => {
     const storage = makeStorage();
     const clock = new ManualClock(1_000);
@@ -428,6 +450,62 @@ it("a parked wait awaited by id resolves when it ends, also when ending it evict
   await session.signal("answer:old", { text: "finally" }, { requestId: "old" });
   expect((await waiting).state).toMatchObject({ status: "succeeded" });
   expect(session.task(parked.id)).toBeUndefined(); // it did leave memory
+});
+
+it("never adopts a parked wait read before a commit moved it on: its deadline ended it while a signal's read of it was held", async () => {
+  const base = memoryStorage();
+  const clock = new ManualClock(1_000);
+  const first = await open(base, clock, 0);
+  const parked = await first.session.spawn("asker", { keys: ["answer:old"], deadlineMs: 60_000 });
+  await first.session.whenIdle();
+  // Newer finished work: the read-back wait is the oldest item, so it leaves memory when it ends.
+  for (let i = 0; i < 2; i++) {
+    const newer = await first.session.spawn("asker", { keys: [`answer:new-${i}`] });
+    await first.session.signal(`answer:new-${i}`, { text: "done" }, { requestId: `n${i}` });
+    await first.session.waitForTask(newer.id);
+  }
+  await first.session.close();
+  // The signal's read of the wait by its key is held until the wait's deadline has ended it.
+  const storage = base.reopen();
+  const readWaiting = storage.readWaiting.bind(storage);
+  const held = deferred();
+  const readStarted = deferred();
+  storage.readWaiting = async (sessionId, keys) => {
+    const trees = await readWaiting(sessionId, keys);
+    readStarted.resolve();
+    await held.promise;
+    return trees; // read before the deadline: the wait as it was, awaiting
+  };
+  const timers = new ManualTimers(clock);
+  const commits: CommitRecord[] = [];
+  const session = await openSession({
+    id: "parked",
+    storage,
+    registry: createRegistry({ tasks: [asker], signals: [answer, strict] }),
+    clock,
+    timers,
+    ids: sequentialIds(1_000 * ++processes),
+    liveWaits: 0,
+    retainSettled: 1,
+  });
+  session.subscribe(session.version, (c) => commits.push(c));
+  await session.resume();
+  const signalled = session.signal("answer:old", { text: "late" }, { requestId: "old" });
+  await readStarted.promise;
+  timers.advance(60_000);
+  await session.whenIdle();
+  expect(session.task(parked.id)).toBeUndefined(); // ended by its deadline, and gone from memory
+  held.resolve();
+  // The held read brought the wait back as it was: it is not adopted, so the signal finds no wait and is
+  // kept (a wait ends once).
+  expect(await signalled).toMatchObject({ duplicate: false });
+  expect((await signalled).takenBy).toBeUndefined();
+  await session.whenIdle();
+  const ends = commits
+    .flatMap((c) => c.tasks)
+    .filter((t) => t.id === parked.id && t.state.status !== "awaiting" && t.state.status !== "running");
+  expect(ends.map((t) => t.state)).toEqual([{ status: "succeeded", result: { via: "deadline" } }]);
+  expect(session.task(parked.id)).toBeUndefined();
 });
 
 describe("pending pages over memory and storage", () => {

@@ -19,6 +19,7 @@ import {
   type WriteHook,
 } from "../../src/index.ts";
 import type { RowWrite } from "../../src/storage/rows.ts";
+import type { StoredRecord } from "../../src/storage/storage.ts";
 
 export type Post = (
   body: unknown,
@@ -114,8 +115,9 @@ export class RemoteStorage implements Storage {
   readTask: Storage["readTask"] = (...args) => this.call("readTask", args) as ReturnType<Storage["readTask"]>;
   readSignal: Storage["readSignal"] = (...args) =>
     this.call("readSignal", args) as ReturnType<Storage["readSignal"]>;
-  readSignals: Storage["readSignals"] = (...args) =>
-    this.call("readSignals", args) as ReturnType<Storage["readSignals"]>;
+  // JSON carries a missing row as null: read back as undefined, as the contract says.
+  readSignals: Storage["readSignals"] = async (...args) =>
+    ((await this.call("readSignals", args)) as (StoredRecord | null)[]).map((row) => row ?? undefined);
   readTaskTree: Storage["readTaskTree"] = (...args) =>
     this.call("readTaskTree", args) as ReturnType<Storage["readTaskTree"]>;
   readItems: Storage["readItems"] = (...args) =>

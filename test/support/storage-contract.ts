@@ -961,6 +961,8 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
         };
         // Read together, in one read: the same rows, in the keys' order, none where none is stored.
         const together = await store.readSignals(id, ["k:c", "k:b", "k:none", "k:a"]);
+        expect(together).toHaveLength(4);
+        expect(together[2]).toBeUndefined();
         expect(together.map((row) => row?.value)).toEqual([one.c, one.b, undefined, one.a]);
         return one;
       };

@@ -1,5 +1,5 @@
 /**
- * How workerd's SQLite plans the Durable Object store's batched and combined statements, on the store's own
+ * The Durable Object store's combined and batched statements in workerd. How workerd's SQLite plans the Durable Object store's batched and combined statements, on the store's own
  * schema (its partial indexes included): each row is found by its primary key, never by scanning a
  * session's rows. A plan that scans costs nothing in a small test and seconds in a session of 100,000 rows
  * (the batched delete written as `session = ? AND (… OR …)` planned as such a scan: a 15,000-wait setup
@@ -15,8 +15,11 @@ export class Planner {
     this.sql = state.storage.sql;
   }
   async fetch(request) {
-    const { schema, statement, bindings } = await request.json();
+    const { schema, rows, statement, bindings, explain } = await request.json();
     for (const text of schema) this.sql.exec(text);
+    this.sql.exec("DELETE FROM da_rows");
+    for (const row of rows) this.sql.exec("INSERT INTO da_rows VALUES (?, ?, ?, ?, ?)", ...row);
+    if (!explain) return Response.json(this.sql.exec(statement, ...bindings).toArray());
     const plan = this.sql.exec("EXPLAIN QUERY PLAN " + statement, ...bindings).toArray();
     return Response.json(plan.map((step) => step.detail));
   }
@@ -44,14 +47,17 @@ afterAll(async () => {
   await workerd.dispose();
 });
 
-async function planOf(statement: string, bindings: unknown[]): Promise<string[]> {
+async function run(statement: string, bindings: unknown[], explain: boolean, rows: unknown[][] = []) {
   const response = await workerd.dispatchFetch("http://planner/", {
     method: "POST",
-    body: JSON.stringify({ schema: SCHEMA, statement, bindings }),
+    body: JSON.stringify({ schema: SCHEMA, rows, statement, bindings, explain }),
   });
   expect(response.status).toBe(200);
-  return (await response.json()) as string[];
+  return response.json();
 }
+
+const planOf = async (statement: string, bindings: unknown[]) =>
+  (await run(statement, bindings, true)) as string[];
 
 /** The steps that read `da_rows`: each must seek by the primary key down to `id` at least. */
 const rowSteps = (plan: string[]) => plan.filter((step) => step.includes("da_rows"));
@@ -70,7 +76,26 @@ describe("the Durable Object store's statements, as workerd plans them", () => {
     expect(rowSteps(await planOf(upsertRows(16), bindings))).toEqual([]);
   });
 
-  it("reads a parked wait's key, task and children by key", async () => {
+  it("reads a parked wait's key index row, its task and children; a key row that is not JSON comes back as it is", async () => {
+    const rows = [
+      ["s", "waitKeys", "k:1", -1, JSON.stringify("t1")],
+      ["s", "tasks", "t1", -1, '{"id":"t1"}'],
+      ["s", "children", "t1", 0, '["c0","c1"]'],
+      ["s", "children", "t2", 0, '["x"]'],
+      ["s", "waitKeys", "k:bad", -1, "not json"],
+    ];
+    const read = async (key: string) =>
+      ((await run(READ_WAITING_TREE, ["s", key], false, rows)) as { tbl: string; id: string }[]).map(
+        (row) => `${row.tbl} ${row.id}`,
+      );
+    expect(await read("k:1")).toEqual(["waitKeys k:1", "tasks t1", "children t1"]);
+    // Loaded as text (the store then reads no tree for it), not a failed statement: a read of many keys
+    // together must not fail for one corrupt row.
+    expect(await read("k:bad")).toEqual(["waitKeys k:bad"]);
+    expect(await read("k:none")).toEqual([]);
+  });
+
+  it("plans the read of a parked wait's key, task and children by key", async () => {
     const steps = rowSteps(await planOf(READ_WAITING_TREE, ["s", "k:1"]));
     expect(steps.length).toBe(5);
     for (const step of steps)
