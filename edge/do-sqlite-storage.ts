@@ -142,33 +142,17 @@ function* batches<T>(items: readonly T[]): Generator<T[]> {
   }
 }
 
-const statementCache = new Map<string, string>();
-const cachedStatement = (name: string, build: () => string) => {
-  let text = statementCache.get(name);
-  if (text === undefined) {
-    text = build();
-    statementCache.set(name, text);
-  }
-  return text;
-};
-
 /**
  * Deletes `count` rows by key (`session, tbl, id, n` per row), each found by the whole primary key. Not
  * `session = ? AND (tbl = ? AND … OR …)`: with the partial indexes there, SQLite plans that one as a scan of
  * the session's every row (a test pins the plan).
  */
 export const deleteRows = (count: number) =>
-  cachedStatement(`delete ${count}`, () => {
-    const keys = Array.from({ length: count }, () => "(?, ?, ?, ?)");
-    return `DELETE FROM da_rows WHERE (session, tbl, id, n) IN (VALUES ${keys.join(", ")})`;
-  });
+  `DELETE FROM da_rows WHERE (session, tbl, id, n) IN (VALUES ${Array(count).fill("(?, ?, ?, ?)").join(", ")})`;
 
 /** Writes `count` rows (`session, tbl, id, n, v` per row), each updated in place when it exists (see UPSERT_ROW). */
 export const upsertRows = (count: number) =>
-  cachedStatement(`upsert ${count}`, () => {
-    const values = Array.from({ length: count }, () => "(?, ?, ?, ?, ?)");
-    return `INSERT INTO da_rows (session, tbl, id, n, v) VALUES ${values.join(", ")} ON CONFLICT (session, tbl, id, n) DO UPDATE SET v = excluded.v`;
-  });
+  `INSERT INTO da_rows (session, tbl, id, n, v) VALUES ${Array(count).fill("(?, ?, ?, ?, ?)").join(", ")} ON CONFLICT (session, tbl, id, n) DO UPDATE SET v = excluded.v`;
 
 /** Splits a layout key into its (id, n) columns. */
 function columns(table: Table, key: readonly KeyPart[]): [string, number] {
@@ -381,10 +365,6 @@ export class DurableObjectSqliteStorage implements Storage {
 
   async readTask(sessionId: string, taskId: string) {
     return this.read(sessionId, (r) => r.get("tasks", [taskId]), undefined);
-  }
-
-  async readSignal(sessionId: string, key: string) {
-    return this.read(sessionId, (r) => r.get("signals", [key]), undefined);
   }
 
   async readSignals(sessionId: string, keys: readonly string[]) {

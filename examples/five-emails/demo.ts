@@ -51,7 +51,6 @@ function processHandle(disk: MemoryStorage): Storage & { kill(): void } {
     readRequest: async (...args) => alive().readRequest(...args),
     readTask: async (...args) => alive().readTask(...args),
     readTaskTree: async (...args) => alive().readTaskTree(...args),
-    readSignal: async (...args) => alive().readSignal(...args),
     readSignals: async (...args) => alive().readSignals(...args),
     readItems: async (...args) => alive().readItems(...args),
     readSettled: async (...args) => alive().readSettled(...args),

@@ -106,7 +106,7 @@ export class SessionHistory {
   async readSignal(key: string): Promise<Signal | undefined> {
     const kept = this.state.signal(key);
     if (kept) return kept;
-    const row = await this.storage.readSignal(this.state.id, key);
+    const [row] = await this.storage.readSignals(this.state.id, [key]);
     return row && validateRecord(SignalSchema, row.value, row.key);
   }
 

@@ -30,8 +30,6 @@ export class ParkedWaits {
   private readonly signals: KeyedReads<StoredRecord | undefined>;
   /** Parked wait trees by key, read together. */
   private readonly waiting: KeyedReads<StoredRecord[]>;
-  /** The session's version when each read of parked waits in flight began (see `watched`). */
-  private readonly reads: number[] = [];
 
   constructor(
     private readonly state: SessionState,
@@ -232,17 +230,11 @@ export class ParkedWaits {
    * before its wait moved on (taken by a signal, cancelled; then perhaps gone from memory) is not adopted.
    */
   private async watched(readAndAdopt: () => Promise<void>): Promise<void> {
-    const began = this.state.version;
-    this.reads.push(began);
-    this.state.parkedReads++;
+    const began = this.state.beginParkedRead();
     try {
       await readAndAdopt();
     } finally {
-      this.state.parkedReads--;
-      this.reads.splice(this.reads.indexOf(began), 1);
-      // A wait moved on before every read still in flight began is not stale for any of them.
-      const oldest = Math.min(...this.reads);
-      for (const [id, version] of this.state.movedOn) if (version <= oldest) this.state.movedOn.delete(id);
+      this.state.endParkedRead(began);
     }
   }
 

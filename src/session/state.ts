@@ -107,12 +107,13 @@ export class SessionState implements StateReader, ParkingReader {
    * commit it adopted parked one. Reads for them are skipped while false (most sessions never park).
    */
   mayHoldParked = false;
+  /** The version at which each read of parked waits in flight began (see `beginParkedRead`). */
+  private readonly parkedReads: number[] = [];
   /**
-   * While reads of parked waits are in flight (`parkedReads` > 0), the roots whose wait a commit moved on
-   * meanwhile, with that commit's version: a read that began before such a commit may bring the wait back
-   * as it was (awaiting), and must not be adopted (see `ParkedWaits`).
+   * While reads of parked waits are in flight, the roots whose wait a commit moved on meanwhile, with that
+   * commit's version: a read that began before such a commit may bring the wait back as it was (awaiting),
+   * and must not be adopted (see `ParkedWaits`).
    */
-  parkedReads = 0;
   readonly movedOn = new Map<string, number>();
   /** A lower bound of the earliest deadline among them: the scheduler wakes then to read the due ones. */
   parkedDue: number | undefined;
@@ -173,9 +174,29 @@ export class SessionState implements StateReader, ParkingReader {
     return this.awaitingRoots - this.parked.size;
   }
 
+  /** A read of parked waits begins: until it ends, waits commits move on are noted in `movedOn`. */
+  beginParkedRead(): number {
+    this.parkedReads.push(this.version);
+    return this.version;
+  }
+
+  /** The read that began at `began` ended: a wait moved on before every read still in flight began is forgotten. */
+  endParkedRead(began: number): void {
+    this.parkedReads.splice(this.parkedReads.indexOf(began), 1);
+    const oldest = Math.min(...this.parkedReads);
+    for (const [id, version] of this.movedOn) if (version <= oldest) this.movedOn.delete(id);
+  }
+
   /** Takes note of the waits a commit parked or moved on, and of one read back from storage (parked). */
-  trackParking(unparked: readonly { id: string }[], parked: readonly { id: string }[]): void {
-    for (const wait of unparked) this.parked.delete(wait.id);
+  trackParking(
+    unparked: readonly { id: string }[],
+    parked: readonly { id: string }[],
+    version: number,
+  ): void {
+    for (const wait of unparked) {
+      this.parked.delete(wait.id);
+      if (this.parkedReads.length > 0) this.movedOn.set(wait.id, version);
+    }
     for (const wait of parked) this.parked.add(wait.id);
     if (parked.length > 0) this.mayHoldParked = true;
   }
@@ -257,7 +278,7 @@ export function reduceSession(state: SessionState, action: SessionAction): void 
     case "parked-loaded":
       if (state.tasks.has(action.item.id)) return;
       for (const task of action.tasks) state.putTask(task);
-      state.trackParking([], [action.item]);
+      state.trackParking([], [action.item], state.version);
       state.items.load([action.item], state);
       state.parkedInStorage = Math.max(0, state.parkedInStorage - 1);
       return;
@@ -307,11 +328,9 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
   if (commit.parked || commit.unparked) {
     // A wait that comes back from storage in a commit another process made (a follower's view): it is no
     // longer among the parked waits left in storage.
-    for (const wait of commit.unparked ?? []) {
+    for (const wait of commit.unparked ?? [])
       if (!state.tasks.has(wait.id)) state.parkedInStorage = Math.max(0, state.parkedInStorage - 1);
-      if (state.parkedReads > 0) state.movedOn.set(wait.id, commit.version);
-    }
-    state.trackParking(commit.unparked ?? [], commit.parked ?? []);
+    state.trackParking(commit.unparked ?? [], commit.parked ?? [], commit.version);
   }
   for (const task of commit.tasks) state.putTask(task);
   for (const submission of commit.submissions) state.putSubmission(submission);

@@ -244,10 +244,6 @@ export class IndexedDbStorage implements Storage {
     return this.read(sessionId, async (r) => r.get("tasks", [taskId]), undefined);
   }
 
-  async readSignal(sessionId: string, key: string) {
-    return this.read(sessionId, async (r) => r.get("signals", [key]), undefined);
-  }
-
   async readSignals(sessionId: string, keys: readonly string[]) {
     return this.read(sessionId, readSignalRows(keys), noSignalRows(keys));
   }

@@ -288,10 +288,6 @@ export class MemoryStorage implements Storage {
     return this.read(sessionId, (reader) => reader.get("tasks", [taskId]), undefined);
   }
 
-  async readSignal(sessionId: string, key: string) {
-    return this.read(sessionId, (reader) => reader.get("signals", [key]), undefined);
-  }
-
   async readSignals(sessionId: string, keys: readonly string[]) {
     return this.read(sessionId, readSignalRows(keys), noSignalRows(keys));
   }

@@ -145,9 +145,10 @@ export interface Storage {
   readRequest(sessionId: string, requestId: string): Promise<StoredRecord | undefined>;
   /** One task by id. */
   readTask(sessionId: string, taskId: string): Promise<StoredRecord | undefined>;
-  /** One signal by its key (a signal is stored once per key and kept). */
-  readSignal(sessionId: string, key: string): Promise<StoredRecord | undefined>;
-  /** Signals by key in one read: each key's row in the keys' order, undefined where none is stored. */
+  /**
+   * Signals by key, in one read (a signal is stored once per key and kept): each key's row in the keys'
+   * order, undefined where none is stored.
+   */
   readSignals(sessionId: string, keys: readonly string[]): Promise<(StoredRecord | undefined)[]>;
   /**
    * The task tree of the parked wait on each signal key (DESIGN §9), in one read: in the keys' order, empty

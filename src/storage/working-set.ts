@@ -115,7 +115,6 @@ export function deadlineOfRow(row: StoredRecord): { at: number; id: string } {
   return { at: version, id };
 }
 
-/** The task tree of the parked wait on `key`, empty when no parked wait has that key. */
 /** A read of the trees of the parked waits on `keys`, in their order (see `readWaitingTree`). */
 export const readWaitingTrees = (keys: readonly string[]) => (reader: SessionRowReader) =>
   Promise.all(keys.map((key) => readWaitingTree(reader, key)));
@@ -128,6 +127,7 @@ export const readSignalRows = (keys: readonly string[]) => (reader: SessionRowRe
 export const noSignalRows = (keys: readonly string[]) => keys.map((): StoredRecord | undefined => undefined);
 export const noWaitingTrees = (keys: readonly string[]) => keys.map((): StoredRecord[] => []);
 
+/** The task tree of the parked wait on `key`, empty when no parked wait has that key. */
 export async function readWaitingTree(reader: SessionRowReader, key: string): Promise<StoredRecord[]> {
   const row = await reader.get("waitKeys", [key]);
   return typeof row?.value === "string" ? readTrees(reader, [row.value]) : [];

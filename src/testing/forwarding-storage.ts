@@ -19,7 +19,6 @@ export class ForwardingStorage implements Storage {
   readSubmission: Storage["readSubmission"] = async (...args) => this.target().readSubmission(...args);
   readRequest: Storage["readRequest"] = async (...args) => this.target().readRequest(...args);
   readTask: Storage["readTask"] = async (...args) => this.target().readTask(...args);
-  readSignal: Storage["readSignal"] = async (...args) => this.target().readSignal(...args);
   readSignals: Storage["readSignals"] = async (...args) => this.target().readSignals(...args);
   readTaskTree: Storage["readTaskTree"] = async (...args) => this.target().readTaskTree(...args);
   readWaiting: Storage["readWaiting"] = async (...args) => this.target().readWaiting(...args);

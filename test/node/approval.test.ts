@@ -98,13 +98,8 @@ describe("tool approval", () => {
   it("begins an approval's wait without reading its key's signal: the key names a new call", async () => {
     const storage = memoryStorage();
     const reads: string[] = [];
-    const readSignal = storage.readSignal.bind(storage);
     const readSignals = storage.readSignals.bind(storage);
     const readWaiting = storage.readWaiting.bind(storage);
-    storage.readSignal = (sessionId, key) => {
-      reads.push(key);
-      return readSignal(sessionId, key);
-    };
     storage.readSignals = (sessionId, keys) => {
       reads.push(...keys);
       return readSignals(sessionId, keys);
@@ -245,7 +240,7 @@ describe("tool approval", () => {
         const where = `${when} commit ${dieAt}`;
         expect(done.status, where).toBe("succeeded");
         expect(mail.deliveries.length, where).toBe(1);
-        const stored = await disk.readSignal("approval", key);
+        const [stored] = await disk.readSignals("approval", [key]);
         expect((stored?.value as { consumedBy?: string } | undefined)?.consumedBy, where).toBe(
           first.pending.taskId,
         );

@@ -18,6 +18,7 @@ import {
   type Json,
   ManualClock,
   ManualTimers,
+  type MemoryStorage,
   memoryStorage,
   openSession,
   type PendingWait,
@@ -422,65 +423,32 @@ it("reports a corrupt parked wait blocked when its deadline comes, and passes th
   expect(session.wakeInfo().nextWakeAt).toBeUndefined();
 });
 
-it("a parked wait awaited by id resolves when it ends, also when ending it evicts it from memory", async () => {
-  const storage = memoryStorage();
-  const clock = new ManualClock(1_000);
-  const first = await open(storage, clock, 0);
-  const parked = await first.session.spawn("asker", { keys: ["answer:old"] });
-  await first.session.whenIdle();
-  // Newer finished work: the read-back wait is the oldest item, so it leaves memory when it ends.
-  for (let i = 0; i < 2; i++) {
-    const newer = await first.session.spawn("asker", { keys: [`answer:new-${i}`] });
-    await first.session.signal(`answer:new-${i}`, { text: "done" }, { requestId: `n${i}` });
-    await first.session.waitForTask(newer.id);
-  }
-  await first.session.close();
-  const session = await openSession({
-    id: "parked",
-    storage: storage.reopen(),
-    registry: createRegistry({ tasks: [asker], signals: [answer, strict] }),
-    clock,
-    timers: new ManualTimers(clock),
-    ids: sequentialIds(1_000 * ++processes),
-    liveWaits: 0,
-    retainSettled: 1,
-  });
-  await session.resume();
-  const waiting = session.waitForTask(parked.id);
-  await session.signal("answer:old", { text: "finally" }, { requestId: "old" });
-  expect((await waiting).state).toMatchObject({ status: "succeeded" });
-  expect(session.task(parked.id)).toBeUndefined(); // it did leave memory
-});
-
-it("never adopts a parked wait read before a commit moved it on: its deadline ended it while a signal's read of it was held", async () => {
+/**
+ * A parked wait on `answer:old` (with `deadlineMs`, when given) and newer finished work, so the wait is the
+ * oldest item and leaves memory when it ends; then `wrap` may wrap the store, and a process opens it that
+ * keeps one finished item (`retainSettled: 1`).
+ */
+async function oldestParkedWait(deadlineMs?: number, wrap = (storage: MemoryStorage) => storage) {
   const base = memoryStorage();
   const clock = new ManualClock(1_000);
   const first = await open(base, clock, 0);
-  const parked = await first.session.spawn("asker", { keys: ["answer:old"], deadlineMs: 60_000 });
+  const parked = await first.session.spawn("asker", {
+    keys: ["answer:old"],
+    ...(deadlineMs !== undefined && { deadlineMs }),
+  });
   await first.session.whenIdle();
-  // Newer finished work: the read-back wait is the oldest item, so it leaves memory when it ends.
   for (let i = 0; i < 2; i++) {
     const newer = await first.session.spawn("asker", { keys: [`answer:new-${i}`] });
     await first.session.signal(`answer:new-${i}`, { text: "done" }, { requestId: `n${i}` });
     await first.session.waitForTask(newer.id);
   }
   await first.session.close();
-  // The signal's read of the wait by its key is held until the wait's deadline has ended it.
-  const storage = base.reopen();
-  const readWaiting = storage.readWaiting.bind(storage);
-  const held = deferred();
-  const readStarted = deferred();
-  storage.readWaiting = async (sessionId, keys) => {
-    const trees = await readWaiting(sessionId, keys);
-    readStarted.resolve();
-    await held.promise;
-    return trees; // read before the deadline: the wait as it was, awaiting
-  };
+  // Opened over this very handle (the `open` above reopens a memory store, which would drop a wrapper).
   const timers = new ManualTimers(clock);
   const commits: CommitRecord[] = [];
   const session = await openSession({
     id: "parked",
-    storage,
+    storage: wrap(base.reopen()),
     registry: createRegistry({ tasks: [asker], signals: [answer, strict] }),
     clock,
     timers,
@@ -490,6 +458,31 @@ it("never adopts a parked wait read before a commit moved it on: its deadline en
   });
   session.subscribe(session.version, (c) => commits.push(c));
   await session.resume();
+  return { parked, session, timers, commits };
+}
+
+it("a parked wait awaited by id resolves when it ends, also when ending it evicts it from memory", async () => {
+  const { parked, session } = await oldestParkedWait();
+  const waiting = session.waitForTask(parked.id);
+  await session.signal("answer:old", { text: "finally" }, { requestId: "old" });
+  expect((await waiting).state).toMatchObject({ status: "succeeded" });
+  expect(session.task(parked.id)).toBeUndefined(); // it did leave memory
+});
+
+it("never adopts a parked wait read before a commit moved it on: its deadline ended it while a signal's read of it was held", async () => {
+  // The signal's read of the wait by its key is held until the wait's deadline has ended it.
+  const held = deferred();
+  const readStarted = deferred();
+  const { parked, session, timers, commits } = await oldestParkedWait(60_000, (storage) => {
+    const readWaiting = storage.readWaiting.bind(storage);
+    storage.readWaiting = async (sessionId, keys) => {
+      const trees = await readWaiting(sessionId, keys);
+      readStarted.resolve();
+      await held.promise;
+      return trees; // read before the deadline: the wait as it was, awaiting
+    };
+    return storage;
+  });
   const signalled = session.signal("answer:old", { text: "late" }, { requestId: "old" });
   await readStarted.promise;
   timers.advance(60_000);

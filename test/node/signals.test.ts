@@ -22,6 +22,7 @@ import {
   OwnedElsewhereError,
   openSession,
   type Received,
+  type Session,
   SignalRefusedError,
   type Storage,
   type SubmitInput,
@@ -351,8 +352,7 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
       code: "early-signals-full",
     });
     expect(session.version).toBe(version);
-    expect(await storage.readSignal("waits", "answer:e3")).toBeUndefined();
-    expect(await storage.readSignal("waits", "answer:e4")).toBeUndefined();
+    expect(await storage.readSignals("waits", ["answer:e3", "answer:e4"])).toEqual([undefined, undefined]);
     // A repeat of a kept one is still answered, and a key a task awaits is never refused for the bound.
     expect(await session.signal("answer:e1", { text: "one" }, { requestId: "e1" })).toMatchObject({
       duplicate: true,
@@ -426,7 +426,7 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     await session.whenIdle();
     expect(keys()).toEqual(["answer:9"]);
     expect(session.version).toBe(before + 1);
-    expect(await storage.readSignal("waits", "fleeting:1")).toBeUndefined();
+    expect(await storage.readSignals("waits", ["fleeting:1"])).toEqual([undefined]);
     expect(session.wakeInfo().nextWakeAt).toBeUndefined(); // answer:* keeps its early signals
     // The key takes a new signal, another payload included (the dropped one is no conflict).
     const anew = await session.signal("fleeting:1", { text: "other" }, { requestId: "f1" });
@@ -582,24 +582,29 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     await first.session.signal("answer:once", { text: "yes" }, { requestId: "r1" });
     await first.session.waitForTask(one.id);
     await first.session.close();
+    /** Waits on `count` new keys and a last one on `last`, begun in one commit: the last one's state. */
+    const beginTogether = async (session: Session, prefix: string, count: number, last: string) => {
+      const { value: ids } = await session.commit((draft) => {
+        const ids: string[] = [];
+        for (let i = 0; i < count; i++) ids.push(draft.spawn("asker", { keys: [`${prefix}${i}`] }));
+        ids.push(draft.spawn("asker", { keys: [last] }));
+        return ids;
+      });
+      await session.whenIdle();
+      return session.task(ids.at(-1) as string)?.state;
+    };
+    // Each key read once, in at most a few reads (the first goes alone; the rest queue behind it).
+    const expectFewReads = (reads: number[], keys: number) => {
+      expect(reads.reduce((a, b) => a + b, 0)).toBe(keys);
+      expect(reads.length).toBeLessThanOrEqual(3);
+    };
     const later = await open(counted, new ManualClock(5_000));
     await later.session.resume();
     counted.reads = [];
-    const ids = await later.session.commit((draft) => {
-      const ids: string[] = [];
-      for (let i = 0; i < 300; i++) ids.push(draft.spawn("asker", { keys: [`answer:many-${i}`] }));
-      ids.push(draft.spawn("asker", { keys: ["answer:once"] }));
-      return ids;
-    });
-    await later.session.whenIdle();
-    // 301 keys, each read once, in at most a few reads (the first goes alone; the rest queue behind it).
-    expect(counted.reads.reduce((a, b) => a + b, 0)).toBe(301);
-    expect(counted.reads.length).toBeLessThanOrEqual(3);
+    const last = await beginTogether(later.session, "answer:many-", 300, "answer:once");
+    expectFewReads(counted.reads, 301);
     expect(later.session.pending()).toHaveLength(300);
-    expect(later.session.task(ids.value.at(-1) as string)?.state).toMatchObject({
-      status: "failed",
-      error: { code: "key-resolved" },
-    });
+    expect(last).toMatchObject({ status: "failed", error: { code: "key-resolved" } });
     // Past liveWaits (100) the waits park, and the next process leaves them in storage: a new wait's key may
     // be held by one, read back by key. 100 more waits read their keys' parked waits in a few reads too; the
     // one on a parked wait's key finds it held.
@@ -608,19 +613,9 @@ describe.each(stores())("durable waits on %s", (_name, makeStorage) => {
     await third.session.resume();
     expect(third.session.parkedInStorage).toBe(200);
     counted.waitingReads = [];
-    const more = await third.session.commit((draft) => {
-      const ids: string[] = [];
-      for (let i = 0; i < 100; i++) ids.push(draft.spawn("asker", { keys: [`answer:more-${i}`] }));
-      ids.push(draft.spawn("asker", { keys: ["answer:many-250"] }));
-      return ids;
-    });
-    await third.session.whenIdle();
-    expect(counted.waitingReads.reduce((a, b) => a + b, 0)).toBe(101);
-    expect(counted.waitingReads.length).toBeLessThanOrEqual(3);
-    expect(third.session.task(more.value.at(-1) as string)?.state).toMatchObject({
-      status: "failed",
-      error: { code: "key-taken" },
-    });
+    const held = await beginTogether(third.session, "answer:more-", 100, "answer:many-250");
+    expectFewReads(counted.waitingReads, 101);
+    expect(held).toMatchObject({ status: "failed", error: { code: "key-taken" } });
     const { waits } = await third.session.readPending({ limit: 1_000 });
     expect(waits).toHaveLength(400);
   });

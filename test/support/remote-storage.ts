@@ -113,8 +113,6 @@ export class RemoteStorage implements Storage {
   readRequest: Storage["readRequest"] = (...args) =>
     this.call("readRequest", args) as ReturnType<Storage["readRequest"]>;
   readTask: Storage["readTask"] = (...args) => this.call("readTask", args) as ReturnType<Storage["readTask"]>;
-  readSignal: Storage["readSignal"] = (...args) =>
-    this.call("readSignal", args) as ReturnType<Storage["readSignal"]>;
   // JSON carries a missing row as null: read back as undefined, as the contract says.
   readSignals: Storage["readSignals"] = async (...args) =>
     ((await this.call("readSignals", args)) as (StoredRecord | null)[]).map((row) => row ?? undefined);

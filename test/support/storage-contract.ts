@@ -113,6 +113,34 @@ export function open(storage: Storage, id: string, mode: "write" | "read" = "wri
   });
 }
 
+/** Opens a writer that parks every wait it can (`liveWaits` 0). */
+function openParking(storage: Storage, id: string): Promise<Session> {
+  return openSession({
+    id,
+    storage,
+    registry: contractRegistry,
+    clock: new ManualClock(1_000),
+    ids: sequentialIds(1_000 * ++opens),
+    liveWaits: 0,
+  });
+}
+
+/** A task's state awaiting `key` (with a deadline at `at`, when given), as the kernel writes one. */
+const awaiting = (key: string, at?: number) => ({
+  status: "awaiting" as const,
+  keys: [key],
+  mode: "any" as const,
+  thenPhase: "start",
+  since: 1_000,
+  ...(at !== undefined && { deadline: { at, phase: "start" } }),
+});
+
+/** A task the draft holds, by id. */
+const taskIn = (d: KernelDraft, id: string) => d.task(id) as NonNullable<ReturnType<KernelDraft["task"]>>;
+
+/** The ids of task rows. */
+const idsOf = (rows: { value: unknown }[]) => rows.map((row) => (row.value as { id: string }).id);
+
 /** The parts of a view that must survive a reopen (the epoch changes by design). */
 export function durable(view: SessionView) {
   const { epoch: _epoch, ...rest } = view;
@@ -834,36 +862,18 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
     it("keeps parked waits apart from live work: counted by the session row, found by key, page and deadline", async () => {
       const store = harness.storage();
       const id = freshId("parked");
-      const session = await openSession({
-        id,
-        storage: store,
-        registry: contractRegistry,
-        clock: new ManualClock(1_000),
-        ids: sequentialIds(1_000 * ++opens),
-        liveWaits: 0,
-      });
-      const awaiting = (key: string, at?: number) => ({
-        status: "awaiting" as const,
-        keys: [key],
-        mode: "any" as const,
-        thenPhase: "start",
-        since: 1_000,
-        ...(at !== undefined && { deadline: { at, phase: "start" } }),
-      });
-      const waiting = (d: KernelDraft, id: string) =>
-        d.task(id) as NonNullable<ReturnType<KernelDraft["task"]>>;
+      const session = await openParking(store, id);
       await commitAsKernel(session, (d) => {
         for (let i = 0; i < 5; i++) d.writeTask(created(d, demoTask(`w-${i}`)));
       });
       await commitAsKernel(session, (d) => {
         for (let i = 0; i < 5; i++)
-          d.writeTask({ ...waiting(d, `w-${i}`), state: awaiting(`k:${i}`, i % 2 ? 9_000 - i : undefined) });
+          d.writeTask({ ...taskIn(d, `w-${i}`), state: awaiting(`k:${i}`, i % 2 ? 9_000 - i : undefined) });
       });
-      const ids = (rows: { value: unknown }[]) => rows.map((row) => (row.value as { id: string }).id);
       const reader = await open(store, id, "read");
       expect(reader.view().tasks).toEqual([]);
       expect(reader.parkedInStorage).toBe(5);
-      expect((await store.readWaiting(id, ["k:3", "k:none"])).map(ids)).toEqual([["w-3"], []]);
+      expect((await store.readWaiting(id, ["k:3", "k:none"])).map(idsOf)).toEqual([["w-3"], []]);
       const parked = await store.readParked(id, undefined, 10);
       expect(parked.map((i) => i.id)).toEqual(["w-4", "w-3", "w-2", "w-1", "w-0"]);
       // A page may end inside one version (all five were created by one commit): the next goes on below it.
@@ -875,7 +885,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       ]);
       // A wait that moves on is live again, and its index rows are gone.
       await commitAsKernel(session, (d) =>
-        d.writeTask({ ...waiting(d, "w-3"), state: { status: "running" } }),
+        d.writeTask({ ...taskIn(d, "w-3"), state: { status: "running" } }),
       );
       const after = await open(store, id, "read");
       expect(after.parkedInStorage).toBe(4);
@@ -888,14 +898,7 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
     it("reads a parked wait back with its whole tree in order, from the log's tail and from its rows", async () => {
       const store = harness.storage({ tailCommits: 1_000 });
       const id = freshId("parked-tree");
-      const session = await openSession({
-        id,
-        storage: store,
-        registry: contractRegistry,
-        clock: new ManualClock(1_000),
-        ids: sequentialIds(1_000 * ++opens),
-        liveWaits: 0,
-      });
+      const session = await openParking(store, id);
       // A tree parks only when nothing else of it is open: its children have ended.
       const child = (parent: string, index: number) => ({
         ...demoTask(`${parent}.${index}`),
@@ -912,18 +915,14 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
           ["w", "k:w"],
           ["v", "k:v"],
         ] as const)
-          d.writeTask({
-            ...(d.task(task) as NonNullable<ReturnType<KernelDraft["task"]>>),
-            state: { status: "awaiting", keys: [key], mode: "any", thenPhase: "start", since: 1_000 },
-          });
+          d.writeTask({ ...taskIn(d, task), state: awaiting(key) });
       });
-      const ids = (rows: { value: unknown }[]) => rows.map((row) => (row.value as { id: string }).id);
       const tree = ["w", "w.0", "w.1", "w.1.0"];
       // The tail holds the rows, then (the writer closed) the rows do; several keys are read in one read.
-      expect((await store.readWaiting(id, ["k:w", "k:none", "k:v"])).map(ids)).toEqual([tree, [], ["v"]]);
+      expect((await store.readWaiting(id, ["k:w", "k:none", "k:v"])).map(idsOf)).toEqual([tree, [], ["v"]]);
       await session.close();
-      expect((await store.readWaiting(id, ["k:w", "k:none", "k:v"])).map(ids)).toEqual([tree, [], ["v"]]);
-      expect((await store.readWaiting(id, ["k:v", "k:w"])).map(ids)).toEqual([["v"], tree]);
+      expect((await store.readWaiting(id, ["k:w", "k:none", "k:v"])).map(idsOf)).toEqual([tree, [], ["v"]]);
+      expect((await store.readWaiting(id, ["k:v", "k:w"])).map(idsOf)).toEqual([["v"], tree]);
     });
 
     it("deletes a dropped early signal's row with its commit: its key takes a new one, in the same group too", async () => {
@@ -953,18 +952,13 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
         commitAsKernel(session, (d) => early(d, "k:b", 5)),
       ]);
       await commitAsKernel(session, (d) => d.signalWrites.drop("k:c", d.version));
+      // Read together, in one read: each key's row in the keys' order, none where none is stored.
       const payloads = async () => {
-        const one = {
-          a: (await store.readSignal(id, "k:a"))?.value,
-          b: (await store.readSignal(id, "k:b"))?.value,
-          c: (await store.readSignal(id, "k:c"))?.value,
-        };
-        // Read together, in one read: the same rows, in the keys' order, none where none is stored.
-        const together = await store.readSignals(id, ["k:c", "k:b", "k:none", "k:a"]);
-        expect(together).toHaveLength(4);
-        expect(together[2]).toBeUndefined();
-        expect(together.map((row) => row?.value)).toEqual([one.c, one.b, undefined, one.a]);
-        return one;
+        const rows = await store.readSignals(id, ["k:c", "k:b", "k:none", "k:a"]);
+        expect(rows).toHaveLength(4);
+        expect(rows[2]).toBeUndefined();
+        const [c, b, , a] = rows.map((row) => row?.value);
+        return { a, b, c };
       };
       const expected = { a: { payload: { n: 4 } }, b: { payload: { n: 5 } }, c: undefined };
       expect(await payloads()).toMatchObject(expected);

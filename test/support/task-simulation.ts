@@ -405,10 +405,9 @@ export async function simulate(seed: number): Promise<SimulationResult> {
     if (JSON.stringify(all.tasks.find((t) => t.id === task.id)) !== JSON.stringify(task))
       throw new Error(`seed ${seed}: ${task.id} in the reopened session differs from the change log`);
   const signals = new Map<string, Signal>();
-  for (const key of world.sent.keys()) {
-    const row = await disk.readSignal("sim", key);
-    if (row) signals.set(key, row.value as Signal);
-  }
+  const keys = [...world.sent.keys()];
+  for (const [i, row] of (await disk.readSignals("sim", keys)).entries())
+    if (row) signals.set(keys[i] as string, row.value as Signal);
   return {
     seed,
     tasks: [...all.tasks],
