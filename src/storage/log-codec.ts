@@ -207,12 +207,21 @@ export class WholeRecords {
   private readonly own = new Map<string, LoggedWhole>();
   /** Every record logged whole, by version too: a delta names the version it changes. */
   private readonly exact = new Map<string, LoggedWhole>();
+  /**
+   * Every key any link of the chain noted (those of groups the store refused too): a record not among
+   * them is not looked for link by link. Most records a commit logs were not logged in its tail (a wait
+   * signalled long after it began), and each would otherwise be looked up in every link.
+   */
+  private readonly noted: Set<string>;
 
-  constructor(private readonly before?: WholeRecords) {}
+  constructor(private readonly before?: WholeRecords) {
+    this.noted = before?.noted ?? new Set();
+  }
 
   /** The latest record logged whole for `id`, if it was at or after `from`. */
   find(list: KeyedList, id: string, from: number): LoggedWhole | undefined {
     const key = `${list}\u0000${id}`;
+    if (!this.noted.has(key)) return undefined;
     for (let at: WholeRecords | undefined = this; at; at = at.before) {
       const found = at.own.get(key);
       if (found) return found.version >= from ? found : undefined;
@@ -232,6 +241,7 @@ export class WholeRecords {
         const key = `${list}\u0000${record[KEYED[list]] as string}`;
         const whole = { version: commit.version, record };
         this.own.set(key, whole);
+        this.noted.add(key);
         this.exact.set(`${key}\u0000${commit.version}`, whole);
       });
     }
