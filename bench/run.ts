@@ -26,6 +26,8 @@ interface Result {
   ours: number;
   floor: number;
   unit: string;
+  /** A warmed-up line's ratio on its first, cold run (printed with it). */
+  coldRatio?: number;
 }
 
 const benches: Record<string, () => Promise<Result | undefined>> = {
@@ -262,6 +264,7 @@ for (const [name, bench] of Object.entries(benches)) {
       floor: round(result.floor),
       unit: result.unit,
       ratio,
+      ...(result.coldRatio !== undefined && { coldRatio: result.coldRatio }),
     }),
   );
 }
