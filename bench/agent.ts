@@ -112,17 +112,22 @@ async function rawFloor(log: CommitRecord[]): Promise<number> {
 
 /**
  * ms per committed step, warm: V8 optimizes the kernel over its first few thousand commits (a run is 403),
- * so `warmRuns` whole runs go first, as the Durable Object lines warm up (bench/edge.ts). The first run's
- * ratio is reported too (`coldRatio`): what a process pays for its first turn.
+ * so `warmRuns` whole runs go first, each with its floor (both sides warm alike), as the Durable Object
+ * lines warm up (bench/edge.ts). The first pair's ratio is reported too (`coldRatio`): the line's first
+ * run in this process (in a full `npm run bench`, lines before it have run the kernel already; its floor
+ * runs after it, on a warmer fake-indexeddb).
  */
 export async function stepOverheadBench(
   warmRuns = 8,
 ): Promise<{ ours: number; floor: number; coldRatio: number }> {
   // Tools return at once here: waiting inside tools would be charged to the kernel.
   sequential = false;
-  const cold = await runTurns(1, 100, 3, false);
-  const coldRatio = cold.ms / cold.commits / (await rawFloor(cold.log));
-  for (let i = 1; i < warmRuns; i++) await runTurns(1, 100, 3, false);
+  let coldRatio = 0;
+  for (let i = 0; i < warmRuns; i++) {
+    const run = await runTurns(1, 100, 3, false);
+    const floor = await rawFloor(run.log);
+    if (i === 0) coldRatio = run.ms / run.commits / floor;
+  }
   const ours: number[] = [];
   const floor: number[] = [];
   for (let i = 0; i < 5; i++) {
