@@ -123,17 +123,17 @@ export async function stepOverheadBench(
   // Tools return at once here: waiting inside tools would be charged to the kernel.
   sequential = false;
   let coldRatio = 0;
-  for (let i = 0; i < warmRuns; i++) {
-    const run = await runTurns(1, 100, 3, false);
-    const floor = await rawFloor(run.log);
-    if (i === 0) coldRatio = run.ms / run.commits / floor;
-  }
   const ours: number[] = [];
   const floor: number[] = [];
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < warmRuns + 5; i++) {
     const run = await runTurns(1, 100, 3, false);
-    ours.push(run.ms / run.commits);
-    floor.push(await rawFloor(run.log));
+    const step = run.ms / run.commits;
+    const raw = await rawFloor(run.log);
+    if (i === 0) coldRatio = step / raw;
+    if (i >= warmRuns) {
+      ours.push(step);
+      floor.push(raw);
+    }
   }
   return { ours: median(ours), floor: median(floor), coldRatio: Math.round(coldRatio * 1000) / 1000 };
 }

@@ -106,12 +106,6 @@ export const SCHEMA = [
   ...INDEXES,
 ];
 
-/**
- * Writes a row, updating it in place when it exists: a replace deletes and inserts again, which SQLite (and
- * the platform's bill) counts as two rows written for a row the partial indexes hold.
- */
-const UPSERT_ROW =
-  "INSERT INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session, tbl, id, n) DO UPDATE SET v = excluded.v";
 /** A create-only row: written when its key is new, else nothing (`rowsWritten` 0). */
 const INSERT_NEW_ROW =
   "INSERT INTO da_rows (session, tbl, id, n, v) VALUES (?, ?, ?, ?, ?) ON CONFLICT (session, tbl, id, n) DO NOTHING";
@@ -150,9 +144,16 @@ function* batches<T>(items: readonly T[]): Generator<T[]> {
 export const deleteRows = (count: number) =>
   `DELETE FROM da_rows WHERE (session, tbl, id, n) IN (VALUES ${Array(count).fill("(?, ?, ?, ?)").join(", ")})`;
 
-/** Writes `count` rows (`session, tbl, id, n, v` per row), each updated in place when it exists (see UPSERT_ROW). */
+/**
+ * Writes `count` rows (`session, tbl, id, n, v` per row), each updated in place when it exists: a replace
+ * deletes and inserts again, which SQLite (and the platform's bill) counts as two rows written for a row the
+ * partial indexes hold.
+ */
 export const upsertRows = (count: number) =>
   `INSERT INTO da_rows (session, tbl, id, n, v) VALUES ${Array(count).fill("(?, ?, ?, ?, ?)").join(", ")} ON CONFLICT (session, tbl, id, n) DO UPDATE SET v = excluded.v`;
+
+/** Writes one row (see {@link upsertRows}). */
+const UPSERT_ROW = upsertRows(1);
 
 /** Splits a layout key into its (id, n) columns. */
 function columns(table: Table, key: readonly KeyPart[]): [string, number] {

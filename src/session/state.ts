@@ -183,7 +183,8 @@ export class SessionState implements StateReader, ParkingReader {
   /** The read that began at `began` ended: a wait moved on before every read still in flight began is forgotten. */
   endParkedRead(began: number): void {
     this.parkedReads.splice(this.parkedReads.indexOf(began), 1);
-    const oldest = Math.min(...this.parkedReads);
+    // Reads are noted as they begin, so the first still in flight began earliest.
+    const oldest = this.parkedReads[0] ?? Number.POSITIVE_INFINITY;
     for (const [id, version] of this.movedOn) if (version <= oldest) this.movedOn.delete(id);
   }
 

@@ -1,5 +1,5 @@
 /**
- * The Durable Object store's combined and batched statements in workerd. How workerd's SQLite plans the Durable Object store's batched and combined statements, on the store's own
+ * How workerd's SQLite plans the Durable Object store's batched and combined statements, on the store's own
  * schema (its partial indexes included): each row is found by its primary key, never by scanning a
  * session's rows. A plan that scans costs nothing in a small test and seconds in a session of 100,000 rows
  * (the batched delete written as `session = ? AND (… OR …)` planned as such a scan: a 15,000-wait setup
