@@ -39,6 +39,7 @@ import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { z } from "zod";
+import { JsonSchema } from "../src/index.ts";
 import {
   type Authorize,
   bearerOf,
@@ -51,7 +52,7 @@ import {
 } from "./auth.ts";
 import { CREATED_HEADER } from "./directory.ts";
 import { callbackRequestId, signalCallbackPath, verifySignalCallback } from "./hooks.ts";
-import { parse, readJson, readJsonText, withRequestId } from "./http.ts";
+import { parse, readJson, readJsonText, strictParam, withRequestId } from "./http.ts";
 import { memoryRateLimit, type RateLimit, tooManyRequests } from "./limits.ts";
 import { problemFromError, problemResponse } from "./problem.ts";
 import {
@@ -376,6 +377,7 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
       op: "events",
       sessionId: g.sessionId,
       since,
+      ...(lastEventId !== undefined && { sinceFromHeader: true }),
       maxStreamMs,
       ...(previews === "1" && { previews: true }),
     });
@@ -408,7 +410,7 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   app.post("/sessions/:id/signals/:key", async (c) => {
     const g = await guard(c, "signal");
     if (g instanceof Response) return g;
-    const key = parse("params.key", SignalKeySchema, c.req.param("key"));
+    const key = strictParam(c.req.raw, 1, "params.key", SignalKeySchema);
     if (key instanceof Response) return key;
     const body = await readJson(c.req.raw, false);
     if (body instanceof Response) return body;
@@ -428,7 +430,7 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   app.delete("/sessions/:id/signals/:key", async (c) => {
     const g = await guard(c, "drop-signal");
     if (g instanceof Response) return g;
-    const key = parse("params.key", SignalKeySchema, c.req.param("key"));
+    const key = strictParam(c.req.raw, 1, "params.key", SignalKeySchema);
     if (key instanceof Response) return key;
     return forward(c, { op: "drop-signal", sessionId: g.sessionId, key });
   });
@@ -436,7 +438,7 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   app.post("/sessions/:id/signals/:key/callback-url", async (c) => {
     const g = await guard(c, "signal");
     if (g instanceof Response) return g;
-    const key = parse("params.key", SignalKeySchema, c.req.param("key"));
+    const key = strictParam(c.req.raw, 2, "params.key", SignalKeySchema);
     if (key instanceof Response) return key;
     const secret = callbackSecret(c.env);
     if (!secret) return problemResponse(503, "unconfigured", "the server has no signal callback secret");
@@ -447,20 +449,22 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   app.post("/hooks/:id/:key/:mac", async (c) => {
     const secret = callbackSecret(c.env);
     const sessionId = parse("params.id", IdSchema, c.req.param("id"));
-    const key = parse("params.key", SignalKeySchema, c.req.param("key"));
+    const key = strictParam(c.req.raw, 2, "params.key", SignalKeySchema);
     if (!secret || sessionId instanceof Response || key instanceof Response) return noSuchHook();
     if (!(await verifySignalCallback(secret, sessionId, key, c.req.param("mac")))) return noSuchHook();
     const rate = await rateLimit?.({ id: `hook:${sessionId}` }, c.env);
     if (rate && !rate.ok) return tooManyRequests("too many callbacks for this session", rate.retryAfterMs);
     const body = await readJsonText(c.req.raw, false);
     if (body instanceof Response) return body;
+    const payload = parse("body", JsonSchema, body.value);
+    if (payload instanceof Response) return payload;
     const header = c.req.header("idempotency-key");
     const requestId =
       header === undefined
         ? await callbackRequestId(body.text)
         : parse("headers.idempotency-key", RequestIdSchema, header);
     if (requestId instanceof Response) return requestId;
-    return forward(c, { op: "signal", sessionId, key }, { requestId, payload: body.value });
+    return forward(c, { op: "signal", sessionId, key }, { requestId, payload });
   });
 
   mountReplicaRoutes(app, guard, forward);

@@ -53,7 +53,8 @@ export type Authorize<Env> = (
   input: AuthorizeInput<Env>,
 ) => Principal | Response | Promise<Principal | Response>;
 
-const BEARER = /^Bearer ([\x21-\x7e]+)$/;
+/** RFC 9110 §11.1: the scheme is case-insensitive, and one or more spaces may follow it. */
+const BEARER = /^Bearer +([\x21-\x7e]+)$/i;
 
 /** The bearer token of a request's `Authorization` header, if it has a well-formed one. */
 export function bearerToken(request: Request): string | undefined {
@@ -137,7 +138,11 @@ export function jwtAuthorizer<Env>(options: JwtAuthorizerOptions<Env>): Authoriz
     const sessions = stringList(payload[sessionsClaim]);
     // `replicate` lets a browser tab lead the session and write any of its records (the edge acts on them
     // when it takes over): full trust in the session, so granted only when named.
-    const actions = stringList(payload[actionsClaim]) ?? EDGE_ACTIONS.filter((a) => !NOT_BY_DEFAULT.has(a));
+    // Only an absent claim gets the defaults: a malformed one ("read" for ["read"]) grants nothing, never more
+    // than its issuer meant.
+    const claim = payload[actionsClaim];
+    const actions =
+      claim === undefined ? EDGE_ACTIONS.filter((a) => !NOT_BY_DEFAULT.has(a)) : (stringList(claim) ?? []);
     if (!sessions?.some((pattern) => matchesSession(pattern, sessionId)) || !actions.includes(action))
       return forbidden(sessionId, action);
     return { id: `jwt:${payload.sub}` };

@@ -55,6 +55,10 @@ export async function verifySignalCallback(
 
 /** A requestId for a callback without an `Idempotency-Key`: its payload's digest (a redelivery repeats it). */
 export async function callbackRequestId(body: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body));
-  return `hook-${base64url(digest).slice(0, 32)}`;
+  return `hook-${(await textDigest(body)).slice(0, 32)}`;
+}
+
+/** The SHA-256 digest of `text`'s UTF-8, base64url (43 characters). */
+export async function textDigest(text: string): Promise<string> {
+  return base64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));
 }

@@ -8,6 +8,30 @@ export function parse<T extends z.ZodType>(part: string, schema: T, value: unkno
   return result.success ? result.data : invalidInput(part, result.error);
 }
 
+/**
+ * A segment of the request's path, counted from its end (`/sessions/:id/signals/:key`: 1 is `:key`, so a
+ * router mounted under a prefix reads the same), percent-decoded strictly and checked with `schema`, or a
+ * 400 problem naming `part`. Hono's own `param()` keeps a malformed escape (`%FF`) as its text, so such a
+ * key would be taken literally.
+ */
+export function strictParam<T extends z.ZodType>(
+  request: Request,
+  fromEnd: number,
+  part: string,
+  schema: T,
+): z.output<T> | Response {
+  const raw = new URL(request.url).pathname.split("/").at(-fromEnd) ?? "";
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(raw);
+  } catch {
+    return problemResponse(400, "invalid-argument", `invalid ${part}: malformed percent-encoding`, [
+      { path: part, message: "malformed percent-encoding (not UTF-8)" },
+    ]);
+  }
+  return parse(part, schema, decoded);
+}
+
 /** The response with `x-request-id`, and a problem's body with its `requestId`. */
 export async function withRequestId(response: Response, requestId: string): Promise<Response> {
   const headers = new Headers(response.headers);
@@ -24,6 +48,8 @@ export async function readJson(request: Request, optional: boolean): Promise<unk
   return read instanceof Response ? read : read.value;
 }
 
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+
 /** Like {@link readJson}, with the body's text as received (a callback's requestId is its digest). */
 export async function readJsonText(
   request: Request,
@@ -32,7 +58,16 @@ export async function readJsonText(
   const type = request.headers.get("content-type");
   if (type !== null && !/^application\/([\w.+-]+\+)?json\s*(;|$)/i.test(type))
     return problemResponse(415, "unsupported-media-type", "expected an application/json body");
-  const text = await request.text();
+  // Decoded strictly: bytes that are not UTF-8 are refused, never replaced by U+FFFD (two requests whose
+  // requestIds differ only in such bytes would read as one).
+  let text: string;
+  try {
+    text = UTF8.decode(await request.arrayBuffer());
+  } catch {
+    return problemResponse(400, "invalid-argument", "the body is not valid UTF-8", [
+      { path: "body", message: "not valid UTF-8" },
+    ]);
+  }
   if (text.trim() === "") {
     return optional
       ? { value: undefined, text }

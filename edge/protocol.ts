@@ -4,7 +4,13 @@
  * bodies it reads, so a bad request can never reach a session even if the router changes.
  */
 import { z } from "zod";
-import { describeIssues, InvalidArgumentError, isWellFormedText, SubmitInputSchema } from "../src/index.ts";
+import {
+  describeIssues,
+  InvalidArgumentError,
+  isWellFormedText,
+  JsonSchema,
+  SubmitInputSchema,
+} from "../src/index.ts";
 
 /** Session and submission ids in URLs. */
 export const IdSchema = z
@@ -39,11 +45,29 @@ export const SignalKeySchema = z
 
 /** `POST /sessions/:id/signals/:key`: the payload is checked against the key's definition by the session. */
 export const SignalBodySchema = z
-  .object({ requestId: RequestIdSchema, payload: z.unknown().refine((p) => p !== undefined, "required") })
+  .object({
+    requestId: RequestIdSchema,
+    // JSON as records hold it (bounded depth, well-formed text), checked here: a payload nested thousands of
+    // levels deep would overflow the stack of the call that hands it to the session's object.
+    payload: z
+      .unknown()
+      // (A predicate, so TypeScript does not narrow the input the JSON check below takes.)
+      .refine((p): p is unknown => p !== undefined, "required")
+      .pipe(JsonSchema),
+  })
   .strict();
 
 /** `POST /sessions/:id/submissions/:sid/cancel` (the body is optional). */
-export const CancelBodySchema = z.object({ reason: z.string().min(1).max(500).optional() }).strict();
+export const CancelBodySchema = z
+  .object({
+    reason: z
+      .string()
+      .min(1)
+      .max(500)
+      .refine(isWellFormedText, { message: "not well-formed Unicode" })
+      .optional(),
+  })
+  .strict();
 
 /** A non-negative integer in a query string or header (`"12"`), not `""`, `"1e3"` or `"-1"`. */
 export const CountSchema = z
@@ -117,6 +141,8 @@ export const SessionCallSchema = z.discriminatedUnion("op", [
     op: z.literal("events"),
     sessionId: IdSchema,
     since: Count,
+    /** `since` came from the `Last-Event-ID` header (a reconnecting EventSource), not the query. */
+    sinceFromHeader: z.boolean().optional(),
     maxStreamMs: Count,
     previews: z.boolean().optional(),
   }),

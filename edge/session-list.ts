@@ -7,6 +7,7 @@ import { z } from "zod";
 import { ensureError } from "../src/index.ts";
 import { type Authorize, bearerOf, type Principal } from "./auth.ts";
 import { DIRECTORY_NAME, type DirectoryStub } from "./directory.ts";
+import { textDigest } from "./hooks.ts";
 import { parse } from "./http.ts";
 import { type RateLimit, tooManyRequests } from "./limits.ts";
 import { CountSchema, IdSchema } from "./protocol.ts";
@@ -64,20 +65,21 @@ export function mountSessionList<Env>(app: Hono, options: SessionListOptions<Env
     // for a session it does not hold (403) still gets the sessions it may read.
     const probe = await ask(DIRECTORY_NAME);
     if (probe instanceof Response && probe.status !== 403) return probe;
+    // Counted before the directory is read and each of its sessions authorized (a page of up to 500). A caller
+    // scoped to some sessions is no principal here yet: its bucket is its token's digest.
+    if (options.rateLimit) {
+      const principal: Principal =
+        probe instanceof Response ? { id: `token:${await textDigest(token ?? "")}` } : probe;
+      const rate = await options.rateLimit(principal, env);
+      if (!rate.ok) return tooManyRequests("too many requests from this caller", rate.retryAfterMs);
+    }
     const query = parse("query", ListQuery, c.req.query());
     if (query instanceof Response) return query;
     const page = await options.directory(env).listSessions(query.after, query.limit);
-    let principal: Principal | undefined = probe instanceof Response ? undefined : probe;
     const readable: { id: string; notedAt: number }[] = [];
     for (const session of page.sessions) {
       const granted = await ask(session.id);
-      if (granted instanceof Response) continue;
-      principal ??= granted;
-      readable.push(session);
-    }
-    if (principal) {
-      const rate = await options.rateLimit?.(principal, env);
-      if (rate && !rate.ok) return tooManyRequests("too many requests from this caller", rate.retryAfterMs);
+      if (!(granted instanceof Response)) readable.push(session);
     }
     return c.json({ sessions: readable, next: page.next });
   });

@@ -436,7 +436,12 @@ class SessionHost<Env> {
         if (route.since > session.version) {
           throw new InvalidArgumentError(
             `since ${route.since} is ahead of the session (${session.version})`,
-            [{ path: "query.since", message: `must be at most ${session.version}` }],
+            [
+              {
+                path: route.sinceFromHeader ? "headers.last-event-id" : "query.since",
+                message: `must be at most ${session.version}`,
+              },
+            ],
           );
         }
         const release = this.streams.acquire();

@@ -140,6 +140,22 @@ describe("durable waits at the edge", () => {
     expect((await post(`${path.slice(0, -2)}xx`, { approved: true })).status).toBe(404);
     const bad = await post(path, { approved: 1 });
     expect(bad.status).toBe(400);
+    // A payload nested past what records hold (here 5,000 levels, 10 KB), and bytes that are not UTF-8:
+    // 400 naming the body, never a 500 from handing it on, and never a payload read with U+FFFD in it.
+    const deep = await edge.raw(path, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: `${"[".repeat(5000)}1${"]".repeat(5000)}`,
+    });
+    expect(deep.status).toBe(400);
+    expect((await deep.json()).errors[0].path).toBe("body");
+    const latin1 = await edge.raw(path, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: new Uint8Array([...new TextEncoder().encode('{"approved":true,"note":"'), 0xff, 0x22, 0x7d]),
+    });
+    expect(latin1.status).toBe(400);
+    expect(await latin1.json()).toMatchObject({ errors: [{ path: "body", message: "not valid UTF-8" }] });
     expect((await edge.json<SessionView>("/sessions/hook/view")).version).toBe(before);
 
     const resolved = await post(path, { approved: true }, { "idempotency-key": "payment-77" });

@@ -158,6 +158,30 @@ describe("authorization per session and action (workerd)", () => {
     }
   });
 
+  it("grants nothing for a malformed actions claim, and reads the scheme of Authorization in any case", async () => {
+    // Only an absent claim means the default actions: "read" for ["read"], or a list with a number in it,
+    // must not turn a reader's token into one that submits.
+    for (const actions of ["read", ["read", 1], { read: true }, null]) {
+      const token = await jwt({ sub: "malformed", sessions: ["alpha"], actions });
+      const submit = ROUTES.find((r) => r.name === "submit") as (typeof ROUTES)[number];
+      const view = ROUTES.find((r) => r.name === "view") as (typeof ROUTES)[number];
+      expect((await call(submit, "alpha", token)).status, JSON.stringify(actions)).toBe(403);
+      expect((await call(view, "alpha", token)).status, JSON.stringify(actions)).toBe(403);
+    }
+    for (const header of [
+      `bearer ${EdgeExample.token}`,
+      `BEARER ${EdgeExample.token}`,
+      `Bearer  ${EdgeExample.token}`,
+    ])
+      expect(
+        (await edge.raw("/sessions/alpha/view?entries=0", { headers: { authorization: header } })).status,
+        header,
+      ).toBe(200);
+    expect((await edge.raw("/sessions/alpha/view", { headers: { authorization: "Basic abc" } })).status).toBe(
+      401,
+    );
+  });
+
   it("never lets a path trick reach another session", async () => {
     const alphaOnly = await jwt({ sub: "a", sessions: ["alpha"], actions: [...EDGE_ACTIONS] });
     const tricks = [
@@ -249,6 +273,72 @@ describe("requests that fail write nothing; reads create nothing (workerd)", () 
     }
   });
 
+  it("refuses a bad signal key, payload, body encoding, cancel reason or Last-Event-ID with 400 naming it, storing nothing", async () => {
+    const root = { authorization: `Bearer ${EdgeExample.token}`, "content-type": "application/json" };
+    const before = await edge.json<{ version: number }>("/sessions/alpha/view?entries=0");
+    const early = await edge.json<unknown>("/sessions/alpha/early-signals");
+    const refused = async (label: string, response: Response, path: string) => {
+      expect(response.status, label).toBe(400);
+      const problem = (await response.json()) as { code: string; errors?: { path: string }[] };
+      expect(problem.code, label).toBe("invalid-argument");
+      expect(problem.errors?.[0]?.path, label).toBe(path);
+    };
+    // A malformed escape in the key is not taken as its text (Hono's param() keeps it as "%FF").
+    for (const key of ["plan-approval:%FF", "plan-approval%3A%FF", "plan-approval:%ED%A0%80"]) {
+      const body = JSON.stringify({ requestId: "k1", payload: { approved: true } });
+      await refused(
+        key,
+        await edge.raw(`/sessions/alpha/signals/${key}`, { method: "POST", headers: root, body }),
+        "params.key",
+      );
+      await refused(
+        `${key} drop`,
+        await edge.raw(`/sessions/alpha/signals/${key}`, { method: "DELETE", headers: root }),
+        "params.key",
+      );
+    }
+    // 5,000 levels (10 KB) would overflow the stack of the call that hands the payload to the session.
+    const deep = `{"requestId":"d1","payload":${"[".repeat(5000)}1${"]".repeat(5000)}}`;
+    await refused(
+      "deep",
+      await edge.raw("/sessions/alpha/signals/plan-approval%3Adeep", {
+        method: "POST",
+        headers: root,
+        body: deep,
+      }),
+      "body.payload",
+    );
+    // Bytes that are not UTF-8 are refused, never read as U+FFFD: two requestIds that differ only there are two.
+    const latin1 = new Uint8Array([
+      ...new TextEncoder().encode('{"requestId":"r-'),
+      0xff,
+      ...new TextEncoder().encode('","conversationId":"main","input":"x"}'),
+    ]);
+    const submitted = await edge.raw("/sessions/alpha/submissions", {
+      method: "POST",
+      headers: root,
+      body: latin1,
+    });
+    expect(submitted.status).toBe(400);
+    expect(await submitted.json()).toMatchObject({ errors: [{ path: "body", message: "not valid UTF-8" }] });
+    const cancel = await edge.raw(`/sessions/alpha/submissions/${submission.id}/cancel`, {
+      method: "POST",
+      headers: root,
+      body: '{"reason":"\\ud800"}',
+    });
+    await refused("cancel reason", cancel, "body.reason");
+    const ahead = await edge.raw("/sessions/alpha/events", {
+      headers: { ...root, "last-event-id": "99999999" },
+    });
+    await refused("last-event-id", ahead, "headers.last-event-id");
+    const aheadQuery = await edge.raw("/sessions/alpha/events?since=99999999", { headers: root });
+    await refused("since", aheadQuery, "query.since");
+    expect(await edge.json<{ version: number }>("/sessions/alpha/view?entries=0")).toMatchObject({
+      version: before.version,
+    });
+    expect(await edge.json<unknown>("/sessions/alpha/early-signals")).toEqual(early);
+  });
+
   it("answers reads, streams and previews of unknown sessions with 404 and stores nothing", async () => {
     const reads = [
       "view",
@@ -315,7 +405,7 @@ describe("limits per session and caller (workerd)", () => {
   it("limits each caller's request rate and refuses new work past a session's unfinished submissions", async () => {
     const slow = await EdgeExample.start(script, {
       mailDelayMs: 60_000,
-      vars: { RATE_LIMIT_PER_MINUTE: "100" },
+      vars: { RATE_LIMIT_PER_MINUTE: "100", JWT_SECRET },
     });
     try {
       const statuses: number[] = [];
@@ -343,6 +433,19 @@ describe("limits per session and caller (workerd)", () => {
       if (!limited) throw new Error("the caller was never rate-limited");
       expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0);
       expect(((await limited.json()) as { detail: string }).detail).toContain("this caller");
+      // Listing sessions is counted too, before the directory is read, for a token scoped to a few sessions
+      // (it is no principal of the directory's: its bucket is its own).
+      const scoped = await jwt({ sub: "lister", sessions: ["busy"], actions: ["read"] });
+      const lists: number[] = [];
+      for (let i = 0; i < 110 && !lists.includes(429); i++) {
+        const response = await slow.raw("/sessions?limit=500", {
+          headers: { authorization: `Bearer ${scoped}` },
+        });
+        lists.push(response.status);
+        await response.body?.cancel();
+      }
+      expect(lists.at(-1)).toBe(429);
+      expect(lists.slice(0, -1).every((s) => s === 200)).toBe(true);
     } finally {
       await slow.dispose();
     }
