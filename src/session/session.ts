@@ -19,6 +19,7 @@ import { dropEarlySignal } from "../signals/expiry.ts";
 import type { Storage } from "../storage/storage.ts";
 import { dispatch, type TaskEvent } from "../tasks/machine.ts";
 import { planRecovery, type RecoveryPlan } from "../tasks/recovery.ts";
+import { taskExists } from "../tasks/refusals.ts";
 import type { Scheduler } from "../tasks/scheduler.ts";
 import type { WakeInfo } from "../tasks/wake-info.ts";
 import type { CommitResult, KernelCommit, KernelCommitOptions } from "./commit-pipeline.ts";
@@ -31,7 +32,7 @@ import { DEFAULT_EARLY_SIGNALS, DEFAULT_LIVE_WAITS } from "./limits.ts";
 import { observeUntil, untilStoredEnded, untilSubmissionEnded } from "./observe.ts";
 import type { OpenSessionOptions, SessionStatus, WaitOptions } from "./options.ts";
 import { type CollectResult, Retention } from "./retention.ts";
-import { AppDraft, ProgressOnlyDraft } from "./role-drafts.ts";
+import { commitAsApp, ProgressOnlyDraft } from "./role-drafts.ts";
 import { sessionScheduler } from "./scheduler-host.ts";
 import { SessionReads } from "./session-reads.ts";
 import type { SessionState } from "./state.ts";
@@ -71,7 +72,9 @@ export class Session extends SessionReads {
       commit: (build) => this.pipeline.commit(build),
       readSignal: (key) => this.readSignal(key),
       readTask: (taskId) => this.readTask(taskId),
+      loadWait: (key) => this.parked.loadByKey(key),
       maxEarlySignals: options.maxEarlySignals ?? DEFAULT_EARLY_SIGNALS,
+      now: () => clock.now(),
     };
     registerKernelCommit(this, (build, commitOptions) => this.kernelCommit(build, commitOptions));
     this.pipeline = new CommitPipeline({
@@ -141,7 +144,12 @@ export class Session extends SessionReads {
       return this.kernelCommit((draft) => progress(new ProgressOnlyDraft(draft)), { deferred: true });
     }
     const app = build as BuildCommit<T>;
-    return this.kernelCommit((draft) => app(new AppDraft(draft, this.ids)));
+    const host = {
+      ids: this.ids,
+      kernelCommit: this.kernelCommit.bind(this),
+      readTask: this.readTask.bind(this),
+    };
+    return commitAsApp(host, app);
   }
 
   /**
@@ -160,7 +168,6 @@ export class Session extends SessionReads {
    */
   async signal(key: string, payload: unknown, options: SignalOptions): Promise<SignalReceipt> {
     this.assertUsable("signal");
-    if (typeof key === "string") await this.parked.loadByKey(key);
     return deliverSignal(this.signalHost, key, payload, options);
   }
 
@@ -170,7 +177,6 @@ export class Session extends SessionReads {
     payload: unknown,
     options: SignalOptions,
   ): Promise<SignalReceipt | undefined> {
-    if (typeof key === "string") await this.parked.loadByKey(key);
     return precheckSignal(this.signalHost, key, payload, options);
   }
 
@@ -191,6 +197,8 @@ export class Session extends SessionReads {
     options: { id?: string; conversationId?: string } = {},
   ): Promise<Task> {
     const id = options.id ?? this.ids.next("task");
+    // An id the app chose may be taken by a task only storage holds (finished and gone from memory, parked).
+    if (options.id !== undefined && !this.state.task(id) && (await this.readTask(id))) throw taskExists(id);
     const conversation =
       options.conversationId === undefined ? {} : { conversationId: options.conversationId };
     await this.dispatchEvent({ type: "spawn", task: { id, kind, input, ...conversation } }, "spawn");

@@ -100,8 +100,13 @@ export class SessionState implements StateReader, ParkingReader {
   /** Root tasks in memory whose wait is parked (kept from commits and reads back), and how many roots await. */
   private readonly parked = new Set<string>();
   private awaitingRoots = 0;
-  /** Parked waits left in storage when the session opened and not read back since (see `parking.ts`). */
+  /** Parked waits left in storage when the session opened and not moved on by a commit since (`parking.ts`). */
   parkedInStorage = 0;
+  /**
+   * Tasks of parked waits read back from storage that no commit has touched since: in memory for the calls
+   * that need them, but not shown in views, which show what the change log says (a read back is not a change).
+   */
+  readonly readBack = new Set<string>();
   /**
    * Whether storage may hold parked waits memory does not: some were stored when the session opened, or a
    * commit it adopted parked one. Reads for them are skipped while false (most sessions never park).
@@ -231,6 +236,7 @@ export class SessionState implements StateReader, ParkingReader {
       const task = this.tasks.get(id);
       if (task && isRunnable(task)) this.runnableTasks--;
       this.tasks.delete(id);
+      this.readBack.delete(id);
       this.blockedTasks.delete(id);
       this.children.forget(id);
     }
@@ -278,10 +284,12 @@ export function reduceSession(state: SessionState, action: SessionAction): void 
       return;
     case "parked-loaded":
       if (state.tasks.has(action.item.id)) return;
-      for (const task of action.tasks) state.putTask(task);
+      for (const task of action.tasks) {
+        state.putTask(task);
+        state.readBack.add(task.id);
+      }
       state.trackParking([], [action.item], state.version);
       state.items.load([action.item], state);
-      state.parkedInStorage = Math.max(0, state.parkedInStorage - 1);
       return;
     case "parked-due":
       state.parkedDue = action.at;
@@ -330,10 +338,14 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
     // A wait that comes back from storage in a commit another process made (a follower's view): it is no
     // longer among the parked waits left in storage.
     for (const wait of commit.unparked ?? [])
-      if (!state.tasks.has(wait.id)) state.parkedInStorage = Math.max(0, state.parkedInStorage - 1);
+      if (!state.tasks.has(wait.id) || state.readBack.has(wait.id))
+        state.parkedInStorage = Math.max(0, state.parkedInStorage - 1);
     state.trackParking(commit.unparked ?? [], commit.parked ?? [], commit.version);
   }
-  for (const task of commit.tasks) state.putTask(task);
+  for (const task of commit.tasks) {
+    state.putTask(task);
+    state.readBack.delete(task.id);
+  }
   for (const submission of commit.submissions) state.putSubmission(submission);
   for (const { key } of commit.droppedSignals ?? []) state.signals.delete(key);
   for (const signal of commit.signals ?? []) state.putSignal(signal);

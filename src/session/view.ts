@@ -93,6 +93,10 @@ export function buildView(state: SessionState, options: ViewOptions = {}): Sessi
   checkCount("documents", options.documents);
   // Memory may hold more of a conversation than a view shows (it trims in chunks): a view shows the tail.
   const keep = Math.min(options.entries ?? state.entryTail, state.entryTail);
+  // Parked waits read back by a call, untouched by any commit since, are not shown: the change log has not
+  // moved them (see `SessionState.readBack`).
+  const tasks = [...state.tasks.values()];
+  const shown = state.readBack.size === 0 ? tasks : tasks.filter((task) => !state.readBack.has(task.id));
   return {
     id: state.id,
     version: state.version,
@@ -102,11 +106,9 @@ export function buildView(state: SessionState, options: ViewOptions = {}): Sessi
       .map(({ record, entries }) => ({ ...record, entries: keep === 0 ? [] : entries.slice(-keep) }))
       .sort(byId),
     documents: documentPage(state, options),
-    tasks: [...state.tasks.values()]
-      .filter((task) => options.tasks !== "active" || !isTerminal(task))
-      .sort(byId),
+    tasks: shown.filter((task) => options.tasks !== "active" || !isTerminal(task)).sort(byId),
     submissions: latestSubmissions(state.submissions.values(), options.submissions).sort(byId),
-    pending: pendingWaits(state.tasks.values()),
+    pending: pendingWaits(shown),
     blocked: [
       ...state.blockedRecords.values(),
       ...[...state.blockedTasks].map(([id, reason]) => ({

@@ -14,8 +14,10 @@ import { describeIssues, summarizeIssues } from "../records/validate.ts";
 import type { Registry } from "../registry.ts";
 import type { KernelCommit } from "../session/commit-pipeline.ts";
 import type { StateReader } from "../session/state.ts";
+import { hasReceived } from "../tasks/awaiting.ts";
 import { dispatch } from "../tasks/machine.ts";
 import { isInternalKey, taskOfKey } from "./define-signal.ts";
+import { isExpired } from "./keep-early.ts";
 
 /** The largest payload one signal carries, in UTF-8 bytes of its JSON (it is stored in the task's checkpoint). */
 export const MAX_SIGNAL_PAYLOAD_BYTES = 64 * 1024;
@@ -43,8 +45,12 @@ export interface SignalHost {
   readSignal(key: string): Promise<Signal | undefined>;
   /** A task by id, from memory or storage (does the task a kernel key names exist). */
   readTask(taskId: string): Promise<Task | undefined>;
+  /** Reads back a wait on `key` parked in storage, if one is (called once the call is valid). */
+  loadWait(key: string): Promise<void>;
   /** How many signals no wait has taken the session keeps (`maxEarlySignals`). */
   readonly maxEarlySignals: number;
+  /** The session's clock: an early signal past its `keepEarlyMs` is no longer kept, dropped or not yet. */
+  now(): number;
 }
 
 const SignalCallSchema = z.object({
@@ -64,7 +70,11 @@ export async function precheckSignal(
   options: SignalOptions,
 ): Promise<SignalReceipt | undefined> {
   const { call, repeat, kept } = await checkSignal(host, key, payload, options);
-  return kept ? repeatOf(kept, call) : repeat;
+  if (kept) return repeatOf(kept, call);
+  // A new early signal past the bound is refused by its commit (which counts those queued before it).
+  if (!repeat && !host.state.awaiter(call.key) && host.state.earlySignals() >= host.maxEarlySignals)
+    throw earlySignalsFull(call.key, host.maxEarlySignals);
+  return repeat;
 }
 
 type SignalCall = ReturnType<typeof checkCall>;
@@ -81,14 +91,18 @@ async function checkSignal(
   options: SignalOptions,
 ): Promise<{ call: SignalCall; repeat?: SignalReceipt; kept?: Signal }> {
   const call = checkCall(host.registry, key, payload, options?.requestId);
+  // Only a valid call reads a parked wait back: a refused one leaves memory as it was.
+  await host.loadWait(call.key);
   const kept = host.state.signal(call.key);
+  // One past its `keepEarlyMs` whose drop is not committed yet: this call is a new signal (its commit drops it).
+  if (kept && isExpired(host.registry, kept, host.now())) return { call };
   if (kept) return { call, kept };
   const awaiter = host.state.awaiter(call.key);
-  if (!awaiter) {
+  if (!awaiter || hasReceived(awaiter, call.key)) {
     // A repeat of a signal that was taken long ago (it left memory) still gets its first outcome.
     const stored = await host.readSignal(call.key);
     if (stored) return { call, repeat: repeatOf(stored, call) };
-    if (!isEarlyAllowed(host.registry, call.key)) throw await notAwaitedOrUnknown(host, call.key);
+    if (!awaiter && !isEarlyAllowed(host.registry, call.key)) throw await notAwaitedOrUnknown(host, call.key);
   }
   if (awaiter) checkForAwaiter(host.registry, awaiter, call.key, call.payload);
   return { call };
@@ -184,9 +198,13 @@ async function commitSignal(host: SignalHost, call: SignalCall): Promise<SignalR
   const { value } = await host.commit((draft) => {
     // Another delivery for this key, queued just before this one, holds it now: answered from it.
     const held = draft.signal(call.key);
-    if (held) return { held };
+    if (held && isExpired(host.registry, held, draft.at)) draft.signalWrites.drop(call.key, draft.version);
+    else if (held) return { held };
     // The wait may have ended since (deadline, cancel): checked again where it counts, in the commit.
-    if (!early && !draft.awaiter(call.key)) throw notAwaited(call.key);
+    const awaiter = draft.awaiter(call.key);
+    if (!early && !awaiter) throw notAwaited(call.key);
+    // An `all` wait that took this key's signal in a commit queued before this one: answered from it.
+    if (awaiter && hasReceived(awaiter, call.key)) return { taken: true as const };
     const signal: Signal = {
       key: call.key,
       requestId: call.requestId,
@@ -201,6 +219,11 @@ async function commitSignal(host: SignalHost, call: SignalCall): Promise<SignalR
       throw earlySignalsFull(call.key, host.maxEarlySignals);
     return { stored };
   });
+  if ("taken" in value) {
+    const stored = await host.readSignal(call.key);
+    if (!stored) throw new Error(`the signal of "${call.key}" a wait took is not stored`);
+    return repeatOf(stored, call);
+  }
   return "held" in value ? repeatOf(value.held, call) : receipt(value.stored, false);
 }
 

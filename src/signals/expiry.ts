@@ -6,23 +6,15 @@
 import { InvalidArgumentError } from "../errors.ts";
 import { SignalKey } from "../records/primitives.ts";
 import type { Signal } from "../records/schemas.ts";
-import type { Registry } from "../registry.ts";
 import type { KernelDraft } from "../session/draft.ts";
 import type { SignalHost } from "./deliver.ts";
-
-/** When the early signal `signal` is dropped unless a wait takes it first; undefined: it is kept. */
-export function expiryOf(registry: Registry, signal: Signal): number | undefined {
-  if (signal.consumedBy !== undefined) return undefined;
-  const keep = registry.signalFor(signal.key)?.keepEarlyMs;
-  return keep === undefined ? undefined : signal.receivedAt + keep;
-}
+import { isExpired } from "./keep-early.ts";
 
 /** Drops, in `draft`, each early signal of `keys` still kept whose time ran out by `now`. */
 export function dropExpired(draft: KernelDraft, keys: readonly string[], now: number): void {
   for (const key of keys) {
     const signal = draft.signal(key);
-    const at = signal && expiryOf(draft.registry, signal);
-    if (at !== undefined && at <= now) draft.signalWrites.drop(key, draft.version);
+    if (signal && isExpired(draft.registry, signal, now)) draft.signalWrites.drop(key, draft.version);
   }
 }
 

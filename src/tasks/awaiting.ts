@@ -7,6 +7,7 @@
 import type { ErrorInfo, Json, Signal, Task } from "../records/schemas.ts";
 import type { KernelDraft } from "../session/draft.ts";
 import { isInternalKey } from "../signals/define-signal.ts";
+import { isExpired } from "../signals/keep-early.ts";
 import type { Received, Transition } from "./define-task.ts";
 import { taskError } from "./error-info.ts";
 
@@ -21,6 +22,11 @@ export interface AwaitMoves {
 function awaited(task: Task): Received {
   const data = task.checkpoint.data as Partial<Received> | null;
   return { data: data?.data ?? null, signals: data?.signals ?? {} };
+}
+
+/** Whether the awaiting `task` already took a signal of `key` (an `all` wait that needs more keys). */
+export function hasReceived(task: Task, key: string): boolean {
+  return task.state.status === "awaiting" && Object.hasOwn(awaited(task).signals, key);
 }
 
 /** A phase ended with `waitFor`: the task awaits its keys, taking at once any signal already stored for them. */
@@ -49,7 +55,7 @@ export function startAwaiting(
     ...task,
     state: {
       status: "awaiting",
-      keys: [...wait.keys],
+      keys: [...new Set(wait.keys)], // a key named twice is one key
       mode: wait.mode,
       thenPhase: wait.thenPhase,
       since: draft.at,
@@ -65,6 +71,12 @@ export function startAwaiting(
   let current = waiting;
   for (const key of wait.keys) {
     const early = draft.signal(key);
+    if (early && isExpired(draft.registry, early, draft.at)) {
+      // Its `keepEarlyMs` ran out before its drop was committed (a late timer, a process that was down):
+      // dropped now, never taken.
+      draft.signalWrites.drop(key, draft.version);
+      continue;
+    }
     if (early && early.consumedBy === undefined) current = take(draft, current, early, moves) ?? current;
     if (current.state.status !== "awaiting") return;
   }

@@ -63,7 +63,7 @@ export function refusal(draft: KernelDraft, event: TaskEvent): KernelError | und
 function spawnRefusal(draft: KernelDraft, spec: TaskSpec): KernelError | undefined {
   const definition = draft.registry.latestTask(spec.kind);
   if (!definition) return invalid(`no task kind "${spec.kind}" is registered`, "kind");
-  if (draft.task(spec.id)) return invalid(`task ${spec.id} already exists`, "id");
+  if (draft.task(spec.id)) return taskExists(spec.id);
   const parsed = definition.input.safeParse(spec.input);
   if (!parsed.success)
     return invalid(`invalid input for task "${spec.kind}": ${parsed.error.message}`, "input");
@@ -78,5 +78,8 @@ function spawnRefusal(draft: KernelDraft, spec: TaskSpec): KernelError | undefin
   }
   return undefined;
 }
+
+/** The refusal of a new task whose id another task has (in memory, or only in storage). */
+export const taskExists = (id: string) => invalid(`task ${id} already exists`, "id");
 
 const invalid = (message: string, path: string) => new InvalidArgumentError(message, [{ path, message }]);

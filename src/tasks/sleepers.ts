@@ -6,7 +6,7 @@
 import type { Signal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import type { SessionState } from "../session/state.ts";
-import { expiryOf } from "../signals/expiry.ts";
+import { expiryOf } from "../signals/keep-early.ts";
 import { wakeTimeOf } from "./wake-info.ts";
 
 /** The wake-queue id of the earliest deadline among parked waits left in storage (no task has it). */
