@@ -142,14 +142,31 @@ export function problemFromError(
   error: unknown,
   log: (error: Error) => void = (e) => console.error("durable-agent:", e),
 ): Response {
+  const shown = publicError(error, log);
+  return problemResponse(statusOf(shown.code), shown.code, shown.message, shown.issues);
+}
+
+/**
+ * What a client may see of an error (a problem response, an event stream's `error` event): its name and
+ * code, and its message only when it describes the caller's own mistake; anything else gets a fixed
+ * sentence for its code and is logged in full (`log`).
+ */
+export function publicError(
+  error: unknown,
+  log: (error: Error) => void,
+): { name: string; code: string; message: string; issues?: readonly { path: string; message: string }[] } {
   const err = ensureError(error);
   const code = err instanceof KernelError ? err.code : "internal";
   if (CALLER_ERRORS.has(code)) {
     const issues = err instanceof InvalidArgumentError ? err.issues : undefined;
-    return problemResponse(statusOf(code), code, err.message, issues);
+    return { name: err.name, code, message: err.message, ...(issues && { issues }) };
   }
   log(err);
-  return problemResponse(statusOf(code), code, PUBLIC_DETAIL[code] ?? "internal error");
+  return {
+    name: err instanceof KernelError ? err.name : "Error",
+    code,
+    message: PUBLIC_DETAIL[code] ?? "internal error",
+  };
 }
 
 /** A zod failure on one part of the request (`body`, `query`, `params`), naming every bad field. */

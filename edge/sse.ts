@@ -9,7 +9,8 @@
  */
 import { Hono } from "hono";
 import { type SSEMessage, type SSEStreamingApi, streamSSE } from "hono/streaming";
-import { type CommitRecord, type Session, serializeError } from "../src/index.ts";
+import type { CommitRecord, Session } from "../src/index.ts";
+import { publicError } from "./problem.ts";
 
 /** A comment line this often keeps proxies from closing an idle stream, and finds clients that left. */
 const HEARTBEAT_MS = 5_000;
@@ -69,6 +70,11 @@ function followCommits(
     };
     const send = (message: SSEMessage & { data: string }) =>
       write(encoder.encode(message.data).byteLength + 32, () => stream.writeSSE(message));
+    // What a problem response would show of it: a storage failure's own text stays in the log.
+    const sendError = (error: unknown) => {
+      const { name, code, message } = publicError(error, (e) => console.error("durable-agent:", e));
+      send({ event: "error", data: JSON.stringify({ name, code, message }) });
+    };
     const comment = (text: string) => write(text.length, () => stream.write(text));
 
     let stop: () => void = () => undefined;
@@ -79,7 +85,7 @@ function followCommits(
           send({ id: String(change.version), event: "commit", data: JSON.stringify(change) }),
         {
           onError: (error) => {
-            send({ event: "error", data: JSON.stringify(serializeError(error)) });
+            sendError(error);
             finish();
           },
           // The object closed this session (it reopens one from storage): end here so the client reconnects.
@@ -114,7 +120,7 @@ function followCommits(
       if (!open) return unsubscribe();
     } catch (error) {
       // A session that cannot be followed (closed meanwhile): say why, and free the stream's slot.
-      send({ event: "error", data: JSON.stringify(serializeError(error)) });
+      sendError(error);
       finish();
       return;
     }

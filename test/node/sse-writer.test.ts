@@ -7,7 +7,15 @@
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import { describe, expect, it } from "vitest";
 import { commitEventStream, MAX_QUEUED_BYTES } from "../../edge/sse.ts";
-import { createRegistry, memoryStorage, openSession, type Session } from "../../src/index.ts";
+import {
+  createRegistry,
+  memoryStorage,
+  openSession,
+  type Session,
+  StorageError,
+  type StoredChanges,
+} from "../../src/index.ts";
+import { ForwardingStorage } from "../support/storage-wrappers.ts";
 
 async function freshSession(): Promise<Session> {
   const session = await openSession({ id: "sse", storage: memoryStorage(), registry: createRegistry({}) });
@@ -107,5 +115,42 @@ describe("the edge's SSE writer (hono/streaming)", () => {
     expect(ids).toEqual(ids.map((_, i) => base + 1 + i)); // from the first, in order, nothing skipped
     expect(read.bytes()).toBeLessThanOrEqual(MAX_QUEUED_BYTES + 64 * 1024);
     await session.close();
+  });
+
+  it("an error event says what a problem response would: a storage failure's own text stays in the log", async () => {
+    const stored = memoryStorage();
+    const writer = await openSession({ id: "sse", storage: stored, registry: createRegistry({}) });
+    for (let i = 0; i < 3; i++) await note(writer, `note ${i}`);
+    await writer.close();
+    // A new process, whose store fails to read its change log with a message that names its internals: the
+    // changes a stream from 0 needs are read from storage.
+    const failing = new ForwardingStorage(stored.reopen());
+    const session = await openSession({ id: "sse", storage: failing, registry: createRegistry({}) });
+    failing.readChanges = async (): Promise<StoredChanges> => {
+      throw new StorageError("storage-failed", "SQLITE_IOERR: disk I/O error in /var/lib/do/session.sqlite");
+    };
+    const logged: Error[] = [];
+    const original = console.error;
+    console.error = (_prefix: unknown, error: Error) => logged.push(error);
+    try {
+      const response = await commitEventStream(request(), session, { since: 0, maxStreamMs: 60_000 });
+      const read = readEvents(response.body as ReadableStream<Uint8Array>);
+      await read.done;
+      const errors = read.events.filter((e) => e.event === "error");
+      expect(errors).toHaveLength(1);
+      const shown = JSON.parse(errors[0]?.data ?? "{}");
+      expect(shown).toEqual({
+        name: "StorageError",
+        code: "storage-failed",
+        message: "the session's storage failed; retry later",
+      });
+      expect(errors[0]?.data).not.toMatch(/SQLITE|\/var\//);
+      expect(logged.map((e) => e.message)).toContain(
+        "SQLITE_IOERR: disk I/O error in /var/lib/do/session.sqlite",
+      );
+    } finally {
+      console.error = original;
+      await session.close();
+    }
   });
 });
