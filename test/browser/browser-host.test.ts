@@ -220,8 +220,11 @@ describe("browser host: one writer across tabs", () => {
     const refused = b.signal("go:2", { step: 2 }, { requestId: "s2" });
     await expect(refused).rejects.toBeInstanceOf(SignalRefusedError);
     await expect(refused).rejects.toMatchObject({ code: "early-signals-full", key: "go:2" });
-    // Nothing of it was stored, and nothing is left queued.
-    expect(await a.session?.checkSignal("go:2", { step: 9 }, { requestId: "s3" })).toBeUndefined();
+    // Nothing of it was stored, and nothing is left queued; the leader's own check says what signal() would.
+    expect(await a.session?.readSignal("go:2")).toBeUndefined();
+    await expect(a.session?.checkSignal("go:2", { step: 9 }, { requestId: "s3" })).rejects.toMatchObject({
+      code: "early-signals-full",
+    });
     expect(await new DurableInbox(`${database}:inbox`).pending(sessionId)).toEqual([]);
     // The follower drops the kept one through the inbox, resolved once the leader dropped it: its place is free.
     expect(await b.dropEarlySignal("go:1")).toMatchObject({ key: "go:1", requestId: "s1" });
