@@ -8,7 +8,7 @@ import { CHANGE_PAGE, SessionHistory, type SubmissionPage } from "./history.ts";
 import { ParkedWaits } from "./parked-waits.ts";
 import { type PendingWait, pendingWaits } from "./pending.ts";
 import type { SessionState } from "./state.ts";
-import { buildView, type SessionView, type ViewOptions } from "./view.ts";
+import { buildView, type SessionView, shownTasks, type ViewOptions } from "./view.ts";
 
 export class SessionReads {
   protected readonly history: SessionHistory;
@@ -79,7 +79,7 @@ export class SessionReads {
    * left in storage on open are not among them: `parkedInStorage` counts them, `readParkedWaits` lists them.
    */
   pending(): PendingWait[] {
-    return pendingWaits(this.state.tasks.values());
+    return pendingWaits(shownTasks(this.state));
   }
 
   /**

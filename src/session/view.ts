@@ -86,6 +86,15 @@ function checkCount(name: string, value: number | undefined): void {
     ]);
 }
 
+/**
+ * The tasks a view shows: those in memory, but for parked waits read back by a call and untouched by any
+ * commit since — the change log has not moved them (see `SessionState.readBack`).
+ */
+export function shownTasks(state: SessionState): Task[] {
+  const tasks = [...state.tasks.values()];
+  return state.readBack.size === 0 ? tasks : tasks.filter((task) => !state.readBack.has(task.id));
+}
+
 /** Snapshots the state. Records are already frozen, so they are shared, not copied. */
 export function buildView(state: SessionState, options: ViewOptions = {}): SessionView {
   checkCount("entries", options.entries);
@@ -93,10 +102,7 @@ export function buildView(state: SessionState, options: ViewOptions = {}): Sessi
   checkCount("documents", options.documents);
   // Memory may hold more of a conversation than a view shows (it trims in chunks): a view shows the tail.
   const keep = Math.min(options.entries ?? state.entryTail, state.entryTail);
-  // Parked waits read back by a call, untouched by any commit since, are not shown: the change log has not
-  // moved them (see `SessionState.readBack`).
-  const tasks = [...state.tasks.values()];
-  const shown = state.readBack.size === 0 ? tasks : tasks.filter((task) => !state.readBack.has(task.id));
+  const shown = shownTasks(state);
   return {
     id: state.id,
     version: state.version,

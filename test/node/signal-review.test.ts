@@ -215,6 +215,7 @@ it("a refused or read-only call leaves what the session shows as its change log 
   expect(session.version).toBe(version);
   expect(session.parkedInStorage).toBe(parked);
   expect(session.view().pending).toEqual(folded.pending);
+  expect(session.pending()).toEqual(folded.pending);
   expect(session.view().pending.map((p) => p.key)).toEqual(["answer:0"]);
   expect(session.view().tasks.map((t) => t.id)).toEqual(tasksBefore);
 
