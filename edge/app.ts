@@ -310,7 +310,7 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
   app.get("/sessions/:id/requests/:rid", async (c) => {
     const g = await guard(c, "read");
     if (g instanceof Response) return g;
-    const requestId = parse("params.rid", RequestIdSchema, c.req.param("rid"));
+    const requestId = strictParam(c.req.raw, 1, "params.rid", RequestIdSchema);
     if (requestId instanceof Response) return requestId;
     return forward(c, { op: "request", sessionId: g.sessionId, requestId });
   });

@@ -15,6 +15,7 @@ import {
   type Signal,
   type SignalOptions,
   type SignalReceipt,
+  SignalRefusedError,
 } from "../src/index.ts";
 import type { InboxRelay } from "./inbox-relay.ts";
 
@@ -75,9 +76,11 @@ export class SessionWatch {
       // in a change this tab did not see (its copy rebuilt, its subscription cut off: `change` is none).
       // Without a change only a stored signal answers: the row may still be queued, and a refusal now could
       // be followed by its delivery (a new wait on the key beginning before the leader takes the row).
+      // A full copy says nothing yet: the leader may still take the row (a wait on its key may begin first),
+      // and its own refusal comes back through the inbox.
       session.checkSignal(key, payload, options).then(
         (repeat) => repeat && answer(repeat.signal),
-        (error: unknown) => change && settle({ error }),
+        (error: unknown) => change && !isFull(error) && settle({ error }),
       );
     });
   }
@@ -161,3 +164,6 @@ export class SessionWatch {
     });
   }
 }
+
+/** A refusal for the bound on early signals, as a copy of the session sees it. */
+const isFull = (error: unknown) => error instanceof SignalRefusedError && error.code === "early-signals-full";

@@ -8,13 +8,17 @@ import { afterThisTick } from "../clock.ts";
 import {
   DuplicateKeyError,
   ensureError,
+  InvalidArgumentError,
   KernelError,
   RecordTooLargeError,
   SessionStoppedError,
   StorageError,
 } from "../errors.ts";
+import type { Task } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
 import type { CommitGuard, Storage } from "../storage/storage.ts";
+import { taskExists } from "../tasks/refusals.ts";
+import { buildChecked } from "./chosen-ids.ts";
 import type { SealedCommit } from "./draft.ts";
 import { freezeSealed, KernelDraft } from "./draft.ts";
 import { GroupOverlay } from "./group-overlay.ts";
@@ -63,7 +67,12 @@ interface PendingRequest {
   readonly build: KernelCommit<unknown>;
   readonly resolve: (result: CommitResult<unknown>) => void;
   readonly reject: (error: Error) => void;
+  /** How many times its chosen task ids were looked up in storage (see `chosen-ids.ts`). */
+  lookups?: number;
 }
+
+/** How many lookups of chosen task ids one request gets: a build that chooses other ids each run is refused. */
+const MAX_LOOKUPS = 4;
 
 /** What the pipeline needs from its session. */
 export interface PipelineHost {
@@ -76,6 +85,8 @@ export interface PipelineHost {
   readonly deferredFlushMs: number;
   /** Past this many live waits of trees without a Submission, new ones are parked (see `parking.ts`). */
   readonly liveWaits: number;
+  /** A task by id, from memory or storage (is a chosen task id taken: `chosen-ids.ts`). */
+  readTask(taskId: string): Promise<Task | undefined>;
   /** The change log must keep every commit after this version (see `OpenSessionOptions.changeLogFloor`). */
   changeLogFloor?(): number | undefined;
   /** Adopts a confirmed commit into memory and publishes it. */
@@ -92,6 +103,10 @@ export class CommitPipeline {
   private scheduled = false;
   private running = false;
   private failure: Error | undefined;
+  /** The chosen task ids of the request being built, and those looked up for it (`chosen-ids.ts`). */
+  private readonly chosen = { absent: new Set<string>(), unverified: [] as string[] };
+  /** A request, first in the queue, whose chosen ids are looked up before it is built again. */
+  private lookup: { readonly request: PendingRequest; readonly ids: readonly string[] } | undefined;
 
   constructor(private readonly host: PipelineHost) {}
 
@@ -147,6 +162,7 @@ export class CommitPipeline {
     this.running = true;
     try {
       while (!this.failure && (this.queue.length > 0 || (this.flushDeferred && this.deferred.length > 0))) {
+        if (this.lookup) await this.lookUp(this.lookup);
         await this.runGroup();
       }
     } finally {
@@ -183,6 +199,31 @@ export class CommitPipeline {
       for (const commit of group.sealed) this.host.adopt(commit);
     }
     for (const { request, value, version } of group.settled) request.resolve({ value, version });
+  }
+
+  /**
+   * Looks the chosen task ids of the request first in the queue up in storage (the groups before it have
+   * landed, and none runs meanwhile): one that exists refuses the request, as memory's would; otherwise it is
+   * built again with them known absent. A failed read fails the request; nothing was written.
+   */
+  private async lookUp(lookup: { request: PendingRequest; ids: readonly string[] }): Promise<void> {
+    this.lookup = undefined;
+    let refusal: Error | undefined;
+    try {
+      for (const id of lookup.ids) {
+        if (await this.host.readTask(id)) {
+          refusal = taskExists(id);
+          break;
+        }
+        this.chosen.absent.add(id);
+      }
+    } catch (error) {
+      refusal = ensureError(error);
+    }
+    if (!refusal) return;
+    const at = this.queue.indexOf(lookup.request);
+    if (at >= 0) this.queue.splice(at, 1);
+    lookup.request.reject(refusal);
   }
 
   /**
@@ -239,7 +280,8 @@ export class CommitPipeline {
     // read is frozen first, so build functions never see a mutable record.
     let overlay: GroupOverlay | undefined;
     let absorbed = 0;
-    for (const request of critical) {
+    for (let index = 0; index < critical.length; index++) {
+      const request = critical[index] as PendingRequest;
       let base: StateReader & ParkingReader = state;
       if (sealed.length > 0) {
         overlay ??= new GroupOverlay(state);
@@ -251,8 +293,19 @@ export class CommitPipeline {
         base = overlay;
       }
       const draft = new KernelDraft(base, this.host.registry, version + 1, this.host.clock.now());
+      this.chosen.unverified.length = 0;
       try {
-        const value = request.build(draft);
+        const value = buildChecked(draft, this.chosen, () => request.build(draft));
+        if (this.chosen.unverified.length > 0) {
+          // Task ids it chose that only storage may hold: this group ends before it, and it is built again
+          // once they are looked up, still ahead of every request made after it.
+          const lookups = (request.lookups ?? 0) + 1;
+          if (lookups > MAX_LOOKUPS) throw changingIds();
+          request.lookups = lookups;
+          this.queue.unshift(...critical.slice(index));
+          this.lookup = { request, ids: [...this.chosen.unverified] };
+          break;
+        }
         let commit: SealedCommit | undefined;
         if (!draft.isEmpty) {
           commit = draft.seal(state.epoch, false, this.host.liveWaits);
@@ -265,6 +318,8 @@ export class CommitPipeline {
         request.reject(ensureError(error));
       }
     }
+    // Ids looked up serve the request they were looked up for, built just now: memory answers from here on.
+    if (!this.lookup) this.chosen.absent.clear();
     return { sealed, settled };
   }
 
@@ -301,6 +356,13 @@ export class CommitPipeline {
       }
     }
   }
+}
+
+function changingIds(): InvalidArgumentError {
+  return new InvalidArgumentError(
+    "the commit chose other task ids each time it was built; a build must be a plain function of its draft",
+    [{ path: "id", message: "task ids must not change between builds of one commit" }],
+  );
 }
 
 /** A store's refusal of one commit of a group, before writing anything: the rest of the group goes on. */

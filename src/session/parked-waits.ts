@@ -206,7 +206,9 @@ export class ParkedWaits {
     const items = await this.storage.readParked(this.state.id, before, limit);
     const waits: { version: number; id: string; task: Task }[] = [];
     for (const item of items) {
-      if (this.state.task(item.id) || this.state.blocked("task", item.id)) continue;
+      // A wait read back but not moved on by a commit is still parked: listed (the view does not show it).
+      const inMemory = this.state.task(item.id) && !this.state.readBack.has(item.id);
+      if (inMemory || this.state.blocked("task", item.id)) continue;
       const row = await this.storage.readTask(this.state.id, item.id);
       if (!row) continue;
       try {

@@ -75,8 +75,9 @@ export class SessionReads {
   }
 
   /**
-   * What the session waits for from outside, of the work in memory (also `view().pending`). Parked waits
-   * left in storage on open are not among them: `parkedInStorage` counts them, `readParkedWaits` lists them.
+   * What the session waits for from outside, of the work a view shows (as `view().pending`). Parked waits
+   * left in storage on open are not among them — nor one read back that no commit has moved on since:
+   * `parkedInStorage` counts them, `readParkedWaits` lists them.
    */
   pending(): PendingWait[] {
     return pendingWaits(shownTasks(this.state));
@@ -99,12 +100,12 @@ export class SessionReads {
     return [...this.state.signals.values()].sort((a, b) => a.version - b.version);
   }
 
-  /** How many parked waits stayed in storage when the session opened, not read back since. */
+  /** How many parked waits stayed in storage when the session opened, not moved on by a commit since. */
   get parkedInStorage(): number {
     return this.state.parkedInStorage;
   }
 
-  /** The pending waits of parked waits memory does not hold, newest first, a page at a time. */
+  /** The pending waits of parked waits still parked in storage (read back or not), newest first, a page at a time. */
   readParkedWaits(options?: { before?: string; limit?: number }) {
     return this.parked.readPage(options);
   }

@@ -19,7 +19,6 @@ import { dropEarlySignal } from "../signals/expiry.ts";
 import type { Storage } from "../storage/storage.ts";
 import { dispatch, type TaskEvent } from "../tasks/machine.ts";
 import { planRecovery, type RecoveryPlan } from "../tasks/recovery.ts";
-import { taskExists } from "../tasks/refusals.ts";
 import type { Scheduler } from "../tasks/scheduler.ts";
 import type { WakeInfo } from "../tasks/wake-info.ts";
 import type { CommitResult, KernelCommit, KernelCommitOptions } from "./commit-pipeline.ts";
@@ -32,7 +31,7 @@ import { DEFAULT_EARLY_SIGNALS, DEFAULT_LIVE_WAITS } from "./limits.ts";
 import { observeUntil, untilStoredEnded, untilSubmissionEnded } from "./observe.ts";
 import type { OpenSessionOptions, SessionStatus, WaitOptions } from "./options.ts";
 import { type CollectResult, Retention } from "./retention.ts";
-import { commitAsApp, ProgressOnlyDraft } from "./role-drafts.ts";
+import { AppDraft, ProgressOnlyDraft } from "./role-drafts.ts";
 import { sessionScheduler } from "./scheduler-host.ts";
 import { SessionReads } from "./session-reads.ts";
 import type { SessionState } from "./state.ts";
@@ -86,6 +85,7 @@ export class Session extends SessionReads {
       timers,
       deferredFlushMs: options.deferredFlushMs ?? 50,
       liveWaits: options.liveWaits ?? DEFAULT_LIVE_WAITS,
+      readTask: (taskId) => this.readTask(taskId),
       ...(options.changeLogFloor && { changeLogFloor: options.changeLogFloor }),
       adopt: (sealed) => this.adopt(sealed),
       stop: (error) => this.stop(error),
@@ -144,12 +144,7 @@ export class Session extends SessionReads {
       return this.kernelCommit((draft) => progress(new ProgressOnlyDraft(draft)), { deferred: true });
     }
     const app = build as BuildCommit<T>;
-    const host = {
-      ids: this.ids,
-      kernelCommit: this.kernelCommit.bind(this),
-      readTask: this.readTask.bind(this),
-    };
-    return commitAsApp(host, app);
+    return this.kernelCommit((draft) => app(new AppDraft(draft, this.ids)));
   }
 
   /**
@@ -197,11 +192,13 @@ export class Session extends SessionReads {
     options: { id?: string; conversationId?: string } = {},
   ): Promise<Task> {
     const id = options.id ?? this.ids.next("task");
-    // An id the app chose may be taken by a task only storage holds (finished and gone from memory, parked).
-    if (options.id !== undefined && !this.state.task(id) && (await this.readTask(id))) throw taskExists(id);
     const conversation =
       options.conversationId === undefined ? {} : { conversationId: options.conversationId };
-    await this.dispatchEvent({ type: "spawn", task: { id, kind, input, ...conversation } }, "spawn");
+    const chosen = options.id !== undefined ? { chosenId: true } : {};
+    await this.dispatchEvent(
+      { type: "spawn", task: { id, kind, input, ...conversation, ...chosen } },
+      "spawn",
+    );
     return this.state.task(id) as Task;
   }
 

@@ -224,6 +224,21 @@ export class SessionState implements StateReader, ParkingReader {
   }
 
   /** Removes a finished item's Submission and task tree from memory (they stay in storage). */
+  /**
+   * Read-back trees a commit touched are shown whole from now on, as a session that opened after it would
+   * show them (the commit made their wait live again).
+   */
+  showReadBack(touched: readonly Task[]): void {
+    for (const task of touched) {
+      if (!this.readBack.has(task.id)) continue;
+      let root = task;
+      for (let up = this.tasks.get(root.parentId ?? ""); up; up = this.tasks.get(up.parentId ?? ""))
+        root = up;
+      for (const id of treeOf(root.id, (parent) => this.children.ownedChildren(parent)))
+        this.readBack.delete(id);
+    }
+  }
+
   evict(item: WorkItem): void {
     if (item.submission !== undefined) {
       const submission = this.submissions.get(item.submission);
@@ -342,10 +357,8 @@ function applyCommit(state: SessionState, commit: CommitRecord, values?: Readonl
         state.parkedInStorage = Math.max(0, state.parkedInStorage - 1);
     state.trackParking(commit.unparked ?? [], commit.parked ?? [], commit.version);
   }
-  for (const task of commit.tasks) {
-    state.putTask(task);
-    state.readBack.delete(task.id);
-  }
+  for (const task of commit.tasks) state.putTask(task);
+  if (state.readBack.size > 0) state.showReadBack(commit.tasks);
   for (const submission of commit.submissions) state.putSubmission(submission);
   for (const { key } of commit.droppedSignals ?? []) state.signals.delete(key);
   for (const signal of commit.signals ?? []) state.putSignal(signal);

@@ -5,7 +5,12 @@
  * same payload gets the first outcome; a different payload for a key that already has a signal is refused.
  */
 import { z } from "zod";
-import { DuplicateKeyError, InvalidArgumentError, SignalRefusedError } from "../errors.ts";
+import {
+  CorruptRecordError,
+  DuplicateKeyError,
+  InvalidArgumentError,
+  SignalRefusedError,
+} from "../errors.ts";
 import { findNonJson, frozenCopy, isWellFormedText, jsonEqual, utf8Length } from "../records/json.ts";
 import { SignalKey } from "../records/primitives.ts";
 import type { Json, Signal, Task } from "../records/schemas.ts";
@@ -72,7 +77,10 @@ export async function precheckSignal(
   const { call, repeat, kept } = await checkSignal(host, key, payload, options);
   if (kept) return repeatOf(kept, call);
   // A new early signal past the bound is refused by its commit (which counts those queued before it).
-  if (!repeat && !host.state.awaiter(call.key) && host.state.earlySignals() >= host.maxEarlySignals)
+  // One kept for this key past its time is replaced by this signal in the same commit: it does not count.
+  const replaced = host.state.signal(call.key) ? 1 : 0;
+  const others = host.state.earlySignals() - replaced;
+  if (!repeat && !host.state.awaiter(call.key) && others >= host.maxEarlySignals)
     throw earlySignalsFull(call.key, host.maxEarlySignals);
   return repeat;
 }
@@ -188,7 +196,10 @@ export async function deliverSignal(
  * dropped signal.
  */
 async function stillKept(host: SignalHost, signal: Signal): Promise<boolean> {
-  const { value } = await host.commit((draft) => draft.signal(signal.key));
+  const { value } = await host.commit((draft) => {
+    const kept = draft.signal(signal.key);
+    return kept !== undefined && !isExpired(draft.registry, kept, draft.at) ? kept : undefined;
+  });
   return value?.version === signal.version;
 }
 
@@ -221,7 +232,8 @@ async function commitSignal(host: SignalHost, call: SignalCall): Promise<SignalR
   });
   if ("taken" in value) {
     const stored = await host.readSignal(call.key);
-    if (!stored) throw new Error(`the signal of "${call.key}" a wait took is not stored`);
+    if (!stored)
+      throw new CorruptRecordError(`signals/${call.key}`, "a wait took this signal, and it is not stored");
     return repeatOf(stored, call);
   }
   return "held" in value ? repeatOf(value.held, call) : receipt(value.stored, false);

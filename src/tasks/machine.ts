@@ -6,6 +6,7 @@
 import { assertNever } from "../assert-never.ts";
 import type { Json, Submission, Task, TaskState } from "../records/schemas.ts";
 import { isSubmissionFinished, isTerminal } from "../records/schemas.ts";
+import { noteChosenId } from "../session/chosen-ids.ts";
 import type { KernelDraft } from "../session/draft.ts";
 import { type AwaitMoves, passDeadline, receiveSignal, startAwaiting } from "./awaiting.ts";
 import { checkpointProblem, hasPhase, startPhase, type Transition } from "./define-task.ts";
@@ -26,6 +27,7 @@ export type { NewSubmission, RecoveryEvent, TaskEvent, TaskSpec } from "./task-e
  * does not apply.
  */
 export function dispatch(draft: KernelDraft, event: TaskEvent): void {
+  if (event.type === "spawn" && event.task.chosenId) noteChosenId(draft, event.task.id);
   const refused = refusal(draft, event);
   if (refused) throw refused;
   switch (event.type) {

@@ -152,6 +152,7 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
           ...(parent.submissionId !== undefined && { submissionId: parent.submissionId }),
           ...(parent.conversationId !== undefined && { conversationId: parent.conversationId }),
           ...(options.phase !== undefined && { phase: options.phase, data: options.data ?? null }),
+          ...(options.id !== undefined && { chosenId: true }),
         },
       }),
     );

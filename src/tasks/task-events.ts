@@ -44,6 +44,8 @@ export interface TaskSpec {
   /** Start in this phase (default the kind's first) with this checkpoint data. */
   readonly phase?: string;
   readonly data?: Json;
+  /** The id was chosen by an app or a phase, not generated: looked up in storage too (`chosen-ids.ts`). */
+  readonly chosenId?: boolean;
 }
 
 /** A Submission being accepted: its user entry is already staged at `entrySeq`. */

@@ -43,6 +43,35 @@ const asker = defineTask({
   },
 });
 
+/** Spawns a child with the id its input names, and waits for it. */
+const spawner = defineTask({
+  kind: "spawner",
+  version: 1,
+  input: z.object({ childId: z.string() }),
+  phases: {
+    start: (ctx) => {
+      const child = ctx.spawn("asker", { keys: ["answer:child"] }, { id: ctx.input.childId });
+      return ctx.wait([child], { policy: "allSettled", next: "end" });
+    },
+    end: (ctx) => ctx.complete(null),
+  },
+});
+
+/** Spawns a child and waits for it, then waits on its key (a standalone root with an ended child). */
+const parentTask = defineTask({
+  kind: "parent",
+  version: 1,
+  input: z.object({ key: z.string() }),
+  phases: {
+    start: (ctx) => {
+      const child = ctx.spawn("asker", { keys: [`${ctx.input.key}:child`] });
+      return ctx.wait([child], { policy: "allSettled", next: "ask" });
+    },
+    ask: (ctx) => ctx.waitFor([ctx.input.key], { next: "done" }),
+    done: (ctx) => ctx.complete(null),
+  },
+});
+
 /** A process over `storage` (a new handle on the same data, as a restarted process gets), resumed. */
 async function open(storage: MemoryStorage, at = 1_000, options: Record<string, unknown> = {}) {
   const clock = new ManualClock(at);
@@ -50,7 +79,7 @@ async function open(storage: MemoryStorage, at = 1_000, options: Record<string, 
   const session = await openSession({
     id: "s",
     storage: storage.reopen(),
-    registry: createRegistry({ tasks: [asker], signals: [answer, fleeting] }),
+    registry: createRegistry({ tasks: [asker, spawner, parentTask], signals: [answer, fleeting] }),
     clock,
     timers,
     ids: sequentialIds(clock.now()),
@@ -113,6 +142,40 @@ describe("an app-chosen task id that storage already holds", () => {
       result: { signals: { "answer:done-1": { text: "ok" } } },
     });
     expect(session.view().pending).toEqual([]);
+    // A phase's child with that id is refused too: the phase fails with the refusal, nothing is written over.
+    const parent = await session.spawn("spawner", { childId: "done-2" });
+    await session.whenIdle();
+    expect(session.task(parent.id)?.state).toMatchObject({
+      status: "failed",
+      error: { code: "invalid-argument", message: "task done-2 already exists" },
+    });
+    expect((await session.readTask("done-2"))?.parentId).toBeUndefined();
+    await session.close();
+  });
+
+  it("keeps commits in the order they were made while a chosen id is looked up", async () => {
+    const { session } = await open(memoryStorage());
+    const first = session.commit((d) => {
+      d.spawn("asker", { keys: ["answer:a"] }, { id: "a" });
+      d.setDocument("order", "note", { first: true });
+      return d.version;
+    });
+    const second = session.commit((d) => {
+      d.setDocument("order", "note", { second: true, sawA: d.task("a") !== undefined });
+      return d.version;
+    });
+    const third = session.spawn("asker", { keys: ["answer:b"] }, { id: "b" });
+    expect([(await first).value, (await second).value]).toEqual([1, 2]);
+    expect((await third).id).toBe("b");
+    expect(session.view().documents.find((d) => d.id === "order")?.value).toEqual({
+      second: true,
+      sawA: true,
+    });
+    // A build that chooses another id each time it is built is refused, after a few lookups.
+    let n = 0;
+    const changing = session.commit((d) => d.spawn("asker", { keys: ["answer:c"] }, { id: `c-${n++}` }));
+    await expect(changing).rejects.toMatchObject({ code: "invalid-argument", message: /other task ids/ });
+    expect(session.task("c-0")).toBeUndefined();
     await session.close();
   });
 });
@@ -242,5 +305,53 @@ it("a wait that names one key twice lists it once, and one signal on it complete
     result: { signals: { "answer:d": { text: "done" } } },
   });
   expect(session.view().pending).toEqual([]);
+  await session.close();
+});
+
+it("shows a read-back tree whole once a commit moves its wait on, as a session opened after it would", async () => {
+  const storage = memoryStorage();
+  const first = await open(storage, 1_000, { liveWaits: 1 });
+  for (const key of ["answer:p0", "answer:p1"]) {
+    const parent = await first.session.spawn("parent", { key });
+    await first.session.whenIdle();
+    await first.session.signal(`${key}:child`, { text: "child done" }, { requestId: `${key}-child` });
+    await first.session.whenIdle();
+    expect(first.session.task(parent.id)?.state.status).toBe("awaiting");
+  }
+  await first.session.close();
+  const { session } = await open(storage, 2_000, { liveWaits: 1 });
+  expect(session.parkedInStorage).toBe(1);
+  // Read back (not shown, still parked), then moved on by the signal's commit: shown whole, its ended child too.
+  expect((await session.readParkedWaits()).waits.map((w) => w.key)).toEqual(["answer:p1"]);
+  await session.checkSignal("answer:p1", { text: "go" }, { requestId: "p1" });
+  expect((await session.readParkedWaits()).waits.map((w) => w.key)).toEqual(["answer:p1"]);
+  await session.signal("answer:p1", { text: "go" }, { requestId: "p1" });
+  await session.whenIdle();
+  expect(session.parkedInStorage).toBe(0);
+  const ids = (s: { view(): { tasks: readonly { id: string }[] } }) => s.view().tasks.map((t) => t.id);
+  const reader = await openSession({
+    id: "s",
+    storage: storage.reopen(),
+    registry: createRegistry({ tasks: [asker, spawner, parentTask], signals: [answer, fleeting] }),
+    mode: "read",
+  });
+  expect(ids(session)).toEqual(ids(reader));
+  expect(ids(session)).toHaveLength(4);
+  await reader.close();
+  await session.close();
+});
+
+it("checkSignal agrees with signal() when an expired early signal of the key fills maxEarlySignals", async () => {
+  const { session, clock } = await open(memoryStorage(), 1_000, { maxEarlySignals: 1 });
+  await session.signal("fleeting:1", { text: "old" }, { requestId: "a" });
+  clock.advance(60_001);
+  expect(await session.checkSignal("fleeting:1", { text: "new" }, { requestId: "b" })).toBeUndefined();
+  expect(await session.signal("fleeting:1", { text: "new" }, { requestId: "b" })).toMatchObject({
+    duplicate: false,
+    signal: { payload: { text: "new" } },
+  });
+  await expect(session.checkSignal("fleeting:2", { text: "x" }, { requestId: "c" })).rejects.toMatchObject({
+    code: "early-signals-full",
+  });
   await session.close();
 });
