@@ -320,6 +320,8 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
         },
         (e) => setError(e.message),
         setConnection,
+        // Its stored session was replaced: attach again (a new target object reruns this effect).
+        () => setTarget((current) => current && { ...current }),
       );
       // A file delivers all it has at once: show its last version, or the one the link pinned.
       setVersion(liveRef.current ? held.latest.version : (pinned ?? held.latest.version));

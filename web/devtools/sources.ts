@@ -44,6 +44,11 @@ export interface SessionSource {
     onChanges: (changes: CommitRecord[]) => void,
     onError: (error: Error) => void,
     onStatus?: (status: "live" | "reconnecting") => void,
+    /**
+     * The stored session was replaced (a linked session's copy rebuilt from the edge): what the page holds
+     * is history no longer stored, and it must attach again.
+     */
+    onReplaced?: () => void,
   ): () => void;
   /**
    * What resume() would do to each unfinished task now. Local sessions need the app's registry for it;
@@ -249,7 +254,7 @@ export async function localSource(
       const leads = held.some((lock) => lock.name === `durable-agent:${database}:${sessionId}`);
       return { state: leads ? "leading" : "none" };
     },
-    follow(onChanges, onError) {
+    follow(onChanges, onError, _onStatus, onReplaced) {
       // The session's own subscription replays the change log after the base, then delivers every change
       // refresh() adopts: no gap, no repeat, and the session is current when a change is delivered.
       const stop = session.subscribe(base.version, (change) => onChanges([change]), { onError });
@@ -275,6 +280,8 @@ export async function localSource(
       channel.onmessage = (event: MessageEvent<{ type: string }>) => {
         // Answer a new leader like a follower would, so it keeps announcing its commits.
         if (event.data.type === "leader") channel.postMessage({ type: "follower" });
+        // A rebuilt copy: refreshing would stack its history on the discarded one. The page attaches again.
+        if (event.data.type === "replaced" && onReplaced) return onReplaced();
         refresh();
       };
       channel.postMessage({ type: "follower" });
