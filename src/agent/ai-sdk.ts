@@ -133,18 +133,36 @@ function parseArgs(args: string): unknown {
   }
 }
 
+/**
+ * AI SDK errors (by their `name`) that asking again cannot cure: the provider refused the prompt or the
+ * call's settings before sending anything (a system message where it allows none, a part it does not
+ * support), or the model or its key is not there.
+ */
+const NEVER_RETRYABLE = new Set([
+  "AI_InvalidPromptError",
+  "AI_UnsupportedFunctionalityError",
+  "AI_InvalidArgumentError",
+  "AI_NoSuchModelError",
+  "AI_LoadAPIKeyError",
+  "AI_LoadSettingError",
+]);
+
 /** Maps AI SDK errors (APICallError and friends) to our retryable/non-retryable ModelError. */
 function toModelError(error: unknown, partialText: string): ModelError {
   if (error instanceof ModelError) return error;
   const e = (typeof error === "object" && error !== null ? error : {}) as {
+    name?: string;
     message?: string;
     statusCode?: number;
     isRetryable?: boolean;
     responseHeaders?: Record<string, string>;
   };
   const retryAfter = Number(e.responseHeaders?.["retry-after"]);
+  const refused = e.name !== undefined && NEVER_RETRYABLE.has(e.name);
   return new ModelError(e.message ?? String(error), {
-    retryable: e.isRetryable ?? (e.statusCode === undefined || e.statusCode === 429 || e.statusCode >= 500),
+    retryable:
+      !refused &&
+      (e.isRetryable ?? (e.statusCode === undefined || e.statusCode === 429 || e.statusCode >= 500)),
     ...(e.statusCode !== undefined && { status: e.statusCode }),
     ...(Number.isFinite(retryAfter) && { retryAfterMs: retryAfter * 1_000 }),
     ...(partialText !== "" && { partialText }),

@@ -5,6 +5,7 @@
  * entries after what it covers. Huge tool outputs stay whole in their entry and reach the model cut to a
  * size (see {@link ContextPolicy}).
  */
+import { clip } from "../records/json.ts";
 import type { Entry, EntryContent } from "../records/schemas.ts";
 import type { ModelMessage } from "./model.ts";
 
@@ -15,6 +16,9 @@ export interface ContextPolicy {
 }
 
 export const DEFAULT_MAX_TOOL_RESULT_CHARS = 20_000;
+
+/** Opens a note the kernel adds to the context in a user-role message, so it is not read as the user's. */
+const NOTE_LABEL = "[note from the agent runtime, not the user]";
 
 /** The first seq the context reads: after what the latest summary covers (0 without one). */
 export function contextStart(entries: readonly Entry[]): number {
@@ -33,9 +37,11 @@ function latestSummary(entries: readonly Entry[]): Entry | undefined {
  * Messages for the model from entries (seq order): the latest summary first, then every entry after what it
  * covers. Interrupted records are kept visible as notes, so the model knows an earlier answer was cut off,
  * but their partial text never becomes an assistant turn and never drives tool calls. Each tool call is
- * followed by its result — wherever the result entry landed (a message sent while a turn ran may be stored
- * between them), else from `answers` (results this request adds), else by a result saying none was recorded
- * (its turn ended first): providers refuse a call left unanswered, and would refuse every later request.
+ * followed by its own result — wherever the result entry landed (a message sent while a turn ran may be
+ * stored between them), else from `answers` (results this request adds), else by a result saying none was
+ * recorded (its turn ended first): providers refuse a call left unanswered, and would refuse every later
+ * request. A system message only ever opens the context (the system prompt, then the summary): several
+ * providers refuse one anywhere else.
  */
 export function buildMessages(
   entries: readonly Entry[],
@@ -47,26 +53,51 @@ export function buildMessages(
   const summary = latestSummary(entries);
   if (summary) messages.push(messageOf(summary, policy) as ModelMessage);
   const start = contextStart(entries);
-  const results = new Map<string, Entry | EntryContent>();
-  for (const entry of entries)
-    if (entry.content.kind === "tool-result" && entry.seq >= start)
-      results.set(entry.content.toolCallId, entry);
-  for (const answer of answers) if (answer.kind === "tool-result") results.set(answer.toolCallId, answer);
-  for (const entry of entries) {
-    const kind = entry.content.kind;
-    if (entry.seq < start || kind === "summary" || kind === "tool-result") continue;
+  const inContext = entries.filter((e) => e.seq >= start && e.content.kind !== "summary");
+  const results = pairResults(inContext, answers);
+  for (const entry of inContext) {
+    if (entry.content.kind === "tool-result") continue;
     const message = messageOf(entry, policy);
     if (message) messages.push(message);
     if (entry.content.kind !== "model") continue;
-    for (const call of entry.content.toolCalls) {
-      const result = results.get(call.id);
-      results.delete(call.id); // answered once
+    for (const [index, call] of entry.content.toolCalls.entries()) {
+      const result = results.get(entry)?.[index];
       if (result === undefined) messages.push(unrecorded(call.id, call.name));
       else if ("content" in result) messages.push(messageOf(result, policy) as ModelMessage);
       else messages.push(contentMessage(result, policy) as ModelMessage);
     }
   }
   return messages;
+}
+
+type Result = Entry | EntryContent;
+
+/**
+ * The result of each call, by its model entry and position. Ids need not be unique in a conversation (a
+ * provider may number its calls afresh in every response), so a result answers the latest call before it
+ * with its id that is still unanswered — never another call's: a newer call with the same id ends the wait
+ * of older ones (their results come before it), and `answers` come after every entry.
+ */
+function pairResults(entries: readonly Entry[], answers: readonly EntryContent[]): Map<Entry, Result[]> {
+  const paired = new Map<Entry, Result[]>();
+  const waiting = new Map<string, { asked: Result[]; index: number }[]>();
+  const answer = (toolCallId: string, result: Result) => {
+    const call = waiting.get(toolCallId)?.shift();
+    if (call) call.asked[call.index] = result;
+  };
+  for (const entry of entries) {
+    const content = entry.content;
+    if (content.kind === "tool-result") answer(content.toolCallId, entry);
+    if (content.kind !== "model" || content.toolCalls.length === 0) continue;
+    const asked: Result[] = [];
+    paired.set(entry, asked);
+    const calls = new Map<string, { asked: Result[]; index: number }[]>();
+    for (const [index, call] of content.toolCalls.entries())
+      calls.set(call.id, [...(calls.get(call.id) ?? []), { asked, index }]);
+    for (const [id, open] of calls) waiting.set(id, open);
+  }
+  for (const result of answers) if (result.kind === "tool-result") answer(result.toolCallId, result);
+  return paired;
 }
 
 /** The answer to a call whose result was never recorded: its turn ended (cancelled, interrupted) first. */
@@ -112,14 +143,17 @@ export function contentMessage(
       let text = JSON.stringify({ outcome: content.outcome, output: content.output });
       if (text.length > limit) {
         const where = seq === undefined ? "" : ` (entry ${seq})`;
-        text = `${text.slice(0, limit)}… [cut: the whole result is ${text.length} characters, kept in the conversation${where}]`;
+        // Cut between characters, never inside a surrogate pair: the message must stay well-formed.
+        text = `${clip(text, limit)} [cut: the whole result is ${text.length} characters, kept in the conversation${where}]`;
       }
       return { role: "tool", toolCallId: content.toolCallId, toolName: content.toolName, content: text };
     }
     case "interrupted":
+      // A user-role note, labelled: a system message after the start breaks the conversation for good on
+      // providers that refuse one there (Google, Bedrock).
       return {
-        role: "system",
-        content: `An earlier ${content.of} response was interrupted (${content.reason}); its partial text was: ${JSON.stringify(content.partialText)}`,
+        role: "user",
+        content: `${NOTE_LABEL} An earlier ${content.of} response was interrupted (${content.reason}); its partial text was: ${JSON.stringify(content.partialText)}`,
       };
     case "summary":
       return { role: "system", content: `Summary of the conversation so far: ${content.text}` };

@@ -18,6 +18,7 @@ import type { FollowUp } from "../tasks/task-events.ts";
 export { followUpOf } from "./follow-ups.ts";
 export { STREAM_DOCUMENT, type StreamDocument, streamDocumentId } from "./stream-record.ts";
 
+import { withCallIds } from "./call-ids.ts";
 import { type CompactionOptions, cutPoint, needsCompaction, summarizerOf } from "./compaction.ts";
 import { buildMessages, DEFAULT_MAX_TOOL_RESULT_CHARS } from "./context.ts";
 import type { ToolDefinition } from "./define-tool.ts";
@@ -278,10 +279,11 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
    */
   async function respond(ctx: GenerateContext, round: Round, response: ModelResponse): Promise<Transition> {
     const conversationId = ctx.input.conversationId;
+    const toolCalls = withCallIds(response.toolCalls, ctx.task.id, round.round);
     ctx.appendEntry(conversationId, {
       kind: "model",
       text: response.text,
-      toolCalls: [...response.toolCalls],
+      toolCalls,
       model: round.model,
       ...(round.readThroughSeq !== undefined && { readThroughSeq: round.readThroughSeq }),
       ...(round.steered?.length && { steered: round.steered }),
@@ -290,7 +292,7 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
     const usage = addUsage(round, response);
     // The streamed text is in the model entry now: the stream record of this round goes.
     ctx.deleteDocument(streamDocumentId(ctx.task.id));
-    if (response.toolCalls.length === 0)
+    if (toolCalls.length === 0)
       return ctx.complete({
         text: response.text,
         round: round.round,
@@ -299,26 +301,19 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
     if (round.round >= maxRounds) {
       const why = `stopped after ${maxRounds} model rounds without a final answer`;
       // The response's calls never start: each is answered so, and the next turn's context says it.
-      for (const call of response.toolCalls)
+      for (const call of toolCalls)
         ctx.appendEntry(conversationId, notStarted(call, `not run: the turn ${why}`));
       return ctx.fail(why);
     }
-    const all = response.toolCalls.map((_, index) => index);
-    const { children, queued } = await spawnCalls(
-      ctx,
-      options.tools,
-      mode,
-      response.toolCalls,
-      round.round,
-      all,
-    );
+    const all = toolCalls.map((_, index) => index);
+    const { children, queued } = await spawnCalls(ctx, options.tools, mode, toolCalls, round.round, all);
     const next: Round = {
       round: round.round + 1,
       throughSeq: round.throughSeq,
       model: options.model.id,
       attempt: 1,
       usage,
-      ...queueOf(response.toolCalls, queued),
+      ...queueOf(toolCalls, queued),
     };
     return ctx.wait(children, { policy: "allSettled", next: "request" }, next);
   }

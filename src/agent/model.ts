@@ -38,6 +38,10 @@ export interface ModelUsage {
 
 export interface ModelResponse {
   readonly text: string;
+  /**
+   * The calls the model made. A call whose provider gave no id has an empty `id`: the kernel gives it one
+   * unique in its conversation when it commits the response.
+   */
   readonly toolCalls: readonly ToolCall[];
   readonly usage?: ModelUsage;
   readonly finishReason?: string;

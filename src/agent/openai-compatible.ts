@@ -63,11 +63,18 @@ async function httpError(response: Response): Promise<ModelError> {
   });
 }
 
+/** A tool-call delta. `index` is missing on some servers (Gemini's sends each call whole, with its id). */
+interface WireToolCall {
+  index?: number;
+  id?: string;
+  function?: { name?: string; arguments?: string };
+}
+
 interface WireChunk {
   choices?: {
     delta?: {
       content?: string | null;
-      tool_calls?: { index: number; id?: string; function?: { name?: string; arguments?: string } }[];
+      tool_calls?: WireToolCall[];
     };
     finish_reason?: string | null;
   }[];
@@ -100,8 +107,9 @@ async function readStream(
           onText?.(delta.content);
         }
         for (const call of delta?.tool_calls ?? []) {
-          const current = calls.get(call.index) ?? { id: "", name: "", args: "" };
-          calls.set(call.index, {
+          const key = call.index ?? unindexedKey(calls, call);
+          const current = calls.get(key) ?? { id: "", name: "", args: "" };
+          calls.set(key, {
             id: call.id ?? current.id,
             name: current.name + (call.function?.name ?? ""),
             args: current.args + (call.function?.arguments ?? ""),
@@ -130,10 +138,29 @@ async function readStream(
       partialText: text,
     });
   }
+  // A call the server gave no id keeps it empty: the kernel gives it one unique in its conversation (a
+  // per-response `call_<index>` would repeat every round, and pair results with the wrong calls).
   const toolCalls: ToolCall[] = [...calls.entries()]
     .sort(([a], [b]) => a - b)
-    .map(([index, call]) => ({ id: call.id || `call_${index}`, name: call.name, args: call.args }));
+    .map(([, call]) => ({ id: call.id, name: call.name, args: call.args }));
   return { text, toolCalls, ...(usage && { usage }), ...(finishReason !== undefined && { finishReason }) };
+}
+
+/**
+ * Where a tool-call delta without `index` belongs: the call with its id; a new call when it brings a new
+ * id, or a name while the latest call has one (names do not come in pieces); else the latest call (a piece
+ * of its arguments).
+ */
+function unindexedKey(calls: ReadonlyMap<number, { id: string; name: string }>, call: WireToolCall): number {
+  const keys = [...calls.keys()];
+  const last = keys.length === 0 ? undefined : Math.max(...keys);
+  if (call.id !== undefined) {
+    for (const [key, known] of calls) if (known.id === call.id) return key;
+    return last === undefined ? 0 : last + 1;
+  }
+  const latest = last === undefined ? undefined : calls.get(last);
+  if (latest === undefined || last === undefined) return 0;
+  return call.function?.name && latest.name !== "" ? last + 1 : last;
 }
 
 function toWire(model: string, request: ModelRequest) {

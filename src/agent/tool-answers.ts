@@ -2,6 +2,7 @@
  * Answers for tool calls that ended without a result of their own, so every call the model made is answered
  * in the context it sees next — never as an error when the call may have taken effect.
  */
+import { clip } from "../records/json.ts";
 import type { Entry, EntryContent, Json, Task, ToolCall } from "../records/schemas.ts";
 import type { CancelStage, PhaseContext } from "../tasks/define-task.ts";
 import type { ToolOutcome } from "./tool-finish.ts";
@@ -159,13 +160,6 @@ export function answerUnstartedCalls(task: Task, stage: CancelStage): void {
 
 type Call = Pick<ToolCall, "id" | "name">;
 type QueuedCall = Call & { index: number };
-
-/** `text` cut to `most` characters, never inside a surrogate pair (stored text must be well-formed). */
-function clip(text: string, most = 500): string {
-  if (text.length <= most) return text;
-  const high = text.charCodeAt(most - 1);
-  return `${text.slice(0, high >= 0xd800 && high <= 0xdbff ? most - 1 : most)}…`;
-}
 
 /**
  * The calls an ended turn answers itself, none of them started: those its round (`round`) still queued

@@ -89,6 +89,16 @@ export function utf8Length(text: string): number {
 }
 
 /**
+ * `text` cut to at most `most` UTF-16 units and marked with "…", never inside a surrogate pair: a cut text
+ * that is stored, or sent to a model, must still be well-formed. Text that fits is returned as it is.
+ */
+export function clip(text: string, most = 500): string {
+  if (text.length <= most) return text;
+  const high = text.charCodeAt(most - 1);
+  return `${text.slice(0, high >= 0xd800 && high <= 0xdbff ? most - 1 : most)}…`;
+}
+
+/**
  * Any JSON value. A hand-written check rather than `z.json()`: that recursive union re-parses every nested
  * value through each branch, and JSON fields are validated on every commit. Valid values are copied (and
  * frozen), so a record never aliases an object its caller may still change.

@@ -435,6 +435,36 @@ describe("agent loop", () => {
     expect(calls).toBe(3);
   });
 
+  it("keeps a conversation going on a provider that refuses system messages after the start, after a cut answer", async () => {
+    let calls = 0;
+    // Like @ai-sdk/google or Bedrock: a system message after the first other message is refused, for good.
+    const strict: Model = {
+      id: "strict",
+      async generate({ messages }) {
+        calls++;
+        const opened = messages.findIndex((m) => m.role !== "system");
+        if (opened >= 0 && messages.slice(opened).some((m) => m.role === "system"))
+          throw new ModelError("system messages are only supported at the beginning", { retryable: false });
+        if (calls === 1)
+          throw new ModelError("the stream broke", {
+            retryable: true,
+            partialText: "Durable execution means",
+          });
+        return { text: `answer ${calls}`, toolCalls: [] };
+      },
+    };
+    const { session, timers } = await open(memoryStorage(), strict, []);
+    await session.resume();
+    const first = await session.submit({ requestId: "r1", conversationId: "main", input: "What is it?" });
+    await session.whenIdle();
+    timers.advance(1_000); // the backoff before the second attempt
+    expect(await session.wait(first.id)).toMatchObject({ status: "succeeded", result: { text: "answer 2" } });
+    const next = await session.submit({ requestId: "r2", conversationId: "main", input: "One more?" });
+    expect(await session.wait(next.id)).toMatchObject({ status: "succeeded", result: { text: "answer 3" } });
+    const entries = session.view().conversations[0]?.entries ?? [];
+    expect(kinds(entries)).toEqual(["user", "interrupted", "model", "user", "model"]);
+  });
+
   it("rebuilds the same model context after reopening as the live run had", async () => {
     const service = new Service();
     const disk = memoryStorage();
@@ -520,7 +550,8 @@ describe("agent loop: async handles and context", () => {
       entry(4, { kind: "interrupted", of: "model", partialText: "I was say", reason: "crash" }),
     ];
     const messages = buildMessages(entries, "be brief");
-    expect(messages.map((m) => m.role)).toEqual(["system", "system", "user", "system"]);
+    // The note is a user-role message: a provider may refuse a system message after the start.
+    expect(messages.map((m) => m.role)).toEqual(["system", "system", "user", "user"]);
     expect(JSON.stringify(messages)).not.toContain("old question");
     expect(messages[3]).toMatchObject({ content: expect.stringContaining('"I was say"') });
   });

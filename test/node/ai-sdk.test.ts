@@ -1,5 +1,6 @@
 /** An AI SDK provider (the real @ai-sdk/openai-compatible, LanguageModelV3) adapted as our Model, over real HTTP. */
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { InvalidPromptError, type LanguageModelV3, UnsupportedFunctionalityError } from "@ai-sdk/provider";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
@@ -7,6 +8,7 @@ import {
   createAgent,
   createRegistry,
   defineTool,
+  ManualClock,
   ModelError,
   memoryStorage,
   openSession,
@@ -79,6 +81,50 @@ describe("AI SDK LanguageModelV3 adapter", () => {
     const error = await model.generate(request, { signal }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ModelError);
     expect(error).toMatchObject({ retryable: true, status: 429, retryAfterMs: 2_000 });
+  });
+
+  it("does not retry a prompt the provider refuses before sending it", async () => {
+    let streams = 0;
+    // What @ai-sdk/google throws for a system message after the start: the same prompt always fails.
+    const refusing = {
+      specificationVersion: "v3",
+      provider: "refusing",
+      modelId: "refusing-1",
+      supportedUrls: {},
+      doGenerate: () => Promise.reject(new Error("unused")),
+      doStream: () => {
+        streams++;
+        return Promise.reject(
+          new UnsupportedFunctionalityError({
+            functionality: "system messages are only supported at the beginning of the conversation",
+          }),
+        );
+      },
+    } satisfies LanguageModelV3;
+    const model = aiSdkModel(refusing);
+    const error = await model.generate(request, { signal }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ModelError);
+    expect(error).toMatchObject({ retryable: false });
+    const invalid = aiSdkModel({
+      ...refusing,
+      doStream: () =>
+        Promise.reject(new InvalidPromptError({ prompt: [], message: "messages must not be empty" })),
+    });
+    await expect(invalid.generate(request, { signal })).rejects.toMatchObject({ retryable: false });
+    // Through the agent, the turn fails at once instead of asking again with backoff.
+    const session = await openSession({
+      id: "refused",
+      storage: memoryStorage(),
+      registry: createRegistry({ ...createAgent({ model }) }),
+      clock: new ManualClock(0), // time stands still: a turn that backs off to retry never ends here
+      ids: sequentialIds(),
+    });
+    await session.resume();
+    streams = 0;
+    await session.submit({ requestId: "r1", conversationId: "main", input: "hi" });
+    await session.whenIdle();
+    expect(session.view().submissions[0]).toMatchObject({ status: "failed" });
+    expect(streams).toBe(1);
   });
 
   it("runs the agent loop unchanged on an AI SDK model", async () => {

@@ -75,6 +75,68 @@ describe("OpenAI-compatible model over HTTP", () => {
     expect(response.finishReason).toBe("tool_calls");
   });
 
+  it("keeps tool calls sent whole without an index (Gemini's endpoint) apart", async () => {
+    const model = await modelFor([
+      {
+        kind: "tools",
+        whole: true,
+        calls: [
+          { id: "function-call-1", name: "get_weather", args: ['{"city":"Oslo"}'] },
+          { id: "function-call-2", name: "get_weather", args: ['{"city":"Rome"}'] },
+        ],
+      },
+    ]);
+    const response = await model.generate(request, { signal });
+    expect(response.toolCalls).toEqual([
+      { id: "function-call-1", name: "get_weather", args: '{"city":"Oslo"}' },
+      { id: "function-call-2", name: "get_weather", args: '{"city":"Rome"}' },
+    ]);
+  });
+
+  it("answers each call with its own result when the server sends calls without ids, round after round", async () => {
+    const model = await modelFor([
+      { kind: "tools", calls: [{ name: "get_balance", args: ['{"account":"checking"}'] }] },
+      { kind: "tools", calls: [{ name: "get_balance", args: ['{"account":"savings"}'] }] },
+      { kind: "text", chunks: ["Checking 100, savings 99999."] },
+    ]);
+    const balance = defineTool({
+      name: "get_balance",
+      description: "An account's balance",
+      input: z.object({ account: z.string() }),
+      replay: "safe",
+      execute: ({ account }) => ({ account, balance: account === "checking" ? 100 : 99_999 }),
+    });
+    const session = await openSession({
+      id: "ids",
+      storage: memoryStorage(),
+      registry: createRegistry({ ...createAgent({ model, tools: [balance] }) }),
+      clock: new ManualClock(0),
+      ids: sequentialIds(),
+    });
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "Balances?" });
+    expect(await session.wait(sub.id)).toMatchObject({ status: "succeeded" });
+    // The last request: each call the model made is followed by the result of that very call.
+    const messages = fixture?.requests[2]?.body.messages as {
+      role: string;
+      content: string | null;
+      tool_call_id?: string;
+      tool_calls?: { id: string; function: { arguments: string } }[];
+    }[];
+    const asked = messages.filter((m) => m.role === "assistant").map((m) => m.tool_calls?.[0]);
+    const answers = messages.filter((m) => m.role === "tool");
+    expect(asked.map((call) => call?.function.arguments)).toEqual([
+      '{"account":"checking"}',
+      '{"account":"savings"}',
+    ]);
+    expect(new Set(asked.map((call) => call?.id)).size).toBe(2);
+    expect(answers.map((m) => m.tool_call_id)).toEqual(asked.map((call) => call?.id));
+    expect(answers.map((m) => JSON.parse(m.content ?? "null"))).toEqual([
+      { outcome: "ok", output: { account: "checking", balance: 100 } },
+      { outcome: "ok", output: { account: "savings", balance: 99_999 } },
+    ]);
+  });
+
   it("keeps the text of a stream cut mid-way as partial text on a retryable error", async () => {
     const model = await modelFor([{ kind: "cut", chunks: ["I will char", "ge the card"] }]);
     const error = await model.generate(request, { signal }).catch((e: unknown) => e);

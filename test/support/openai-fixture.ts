@@ -7,7 +7,11 @@ import type { AddressInfo } from "node:net";
 
 export type FixtureReply =
   | { kind: "text"; chunks: string[]; crlf?: boolean }
-  | { kind: "tools"; calls: { id: string; name: string; args: string[] }[] }
+  /**
+   * Tool calls, each streamed in pieces with its `index` (OpenAI's way); `whole`: all in one delta, complete
+   * and without `index` (Gemini's OpenAI-compatible endpoint). A call without `id` is sent without one.
+   */
+  | { kind: "tools"; calls: { id?: string; name: string; args: string[] }[]; whole?: boolean }
   | { kind: "cut"; chunks: string[] }
   | { kind: "status"; status: number; retryAfter?: number };
 
@@ -65,6 +69,13 @@ function serve(reply: FixtureReply, res: ServerResponse): void {
       return;
     }
     send({ ...base, choices: [{ index: 0, delta: {}, finish_reason: "stop" }] });
+  } else if (reply.whole) {
+    const calls = reply.calls.map((call) => ({
+      id: call.id,
+      type: "function",
+      function: { name: call.name, arguments: call.args.join("") },
+    }));
+    send({ ...base, choices: [{ index: 0, delta: { tool_calls: calls }, finish_reason: "tool_calls" }] });
   } else {
     for (const [index, call] of reply.calls.entries()) {
       send({
