@@ -8,7 +8,7 @@
  */
 import type { Entry } from "../records/schemas.ts";
 import { buildMessages, type ContextPolicy } from "./context.ts";
-import type { Model, ModelMessage } from "./model.ts";
+import type { Model, ModelMessage, ModelUsage } from "./model.ts";
 
 export interface CompactionOptions {
   /** Compact once the context is estimated past this many tokens. */
@@ -33,19 +33,31 @@ const SUMMARY_PROMPT =
   "Summarize the conversation above for your own later use: the user's goals, decisions made, facts learned, " +
   "actions taken with their outcomes (note any that are uncertain), and what is still open. Be concise and exact.";
 
+/**
+ * A summary as written: by the app's summarizer, or by the turn's own model — a model call of the turn,
+ * billed like any other, so its usage counts in the turn's totals.
+ */
+export interface WrittenSummary {
+  readonly text: string;
+  readonly byModel: boolean;
+  readonly usage?: ModelUsage;
+}
+
 /** The summarizer: the app's, or the turn's own model asked for a summary (no tools). */
 export function summarizerOf(
   compaction: CompactionOptions,
   model: Model,
-): (messages: readonly ModelMessage[], signal: AbortSignal) => Promise<string> {
-  if (compaction.summarize)
-    return (messages, signal) => compaction.summarize?.(messages, { signal }) as Promise<string>;
+): (messages: readonly ModelMessage[], signal: AbortSignal) => Promise<WrittenSummary> {
+  const summarize = compaction.summarize;
+  if (summarize)
+    return async (messages, signal) => ({ text: await summarize(messages, { signal }), byModel: false });
   return async (messages, signal) => {
     const response = await model.generate(
       { messages: [...messages, { role: "user", content: SUMMARY_PROMPT }], tools: [] },
       { signal },
     );
-    return response.text;
+    const { text, usage } = response;
+    return usage ? { text, byModel: true, usage: { ...usage } } : { text, byModel: true };
   };
 }
 
@@ -55,9 +67,10 @@ export function needsCompaction(compaction: CompactionOptions, messages: readonl
 }
 
 /**
- * Where to cut a context so that what follows is at most `keepTokens`: the seq of a user entry (a cut never
- * separates a model response from its tool results), after the context start and no later than the turn's
- * own input. Undefined when nothing can be cut.
+ * Where to cut a context so that what follows is at most `keepTokens`: the seq of a user entry after the
+ * context start and no later than the turn's own input. A cut never separates a tool call from its result,
+ * even when a message sent while the call ran was stored between them: the summary would say the call was
+ * never answered, and its real result would be lost to the context. Undefined when nothing can be cut.
  */
 export function cutPoint(
   compaction: CompactionOptions,
@@ -69,12 +82,30 @@ export function cutPoint(
   const estimate = compaction.estimate ?? estimateTokens;
   const users = entries.filter((e) => e.content.kind === "user" && e.seq < throughSeq).map((e) => e.seq);
   const first = entries.find((e) => e.content.kind !== "summary")?.seq ?? 0;
+  const spans = callSpans(entries);
   let cut: number | undefined;
-  for (const seq of users.reverse()) {
+  for (const seq of users.sort((a, b) => b - a)) {
     if (seq <= first) break;
+    if (spans.some(([call, result]) => call < seq && seq <= result)) continue;
     const kept = entries.filter((e) => e.seq >= seq && e.content.kind !== "summary");
     if (cut !== undefined && estimate(buildMessages(kept, undefined, policy)) > keep) break;
     cut = seq;
   }
   return cut;
+}
+
+/**
+ * The seqs of each tool call (its model entry) and its result, where other entries lie between them. Call
+ * ids may repeat across responses: a result belongs to the latest response before it that made the call.
+ */
+function callSpans(entries: readonly Entry[]): [call: number, result: number][] {
+  const callAt = new Map<string, number>();
+  const spans: [number, number][] = [];
+  for (const e of [...entries].sort((a, b) => a.seq - b.seq)) {
+    if (e.content.kind === "model") for (const call of e.content.toolCalls) callAt.set(call.id, e.seq);
+    if (e.content.kind !== "tool-result") continue;
+    const call = callAt.get(e.content.toolCallId);
+    if (call !== undefined && e.seq - call > 1) spans.push([call, e.seq]);
+  }
+  return spans;
 }

@@ -32,7 +32,10 @@ export interface ToolDefinition<Args = unknown> {
    * `confirm` what happened (default: the session's `maxRestarts`, else 3).
    */
   readonly maxRestarts?: number;
-  /** Checks before the intent is committed; a returned string rejects the call with that message. */
+  /**
+   * Checks before the intent is committed; a returned string rejects the call with that message. One that
+   * throws rejects it too, "precheck failed: …": the tool does not run.
+   */
   readonly precheck?: (args: Args) => string | undefined | Promise<string | undefined>;
   /**
    * Ask a person before the call runs: `true`, or a function of the validated arguments. The tool task
@@ -93,6 +96,23 @@ export function defineTool<Args>(definition: ToolDefinition<Args>): ToolDefiniti
   }
   // Arguments are validated on every call: compiled here (see `compiled`).
   return { ...definition, input: compiled(definition.input) };
+}
+
+/**
+ * What a tool's `precheck` says of validated `args`: the problem that rejects the call, or undefined. A
+ * precheck that throws (its database unreachable, say) rejects the call too: it never ran, so the model is
+ * told so, never that its outcome is unknown.
+ */
+export async function precheckProblem(
+  tool: ToolDefinition<unknown>,
+  args: unknown,
+): Promise<string | undefined> {
+  try {
+    return (await tool.precheck?.(args)) || undefined;
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    return `precheck failed: ${why}. ${tool.name} did not run.`;
+  }
 }
 
 /** The tool as a model sees it, with the JSON Schema generated from its zod schema by zod itself. */

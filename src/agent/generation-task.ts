@@ -17,6 +17,7 @@ import type { FollowUp } from "../tasks/task-events.ts";
 
 export { followUpOf } from "./follow-ups.ts";
 export { STREAM_DOCUMENT, type StreamDocument, streamDocumentId } from "./stream-record.ts";
+export type { TurnUsage } from "./turn-usage.ts";
 
 import { withCallIds } from "./call-ids.ts";
 import { type CompactionOptions, cutPoint, needsCompaction, summarizerOf } from "./compaction.ts";
@@ -28,6 +29,7 @@ import { type Model, ModelError, type ModelResponse } from "./model.ts";
 import { noteInterruptedStream, streamDocumentId, streamer } from "./stream-record.ts";
 import { answerEndedCalls, answerUnstartedCalls, notStarted } from "./tool-answers.ts";
 import { type QueuedCall, queueOf, spawnCalls, type ToolCallMode } from "./tool-queue.ts";
+import { addCall, emptyUsage, type TurnUsage } from "./turn-usage.ts";
 
 export const GENERATE_TASK = "agent.generate";
 
@@ -50,7 +52,7 @@ interface Round {
   handle?: Json;
   retryAfterMs?: number;
   lastError?: string;
-  /** Token usage of the turn's model calls so far (each call's own is on its model entry). */
+  /** Token usage of the turn's model calls so far (each call's own is on the entry it wrote). */
   usage?: TurnUsage;
   /** This turn already compacted its conversation (or tried to). */
   compacted?: boolean;
@@ -61,13 +63,6 @@ interface Round {
   queue?: number[];
   /** The calls `queue` names: a turn cancelled before they start answers them (never run). */
   queuedCalls?: QueuedCall[];
-}
-
-/** Token usage of a turn: how many model calls and rounds, and the totals. Part of the turn's result. */
-export interface TurnUsage {
-  calls: number;
-  rounds: number;
-  total: { inputTokens: number; outputTokens: number };
 }
 
 /** What a generation task ends with (and its Submission's `result`). */
@@ -161,15 +156,15 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
         )
           return ctx.next("compact", round);
         const request = { messages, tools: options.toolSpecs };
+        // What the request's context holds, up to which entry: a steering message it read is answered.
+        const read = readOf(entries, round);
+        let response: ModelResponse;
         try {
-          // What the request's context holds, up to which entry: a steering message it read is answered.
-          const read = readOf(entries, round);
           if (options.model.start && options.model.poll) {
             const handle = await options.model.start(request, { signal: ctx.signal });
             return ctx.next("poll", { ...round, handle, ...read });
           }
           const stream = streamer(ctx, round.round, options.streamCheckpointMs);
-          let response: Awaited<ReturnType<typeof options.model.generate>>;
           try {
             // A getter: the phase's AbortController is made only for a model that looks at its signal.
             response = await options.model.generate(request, {
@@ -181,13 +176,14 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
           } finally {
             stream.stop();
           }
-          return await respond(ctx, { ...round, ...read }, response);
         } catch (error) {
           return failedAttempt(ctx, round, error);
         }
+        // Only the model's own failures are retried: the model has answered, and is not asked (nor paid) again.
+        return respond(ctx, { ...round, ...read }, response);
       },
       compact: async (ctx) => {
-        const round: Round = { ...ctx.data, compacted: true };
+        let round: Round = { ...ctx.data, compacted: true };
         const compaction = options.compaction;
         if (!compaction) return ctx.next("request", round);
         const entries = await turnEntries(ctx, round);
@@ -200,7 +196,10 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
         );
         try {
           const summary = await summarizerOf(compaction, options.model)(covered, ctx.signal);
-          ctx.appendSummary(ctx.input.conversationId, summary, cut - 1);
+          ctx.appendSummary(ctx.input.conversationId, summary.text, cut - 1, summary.usage);
+          // Written by the turn's model: a model call of the turn, billed, so counted in its usage.
+          if (summary.byModel)
+            round = { ...round, usage: addCall(round.usage, summary.usage, round.usage?.rounds ?? 0) };
         } catch (error) {
           if (ctx.signal.aborted) throw error;
           // The context stays as it was; the turn goes on, and the failure is on record (not sent to the model).
@@ -218,13 +217,14 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       },
       poll: async (ctx) => {
         const round = ctx.data;
+        let response: ModelResponse | undefined;
         try {
-          const response = await options.model.poll?.(round.handle ?? null, { signal: ctx.signal });
-          if (!response) return ctx.sleep(ctx.clock.now() + pollIntervalMs, "poll", round);
-          return await respond(ctx, round, response);
+          response = await options.model.poll?.(round.handle ?? null, { signal: ctx.signal });
         } catch (error) {
           return failedAttempt(ctx, round, error);
         }
+        if (!response) return ctx.sleep(ctx.clock.now() + pollIntervalMs, "poll", round);
+        return respond(ctx, round, response);
       },
     },
   });
@@ -289,7 +289,7 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
       ...(round.steered?.length && { steered: round.steered }),
       ...(response.usage && { usage: { ...response.usage } }),
     });
-    const usage = addUsage(round, response);
+    const usage = addCall(round.usage, response.usage, round.round);
     // The streamed text is in the model entry now: the stream record of this round goes.
     ctx.deleteDocument(streamDocumentId(ctx.task.id));
     if (toolCalls.length === 0)
@@ -317,23 +317,6 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
     };
     return ctx.wait(children, { policy: "allSettled", next: "request" }, next);
   }
-}
-
-/**
- * Usage per call lives on the model entry (which is append-only); the turn's running totals travel in its
- * checkpoint and end in its result, so no per-turn record outlives the turn.
- */
-function addUsage(round: Round, response: ModelResponse): TurnUsage {
-  const call = response.usage ?? { inputTokens: 0, outputTokens: 0 };
-  const before = round.usage ?? { calls: 0, rounds: 0, total: { inputTokens: 0, outputTokens: 0 } };
-  return {
-    calls: before.calls + 1,
-    rounds: round.round,
-    total: {
-      inputTokens: before.total.inputTokens + call.inputTokens,
-      outputTokens: before.total.outputTokens + call.outputTokens,
-    },
-  };
 }
 
 /**
@@ -378,8 +361,4 @@ function readOf(entries: readonly Entry[], round: Round): Pick<Round, "readThrou
     .map((e) => e.seq);
   const readThroughSeq = entries.at(-1)?.seq ?? round.throughSeq - 1;
   return steered.length > 0 ? { readThroughSeq, steered } : { readThroughSeq };
-}
-
-function emptyUsage(): TurnUsage {
-  return { calls: 0, rounds: 0, total: { inputTokens: 0, outputTokens: 0 } };
 }

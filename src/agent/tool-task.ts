@@ -14,7 +14,7 @@ import {
   type Received,
   type TaskDefinition,
 } from "../tasks/define-task.ts";
-import { exclusiveCallKey, type ToolDefinition } from "./define-tool.ts";
+import { exclusiveCallKey, precheckProblem, type ToolDefinition } from "./define-tool.ts";
 import { DEFAULT_LEASE_MS, doneKey, isDoneKey, runOnKey, runsHere } from "./placement.ts";
 import { endedAnswer, mayHaveStarted } from "./tool-answers.ts";
 import {
@@ -182,7 +182,7 @@ export function toolTask(
         // Edited arguments: validated again (also checked when the decision was sent), and pre-checked.
         const edited = tool.input.safeParse(decision.arguments);
         if (!edited.success) return reject(ctx, `the approved arguments are invalid for ${tool.name}`);
-        const problem = await tool.precheck?.(edited.data);
+        const problem = await precheckProblem(tool, edited.data);
         if (problem) return reject(ctx, problem);
         return proceed(ctx, tool, edited.data, { ...intent, args: decision.arguments as Json });
       },
@@ -327,7 +327,7 @@ export type ResolvedToolCall =
 
 /**
  * Resolves and validates a tool call and runs its pre-checks (DESIGN §5, the `call` step). Bad arguments,
- * unparsable JSON and unknown tools are errors the model will see, never exceptions.
+ * unparsable JSON, unknown tools and a precheck that throws are errors the model will see, never exceptions.
  */
 export async function resolveToolCall(
   tools: ReadonlyMap<string, ToolDefinition<unknown>>,
@@ -348,7 +348,7 @@ export async function resolveToolCall(
     const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
     return { ok: false, error: `invalid arguments for ${tool.name}: ${issues}` };
   }
-  const problem = await tool.precheck?.(parsed.data);
+  const problem = await precheckProblem(tool, parsed.data);
   if (problem) return { ok: false, error: problem };
   return {
     ok: true,

@@ -45,6 +45,13 @@ export const ToolCallSchema = z.object({
 });
 export type ToolCall = z.infer<typeof ToolCallSchema>;
 
+/** Tokens one model call used. */
+const UsageSchema = z.object({
+  inputTokens: z.number().nonnegative(),
+  outputTokens: z.number().nonnegative(),
+});
+export type TokenUsage = z.infer<typeof UsageSchema>;
+
 /** What an entry says, by kind. */
 export const EntryContentSchema = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("user"), text: Text, data: JsonSchema.optional() }),
@@ -58,9 +65,7 @@ export const EntryContentSchema = z.discriminatedUnion("kind", [
     /** The steering messages (user entries sent while its turn ran) the request read, when it read any. */
     steered: z.array(Version).max(10_000).optional(),
     /** Tokens this model call used. */
-    usage: z
-      .object({ inputTokens: z.number().nonnegative(), outputTokens: z.number().nonnegative() })
-      .optional(),
+    usage: UsageSchema.optional(),
   }),
   z.object({
     kind: z.literal("tool-result"),
@@ -75,11 +80,19 @@ export const EntryContentSchema = z.discriminatedUnion("kind", [
     partialText: Text,
     reason: Text,
   }),
-  z.object({ kind: z.literal("summary"), text: Text, coversThroughSeq: Version }),
+  z.object({
+    kind: z.literal("summary"),
+    text: Text,
+    coversThroughSeq: Version,
+    /** Tokens the model call that wrote it used (when the turn's own model wrote it and reported them). */
+    usage: UsageSchema.optional(),
+  }),
   z.object({ kind: z.literal("note"), text: Text, data: JsonSchema.optional() }),
 ]);
 export type EntryContent = z.infer<typeof EntryContentSchema>;
 export type EntryKind = EntryContent["kind"];
+/** What a `summary` entry holds besides its kind (compaction). */
+export type SummaryFields = Omit<Extract<EntryContent, { kind: "summary" }>, "kind">;
 
 /** An append-only record in a conversation. Never rewritten once committed. */
 export const EntrySchema = compiled(

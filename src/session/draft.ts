@@ -20,6 +20,7 @@ import type {
   RemovedItem,
   Signal,
   Submission,
+  SummaryFields,
   Task,
 } from "../records/schemas.ts";
 import {
@@ -188,15 +189,10 @@ export class KernelDraft implements StateReader {
    * Appends a `summary` entry covering entries up to `coversThroughSeq` and moves the conversation's context
    * start past them, in this commit: later model rounds read from there (the covered entries stay stored).
    */
-  appendSummary(
-    conversationId: string,
-    text: string,
-    coversThroughSeq: number,
-    links: EntryLinks = {},
-  ): Entry {
-    const entry = this.appendEntry(conversationId, { kind: "summary", text, coversThroughSeq }, links);
+  appendSummary(conversationId: string, summary: SummaryFields, links: EntryLinks = {}): Entry {
+    const entry = this.appendEntry(conversationId, { kind: "summary", ...summary }, links);
     const conversation = this.conversation(conversationId) as Conversation;
-    const start = Math.max(conversation.contextStart ?? 0, coversThroughSeq + 1);
+    const start = Math.max(conversation.contextStart ?? 0, summary.coversThroughSeq + 1);
     this.writeConversation({ ...conversation, contextStart: start });
     return entry;
   }

@@ -14,6 +14,7 @@ import type {
   Json,
   PatchOperation,
   Task,
+  TokenUsage,
 } from "../records/schemas.ts";
 import { compiled } from "../records/schemas.ts";
 import type { EntryLinks, ProgressDraft } from "../session/draft-types.ts";
@@ -158,9 +159,10 @@ export interface PhaseContext<
   appendEntry(conversationId: string, content: EntryContent, links?: EntryLinks): void;
   /**
    * Stages a `summary` entry covering a conversation's entries up to `coversThroughSeq`, moving its context
-   * start past them (compaction: later rounds send the summary and what follows it).
+   * start past them (compaction: later rounds send the summary and what follows it). `usage`: the tokens of
+   * the model call that wrote it, if one did.
    */
-  appendSummary(conversationId: string, text: string, coversThroughSeq: number): void;
+  appendSummary(conversationId: string, text: string, coversThroughSeq: number, usage?: TokenUsage): void;
   /** Stages a document value, committed with the transition. */
   setDocument(id: string, type: string, value: Json): void;
   /** Stages JSON Patch operations on a document, committed with the transition. */

@@ -7,7 +7,9 @@ import type {
   ErrorInfo,
   Json,
   PatchOperation,
+  SummaryFields,
   Task,
+  TokenUsage,
 } from "../records/schemas.ts";
 import type { KernelDraft } from "../session/draft.ts";
 import type { EntryLinks, ProgressDraft } from "../session/draft-types.ts";
@@ -124,10 +126,9 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
       draft.appendEntry(conversationId, content, { taskId: this.task.id, ...links }),
     );
   }
-  appendSummary(conversationId: string, text: string, coversThroughSeq: number): void {
-    this.staged.push((draft) =>
-      draft.appendSummary(conversationId, text, coversThroughSeq, { taskId: this.task.id }),
-    );
+  appendSummary(conversationId: string, text: string, coversThroughSeq: number, usage?: TokenUsage): void {
+    const summary: SummaryFields = { text, coversThroughSeq, ...(usage && { usage: { ...usage } }) };
+    this.staged.push((draft) => draft.appendSummary(conversationId, summary, { taskId: this.task.id }));
   }
   setDocument(id: string, type: string, value: Json): void {
     this.staged.push((draft) => draft.setDocument(id, type, value));

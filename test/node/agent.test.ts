@@ -12,6 +12,7 @@ import {
   ManualTimers,
   type Model,
   ModelError,
+  type ModelRequest,
   memoryStorage,
   openSession,
   type ScriptedTurn,
@@ -174,6 +175,152 @@ describe("agent loop", () => {
       'unknown tool "delete_everything"',
     ]);
     expect(service.calls).toBe(0);
+  });
+
+  it("answers a call whose precheck throws as rejected and not run; the model is asked once per response, all counted", async () => {
+    const ran: string[] = [];
+    let prechecks = 0;
+    const transfer = defineTool({
+      name: "transfer",
+      description: "Move money",
+      input: z.object({ amount: z.number() }),
+      replay: "unsafe",
+      // The limits database is unreachable for the first check only.
+      precheck: async () => {
+        prechecks += 1;
+        if (prechecks === 1) throw new Error("limits DB unreachable");
+        return undefined;
+      },
+      execute: ({ amount }) => {
+        ran.push(`transfer ${amount}`);
+        return { moved: amount };
+      },
+    });
+    const notify = defineTool({
+      name: "notify",
+      description: "Tell the owner",
+      input: z.object({}),
+      replay: "safe",
+      execute: () => {
+        ran.push("notify");
+        return { sent: true };
+      },
+    });
+    const requests: ModelRequest[] = [];
+    const model = scriptedModel([
+      (request) => {
+        requests.push(request);
+        return {
+          toolCalls: [
+            { name: "transfer", args: { amount: 5 } },
+            { name: "notify", args: {} },
+          ],
+        };
+      },
+      (request) => {
+        requests.push(request);
+        return { toolCalls: [{ name: "transfer", args: { amount: 5 } }] };
+      },
+      (request) => {
+        requests.push(request);
+        return { text: "Moved 5." };
+      },
+    ]);
+    const session = await openSession({
+      id: "precheck",
+      storage: memoryStorage(),
+      // No backoff: a model retry, were there one, would show here at once.
+      registry: createRegistry({ ...createAgent({ model, tools: [transfer, notify], backoffMs: 0 }) }),
+      ids: sequentialIds(),
+    });
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "move 5" });
+    const done = await session.wait(sub.id);
+    expect(done).toMatchObject({ status: "succeeded", result: { text: "Moved 5." } });
+    // The model was asked once for each of its three responses, and told the first transfer never ran.
+    expect(requests).toHaveLength(3);
+    const told = requests[1]?.messages.filter((m) => m.role === "tool").map((m) => JSON.parse(m.content));
+    expect(told).toEqual([
+      {
+        outcome: "error",
+        output: { error: "precheck failed: limits DB unreachable. transfer did not run." },
+      },
+      { outcome: "ok", output: { sent: true } },
+    ]);
+    expect(ran).toEqual(["notify", "transfer 5"]);
+    const entries = session.view().conversations[0]?.entries ?? [];
+    expect(kinds(entries)).toEqual([
+      "user",
+      "model",
+      "tool-result",
+      "tool-result",
+      "model",
+      "tool-result",
+      "model",
+    ]);
+    const usage = (done.result as unknown as TurnResult).usage;
+    expect(usage).toMatchObject({ calls: 3, rounds: 3 });
+    const perCall = entries.flatMap((e) =>
+      e.content.kind === "model" && e.content.usage ? [e.content.usage] : [],
+    );
+    expect(usage.total.inputTokens).toBe(perCall.reduce((sum, u) => sum + u.inputTokens, 0));
+  });
+
+  it("a queued sequential call whose precheck throws is answered so, and the calls after it still run", async () => {
+    const ran: string[] = [];
+    const step = (name: string, precheck?: () => Promise<string | undefined>) =>
+      defineTool({
+        name,
+        description: name,
+        input: z.object({}),
+        replay: "safe",
+        ...(precheck && { precheck }),
+        execute: () => {
+          ran.push(name);
+          return { done: name };
+        },
+      });
+    const check = step("check", async () => {
+      throw new Error("balance service unavailable");
+    });
+    const requests: ModelRequest[] = [];
+    const model = scriptedModel([
+      {
+        toolCalls: [
+          { name: "first", args: {} },
+          { name: "check", args: {} },
+          { name: "last", args: {} },
+        ],
+      },
+      (request) => {
+        requests.push(request);
+        return { text: "two of three ran" };
+      },
+    ]);
+    const session = await openSession({
+      id: "sequential",
+      storage: memoryStorage(),
+      registry: createRegistry({
+        ...createAgent({ model, tools: [step("first"), check, step("last")], toolCalls: "sequential" }),
+      }),
+      ids: sequentialIds(),
+    });
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "go" });
+    expect(await session.wait(sub.id)).toMatchObject({
+      status: "succeeded",
+      result: { text: "two of three ran" },
+    });
+    expect(ran).toEqual(["first", "last"]);
+    const told = requests[0]?.messages.filter((m) => m.role === "tool").map((m) => JSON.parse(m.content));
+    expect(told).toEqual([
+      { outcome: "ok", output: { done: "first" } },
+      {
+        outcome: "error",
+        output: { error: "precheck failed: balance service unavailable. check did not run." },
+      },
+      { outcome: "ok", output: { done: "last" } },
+    ]);
   });
 
   it("keeps a large tool output once, in its result entry: the tool task's result records its size", async () => {

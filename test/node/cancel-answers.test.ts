@@ -118,6 +118,17 @@ function cancelOnce(
 
 type Precheck = () => Promise<string | undefined>;
 
+/**
+ * A tool of no arguments whose argument check throws (a bug in the app's schema): checked when the call's
+ * turn comes, it fails that turn. (A `precheck` that throws only rejects its call.)
+ */
+function brokenTool(name: string, message: string) {
+  const input = z.object({}).refine(() => {
+    throw new Error(message);
+  });
+  return defineTool({ name, description: name, input, replay: "unsafe", execute: () => ({ ok: true }) });
+}
+
 /** A tool of no arguments; its `precheck`, if any, runs when the call's turn comes. */
 function bareTool(name: string, replay: "safe" | "unsafe", execute: () => Json, precheck?: Precheck) {
   return defineTool({
@@ -561,10 +572,8 @@ describe("a cancelled tool call's answer", () => {
         },
         precheck,
       );
-    // Its precheck runs when its turn comes, after "first" ran: the app's balance service is down.
-    const second = tool("second", async () => {
-      throw new Error("balance service unavailable");
-    });
+    // Its arguments are checked when its turn comes, after "first" ran, and the check throws.
+    const second = brokenTool("second", "balance service unavailable");
     const requests: ModelRequest[] = [];
     const model = scriptedModel([
       (request) => {
@@ -611,17 +620,18 @@ describe("a cancelled tool call's answer", () => {
   it("a failed turn's answers carry its error cut to 500 characters, never inside a surrogate pair", async () => {
     // 499 characters, then an emoji across the cut (a surrogate pair), then more.
     const message = `${"x".repeat(499)}😀${"y".repeat(300)}`;
-    const tool = (name: string, precheck?: Precheck) => bareTool(name, "safe", () => ({}), precheck);
-    const failing = tool("second", async () => {
-      throw new Error(message);
-    });
+    const failing = brokenTool("second", message);
     const calls = [
       { name: "first", args: {} },
       ...Array.from({ length: 20 }, () => ({ name: "second", args: {} })),
     ];
     const model = scriptedModel([{ toolCalls: calls }]);
     const session = await openWith(
-      createAgent({ model, tools: [tool("first"), failing], toolCalls: "sequential" }),
+      createAgent({
+        model,
+        tools: [bareTool("first", "safe", () => ({})), failing],
+        toolCalls: "sequential",
+      }),
     );
     const turn = await session.submit({ requestId: "r1", conversationId: "c", input: "go" });
     expect(await session.wait(turn.id)).toMatchObject({ status: "failed", error: { message } });

@@ -14,14 +14,17 @@ import {
   createRegistry,
   defineTool,
   type MemoryStorage,
+  type Model,
+  type ModelMessage,
   type ModelRequest,
   memoryStorage,
   openSession,
   type Storage,
   scriptedModel,
   sequentialIds,
+  type TurnResult,
 } from "../../src/index.ts";
-import { ForwardingStorage } from "../support/storage-wrappers.ts";
+import { deferred, ForwardingStorage } from "../support/storage-wrappers.ts";
 
 /** A scripted model that answers every turn and remembers what it was sent. */
 function recordingModel(seen: ModelRequest[]) {
@@ -174,6 +177,122 @@ describe("compaction", () => {
       expect(b.conversation("main")?.contextStart).toBeGreaterThan(0);
       await b.close();
     }
+  });
+
+  it("never summarizes a tool call apart from its result, though a follow-up was stored between them", async () => {
+    const running = deferred();
+    const release = deferred();
+    const book = defineTool({
+      name: "book_flight",
+      description: "Book a flight",
+      input: z.object({ to: z.string() }),
+      replay: "unsafe",
+      execute: async () => {
+        running.resolve();
+        await release.promise;
+        return { booked: true, confirmation: "ABC123" };
+      },
+    });
+    const seen: ModelRequest[] = [];
+    const model = scriptedModel([
+      (request) => {
+        seen.push(request);
+        const last = request.messages.at(-1);
+        if (last?.role === "tool") return { text: "Booked." };
+        if (last?.content === "Book me a flight to Oslo")
+          return { toolCalls: [{ name: "book_flight", args: { to: "Oslo" } }] };
+        return { text: `answer to ${last?.content}` };
+      },
+    ]);
+    const summarized: (readonly ModelMessage[])[] = [];
+    const compaction: CompactionOptions = {
+      budgetTokens: 60,
+      keepTokens: 1_000,
+      summarize: async (messages) => {
+        summarized.push(messages);
+        return "They booked a flight to Oslo.";
+      },
+    };
+    const session = await openSession({
+      id: "booking",
+      storage: memoryStorage(),
+      registry: createRegistry({ ...createAgent({ model, tools: [book], compaction }) }),
+      ids: sequentialIds(),
+    });
+    await session.resume();
+    const say = (requestId: string, input: string) =>
+      session.submit({ requestId, conversationId: "main", input });
+    const booking = await say("r1", "Book me a flight to Oslo");
+    await running.promise;
+    // Stored after the call, before its result: the follow-up's turn runs once the booking turn ends.
+    const question = await say("r2", "What is my confirmation code?");
+    release.resolve();
+    expect((await session.wait(booking.id)).status).toBe("succeeded");
+    expect((await session.wait(question.id)).status).toBe("succeeded");
+    const thanks = await say("r3", "Thanks");
+    expect((await session.wait(thanks.id)).status).toBe("succeeded");
+
+    const confirmed = { outcome: "ok", output: { booked: true, confirmation: "ABC123" } };
+    const answerTo = (messages: readonly ModelMessage[]) =>
+      messages.flatMap((m) => (m.role === "tool" ? [JSON.parse(m.content)] : []));
+    // The question's turn is told the booking's real result, so the model can give the code (not re-book).
+    const asked = seen.find((r) => r.messages.at(-1)?.content === "What is my confirmation code?");
+    expect(answerTo(asked?.messages ?? [])).toEqual([confirmed]);
+    // A summary is written only of a part that holds the call with its result.
+    expect(summarized.length).toBeGreaterThan(0);
+    for (const messages of summarized) {
+      const calls = messages.filter((m) => m.role === "assistant" && m.toolCalls.length > 0);
+      expect(answerTo(messages)).toEqual(calls.map(() => confirmed));
+    }
+    const entries = await session.readEntries("main", 0);
+    const callAt = entries.find((e) => e.content.kind === "model" && e.content.toolCalls.length > 0)?.seq;
+    const resultAt = entries.find((e) => e.content.kind === "tool-result")?.seq;
+    for (const e of entries) {
+      if (e.content.kind !== "summary") continue;
+      expect(e.content.coversThroughSeq >= (callAt ?? 0)).toBe(e.content.coversThroughSeq >= (resultAt ?? 0));
+    }
+    await session.close();
+  });
+
+  it("counts the default summarizer's model call in the turn's usage, and records it on the summary", async () => {
+    const billed = { calls: 0, inputTokens: 0, outputTokens: 0 };
+    const model: Model = {
+      id: "billed",
+      async generate() {
+        const usage = { inputTokens: 1_000, outputTokens: 100 };
+        billed.calls += 1;
+        billed.inputTokens += usage.inputTokens;
+        billed.outputTokens += usage.outputTokens;
+        return { text: "x".repeat(200), toolCalls: [], usage };
+      },
+    };
+    const session = await openSession({
+      id: "billing",
+      storage: memoryStorage(),
+      registry: createRegistry({ ...createAgent({ model, compaction: { budgetTokens: 150 } }) }),
+      ids: sequentialIds(),
+    });
+    await session.resume();
+    const counted = { calls: 0, inputTokens: 0, outputTokens: 0 };
+    for (const id of ["a", "b", "c"]) {
+      const s = await session.submit({
+        requestId: id,
+        conversationId: "main",
+        input: "tell me more ".repeat(10),
+      });
+      const { usage } = (await session.wait(s.id)).result as unknown as TurnResult;
+      counted.calls += usage.calls;
+      counted.inputTokens += usage.total.inputTokens;
+      counted.outputTokens += usage.total.outputTokens;
+    }
+    const entries = await session.readEntries("main", 0);
+    const summaries = entries.filter((e) => e.content.kind === "summary");
+    expect(summaries.length).toBeGreaterThan(0);
+    // What the turns report is what the model billed, summaries included.
+    expect(counted).toEqual(billed);
+    for (const summary of summaries)
+      expect(summary.content).toMatchObject({ usage: { inputTokens: 1_000, outputTokens: 100 } });
+    await session.close();
   });
 
   it("keeps a huge tool output whole in its entry and sends the model a cut version", async () => {
