@@ -45,10 +45,18 @@ export interface ExecutorOptions {
 export interface ExecutedCall {
   readonly key: string;
   readonly tool: string;
-  readonly outcome: "ok" | "error" | "interrupted";
-  /** False: the lease had ended (the call went on without this report), or the acceptance was lost. */
+  /** `interrupted` and not reported: an unsafe call stopped while it ran, left to its lease's end. */
+  readonly outcome: ReportedOutcome;
+  /**
+   * False: the lease had ended (the call went on without this report), the acceptance was lost, or an
+   * unsafe call was stopped mid-run (it may have taken effect): the executor leaves it to its lease's end,
+   * after which the call waits again marked as possibly run and the next host confirms it by operation id.
+   */
   readonly reported: boolean;
 }
+
+/** The outcomes an executor reports (a call it runs is never `rejected`). */
+type ReportedOutcome = "ok" | "error" | "interrupted" | "not-run" | "unknown";
 
 /** What a waiting call tells its executor (see `placedAbout` in the tool task). */
 interface PlacedCall {
@@ -114,6 +122,8 @@ async function executeOne(
     if (report === undefined || lease.signal.aborted)
       return { key: wait.key, tool: tool.name, outcome: "error", reported: false };
     const result = await run(call, tool, lease.signal);
+    if (result === undefined)
+      return { key: wait.key, tool: tool.name, outcome: "interrupted", reported: false };
     try {
       await target.signal(report, { executor, ...result }, { requestId: report });
       return { key: wait.key, tool: tool.name, outcome: result.outcome, reported: true };
@@ -147,12 +157,18 @@ async function reportKeyOf(
   }
 }
 
-/** Runs the call here by the same rules its owner would: recovery first for a call that may have run. */
+/**
+ * Runs the call here by the same rules its owner would: recovery first for a call that may have run. Returns
+ * undefined for an unsafe call stopped while it ran (at 80% of its lease, or its `confirm` threw): it may
+ * have taken effect, and reporting that as an error would invite the model to call it again; unreported,
+ * the call goes back to waiting at its lease's end, marked as possibly run, and is confirmed by its
+ * operation id (or ends `interrupted`) by the next host that takes it.
+ */
 async function run(
   call: PlacedCall,
   tool: ToolDefinition<unknown>,
   signal: AbortSignal,
-): Promise<{ outcome: "ok" | "error" | "interrupted"; output: Json; via: ExecutedVia }> {
+): Promise<{ outcome: ReportedOutcome; output: Json; via: ExecutedVia } | undefined> {
   const args = tool.input.safeParse(call.arguments);
   if (!args.success || !tool.execute)
     return {
@@ -172,10 +188,13 @@ async function run(
         via: "unknown",
       }),
     });
-    return result as { outcome: "ok" | "error" | "interrupted"; output: Json; via: ExecutedVia };
+    return result as { outcome: ReportedOutcome; output: Json; via: ExecutedVia };
   } catch (error) {
-    // Stopped at its lease's end: reported as the error it is (the owner refuses it if the lease is over).
-    return { outcome: "error", output: { error: (error as Error).message ?? String(error) }, via: "run" };
+    if (call.replay === "unsafe" || tool.replay === "unsafe") return undefined;
+    // A replay-safe call stopped at its lease's end: an error the model may simply retry (the owner refuses
+    // the report if the lease is already over, and the call then follows its replay rules).
+    const why = (error as Error).message ?? String(error);
+    return { outcome: "error", output: { error: `${why}; it is safe to call again` }, via: "run" };
   }
 }
 

@@ -11,8 +11,8 @@ import type { ToolOutcome } from "./tool-finish.ts";
 export type AnsweringContext = Pick<PhaseContext, "task" | "child" | "appendEntry">;
 
 /**
- * Tool calls of the previous round whose task ended without writing a result (it failed: its result was
- * too large to store, it hit the restart limit; or it was cancelled) get a result now, committed with this
+ * Tool calls of the previous round whose task ended without writing a result (it failed: its result could
+ * not be stored, it hit the restart limit; or it was cancelled) get a result now, committed with this
  * phase's transition: every call the model made is answered in the context it sees next.
  */
 export function answerEndedCalls(
@@ -117,8 +117,10 @@ function endedWithout(
           outcome: open,
           why: `it ran, but what it returned is too large to store (${message}); ${unsure}`,
         };
-      if (code === "restart-limit" && started) return { outcome: open, why: `${message}; ${unsure}` };
-      return { outcome: started ? "error" : "not-run", why: message };
+      // Any other failure once its work may have begun (its output could not be stored, the restart limit,
+      // a phase that threw while it ran): what it did is open, never an error to be repeated blindly.
+      if (started) return { outcome: open, why: `${message}; ${unsure}` };
+      return { outcome: "not-run", why: message };
     }
     case "cancelled":
       return started

@@ -4,7 +4,7 @@
  * wherever the tool ran (the owner, or an executor that reported it back).
  */
 import type { EntryContent, Json } from "../records/schemas.ts";
-import { utf8Length } from "../records/schemas.ts";
+import { findNonJson, utf8Length } from "../records/schemas.ts";
 import type { Transition } from "../tasks/define-task.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 
@@ -25,8 +25,8 @@ export const RESULT_INLINE_MAX_OUTPUT = 4096;
  * How a tool call ended, as the model and the views see it: `ok`; `error` (the tool said so, or the call
  * was refused before it ran); `interrupted` (cut off by a crash, unsafe to re-run, no way to confirm);
  * `not-run` (it never took effect: it never started, or `confirm` said it did not happen); `unknown` (it was
- * cut off again and again and nothing could confirm whether it took effect); `rejected` (a person declined
- * the call it asked approval for: it never ran).
+ * cut off again and again and nothing could confirm whether it took effect, or it ran and what it returned
+ * could not be stored); `rejected` (a person declined the call it asked approval for: it never ran).
  */
 export type ToolOutcome = "ok" | "error" | "interrupted" | "not-run" | "unknown" | "rejected";
 
@@ -80,7 +80,8 @@ export interface CallRun {
  * is confirmed by its operation id, or re-run when both the call and the tool are replay-safe, or ends
  * interrupted; then the tool runs under the intent's operation id. A tool that throws is an `error` result
  * the model can act on; an aborted run rethrows — but one stopped before its effect gate let it start is
- * `not-run`.
+ * `not-run`, and an unsafe call stopped before it starts (its cancel is committed: the phase began aborted)
+ * is only confirmed, never started again. What the tool returns is stored as JSON (see {@link storedResult}).
  */
 export async function runByRules(
   tool: ToolDefinition<unknown>,
@@ -91,7 +92,8 @@ export async function runByRules(
 ): Promise<ToolResult> {
   const recovery = recovering ? recoveryOf(intent, tool) : undefined;
   if (recovery === "interrupted") return run.interrupted();
-  if (intent.replay === "unsafe" || tool.replay === "unsafe") {
+  const unsafe = intent.replay === "unsafe" || tool.replay === "unsafe";
+  if (unsafe) {
     try {
       await run.beforeEffect?.();
     } catch (error) {
@@ -104,8 +106,12 @@ export async function runByRules(
   }
   if (recovery === "confirm") {
     const found = await tool.confirm?.(intent.operationId, args);
-    if (found !== undefined) return { outcome: "ok", output: found, via: "confirm" };
+    if (found !== undefined)
+      return storedResult({ outcome: "ok", output: found, via: "confirm" }, tool, intent);
   }
+  // Stopped (its cancel committed, or an executor's lease ended) before an unsafe call started again: no
+  // new effect starts, even for a tool that would ignore its signal. It did not happen (`confirm` said so).
+  if (unsafe && run.signal.aborted) return notStartedAfterStop(tool, recovery === "confirm", run.signal);
   // After a confirmation that found nothing, the call runs under the same operation id: say so.
   const via = recovery === "confirm" ? "run-after-confirm" : recovering ? "replay" : "run";
   try {
@@ -117,11 +123,62 @@ export async function runByRules(
       },
       reportProgress: run.reportProgress ?? (() => undefined),
     });
-    return { outcome: "ok", output, via };
+    return storedResult({ outcome: "ok", output, via }, tool, intent);
   } catch (error) {
     if (run.signal.aborted) throw error;
     return { outcome: "error", output: { error: (error as Error).message ?? String(error) }, via };
   }
+}
+
+function notStartedAfterStop(tool: ToolDefinition<unknown>, confirmed: boolean, signal: AbortSignal) {
+  const reason = (signal.reason as Error | undefined)?.message ?? String(signal.reason);
+  const before = confirmed
+    ? `confirmed by operation id not to have happened, and stopped before it ran again`
+    : "stopped before it ran";
+  return {
+    outcome: "not-run",
+    output: { error: `${tool.name} was not run: ${before} (${reason})` },
+    via: confirmed ? "confirm" : "run",
+  } satisfies ToolResult;
+}
+
+/**
+ * A result whose output is what a record can hold: the JSON its output stands for (`JSON.stringify`
+ * semantics: an `undefined` field is dropped, a Date becomes its ISO string, NaN becomes null; a tool that
+ * returns nothing returns null). Output JSON cannot hold (a BigInt, a cycle, a lone surrogate, a function)
+ * never makes a call that ran look like one that failed: an unsafe call is `unknown` (it ran, and may have
+ * taken effect), a replay-safe one an `error` that says it is safe to call again.
+ */
+export function storedResult(
+  result: { readonly outcome: ToolOutcome; readonly output: unknown; readonly via: ToolResult["via"] },
+  tool: Pick<ToolDefinition<unknown>, "name" | "replay">,
+  intent: Pick<Intent, "replay">,
+): ToolResult {
+  const stored = toStoredJson(result.output);
+  if ("json" in stored) return { ...result, output: stored.json };
+  const why = `${tool.name} ran, but its output could not be stored (${stored.why})`;
+  if (intent.replay === "unsafe" || tool.replay === "unsafe")
+    return {
+      outcome: "unknown",
+      output: { error: `${why}: it may have taken effect: do not call it again without checking` },
+      via: result.via,
+    };
+  return { outcome: "error", output: { error: `${why}; it is safe to call again` }, via: result.via };
+}
+
+function toStoredJson(value: unknown): { json: Json } | { why: string } {
+  if (value === undefined) return { json: null };
+  if (findNonJson(value) === undefined) return { json: value as Json };
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (error) {
+    return { why: (error as Error).message ?? String(error) };
+  }
+  if (text === undefined) return { why: `it returned a ${typeof value}, not a JSON value` };
+  const json = JSON.parse(text) as Json;
+  const bad = findNonJson(json);
+  return bad === undefined ? { json } : { why: bad };
 }
 
 export const progressDocumentId = (taskId: string) => `tool-progress:${taskId}`;

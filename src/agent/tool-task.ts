@@ -23,6 +23,7 @@ import {
   progressDocumentId,
   recoveryOf,
   runByRules,
+  storedResult,
   TOOL_PROGRESS_DOCUMENT,
 } from "./tool-finish.ts";
 
@@ -296,7 +297,8 @@ async function settle(
   if (tool?.confirm && args?.success) {
     try {
       const found = await tool.confirm(intent.operationId, args.data);
-      if (found !== undefined) return finish(ctx, { outcome: "ok", output: found, via: "confirm" });
+      const confirmed = { outcome: "ok", output: found, via: "confirm" } as const;
+      if (found !== undefined) return finish(ctx, storedResult(confirmed, tool, intent));
       return finish(ctx, {
         outcome: "not-run",
         output: { error: `${name} did not take effect (confirmed by operation id): ${stopped} running` },

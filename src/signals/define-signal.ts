@@ -74,7 +74,7 @@ export const RunOnSchema = compiled(
 export const CallReportSchema = compiled(
   z.object({
     executor: ExecutorName,
-    outcome: z.enum(["ok", "error", "interrupted"]),
+    outcome: z.enum(["ok", "error", "interrupted", "not-run", "unknown"]),
     output: JsonSchema,
     via: z.enum(["run", "replay", "confirm", "run-after-confirm", "unknown"]),
   }),

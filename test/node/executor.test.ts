@@ -18,6 +18,7 @@ import {
   edgeExecutorTarget,
   executePlacedCalls,
   InvalidArgumentError,
+  type Json,
   ManualClock,
   ManualTimers,
   memoryStorage,
@@ -231,6 +232,101 @@ describe("tool calls run by an executor that does not own the session", () => {
     expect(call?.state).toMatchObject({
       result: { via: "confirm", executor: "tab-2", output: { confirmed: true } },
     });
+    await edge.close();
+  });
+
+  it("an unsafe call stopped at 80% of its lease after it ran is not reported as an error: the next executor confirms it", async () => {
+    const world = { signed: [] as string[], ranAt: [] as string[] };
+    const clock = new ManualClock(1_000);
+    const timers = new ManualTimers(clock);
+    const edge = await openSession({
+      id: "stopped",
+      storage: memoryStorage(),
+      registry: signing(world, "edge").registry,
+      host: "edge",
+      clock,
+      timers,
+    });
+    await edge.resume();
+    const submission = await edge.submit({ requestId: "r1", conversationId: "main", input: "Sign it" });
+    await settle();
+    // The tab signs, then waits for the provider's receipt, honouring its signal.
+    const { sign: confirming } = signing(world, "tab-2");
+    const slow: ToolDefinition<unknown> = {
+      ...confirming,
+      execute: (_args, { operationId, signal }) => {
+        world.ranAt.push("tab-1");
+        world.signed.push(operationId);
+        return new Promise((_resolve, reject) =>
+          signal.addEventListener("abort", () => reject(signal.reason)),
+        );
+      },
+    };
+    const tabTimers = new ManualTimers(new ManualClock(0));
+    const executing = executePlacedCalls(targetOf(edge), {
+      host: "browser",
+      executor: "tab-1",
+      tools: [slow],
+      leaseMs: 5_000,
+      timers: tabTimers,
+    });
+    for (let i = 0; i < 50 && world.signed.length === 0; i++) {
+      await settle();
+      tabTimers.advance(20);
+    }
+    expect(world.signed).toHaveLength(1);
+    tabTimers.advance(4_000); // 80% of its lease: the tool is asked to stop, after its effect
+    expect(await executing).toEqual([
+      expect.objectContaining({ tool: "sign_document", outcome: "interrupted", reported: false }),
+    ]);
+    await settle();
+    // Nothing was applied: the call still waits for tab-1's report, as long as the owner's lease runs.
+    expect(edge.pending().map((p) => p.key.split(":")[0])).toEqual(["done"]);
+    expect(edge.view().conversations[0]?.entries.some((e) => e.content.kind === "tool-result")).toBe(false);
+
+    // Its lease ends: the call waits again as possibly run, and the next tab confirms instead of signing.
+    timers.advance(5_001);
+    await settle();
+    expect(edge.pending()[0]?.about).toMatchObject({ recovering: true });
+    const executed = await executePlacedCalls(targetOf(edge), {
+      host: "browser",
+      executor: "tab-2",
+      tools: [confirming],
+    });
+    expect(executed).toEqual([expect.objectContaining({ outcome: "ok", reported: true })]);
+    const ended = await edge.wait(submission.id);
+    expect((ended.result as { text?: string }).text).toContain('"outcome":"ok"');
+    expect(world.ranAt).toEqual(["tab-1"]); // signed once, never again
+    const call = edge.view().tasks.find((t) => t.kind === "agent.tool");
+    expect(call?.state).toMatchObject({ result: { outcome: "ok", via: "confirm", executor: "tab-2" } });
+    await edge.close();
+  });
+
+  it("reports an unsafe call whose output JSON cannot hold as unknown (it ran), which the owner applies", async () => {
+    const world = { signed: [] as string[], ranAt: [] as string[] };
+    const edge = await openSession({
+      id: "unstorable",
+      storage: memoryStorage(),
+      registry: signing(world, "edge").registry,
+      host: "edge",
+    });
+    await edge.resume();
+    const submission = await edge.submit({ requestId: "r1", conversationId: "main", input: "Sign it" });
+    await edge.whenIdle();
+    const { sign } = signing(world, "tab");
+    const odd: ToolDefinition<unknown> = {
+      ...sign,
+      execute: () => ({ signature: 1n }) as unknown as Json,
+    };
+    const executed = await executePlacedCalls(targetOf(edge), {
+      host: "browser",
+      executor: "tab-1",
+      tools: [odd],
+    });
+    expect(executed).toEqual([expect.objectContaining({ outcome: "unknown", reported: true })]);
+    const ended = await edge.wait(submission.id);
+    expect((ended.result as { text?: string }).text).toContain('"outcome":"unknown"');
+    expect((ended.result as { text?: string }).text).toContain("ran, but its output could not be stored");
     await edge.close();
   });
 
