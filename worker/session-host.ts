@@ -7,7 +7,6 @@ import {
   type ChangeListener,
   type CommitRecord,
   indexedDbStorage,
-  isSubmissionFinished,
   type Json,
   KernelError,
   type LinkedSession,
@@ -200,12 +199,28 @@ export class BrowserSessionHost {
     return dropping;
   }
 
-  /** Resolves when the Submission has ended, whichever tab drives it. */
-  wait(submissionId: string): Promise<Submission> {
-    return this.watch.observe((session) => {
-      const submission = session.submission(submissionId);
-      return submission && isSubmissionFinished(submission) ? submission : undefined;
-    });
+  /**
+   * Resolves when the Submission has ended, whichever tab drives it: the kernel's own `wait` on the session
+   * this tab has open (one that left memory is read from storage, also when it left in the commit that ended
+   * it; an unknown id rejects with InvalidArgumentError), asked again of the next session when a role change
+   * closes this one.
+   */
+  async wait(submissionId: string): Promise<Submission> {
+    for (;;) {
+      const session = this.current ?? (await this.watch.observe((open) => open));
+      try {
+        // A follower's copy may not have adopted the commit that created it yet: an id is unknown only once
+        // the store does not have it either. (Not a linked copy, which a tab may be rebuilding from its edge.)
+        if (this.role === "follower" && !this.options.link && !session.submission(submissionId))
+          await session.refresh().catch(() => undefined);
+        return await session.wait(submissionId);
+      } catch (error) {
+        if (this.isClosed) throw new SessionClosedError(this.options.sessionId);
+        // Closed by a role change (a demotion, a reopened copy): wait on the session that replaces it.
+        if (session.status !== "closed") throw error;
+        await this.watch.observe((open) => (open !== session ? open : undefined));
+      }
+    }
   }
 
   /** Every committed change after `fromVersion`, in order, across role changes of this tab. */
