@@ -73,7 +73,7 @@ export class BrowserSessionHost {
   private drainRetry: ReturnType<typeof setTimeout> | undefined;
   /** Drains that failed in a row: each waits twice as long as the one before (at most a minute). */
   private drainFailures = 0;
-  private readonly leadership: Leadership;
+  private leadership: Leadership;
   private linked: LinkedSession | undefined;
   private readonly edgeFollowing: EdgeFollowing;
   private takeBackAsked = false;
@@ -95,22 +95,42 @@ export class BrowserSessionHost {
       queue: (row) => this.inbox.queue(row),
     });
     this.channel.onmessage = (event: MessageEvent<Message>) => void this.onMessage(event.data);
-    this.leadership = requestLeadership(`durable-agent:${options.database}:${options.sessionId}`, {
-      ...(options.steal !== undefined && { steal: options.steal }),
-    });
+    this.leadership = this.requestLock(options.steal);
+  }
+
+  /** Asks for the session's Web Lock (`steal`: taken from the tab that holds it). */
+  private requestLock(steal?: boolean): Leadership {
+    const name = `durable-agent:${this.options.database}:${this.options.sessionId}`;
+    return requestLeadership(name, { ...(steal !== undefined && { steal }) });
   }
 
   /** Starts following the session, and leading it as soon as this tab gets the lock. */
   static async start(options: BrowserSessionHostOptions): Promise<BrowserSessionHost> {
     const host = new BrowserSessionHost(options);
     await host.follow();
-    // A failure to lead is the caller's of `whenLeader()`; one after `close()` concerns nobody.
-    host.leading = host.leadership.acquired.then(() => host.lead());
-    void host.leading.catch((error: unknown) => {
-      if (!host.isClosed) throw error;
-    });
-    void host.leadership.lost.then(() => host.demote());
+    host.contend(host.leadership);
     return host;
+  }
+
+  /**
+   * Leads once `leadership` holds the lock and follows when it is lost. A lock stolen by another tab (a
+   * frozen leader's recovery) is asked for again at once: when the stealing tab closes, this one leads, and
+   * the inputs followers queue meanwhile are taken.
+   */
+  private contend(leadership: Leadership): void {
+    this.leadership = leadership;
+    // A failure to lead is the caller's of `whenLeader()`; one after `close()` concerns nobody.
+    this.leading = leadership.acquired.then(() => this.lead());
+    void this.leading.catch((error: unknown) => {
+      if (!this.isClosed) throw error;
+    });
+    void leadership.lost.then(async () => {
+      try {
+        await this.demote();
+      } finally {
+        if (!this.isClosed) this.contend(this.requestLock());
+      }
+    });
   }
 
   get isLeader(): boolean {
@@ -361,8 +381,9 @@ export class BrowserSessionHost {
     const writer = await this.openWriter();
     if (!writer) return; // a linked session whose claim was refused: this tab keeps following its copy
     await this.options.onLead?.(writer);
-    // Closed while the writer opened: it never leads (and its lock is released already).
-    if (this.isClosed) return writer.close();
+    // Closed while the writer opened: it never leads (and its lock is released already). Nor does a tab
+    // whose lock another tab stole meanwhile (it asks for the lock again).
+    if (this.isClosed || !this.leadership.isLeader) return writer.close();
     this.role = "leader";
     this.replace(writer);
     writer.subscribe(writer.version, (change: CommitRecord) => this.announce(change.version));

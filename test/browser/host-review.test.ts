@@ -114,3 +114,19 @@ describe("browser host: waits", () => {
     await b.close();
   });
 });
+
+describe("browser host: leadership", () => {
+  it("leads again once the tab that stole its lock closes, and takes the input it queued while nobody led", async () => {
+    const n = names();
+    const a = await start(n);
+    await a.whenLeader();
+    const thief = await start(n, { steal: true });
+    await thief.whenLeader();
+    expect(await until(() => !a.isLeader)).toBe(true);
+    await thief.close();
+    const queued = await a.submit({ requestId: "after", conversationId: "main", input: "after" });
+    expect((await a.wait(queued.id)).status).toBe("succeeded");
+    expect(a.isLeader).toBe(true);
+    await a.close();
+  });
+});
