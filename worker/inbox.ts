@@ -6,6 +6,7 @@
  */
 import { type IDBPDatabase, openDB } from "idb";
 import type { Json, LocalInput, Session, SubmitInput } from "../src/index.ts";
+import { toStorageError } from "../src/storage/indexeddb-requests.ts";
 
 const STORE = "inbox";
 
@@ -91,34 +92,58 @@ export class DurableInbox {
   constructor(private readonly name: string) {}
 
   private db(): Promise<IDBPDatabase> {
-    this.database ??= openDB(this.name, 1, {
+    if (this.database !== undefined) return this.database;
+    const opening = openDB(this.name, 1, {
       upgrade(db) {
         if (!db.objectStoreNames.contains(STORE)) db.createObjectStore(STORE);
       },
     });
-    return this.database;
+    this.database = opening;
+    // A failed open (a full disk, a blocked upgrade) is tried again by the next call, not kept.
+    opening.catch(() => {
+      if (this.database === opening) this.database = undefined;
+    });
+    return opening;
   }
 
-  /** Stores an input durably; resolves once the browser confirmed the write. */
-  async put(sessionId: string, row: InboxRow): Promise<void> {
-    const db = await this.db();
-    const tx = db.transaction(STORE, "readwrite", { durability: "strict" });
-    const stored: InboxRow & Queued = { ...row, queuedAt: Date.now(), queuedSeq: queuedSeq++ };
-    await Promise.all([tx.store.put(stored, [sessionId, inboxRowId(row)]), tx.done]);
+  /**
+   * Stores an input durably; resolves once the browser confirmed the write. Fails as the session's store
+   * does: a StorageError `quota-exceeded` (a full disk), `storage-closed` or `storage-failed`.
+   */
+  put(sessionId: string, row: InboxRow): Promise<void> {
+    return this.stored("cannot queue the input in the inbox", async (db) => {
+      const tx = db.transaction(STORE, "readwrite", { durability: "strict" });
+      const stored: InboxRow & Queued = { ...row, queuedAt: Date.now(), queuedSeq: queuedSeq++ };
+      await Promise.all([tx.store.put(stored, [sessionId, inboxRowId(row)]), tx.done]);
+    });
   }
 
   /** Inputs waiting for a session's leader, in the order they were queued (rows of older versions first). */
-  async pending(sessionId: string): Promise<InboxRow[]> {
-    const db = await this.db();
-    const stored = (await db.getAll(STORE, IDBKeyRange.bound([sessionId], [sessionId, []]))) as (InboxRow &
-      Queued)[];
-    stored.sort((a, b) => (a.queuedAt ?? 0) - (b.queuedAt ?? 0) || (a.queuedSeq ?? 0) - (b.queuedSeq ?? 0));
-    return stored.map(({ queuedAt: _at, queuedSeq: _seq, ...row }) => row as InboxRow);
+  pending(sessionId: string): Promise<InboxRow[]> {
+    return this.stored("cannot read the inbox", async (db) => {
+      const range = IDBKeyRange.bound([sessionId], [sessionId, []]);
+      const stored = (await db.getAll(STORE, range)) as (InboxRow & Queued)[];
+      stored.sort((a, b) => (a.queuedAt ?? 0) - (b.queuedAt ?? 0) || (a.queuedSeq ?? 0) - (b.queuedSeq ?? 0));
+      return stored.map(({ queuedAt: _at, queuedSeq: _seq, ...row }) => row as InboxRow);
+    });
   }
 
-  async remove(sessionId: string, row: InboxRow): Promise<void> {
-    const db = await this.db();
-    await db.delete(STORE, [sessionId, inboxRowId(row)]);
+  remove(sessionId: string, row: InboxRow): Promise<void> {
+    return this.stored("cannot remove an input from the inbox", async (db) => {
+      await db.delete(STORE, [sessionId, inboxRowId(row)]);
+    });
+  }
+
+  /**
+   * Runs `use` on the open database; an IndexedDB failure becomes the StorageError the session's store
+   * would throw (its callers, and the drain that tells a passing failure from a refusal, expect those).
+   */
+  private async stored<T>(context: string, use: (db: IDBPDatabase) => Promise<T>): Promise<T> {
+    try {
+      return await use(await this.db());
+    } catch (error) {
+      throw toStorageError(error, context);
+    }
   }
 
   async close(): Promise<void> {

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createRegistry, defineTask, InvalidArgumentError } from "../../src/index.ts";
+import { createRegistry, defineTask, InvalidArgumentError, StorageError } from "../../src/index.ts";
 import { BrowserSessionHost } from "../../worker/index.ts";
 
 /** "slow" echoes wait here until the test lets them finish. */
@@ -127,6 +127,32 @@ describe("browser host: leadership", () => {
     const queued = await a.submit({ requestId: "after", conversationId: "main", input: "after" });
     expect((await a.wait(queued.id)).status).toBe("succeeded");
     expect(a.isLeader).toBe(true);
+    await a.close();
+  });
+});
+
+describe("browser host: a follower's inbox", () => {
+  it("refuses a follower's input a full disk cannot queue with the store's StorageError, and takes it once space frees", async () => {
+    const n = names();
+    const a = await start(n);
+    await a.whenLeader();
+    const b = await start(n);
+    await until(() => b.session !== undefined);
+    const put = IDBObjectStore.prototype.put;
+    IDBObjectStore.prototype.put = () => {
+      throw new DOMException("The quota has been exceeded.", "QuotaExceededError");
+    };
+    try {
+      const input = { requestId: "full", conversationId: "main", input: "x" };
+      const refused = await b.submit(input).catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(StorageError);
+      expect(refused).toMatchObject({ code: "quota-exceeded" });
+    } finally {
+      IDBObjectStore.prototype.put = put;
+    }
+    const taken = await b.submit({ requestId: "full", conversationId: "main", input: "x" });
+    expect((await b.wait(taken.id)).status).toBe("succeeded");
+    await b.close();
     await a.close();
   });
 });
