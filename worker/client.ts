@@ -1,6 +1,6 @@
 /**
  * The page side: a typed client for a session worker. Listeners passed to `subscribe` are proxied into the
- * worker and released when unsubscribed; errors arrive as KernelErrors with their original name and code.
+ * worker and released when unsubscribed; errors arrive as the kernel's class thrown, with its fields.
  *
  * @example
  * const client = connectSessionWorker(new Worker(new URL("./session.worker.ts", import.meta.url), { type: "module" }));
@@ -8,8 +8,8 @@
  * const stop = await client.subscribe(0, (change) => render(change));
  */
 import * as Comlink from "comlink";
-import { deserializeError, type SerializedError } from "../src/errors.ts";
 import type { ChangeListener, CommitRecord, Preview } from "../src/index.ts";
+import { fromWireError, type WireError } from "./error-wire.ts";
 import { installErrorTransfer, type PreviewItem, type SessionWorkerApi } from "./protocol.ts";
 
 /** The worker's API as the page uses it: a subscription is stopped by the function `subscribe` resolves with. */
@@ -41,7 +41,7 @@ export function connectSessionWorker(endpoint: Comlink.Endpoint): SessionWorkerC
       const id = await remote.subscribe(
         fromVersion,
         Comlink.proxy(deliver),
-        onError && Comlink.proxy((wire: SerializedError) => onError(deserializeError(wire))),
+        onError && Comlink.proxy((wire: WireError) => onError(fromWireError(wire))),
         onPreview !== undefined,
       );
       return () => remote.unsubscribe(id);

@@ -8,7 +8,7 @@
  * exposeSessionWorker({ database: "my-app", sessionId: "support-42", registry: () => createRegistry({ ...agent }) });
  */
 import * as Comlink from "comlink";
-import { type SerializedError, serializeError } from "../src/errors.ts";
+import { toWireError, type WireError } from "./error-wire.ts";
 import type { BrowserSessionHostOptions } from "./host-options.ts";
 import { installErrorTransfer, type SessionWorkerApi } from "./protocol.ts";
 import { BrowserSessionHost } from "./session-host.ts";
@@ -28,12 +28,7 @@ export function exposeSessionWorker(
     wait: async (submissionId) => (await starting).wait(submissionId),
     submissionForRequest: async (requestId) => (await starting).session?.readSubmissionForRequest(requestId),
     view: async (options) => (await starting).session?.view(options),
-    async subscribe(
-      fromVersion,
-      listener,
-      onError?: (error: SerializedError) => void,
-      withPreviews?: boolean,
-    ) {
+    async subscribe(fromVersion, listener, onError?: (error: WireError) => void, withPreviews?: boolean) {
       const host = await starting;
       const id = nextId++;
       const remote = listener as typeof listener & { [Comlink.releaseProxy]?: () => void };
@@ -41,9 +36,8 @@ export function exposeSessionWorker(
       const stop = host.subscribe(
         fromVersion,
         (change) => void remote(change),
-        // Sent in the kernel's error wire format: the page rebuilds the typed error (name, code, fields).
-        onError &&
-          ((error) => void (onError as unknown as (wire: SerializedError) => void)(serializeError(error))),
+        // Sent in the error wire format: the page rebuilds the typed error (name, code, fields).
+        onError && ((error) => void (onError as unknown as (wire: WireError) => void)(toWireError(error))),
         withPreviews ? (preview) => void remote({ preview }) : undefined,
       );
       subscriptions.set(id, () => {

@@ -3,15 +3,8 @@
  * hears when the leader refuses one for good; as the leader it drains the inbox — one drain at a time, so
  * no row is taken twice — and tells every tab waiting for a row it can never accept why, this tab included.
  */
-import {
-  deserializeError,
-  InvalidArgumentError,
-  KernelError,
-  type SerializedError,
-  type Session,
-  SignalRefusedError,
-  serializeError,
-} from "../src/index.ts";
+import { InvalidArgumentError, KernelError, type Session, SignalRefusedError } from "../src/index.ts";
+import { fromWireError, toWireError, type WireError } from "./error-wire.ts";
 import { acceptInboxRow, DurableInbox, type InboxRow, inboxRowId, isInboxSignal } from "./inbox.ts";
 
 /** What the relay says between the tabs of a session. */
@@ -19,7 +12,7 @@ export type InboxMessage =
   /** A follower queued an input: the leader drains. */
   | { type: "inbox" }
   /** The leader dropped the row `row` (`inboxRowId`) for good; `key` names a signal's key. */
-  | { type: "refused"; row: string; error: SerializedError; key?: string };
+  | { type: "refused"; row: string; error: WireError; key?: string };
 
 /**
  * Why a queued input is refused for good at once. Any other kernel error (a full disk, a closed store, a
@@ -153,7 +146,7 @@ export class InboxRelay {
         const refused: InboxMessage = {
           type: "refused",
           row: id,
-          error: serializeError(error),
+          error: toWireError(error),
           ...(isInboxSignal(row) && { key: row.signal.key }),
         };
         this.post(refused);
@@ -183,10 +176,16 @@ export class InboxRelay {
   }
 }
 
-/** The refusal as the class the caller would have got from the leader's session itself. */
-function revive(wire: SerializedError, key: string | undefined): Error {
+/**
+ * The refusal as the class the caller would have got from the leader's session itself, with its fields. A
+ * leader of an older version sends only the kernel's format, and a signal's key beside it.
+ */
+function revive(wire: WireError, key: string | undefined): Error {
+  const error = fromWireError(wire);
+  if (error instanceof SignalRefusedError && error.key !== undefined) return error;
   if (key !== undefined && SIGNAL_REFUSALS.has(wire.code))
     return new SignalRefusedError(wire.code as SignalRefusal, key, wire.message);
-  if (wire.code === "invalid-argument") return new InvalidArgumentError(wire.message);
-  return deserializeError(wire);
+  if (wire.code === "invalid-argument" && !(error instanceof InvalidArgumentError))
+    return new InvalidArgumentError(wire.message);
+  return error;
 }

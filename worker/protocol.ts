@@ -1,7 +1,7 @@
 /**
  * What crosses the worker boundary: the host API the page calls through comlink, and typed errors.
- * Errors travel as `{ name, code, message }` and are rebuilt on the page as KernelErrors with the same
- * name and code (comlink's own "throw" handler would flatten them to plain Errors).
+ * Errors travel as `{ name, code, message }` with their own fields and are rebuilt on the page as the
+ * class thrown (see `error-wire.ts`; comlink's own "throw" handler would flatten them to plain Errors).
  */
 import * as Comlink from "comlink";
 import type {
@@ -17,7 +17,7 @@ import type {
   SubmitInput,
   ViewOptions,
 } from "../src/index.ts";
-import { deserializeError, type SerializedError, serializeError } from "../src/index.ts";
+import { fromWireError, toWireError, type WireError } from "./error-wire.ts";
 
 /** A preview as a subscription delivers it next to committed changes (see `subscribe`). */
 export interface PreviewItem {
@@ -38,12 +38,12 @@ export interface SessionWorkerApi {
   view(options?: ViewOptions): Promise<SessionView | undefined>;
   /**
    * Delivers committed changes after `fromVersion`; resolves with an id for `unsubscribe`. `onError` hears
-   * why a subscription cannot go on (the history it needs was pruned), in the kernel's error wire format.
+   * why a subscription cannot go on (the history it needs was pruned), in the error wire format.
    */
   subscribe(
     fromVersion: number,
     listener: (item: CommitRecord | PreviewItem) => void,
-    onError?: (error: SerializedError) => void,
+    onError?: (error: WireError) => void,
     withPreviews?: boolean,
   ): Promise<number>;
   unsubscribe(id: number): void;
@@ -84,7 +84,7 @@ export type { CommitRecord };
 
 let installed = false;
 
-/** Makes thrown errors cross the boundary with their name and code. Idempotent; call on both sides. */
+/** Makes thrown errors cross the boundary as their class, with their fields. Idempotent; call on both sides. */
 export function installErrorTransfer(): void {
   if (installed) return;
   installed = true;
@@ -93,9 +93,9 @@ export function installErrorTransfer(): void {
   if (!original) return;
   Comlink.transferHandlers.set("throw", {
     canHandle: (value: unknown): value is { value: unknown } => original.canHandle(value),
-    serialize: ({ value }: { value: unknown }) => [{ error: serializeError(value) }, []],
+    serialize: ({ value }: { value: unknown }) => [{ error: toWireError(value) }, []],
     deserialize: (serialized: unknown) => {
-      throw deserializeError((serialized as { error: SerializedError }).error);
+      throw fromWireError((serialized as { error: WireError }).error);
     },
   } as Comlink.TransferHandler<unknown, unknown>);
 }

@@ -1,6 +1,13 @@
 /** The kernel in a real dedicated Web Worker in Chromium, driven from the page through the comlink client. */
 import { describe, expect, it } from "vitest";
-import { type CommitRecord, indexedDbStorage, openSession } from "../../src/index.ts";
+import {
+  type CommitRecord,
+  HistoryTruncatedError,
+  InvalidArgumentError,
+  indexedDbStorage,
+  openSession,
+  SignalRefusedError,
+} from "../../src/index.ts";
 import { connectSessionWorker } from "../../worker/index.ts";
 import { writeParkedWaitsForTest } from "../support/parked-seed.ts";
 
@@ -115,6 +122,8 @@ describe("session worker (comlink)", () => {
     );
     for (let i = 0; i < 200 && errors.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
     expect(errors.map((e) => e.name)).toEqual(["HistoryTruncatedError"]);
+    expect(errors[0]).toBeInstanceOf(HistoryTruncatedError);
+    expect(errors[0]).toMatchObject({ requestedAfter: 1 });
     await stop();
     await client.close();
     worker.terminate();
@@ -130,6 +139,30 @@ describe("session worker (comlink)", () => {
     expect((error as Error).message).toContain("requestId");
     await client.close();
     worker.terminate();
+  });
+
+  it("rebuilds errors on the page as the class thrown, with its fields, in the leader tab and a follower tab", async () => {
+    const db = `worker-${Math.random().toString(36).slice(2)}`;
+    const leader = startWorker(db, "s7");
+    for (let i = 0; i < 200 && (await leader.client.role()) !== "leader"; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    const follower = startWorker(db, "s7");
+    await follower.client.submit({ requestId: "r1", conversationId: "main", input: "x" }); // its copy exists
+    expect(await follower.client.role()).toBe("follower");
+    for (const { client } of [leader, follower]) {
+      const refused = await client.signal("nope:1", {}, { requestId: "z" }).catch((e: unknown) => e);
+      expect(refused).toBeInstanceOf(SignalRefusedError);
+      expect(refused).toMatchObject({ name: "SignalRefusedError", code: "unknown-signal", key: "nope:1" });
+      const invalid = await client
+        .submit({ requestId: "", conversationId: "main", input: "x" })
+        .catch((e: unknown) => e);
+      expect(invalid).toBeInstanceOf(InvalidArgumentError);
+      expect((invalid as InvalidArgumentError).issues.map((issue) => issue.path)).toContain("requestId");
+    }
+    await follower.client.close();
+    await leader.client.close();
+    follower.worker.terminate();
+    leader.worker.terminate();
   });
 
   it("releases listeners across the boundary when unsubscribed", async () => {
