@@ -50,12 +50,7 @@ export function exposeSessionWorker(
       subscriptions.get(id)?.();
       subscriptions.delete(id);
     },
-    async cancelSubmission(submissionId, reason) {
-      const host = await starting;
-      if (!host.isLeader || !host.session)
-        throw new Error("only the leader tab can cancel; retry on the leader");
-      return host.session.cancelSubmission(submissionId, reason);
-    },
+    cancelSubmission: async (submissionId, reason) => (await starting).cancelSubmission(submissionId, reason),
     async parkedWaits(options) {
       const session = (await starting).session;
       if (!session) return undefined;

@@ -36,16 +36,38 @@ export interface InboxDrop {
   readonly requestId: string;
 }
 
+/**
+ * A cancel of an accepted Submission (a follower tab's `cancelSubmission`): the leader cancels it as
+ * `session.cancelSubmission` does (one that has ended stays as it ended). Its `requestId`, like a drop's, is
+ * the row's id, which a tab of an older version that leads refuses under that id.
+ */
+export interface InboxCancel {
+  readonly cancel: { readonly submissionId: string; readonly reason?: string };
+  readonly requestId: string;
+}
+
+/** The inbox row that asks the leader to cancel the Submission `submissionId` (the kernel's reason if none). */
+export function inboxCancel(submissionId: string, reason?: string): InboxCancel {
+  return {
+    cancel: { submissionId, ...(reason !== undefined && { reason }) },
+    requestId: `cancel\u0000${submissionId}`,
+  };
+}
+
 /** The inbox row that asks the leader to drop the early signal of `key` accepted at `version`. */
 export function inboxDrop(key: string, version: number): InboxDrop {
   return { drop: { key, version }, requestId: `drop\u0000${key}\u0000${version}` };
 }
 
-/** One input waiting for the leader: a submission (maybe cancelled), a signal, or an early signal's drop. */
-export type InboxRow = SubmitInput | InboxSignal | InboxCancelled | InboxDrop;
+/**
+ * One input waiting for the leader: a submission (maybe cancelled), a signal, an early signal's drop, or a
+ * Submission's cancel.
+ */
+export type InboxRow = SubmitInput | InboxSignal | InboxCancelled | InboxDrop | InboxCancel;
 
 export const isInboxSignal = (row: InboxRow): row is InboxSignal => "signal" in row;
 export const isInboxDrop = (row: InboxRow): row is InboxDrop => "drop" in row;
+export const isInboxCancel = (row: InboxRow): row is InboxCancel => "cancel" in row;
 
 /** The inbox row that gives a rebuilt copy's kept input again. */
 export function inboxRowOf(input: LocalInput): InboxRow {
@@ -59,6 +81,8 @@ export function inboxRowOf(input: LocalInput): InboxRow {
 export async function acceptInboxRow(session: Session, row: InboxRow): Promise<void> {
   if (isInboxDrop(row)) {
     await session.dropEarlySignal(row.drop.key, { version: row.drop.version });
+  } else if (isInboxCancel(row)) {
+    await session.cancelSubmission(row.cancel.submissionId, row.cancel.reason);
   } else if (isInboxSignal(row)) {
     const { key, payload, requestId } = row.signal;
     await session.signal(key, payload, { requestId });
@@ -70,7 +94,7 @@ export async function acceptInboxRow(session: Session, row: InboxRow): Promise<v
 
 /** Its key in the store (a signal's or a drop's cannot collide with a requestId), and its name between tabs. */
 export function inboxRowId(row: InboxRow): string {
-  if (isInboxDrop(row)) return row.requestId;
+  if (isInboxDrop(row) || isInboxCancel(row)) return row.requestId;
   return isInboxSignal(row) ? `signal\u0000${row.signal.key}\u0000${row.signal.requestId}` : row.requestId;
 }
 

@@ -47,7 +47,11 @@ export interface SessionWorkerApi {
     withPreviews?: boolean,
   ): Promise<number>;
   unsubscribe(id: number): void;
-  cancelSubmission(submissionId: string, reason?: string): Promise<Submission | undefined>;
+  /**
+   * Cancels a Submission (its task tree): from the leader at once, from a follower through the durable inbox,
+   * resolved once the leader committed the cancel. An unknown id rejects with InvalidArgumentError.
+   */
+  cancelSubmission(submissionId: string, reason?: string): Promise<Submission>;
   /**
    * Parked waits left in storage (not in `view().pending`): how many, and a page of them (`before`: the
    * `next` of the previous page), read from storage by the leader's session or a follower's read-only one.

@@ -6,7 +6,9 @@
 import {
   type ChangeListener,
   type CommitRecord,
+  InvalidArgumentError,
   indexedDbStorage,
+  isSubmissionFinished,
   type Json,
   KernelError,
   type LinkedSession,
@@ -28,7 +30,7 @@ import {
 } from "../src/index.ts";
 import { EdgeFollowing } from "./edge-follow.ts";
 import type { BrowserSessionHostOptions } from "./host-options.ts";
-import { type InboxRow, inboxDrop, inboxRowId } from "./inbox.ts";
+import { type InboxRow, inboxCancel, inboxDrop, inboxRowId } from "./inbox.ts";
 import { type InboxMessage, InboxRelay } from "./inbox-relay.ts";
 import { type Leadership, requestLeadership } from "./leadership.ts";
 import { SessionWatch } from "./session-watch.ts";
@@ -220,6 +222,38 @@ export class BrowserSessionHost {
   }
 
   /**
+   * Cancels a Submission's task tree (or the Submission itself when it has no task), as
+   * `session.cancelSubmission` does. The leader commits it; a follower refuses an id its copy and the store
+   * do not have, leaves the cancel in the durable inbox and resolves once the leader committed it (the
+   * Submission then, its task asked to stop, or as it ended if it ended first).
+   */
+  async cancelSubmission(submissionId: string, reason?: string): Promise<Submission> {
+    if (this.isClosed) throw new SessionClosedError(this.options.sessionId);
+    if (this.role === "leader" && this.current) return this.current.cancelSubmission(submissionId, reason);
+    const session = this.current;
+    if (!session) throw new SessionNotFoundError(this.options.sessionId);
+    await this.catchUp(session, submissionId);
+    const known = session.submission(submissionId) ?? (await session.readSubmission(submissionId));
+    if (!known) {
+      const problem = `submission ${submissionId} does not exist`;
+      throw new InvalidArgumentError(problem, [{ path: "submissionId", message: problem }]);
+    }
+    if (isSubmissionFinished(known)) return known; // cancelling it changes nothing, as on the leader
+    const row = inboxCancel(submissionId, reason);
+    return this.watch.cancelled(submissionId, { row: inboxRowId(row), queued: this.queue(row) });
+  }
+
+  /**
+   * A follower's copy that does not hold the Submission may not have adopted the commit that created it
+   * yet: it adopts what the store holds, so an id is unknown only once the store does not have it either.
+   * (Not a linked copy, which a tab may be rebuilding from its edge.)
+   */
+  private async catchUp(session: Session, submissionId: string): Promise<void> {
+    if (this.role === "follower" && !this.options.link && !session.submission(submissionId))
+      await session.refresh().catch(() => undefined);
+  }
+
+  /**
    * Resolves when the Submission has ended, whichever tab drives it: the kernel's own `wait` on the session
    * this tab has open (one that left memory is read from storage, also when it left in the commit that ended
    * it; an unknown id rejects with InvalidArgumentError), asked again of the next session when a role change
@@ -229,10 +263,7 @@ export class BrowserSessionHost {
     for (;;) {
       const session = this.current ?? (await this.watch.observe((open) => open));
       try {
-        // A follower's copy may not have adopted the commit that created it yet: an id is unknown only once
-        // the store does not have it either. (Not a linked copy, which a tab may be rebuilding from its edge.)
-        if (this.role === "follower" && !this.options.link && !session.submission(submissionId))
-          await session.refresh().catch(() => undefined);
+        await this.catchUp(session, submissionId);
         return await session.wait(submissionId);
       } catch (error) {
         if (this.isClosed) throw new SessionClosedError(this.options.sessionId);

@@ -9,6 +9,7 @@
 import {
   type ChangeListener,
   type CommitRecord,
+  isSubmissionFinished,
   type Json,
   receiptFor,
   type Session,
@@ -16,6 +17,7 @@ import {
   type SignalOptions,
   type SignalReceipt,
   SignalRefusedError,
+  type Submission,
 } from "../src/index.ts";
 import type { InboxRelay } from "./inbox-relay.ts";
 
@@ -110,6 +112,28 @@ export class SessionWatch {
         },
         () => undefined,
       );
+    });
+  }
+
+  /**
+   * Resolves once the session shows a cancel of the Submission committed: its task asked to stop, or the
+   * Submission ended (by the cancel, or before it came). Read from the session's state, not from a change:
+   * a cancel of a task already asked to stop commits nothing new. One that left memory has ended.
+   */
+  cancelled(submissionId: string, queued: QueuedRow): Promise<Submission> {
+    return this.until<Submission>(queued, (settle) => () => {
+      const session = this.tab.session;
+      if (!session) return;
+      const held = session.submission(submissionId);
+      if (!held) {
+        session.readSubmission(submissionId).then(
+          (stored) => stored && isSubmissionFinished(stored) && settle({ value: stored }),
+          () => undefined, // the next change or reopen reads again
+        );
+        return;
+      }
+      const task = held.taskId === undefined ? undefined : session.task(held.taskId);
+      if (isSubmissionFinished(held) || task?.cancelRequested !== undefined) settle({ value: held });
     });
   }
 

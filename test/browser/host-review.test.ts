@@ -8,7 +8,7 @@ import { z } from "zod";
 import { createRegistry, defineTask, InvalidArgumentError, StorageError } from "../../src/index.ts";
 import { BrowserSessionHost } from "../../worker/index.ts";
 
-/** "slow" echoes wait here until the test lets them finish. */
+/** "slow" echoes wait here until the test lets them finish; "forever" ones run until they are told to stop. */
 let gate: Promise<void> = Promise.resolve();
 const echo = defineTask({
   kind: "echo",
@@ -17,6 +17,10 @@ const echo = defineTask({
   phases: {
     run: async (ctx) => {
       if (ctx.input.text === "slow") await gate;
+      if (ctx.input.text === "forever")
+        await new Promise((_, reject) =>
+          ctx.signal.addEventListener("abort", () => reject(ctx.signal.reason)),
+        );
       return ctx.complete({ echoed: ctx.input.text });
     },
   },
@@ -93,6 +97,25 @@ describe("browser host: waits", () => {
     await expect(follower.wait("no-such-submission")).rejects.toBeInstanceOf(InvalidArgumentError);
     await follower.close();
     await reloaded.close();
+  });
+
+  it("cancels from a follower tab through the inbox: resolved once the cancel is committed, and the run ends cancelled", async () => {
+    const n = names();
+    const a = await start(n);
+    await a.whenLeader();
+    const run = await a.submit({ requestId: "run", conversationId: "main", input: "forever" });
+    const b = await start(n);
+    await until(() => b.session?.submission(run.id) !== undefined);
+    const cancelled = await b.cancelSubmission(run.id, "stopped in the second tab");
+    expect(cancelled.id).toBe(run.id);
+    // Committed by the leader by then, with this tab's reason.
+    expect(a.session?.task(run.taskId ?? "")?.cancelRequested).toBe("stopped in the second tab");
+    expect((await b.wait(run.id)).status).toBe("cancelled");
+    // Once it ended, a cancel changes nothing and answers with it as it ended; an unknown id is refused.
+    expect((await b.cancelSubmission(run.id)).status).toBe("cancelled");
+    await expect(b.cancelSubmission("no-such-submission")).rejects.toBeInstanceOf(InvalidArgumentError);
+    await b.close();
+    await a.close();
   });
 
   it("carries a wait across a role change: a follower's wait settles once it leads and the run ends", async () => {

@@ -165,6 +165,28 @@ describe("session worker (comlink)", () => {
     leader.worker.terminate();
   });
 
+  it("answers a cancel in a follower tab as the leader would, no longer refusing it for the tab's role", async () => {
+    const db = `worker-${Math.random().toString(36).slice(2)}`;
+    const leader = startWorker(db, "s8");
+    for (let i = 0; i < 200 && (await leader.client.role()) !== "leader"; i++)
+      await new Promise((r) => setTimeout(r, 10));
+    const follower = startWorker(db, "s8");
+    const sub = await follower.client.submit({ requestId: "r1", conversationId: "main", input: "x" });
+    expect(await follower.client.role()).toBe("follower");
+    await follower.client.wait(sub.id);
+    // Ended already: the cancel changes nothing and answers with it as it ended, as on the leader.
+    expect(await follower.client.cancelSubmission(sub.id, "stop")).toMatchObject({
+      id: sub.id,
+      status: "succeeded",
+    });
+    const unknown = await follower.client.cancelSubmission("no-such-submission").catch((e: unknown) => e);
+    expect(unknown).toBeInstanceOf(InvalidArgumentError);
+    await follower.client.close();
+    await leader.client.close();
+    follower.worker.terminate();
+    leader.worker.terminate();
+  });
+
   it("releases listeners across the boundary when unsubscribed", async () => {
     const db = `worker-${Math.random().toString(36).slice(2)}`;
     const { worker, client } = startWorker(db, "s3");
