@@ -162,7 +162,7 @@ export class BrowserSessionHost {
    * acknowledgement) and then observes the Submission the leader creates for it.
    */
   async submit(input: SubmitInput): Promise<Submission> {
-    if (this.role === "leader" && this.current) return this.current.submit(input);
+    if (this.role === "leader" && this.current) return (await this.writer()).submit(input);
     // Bad input is refused here, with the same typed error the leader would give, never queued.
     parseSubmitInput(input);
     // A repeat gets the first Submission, also one that left memory (the leader would commit nothing).
@@ -183,7 +183,7 @@ export class BrowserSessionHost {
     // A drop of the key's early signal this tab queued comes first: a repeat of that signal is then new.
     await this.drops.get(key)?.catch(() => undefined);
     if (this.isClosed) throw new SessionClosedError(this.options.sessionId);
-    if (this.role === "leader" && this.current) return this.current.signal(key, payload, options);
+    if (this.role === "leader" && this.current) return (await this.writer()).signal(key, payload, options);
     const session = this.current;
     if (!session) throw new SessionNotFoundError(this.options.sessionId);
     // An early signal this copy keeps may have been dropped already (another tab's drop, committed before
@@ -206,7 +206,7 @@ export class BrowserSessionHost {
    * it was dropped (by this drop, or by its `keepEarlyMs`), undefined when a wait took it before the drop came.
    */
   async dropEarlySignal(key: string): Promise<Signal | undefined> {
-    if (this.role === "leader" && this.current) return this.current.dropEarlySignal(key);
+    if (this.role === "leader" && this.current) return (await this.writer()).dropEarlySignal(key);
     const session = this.current;
     if (!session) throw new SessionNotFoundError(this.options.sessionId);
     const kept = session.earlySignals().find((signal) => signal.key === key);
@@ -229,7 +229,8 @@ export class BrowserSessionHost {
    */
   async cancelSubmission(submissionId: string, reason?: string): Promise<Submission> {
     if (this.isClosed) throw new SessionClosedError(this.options.sessionId);
-    if (this.role === "leader" && this.current) return this.current.cancelSubmission(submissionId, reason);
+    if (this.role === "leader" && this.current)
+      return (await this.writer()).cancelSubmission(submissionId, reason);
     const session = this.current;
     if (!session) throw new SessionNotFoundError(this.options.sessionId);
     await this.catchUp(session, submissionId);
@@ -482,6 +483,7 @@ export class BrowserSessionHost {
   private async drainInbox(): Promise<void> {
     const before = this.inbox.progress;
     try {
+      if (this.role === "leader") await this.writer();
       await this.inbox.drain(() => (this.role === "leader" ? this.current : undefined));
       this.drainFailures = 0;
     } catch {
@@ -493,6 +495,31 @@ export class BrowserSessionHost {
         void this.drainInbox();
       }, delay);
     }
+  }
+
+  /**
+   * The leading tab's session, opened again (a new owner epoch) when a storage failure stopped it — a full
+   * disk, a store that failed — so the tab leads on once storage takes writes: its own calls and its drains
+   * of the inbox ask for it. Throws the store's error while it still refuses (a drain is tried again later).
+   */
+  private async writer(): Promise<Session> {
+    const current = this.current as Session;
+    if (current.status !== "stopped") return current;
+    this.reopening ??= this.reopenWriter().finally(() => {
+      this.reopening = undefined;
+    });
+    await this.reopening;
+    return this.current as Session;
+  }
+  private reopening: Promise<void> | undefined;
+
+  private async reopenWriter(): Promise<void> {
+    const writer = await this.openWriter();
+    if (!writer) return;
+    if (this.isClosed || this.role !== "leader" || !this.leadership.isLeader) return writer.close();
+    this.replace(writer);
+    writer.subscribe(writer.version, (change: CommitRecord) => this.announce(change.version));
+    await writer.resume();
   }
 
   private replace(session: Session): void {

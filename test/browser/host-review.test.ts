@@ -5,7 +5,13 @@
  */
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createRegistry, defineTask, InvalidArgumentError, StorageError } from "../../src/index.ts";
+import {
+  createRegistry,
+  defineTask,
+  InvalidArgumentError,
+  indexedDbStorage,
+  StorageError,
+} from "../../src/index.ts";
 import { BrowserSessionHost } from "../../worker/index.ts";
 
 /** "slow" echoes wait here until the test lets them finish; "forever" ones run until they are told to stop. */
@@ -152,6 +158,45 @@ describe("browser host: leadership", () => {
     expect(a.isLeader).toBe(true);
     await a.close();
   });
+});
+
+describe("browser host: a full disk", () => {
+  it("leads on once space frees: the leader's own input and a follower's queued one are taken", async () => {
+    const n = names();
+    let full = false;
+    const a = await BrowserSessionHost.start({
+      ...n,
+      registry,
+      durability: "relaxed",
+      storage: (database: string) =>
+        indexedDbStorage(database, {
+          durability: "relaxed",
+          onWrite: () => {
+            if (full) throw new DOMException("The quota has been exceeded.", "QuotaExceededError");
+          },
+        }),
+    });
+    await a.whenLeader();
+    const first = await a.submit({ requestId: "r0", conversationId: "main", input: "fits" });
+    expect((await a.wait(first.id)).status).toBe("succeeded");
+    const b = await start(n);
+    await until(() => b.session !== undefined);
+    full = true;
+    await expect(a.submit({ requestId: "r1", conversationId: "main", input: "x" })).rejects.toMatchObject({
+      code: "quota-exceeded",
+    });
+    full = false; // space frees
+    // The follower's input is taken by the next drain (it reopens the stopped writer), the leader's own too.
+    const queued = await b.submit({ requestId: "r2", conversationId: "main", input: "after space freed" });
+    expect((await b.wait(queued.id)).status).toBe("succeeded");
+    const own = await a.submit({ requestId: "r3", conversationId: "main", input: "y" });
+    expect((await a.wait(own.id)).status).toBe("succeeded");
+    expect([a.isLeader, b.isLeader]).toEqual([true, false]);
+    // What was committed before the full disk is all there.
+    expect((await a.session?.readSubmissionForRequest("r0"))?.status).toBe("succeeded");
+    await b.close();
+    await a.close();
+  }, 30_000);
 });
 
 describe("browser host: a follower's inbox", () => {
