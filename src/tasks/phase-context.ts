@@ -153,7 +153,8 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
           ...(parent.submissionId !== undefined && { submissionId: parent.submissionId }),
           ...(parent.conversationId !== undefined && { conversationId: parent.conversationId }),
           ...(options.phase !== undefined && { phase: options.phase, data: options.data ?? null }),
-          ...(options.id !== undefined && { chosenId: true }),
+          // One scoped by its parent's id ("<parent>/…", as the agent's tool calls are) is unique already.
+          ...(options.id !== undefined && !options.id.startsWith(`${parent.id}/`) && { chosenId: true }),
         },
       }),
     );
