@@ -217,7 +217,8 @@ describe("session worker (comlink)", () => {
     const again = await client
       .submit({ requestId: "later", conversationId: "main", input: "x" })
       .catch((e: unknown) => e);
-    expect(again).toMatchObject({ code: "session-stopped" });
+    // The stopped session is opened again for the next call, and the full store refuses that too.
+    expect(again).toMatchObject({ name: "StorageError", code: "quota-exceeded" });
     await client.close();
     worker.terminate();
     // Reopened elsewhere, the session holds exactly what was committed before the quota ran out.
