@@ -6,6 +6,7 @@
 import {
   type ChangeListener,
   type CommitRecord,
+  HistoryTruncatedError,
   InvalidArgumentError,
   indexedDbStorage,
   isSubmissionFinished,
@@ -356,8 +357,19 @@ export class BrowserSessionHost {
   private async showCopy(reopen = false): Promise<void> {
     if (this.role !== "follower") return;
     if (reopen || !this.current) await this.follow();
-    else await this.current.refresh().catch(() => undefined);
+    else await this.refreshCopy(this.current);
     this.watch.notify();
+  }
+
+  /**
+   * Adopts what the store holds since the copy's version; a copy that lagged past the change log's pruning
+   * (a frozen tab) cannot catch up, so it is opened again (its subscribers were told: HistoryTruncatedError).
+   */
+  private async refreshCopy(session: Session): Promise<void> {
+    await session.refresh().catch(async (error: unknown) => {
+      if (error instanceof HistoryTruncatedError && this.role === "follower" && this.current === session)
+        await this.follow();
+    });
   }
 
   /** Claims the session back from the edge (after `handOff`, a fence, or a refused claim) and leads it. */
@@ -459,7 +471,7 @@ export class BrowserSessionHost {
       if (this.current) this.announce(this.current.version);
     } else if (message.type === "leader" && this.role === "follower") {
       this.channel.postMessage({ type: "follower" } satisfies Message);
-      await this.current?.refresh().catch(() => undefined);
+      if (this.current) await this.refreshCopy(this.current);
       this.watch.notify();
     } else if (message.type === "inbox" && this.role === "leader") {
       await this.drainInbox();

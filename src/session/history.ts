@@ -2,6 +2,7 @@
  * Reads of what a session holds in storage beyond memory: older entries, the change log, and settled work
  * that left the working set (DESIGN §9) — by id, by requestId, and by page. Memory answers first.
  */
+import { HistoryTruncatedError } from "../errors.ts";
 import type { CommitRecord, Entry, Signal, Submission, Task } from "../records/schemas.ts";
 import {
   CommitRecordSchema,
@@ -46,11 +47,18 @@ export class SessionHistory {
     return [...older, ...held.entries];
   }
 
-  /** Adopts, in order, the changes other writers committed after the state's version; returns how many. */
+  /**
+   * Adopts, in order, the changes other writers committed after the state's version; returns how many.
+   * Throws `HistoryTruncatedError` (after adopting what follows on) when the change log no longer holds the
+   * next change: pruned while this copy lagged, it can only be reloaded, never brought up to date.
+   */
   async adoptNewChanges(adopt: (change: CommitRecord) => void): Promise<number> {
     let adopted = 0;
     for (;;) {
-      const { changes } = await this.readChanges(this.state.version, CHANGE_PAGE);
+      const { changes, oldestRetained } = await this.readChanges(this.state.version, CHANGE_PAGE);
+      // Compared with the version now (a concurrent refresh may have adopted some meanwhile).
+      if (oldestRetained > this.state.version + 1)
+        throw new HistoryTruncatedError(this.state.version, oldestRetained);
       const next = changes.filter((c) => c.version > this.state.version);
       if (next.length === 0) return adopted;
       for (const change of next) {

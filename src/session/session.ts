@@ -4,7 +4,13 @@
  */
 import type { IdSource } from "../clock.ts";
 import { afterThisTick, randomIds, systemClock, systemTimers } from "../clock.ts";
-import { type KernelError, ReadOnlyError, SessionClosedError, SessionStoppedError } from "../errors.ts";
+import {
+  HistoryTruncatedError,
+  type KernelError,
+  ReadOnlyError,
+  SessionClosedError,
+  SessionStoppedError,
+} from "../errors.ts";
 import type { Json, Signal, Submission, Task } from "../records/schemas.ts";
 import { isTerminal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
@@ -300,13 +306,22 @@ export class Session extends SessionReads {
 
   /**
    * Read-only sessions: adopts the changes other writers committed since this session's version.
-   * Returns how many changes were adopted.
+   * Returns how many changes were adopted. Rejects with `HistoryTruncatedError` when the change log was
+   * pruned past this session's version (it lagged too far behind its writer): this session cannot catch
+   * up and its subscribers are ended with the same error — open the session again for a fresh view.
    */
   async refresh(): Promise<number> {
     const unusable = this.currentStatus === "open" ? undefined : this.unusable("refresh");
     if (unusable) throw unusable;
     if (this.mode !== "read") return 0;
-    return this.history.adoptNewChanges((commit) => this.adopt({ commit, documentValues: new Map() }));
+    try {
+      return await this.history.adoptNewChanges((commit) =>
+        this.adopt({ commit, documentValues: new Map() }),
+      );
+    } catch (error) {
+      if (error instanceof HistoryTruncatedError) this.subscriptions.end(error);
+      throw error;
+    }
   }
 
   /** Commits pending deferred changes now. */
