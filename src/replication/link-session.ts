@@ -87,7 +87,13 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
     changeLogFloor: () => link.acknowledged,
   });
   link.start(session);
-  await replayInputs(session, kept);
+  try {
+    await replayInputs(session, kept);
+  } catch (error) {
+    // Not handed to the caller: it must not go on leading (and pushing) unseen.
+    await link.close();
+    throw error;
+  }
   return link;
 }
 

@@ -7,7 +7,7 @@
  * history and then gives them again (idempotent: by requestId, a drop by the version that accepted its
  * signal), in their order.
  */
-import { ReplicationDivergedError } from "../errors.ts";
+import { DuplicateRequestError, ReplicationDivergedError } from "../errors.ts";
 import type { CommitRecord, Json, Submission } from "../records/schemas.ts";
 import { SubmissionSchema } from "../records/schemas.ts";
 import { validateRecord } from "../records/validate.ts";
@@ -169,12 +169,18 @@ export async function rebaseDiverged(
 
 /**
  * Gives the kept inputs again; one the session no longer takes (a wait that ended) is dropped, and a drop
- * of a signal no longer kept there (a wait took it) does nothing.
+ * of a signal no longer kept there (a wait took it) does nothing. A Submission whose requestId the other
+ * host accepted and its retention has since removed (finished: the requestId index refuses it) is not
+ * given again either — it is not new work, and the inputs after it must still be given.
  */
 export async function replayInputs(session: Session, inputs: readonly LocalInput[]): Promise<void> {
   for (const input of inputs) {
     if (input.kind === "submit")
-      await session.submit(input.input, input.cancelled === undefined ? {} : { cancelled: input.cancelled });
+      await session
+        .submit(input.input, input.cancelled === undefined ? {} : { cancelled: input.cancelled })
+        .catch((error: unknown) => {
+          if (!(error instanceof DuplicateRequestError)) throw error;
+        });
     else if (input.kind === "drop") await session.dropEarlySignal(input.key, { version: input.version });
     else
       await session.signal(input.key, input.payload, { requestId: input.requestId }).catch(() => undefined);

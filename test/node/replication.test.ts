@@ -5,7 +5,7 @@
 import "fake-indexeddb/auto";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { approvedPlan, draftPlan, RECIPIENTS } from "../../examples/five-emails/app.ts";
+import { approvedPlan, campaignRegistry, draftPlan, RECIPIENTS } from "../../examples/five-emails/app.ts";
 import {
   type CommitRecord,
   createAgent,
@@ -529,6 +529,54 @@ describe("linked session: a tab leads, the edge follows", () => {
     await back.linked.session.resume();
     const again = back.linked.session.submissionForRequest(REQUEST.requestId);
     expect((await back.linked.session.wait(again?.id ?? "")).status).toBe("cancelled");
+    expect(hosts.mail.deliveries).toEqual([]);
+  });
+
+  it("gives again what was typed offline when a Submission those commits touched was since removed by the edge's retention", async () => {
+    const hosts = new TwoHosts(10_000);
+    const first = await hosts.openTab();
+    const tab = first.linked.session;
+    await tab.commit((d) => d.setDocument("plan", "email-plan", draftPlan() as unknown as Json));
+    const submission = await tab.submit(REQUEST);
+    await tab.resume();
+    await settle();
+    await first.linked.flush();
+    // Cut off, the person cancels the campaign and types a new message; the tab dies.
+    hosts.partitioned = true;
+    await tab.cancelSubmission(submission.id, "changed my mind");
+    await tab.submit({ requestId: "offline-2", conversationId: "side", input: "typed offline" });
+    await settle();
+    first.disk.kill();
+    hosts.clock.advance(10_001);
+    await hosts.host.expire(SESSION);
+    // The edge ends the campaign itself, and its retention removes it (its requestId stays indexed).
+    const edge = hosts.edgeSession as Session;
+    await edge.cancelSubmission(submission.id, "cancelled at the edge");
+    await edge.whenIdle();
+    await edge.close();
+    const collecting = await openSession({
+      id: SESSION,
+      storage: hosts.edgeDisk.reopen(),
+      registry: campaignRegistry(hosts.mail),
+      host: "edge",
+      clock: hosts.clock,
+      timers: hosts.timers,
+      ids: sequentialIds(900_000),
+      retainSettled: 0,
+      retention: { keepSettled: 0, auto: false },
+    });
+    expect((await collecting.collect()).removed.map((item) => item.id)).toEqual([submission.id]);
+    await collecting.close();
+    hosts.partitioned = false;
+    // Taken back: the message typed offline is given again; the removed campaign is not run again.
+    const back = await hosts.openTab();
+    const session = back.linked.session;
+    expect(session.submissionForRequest("offline-2")?.input).toBe("typed offline");
+    expect(session.view().submissions.filter((s) => s.requestId === REQUEST.requestId)).toEqual([]);
+    expect(await session.readSubmissionForRequest(REQUEST.requestId)).toBeUndefined();
+    await back.linked.flush();
+    const reader = await hosts.edgeReader();
+    expect(comparable(reader.view())).toEqual(comparable(session.view()));
     expect(hosts.mail.deliveries).toEqual([]);
   });
 
