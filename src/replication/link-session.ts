@@ -83,8 +83,10 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
     mode: "write",
     epoch: grant.epoch,
     effectGate: (version, signal) => link.replicated(version, signal),
-    // Pushes read unacknowledged commits from the change log: pruning must not take them first.
-    changeLogFloor: () => link.acknowledged,
+    // Pushes read unacknowledged commits from the change log: pruning must not take them first. The last
+    // acknowledged commit stays too: the next claim compares its epoch with the other host's to tell a copy
+    // ahead (push the rest) from one that diverged (rebuilt, its unsent commits discarded).
+    changeLogFloor: () => Math.max(0, link.acknowledged - 1),
   });
   link.start(session);
   try {

@@ -668,6 +668,31 @@ describe("linked session: a tab leads, the edge follows", () => {
     );
   });
 
+  it("a tab closed after a long offline stretch its own change log pruned comes back ahead and pushes it, nothing discarded", async () => {
+    const hosts = new TwoHosts(10_000);
+    hosts.tabDisk = memoryStorage({ retainChanges: 10 });
+    const first = await hosts.openTab();
+    await first.linked.session.commit((d) =>
+      d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json),
+    );
+    await first.linked.flush();
+    hosts.partitioned = true;
+    // Offline: more commits than the tab's log keeps (it prunes all but the unacknowledged ones).
+    for (let i = 0; i < 300; i++)
+      await first.linked.session.commit((d) => d.appendEntry("log", { kind: "note", text: `offline ${i}` }));
+    const version = first.linked.session.version;
+    await first.linked.close();
+    hosts.partitioned = false;
+    // Reopened while its lease stands: the edge never wrote, so this copy is ahead, not diverged.
+    const back = await hosts.openTab();
+    expect(back.linked.session.version).toBe(version);
+    expect((await back.linked.session.readEntries("log", 0)).map((e) => e.content)).toHaveLength(300);
+    await back.linked.flush();
+    const edge = await hosts.edgeReader();
+    expect(edge.version).toBe(version);
+    expect(comparable(edge.view())).toEqual(comparable(back.linked.session.view()));
+  });
+
   it("stops renewing the lease once the local writer has stopped, so the edge takes over", async () => {
     const hosts = new TwoHosts(10_000);
     const { linked, disk } = await hosts.openTab();
