@@ -31,7 +31,7 @@ import {
 } from "../src/index.ts";
 import { EdgeFollowing } from "./edge-follow.ts";
 import type { BrowserSessionHostOptions } from "./host-options.ts";
-import { type InboxRow, inboxCancel, inboxDrop, inboxRowId } from "./inbox.ts";
+import { type InboxRow, inboxCancel, inboxDrop, inboxRowId, inboxRowOf } from "./inbox.ts";
 import { type InboxMessage, InboxRelay } from "./inbox-relay.ts";
 import { type Leadership, requestLeadership } from "./leadership.ts";
 import { SessionWatch } from "./session-watch.ts";
@@ -390,6 +390,7 @@ export class BrowserSessionHost {
   private async openWriter(): Promise<Session | undefined> {
     const link = this.options.link;
     if (!link) return openSession({ ...this.sessionOptions(), mode: "write" });
+    let rebased = false;
     try {
       let linked: LinkedSession | undefined;
       let fenced = false;
@@ -397,6 +398,12 @@ export class BrowserSessionHost {
         ...this.sessionOptions(),
         remote: link.remote,
         ...(link.holder !== undefined && { holder: link.holder }),
+        // A diverged copy's inputs go to the durable inbox before it is discarded (given again once a tab
+        // leads, also when this one then cannot: its code cannot continue the edge's run).
+        onRebased: async (inputs) => {
+          for (const input of inputs) await this.inbox.queue(inboxRowOf(input));
+          rebased = true;
+        },
         onStatus: (status) => {
           link.onStatus?.(status);
           // The edge took the session over (this tab was quiet past its lease): follow, do not fight it.
@@ -413,7 +420,11 @@ export class BrowserSessionHost {
       return linked.session;
     } catch (error) {
       link.onStatus?.("refused", error as Error);
+      if (rebased) await this.showCopy(true);
       return undefined;
+    } finally {
+      // Rebuilt from the edge: sessions over the old copy (other tabs', pages') hold discarded commits.
+      if (rebased) this.channel.postMessage({ type: "replaced" } satisfies Message);
     }
   }
 

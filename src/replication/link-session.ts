@@ -37,6 +37,12 @@ export interface LinkOptions
    * `ReplicationDivergedError` and change nothing.
    */
   readonly onDiverged?: "rebase" | "refuse";
+  /**
+   * Rebasing: the inputs of the discarded commits, awaited before the copy is discarded; the caller gives
+   * them again (a durable inbox), not this link. Without it they are given again from memory: lost when
+   * linking fails after the discard (this registry cannot continue the other host's run; the tab closes).
+   */
+  readonly onRebased?: (inputs: readonly LocalInput[]) => Promise<void> | void;
 }
 
 /**
@@ -63,17 +69,20 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
     await reconcile(storage, remote, id, localVersion, grant);
   } catch (error) {
     if (!(error instanceof ReplicationDivergedError) || options.onDiverged === "refuse") throw error;
-    const epoch = grant.epoch - 1;
-    ({ inputs: kept } = await rebaseDiverged(
+    const { onRebased } = options;
+    const keep = onRebased && (async (inputs: readonly LocalInput[]) => void (await onRebased(inputs)));
+    const rebased = await rebaseDiverged(
       storage,
       remote,
       id,
       localVersion,
       grant.version,
       error,
-      epoch,
+      grant.epoch - 1,
       create,
-    ));
+      keep,
+    );
+    if (!keep) kept = rebased.inputs;
   }
   // A copy this registry could not continue is not led from here (the edge keeps it until the lease ends).
   if (options.registry) await assertCanContinue(storage, id, options.registry);
@@ -83,17 +92,15 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
     mode: "write",
     epoch: grant.epoch,
     effectGate: (version, signal) => link.replicated(version, signal),
-    // Pushes read unacknowledged commits from the change log: pruning must not take them first. The last
-    // acknowledged commit stays too: the next claim compares its epoch with the other host's to tell a copy
-    // ahead (push the rest) from one that diverged (rebuilt, its unsent commits discarded).
+    // Pushes read unacknowledged commits from the change log, and the next claim the last acknowledged
+    // one's epoch (ahead, not diverged): pruning must not take them first.
     changeLogFloor: () => Math.max(0, link.acknowledged - 1),
   });
   link.start(session);
   try {
     await replayInputs(session, kept);
   } catch (error) {
-    // Not handed to the caller: it must not go on leading (and pushing) unseen.
-    await link.close();
+    await link.close(); // never handed to the caller: it must not lead (and push) unseen
     throw error;
   }
   return link;

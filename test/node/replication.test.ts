@@ -5,7 +5,13 @@
 import "fake-indexeddb/auto";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { approvedPlan, campaignRegistry, draftPlan, RECIPIENTS } from "../../examples/five-emails/app.ts";
+import {
+  approvedPlan,
+  campaignModel,
+  campaignRegistry,
+  draftPlan,
+  RECIPIENTS,
+} from "../../examples/five-emails/app.ts";
 import {
   type CommitRecord,
   createAgent,
@@ -578,6 +584,34 @@ describe("linked session: a tab leads, the edge follows", () => {
     const reader = await hosts.edgeReader();
     expect(comparable(reader.view())).toEqual(comparable(session.view()));
     expect(hosts.mail.deliveries).toEqual([]);
+  });
+
+  it("hands a rebase's inputs to onRebased before discarding the copy, so a tab that cannot continue the edge's run loses none", async () => {
+    // The tab runs older code: no campaign task (the edge, deployed since, starts one).
+    const older = () => createRegistry({ ...createAgent({ model: campaignModel(), tools: [] }) });
+    const hosts = new TwoHosts(10_000, (mail) => campaignRegistry(mail), older);
+    await divergedTab(hosts, (session) =>
+      session.submit({ requestId: "offline-1", conversationId: "side", input: "typed offline" }),
+    );
+    const edge = hosts.edgeSession as Session;
+    await edge.commit((d) => d.setDocument("plan", "email-plan", draftPlan() as unknown as Json));
+    await edge.submit(REQUEST); // waits for the plan's approval
+    await edge.whenIdle();
+    const kept: LocalInput[] = [];
+    const linking = hosts.openTab("tab-1", { onRebased: (inputs) => void kept.push(...inputs) });
+    await expect(linking).rejects.toMatchObject({ name: "EnvironmentError" });
+    // The copy is the edge's now; what was typed offline is in the caller's hands, not lost.
+    expect(kept).toEqual([
+      {
+        kind: "submit",
+        input: { requestId: "offline-1", conversationId: "side", input: "typed offline" },
+      },
+    ]);
+    // The copy was rebuilt from the edge (the kept inputs are for whoever leads next to give again).
+    const copy = await openSession({ id: SESSION, storage: hosts.tabDisk, registry: older(), mode: "read" });
+    const edgeCopy = await hosts.edgeReader();
+    expect(copy.version).toBe(edgeCopy.version);
+    expect(copy.submissionForRequest("offline-1")).toBeUndefined();
   });
 
   it("gives again an offline cancel the tab died before carrying out, of a Submission the edge already had", async () => {
