@@ -86,6 +86,13 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       }
       // Nothing new there yet (or it has not reached this copy's head: this copy is ahead, unacknowledged).
       if (page.length === 0 || stopped) return version;
+      // Its log no longer holds this copy's head: whether the copy holds its commits cannot be told (one
+      // the other host never received would have the other host's next commits stacked onto it).
+      if (version > 0 && head === undefined)
+        throw new ReplicationDivergedError(
+          `session ${id}: the other host no longer keeps version ${version}, this copy's head, to check it against`,
+          version,
+        );
       if (oldestRetained > version + 1 || (page[0] as CommitRecord).version !== version + 1)
         throw new ReplicationDivergedError(
           `session ${id}: the other host no longer keeps the commits after version ${version}`,

@@ -7,10 +7,13 @@ import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
   createRegistry,
+  defineDocument,
   defineTask,
+  followRemote,
   HistoryTruncatedError,
   memoryStorage,
   openSession,
+  ReplicationDivergedError,
 } from "../../src/index.ts";
 
 const noop = defineTask({
@@ -19,7 +22,8 @@ const noop = defineTask({
   input: z.object({}),
   phases: { go: (ctx) => ctx.complete(null) },
 });
-const registry = createRegistry({ tasks: [noop] });
+const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
+const registry = createRegistry({ tasks: [noop], documents: [note] });
 
 describe("a read-only copy that lags behind the change log's pruning", () => {
   it("is told with HistoryTruncatedError (refresh and its subscribers), and a reopened copy shows the writer's version", async () => {
@@ -65,5 +69,46 @@ describe("a read-only copy that lags behind the change log's pruning", () => {
     expect(reader.view()).toEqual(writer.view());
     await reader.close();
     await writer.close();
+  });
+});
+
+describe("a tab following its edge whose own head commit the edge's log no longer holds", () => {
+  it("stops with ReplicationDivergedError instead of taking the edge's commits onto a head it cannot check", async () => {
+    const edgeDisk = memoryStorage({ retainChanges: 100 });
+    const edge = await openSession({ id: "s", storage: edgeDisk, registry });
+    await edge.resume();
+    for (let i = 0; i < 155; i++) await edge.commit((d) => d.setDocument(`doc-${i}`, "note", { i }));
+    const remote = { changes: (after: number, limit: number) => edgeDisk.readChanges("s", after, limit) };
+    const unwrap = {
+      changes: async (after: number, limit: number) => {
+        const { changes, oldestRetained } = await remote.changes(after, limit);
+        return { changes: changes.map((c) => c.value), oldestRetained };
+      },
+    };
+    const tabDisk = memoryStorage();
+    const following = await followRemote({ storage: tabDisk, remote: unwrap, id: "s", everyMs: 0 });
+    expect(await following.pull()).toBe(155);
+    await following.stop();
+    // The tab wrote version 156 itself, which the edge never received (closed mid-run) ...
+    const tab = await openSession({ id: "s", storage: tabDisk, registry });
+    await tab.commit((d) => d.setDocument("offline", "note", { offline: true }));
+    await tab.close();
+    // ... and the edge, taken over with a newer epoch (as a claim fences the tab), wrote its own 156 and far
+    // past it: its log now starts right after that version.
+    await edge.close();
+    await (await openSession({ id: "s", storage: edgeDisk, registry })).close();
+    const edge2 = await openSession({ id: "s", storage: edgeDisk, registry });
+    for (let i = 155; i < 300; i++) await edge2.commit((d) => d.setDocument(`doc-${i}`, "note", { i }));
+    expect((await edge2.readChanges(0, 1)).oldestRetained).toBe(157);
+
+    const again = await followRemote({ storage: tabDisk, remote: unwrap, id: "s", everyMs: 0 });
+    await expect(again.pull()).rejects.toBeInstanceOf(ReplicationDivergedError);
+    // Nothing of the edge's was stacked onto the copy's own version 156.
+    const copy = await openSession({ id: "s", storage: tabDisk, registry, mode: "read" });
+    expect(copy.version).toBe(156);
+    expect(copy.view().documents.some((d) => d.id === "offline")).toBe(true);
+    await copy.close();
+    await again.stop();
+    await edge2.close();
   });
 });
