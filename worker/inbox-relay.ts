@@ -28,6 +28,8 @@ const REFUSALS: ReadonlySet<string> = new Set([
   "signal-not-awaited",
   "wait-not-found",
   "early-signals-full",
+  // A requestId whose Submission retention removed: never run again (a rebase's kept input, a late repeat).
+  "duplicate-request",
 ]);
 
 /**

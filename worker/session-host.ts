@@ -21,6 +21,7 @@ import {
   type Session,
   SessionClosedError,
   SessionNotFoundError,
+  SessionStoppedError,
   type Signal,
   type SignalOptions,
   type SignalReceipt,
@@ -123,7 +124,7 @@ export class BrowserSessionHost {
   private contend(leadership: Leadership): void {
     this.leadership = leadership;
     // A failure to lead is the caller's of `whenLeader()`; one after `close()` concerns nobody.
-    this.leading = leadership.acquired.then(() => this.lead());
+    this.leading = leadership.acquired.then(() => this.lead(leadership));
     void this.leading.catch((error: unknown) => {
       if (!this.isClosed) throw error;
     });
@@ -194,8 +195,9 @@ export class BrowserSessionHost {
     // the rebuilt history on the discarded one), nor for a session closing (a hand-off, a demotion): those
     // answer from the copy, as before. A failed refresh does too.
     if (!this.options.link && session.status === "open" && session.earlySignals().some((k) => k.key === key))
-      await session.refresh().catch(() => undefined);
-    const repeat = await session.checkSignal(key, payload, options);
+      await this.refreshCopy(session);
+    // A copy that lagged past the change log's pruning was opened again: the new one answers.
+    const repeat = await (this.current ?? session).checkSignal(key, payload, options);
     if (repeat) return repeat;
     const row = { signal: { key, payload, requestId: options.requestId } };
     return this.watch.signal(key, payload, options, { row: inboxRowId(row), queued: this.queue(row) });
@@ -252,7 +254,7 @@ export class BrowserSessionHost {
    */
   private async catchUp(session: Session, submissionId: string): Promise<void> {
     if (this.role === "follower" && !this.options.link && !session.submission(submissionId))
-      await session.refresh().catch(() => undefined);
+      await this.refreshCopy(session);
   }
 
   /**
@@ -269,8 +271,18 @@ export class BrowserSessionHost {
         return await session.wait(submissionId);
       } catch (error) {
         if (this.isClosed) throw new SessionClosedError(this.options.sessionId);
-        // Closed by a role change (a demotion, a reopened copy): wait on the session that replaces it.
+        // A follower's copy that lagged past the change log's pruning is opened again; a leader stopped by a
+        // storage failure opens its session again (or says why it cannot): then the wait goes on there.
+        if (error instanceof HistoryTruncatedError && this.role === "follower") {
+          await this.refreshCopy(session);
+          continue;
+        }
+        if (session.status === "stopped" && this.role === "leader" && session === this.current) {
+          await this.writer();
+          continue;
+        }
         if (session.status !== "closed") throw error;
+        // Closed by a role change (a demotion, a reopened copy): wait on the session that replaces it.
         await this.watch.observe((open) => (open !== session ? open : undefined));
       }
     }
@@ -377,7 +389,7 @@ export class BrowserSessionHost {
     if (this.role === "leader" || this.role === "closed") return;
     this.takeBackAsked = true;
     await this.leadership.acquired;
-    await this.lead();
+    await this.lead(this.leadership);
   }
 
   /** The link's state while this tab leads a linked session. */
@@ -428,8 +440,9 @@ export class BrowserSessionHost {
     }
   }
 
-  private async lead(): Promise<void> {
-    if (this.role === "closed") return;
+  /** Leads under `leadership`, while it is the tab's lock and held (a lock lost meanwhile leads nothing). */
+  private async lead(leadership: Leadership): Promise<void> {
+    if (this.role === "closed" || !this.holds(leadership)) return;
     // Asked to follow the edge first: this tab holds the lock and follows until `takeBack()`.
     if (this.options.link?.takeBack === "when-asked" && !this.takeBackAsked) return this.followEdge(true);
     await this.edgeFollowing.stop();
@@ -438,7 +451,7 @@ export class BrowserSessionHost {
     await this.options.onLead?.(writer);
     // Closed while the writer opened: it never leads (and its lock is released already). Nor does a tab
     // whose lock another tab stole meanwhile (it asks for the lock again).
-    if (this.isClosed || !this.leadership.isLeader) return writer.close();
+    if (this.isClosed || !this.holds(leadership)) return writer.close();
     this.role = "leader";
     this.replace(writer);
     writer.subscribe(writer.version, (change: CommitRecord) => this.announce(change.version));
@@ -528,6 +541,10 @@ export class BrowserSessionHost {
   private async writer(): Promise<Session> {
     const current = this.current as Session;
     if (current.status !== "stopped") return current;
+    // Fenced by a newer owner (a tab that took the lock, the edge): that one leads; the epoch is not taken back.
+    const why = current.stoppedBecause;
+    if (why?.code === "stale-owner" || !this.leadership.isLeader)
+      throw why ?? new SessionStoppedError(this.options.sessionId);
     this.reopening ??= this.reopenWriter().finally(() => {
       this.reopening = undefined;
     });
@@ -537,12 +554,19 @@ export class BrowserSessionHost {
   private reopening: Promise<void> | undefined;
 
   private async reopenWriter(): Promise<void> {
+    const leadership = this.leadership;
+    if (this.isClosed || this.role !== "leader" || !this.holds(leadership)) return;
     const writer = await this.openWriter();
     if (!writer) return;
-    if (this.isClosed || this.role !== "leader" || !this.leadership.isLeader) return writer.close();
+    if (this.isClosed || this.role !== "leader" || !this.holds(leadership)) return writer.close();
     this.replace(writer);
     writer.subscribe(writer.version, (change: CommitRecord) => this.announce(change.version));
     await writer.resume();
+  }
+
+  /** Whether `leadership` is this tab's lock, and held now. */
+  private holds(leadership: Leadership): boolean {
+    return leadership === this.leadership && leadership.isLeader;
   }
 
   private replace(session: Session): void {

@@ -88,7 +88,9 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       if (page.length === 0 || stopped) return version;
       // Its log no longer holds this copy's head: whether the copy holds its commits cannot be told (one
       // the other host never received would have the other host's next commits stacked onto it).
-      if (version > 0 && head === undefined)
+      // Unless its next commit is of the head's epoch: one writer per epoch wrote both, so the head is its.
+      const next = page[0] as CommitRecord;
+      if (version > 0 && head === undefined && !(next.version === version + 1 && next.epoch === headEpoch))
         throw new ReplicationDivergedError(
           `session ${id}: the other host no longer keeps version ${version}, this copy's head, to check it against`,
           version,
