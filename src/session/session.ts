@@ -200,11 +200,8 @@ export class Session extends SessionReads {
     const id = options.id ?? this.ids.next("task");
     const conversation =
       options.conversationId === undefined ? {} : { conversationId: options.conversationId };
-    const chosen = options.id !== undefined ? { chosenId: true } : {};
-    await this.dispatchEvent(
-      { type: "spawn", task: { id, kind, input, ...conversation, ...chosen } },
-      "spawn",
-    );
+    const task = { id, kind, input, ...conversation, ...(options.id !== undefined && { chosenId: true }) };
+    await this.dispatchEvent({ type: "spawn", task }, "spawn");
     return this.state.task(id) as Task;
   }
 
