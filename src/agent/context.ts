@@ -91,10 +91,13 @@ function pairResults(entries: readonly Entry[], answers: readonly EntryContent[]
     if (content.kind !== "model" || content.toolCalls.length === 0) continue;
     const asked: Result[] = [];
     paired.set(entry, asked);
-    const calls = new Map<string, { asked: Result[]; index: number }[]>();
-    for (const [index, call] of content.toolCalls.entries())
-      calls.set(call.id, [...(calls.get(call.id) ?? []), { asked, index }]);
-    for (const [id, open] of calls) waiting.set(id, open);
+    for (let index = 0; index < content.toolCalls.length; index++) {
+      const id = (content.toolCalls[index] as { id: string }).id;
+      const open = waiting.get(id);
+      // Calls of one response that share an id wait in order; a newer response's call replaces older waits.
+      if (open !== undefined && open.length > 0 && open[0]?.asked === asked) open.push({ asked, index });
+      else waiting.set(id, [{ asked, index }]);
+    }
   }
   for (const result of answers) if (result.kind === "tool-result") answer(result.toolCallId, result);
   return paired;

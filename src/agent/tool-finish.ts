@@ -68,6 +68,8 @@ export function recoveryOf(
 /** How a run of a call reaches its tool, and what `interrupted` means where it runs. */
 export interface CallRun {
   readonly signal: AbortSignal;
+  /** Whether it was asked to stop, read without making the AbortController (default `signal.aborted`). */
+  readonly aborted?: boolean;
   readonly reportProgress?: (progress: Json) => void;
   /** Awaited before an unsafe call reaches the outside world (every host that could take over knows it). */
   readonly beforeEffect?: () => Promise<void>;
@@ -111,7 +113,8 @@ export async function runByRules(
   }
   // Stopped (its cancel committed, or an executor's lease ended) before an unsafe call started again: no
   // new effect starts, even for a tool that would ignore its signal. It did not happen (`confirm` said so).
-  if (unsafe && run.signal.aborted) return notStartedAfterStop(tool, recovery === "confirm", run.signal);
+  if (unsafe && (run.aborted ?? run.signal.aborted))
+    return notStartedAfterStop(tool, recovery === "confirm", run.signal);
   // After a confirmation that found nothing, the call runs under the same operation id: say so.
   const via = recovery === "confirm" ? "run-after-confirm" : recovering ? "replay" : "run";
   try {

@@ -221,6 +221,9 @@ export function toolTask(
           get signal() {
             return ctx.signal;
           },
+          get aborted() {
+            return ctx.aborted;
+          },
           reportProgress: (progress) =>
             ctx.progress((draft) =>
               draft.setDocument(progressDocumentId(ctx.task.id), TOOL_PROGRESS_DOCUMENT, { progress }),

@@ -118,6 +118,8 @@ export interface PhaseContext<
   readonly restarts: number;
   /** Aborted when the task is cancelled or the host closes. */
   readonly signal: AbortSignal;
+  /** Whether the phase was asked to stop (as `signal.aborted`), read without making its AbortController. */
+  readonly aborted: boolean;
   readonly clock: Clock;
   /**
    * The session's timers (injected like its clock), for waits inside this run of the phase — a flush, a

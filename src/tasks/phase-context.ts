@@ -55,7 +55,8 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
   constructor(
     readonly task: Task,
     readonly input: unknown,
-    private readonly signalOf: () => AbortSignal,
+    /** The phase's abort (its AbortController is made only when `signal` is read). */
+    private readonly stop: { readonly signal: AbortSignal; readonly aborted: boolean },
     readonly clock: Clock,
     private readonly state: StateReader,
     private readonly ids: IdSource,
@@ -68,7 +69,10 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
   }
 
   get signal(): AbortSignal {
-    return this.signalOf();
+    return this.stop.signal;
+  }
+  get aborted(): boolean {
+    return this.stop.aborted;
   }
   get timers(): Timers {
     return this.host.timers;
@@ -92,7 +96,7 @@ export class PhaseContextImpl implements PhaseContext<unknown, AnyPhaseData, str
     this.host.preview(preview);
   }
   beforeEffect(): Promise<void> {
-    return this.host.beforeEffect(this.signalOf);
+    return this.host.beforeEffect(() => this.stop.signal);
   }
   children(): Task[] {
     return this.state.ownedChildren(this.task.id).flatMap((id) => this.state.task(id) ?? []);

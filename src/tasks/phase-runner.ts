@@ -55,7 +55,7 @@ export class PhaseRunner {
     if (!input.success)
       return failure("invalid-input", `stored input does not match "${task.kind}": ${input.error.message}`);
     const { state, clock, ids } = this.host;
-    const context = new PhaseContextImpl(task, input.data, () => abort.signal, clock, state, ids, this.host);
+    const context = new PhaseContextImpl(task, input.data, abort, clock, state, ids, this.host);
     try {
       return { transition: await phase(context), staged: context.staged };
     } catch (error) {
