@@ -134,14 +134,14 @@ const CALLER_ERRORS: ReadonlySet<string> = new Set([
   "environment-mismatch",
 ]);
 
+/** Where errors a client is not shown go by default. */
+const logError = (error: Error) => console.error("durable-agent:", error);
+
 /**
  * Any thrown value as a problem response. Only messages that describe the caller's own mistake are
  * returned; anything else gets a fixed sentence for its code and is logged in full (`log`).
  */
-export function problemFromError(
-  error: unknown,
-  log: (error: Error) => void = (e) => console.error("durable-agent:", e),
-): Response {
+export function problemFromError(error: unknown, log: (error: Error) => void = logError): Response {
   const shown = publicError(error, log);
   return problemResponse(statusOf(shown.code), shown.code, shown.message, shown.issues);
 }
@@ -153,7 +153,7 @@ export function problemFromError(
  */
 export function publicError(
   error: unknown,
-  log: (error: Error) => void,
+  log: (error: Error) => void = logError,
 ): { name: string; code: string; message: string; issues?: readonly { path: string; message: string }[] } {
   const err = ensureError(error);
   const code = err instanceof KernelError ? err.code : "internal";

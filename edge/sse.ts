@@ -72,7 +72,7 @@ function followCommits(
       write(encoder.encode(message.data).byteLength + 32, () => stream.writeSSE(message));
     // What a problem response would show of it: a storage failure's own text stays in the log.
     const sendError = (error: unknown) => {
-      const { name, code, message } = publicError(error, (e) => console.error("durable-agent:", e));
+      const { name, code, message } = publicError(error);
       send({ event: "error", data: JSON.stringify({ name, code, message }) });
     };
     const comment = (text: string) => write(text.length, () => stream.write(text));

@@ -453,13 +453,23 @@ export class BrowserSessionHost {
     // whose lock another tab stole meanwhile (it asks for the lock again).
     if (this.isClosed || !this.holds(leadership)) return writer.close();
     this.role = "leader";
+    await this.startWriter(writer, () => {
+      this.channel.postMessage({ type: "leader" } satisfies Message);
+      this.options.onRole?.("leader");
+    });
+    await this.drainInbox();
+  }
+
+  /**
+   * Puts `writer` in place of the tab's session (`announced` once it is) and starts it: its unfinished work,
+   * and the calls of browser-only tools that waited for a tab.
+   */
+  private async startWriter(writer: Session, announced?: () => void): Promise<void> {
     this.replace(writer);
     writer.subscribe(writer.version, (change: CommitRecord) => this.announce(change.version));
-    this.channel.postMessage({ type: "leader" } satisfies Message);
-    this.options.onRole?.("leader");
+    announced?.();
     await writer.resume();
-    await takePlacedCalls(writer, "browser"); // calls of browser-only tools that waited for a tab
-    await this.drainInbox();
+    await takePlacedCalls(writer, "browser");
   }
 
   /** Whether some follower tab listens (sticky: followers come and go unannounced). */
@@ -559,9 +569,7 @@ export class BrowserSessionHost {
     const writer = await this.openWriter();
     if (!writer) return;
     if (this.isClosed || this.role !== "leader" || !this.holds(leadership)) return writer.close();
-    this.replace(writer);
-    writer.subscribe(writer.version, (change: CommitRecord) => this.announce(change.version));
-    await writer.resume();
+    await this.startWriter(writer);
   }
 
   /** Whether `leadership` is this tab's lock, and held now. */

@@ -27,7 +27,7 @@ export function withCallIds(calls: readonly ToolCall[], turn: string, round: num
  * characters every provider accepts in an id, at most 40 of them (a long task id is hashed).
  * @example fallbackCallId("task_7c10c6e6", 2, 0) // "call_task_7c10c6e6_r2_0"
  */
-export function fallbackCallId(turn: string, round: number, index: number): string {
+function fallbackCallId(turn: string, round: number, index: number): string {
   const plain = `call_${turn.replace(/[^A-Za-z0-9_-]/g, "_")}_r${round}_${index}`;
   return plain.length <= MAX_ID_LENGTH ? plain : `call_${hash(turn)}_r${round}_${index}`;
 }

@@ -37,7 +37,7 @@ const SUMMARY_PROMPT =
  * A summary as written: by the app's summarizer, or by the turn's own model — a model call of the turn,
  * billed like any other, so its usage counts in the turn's totals.
  */
-export interface WrittenSummary {
+interface WrittenSummary {
   readonly text: string;
   readonly byModel: boolean;
   readonly usage?: ModelUsage;

@@ -1,6 +1,6 @@
 /** Tools: what a model may call. Arguments are validated with zod; the model sees the JSON Schema. */
 import { z } from "zod";
-import { DefinitionError } from "../errors.ts";
+import { DefinitionError, ensureError } from "../errors.ts";
 import { compiled, type Json } from "../records/schemas.ts";
 import type { ToolSpec } from "./model.ts";
 
@@ -110,7 +110,7 @@ export async function precheckProblem(
   try {
     return (await tool.precheck?.(args)) || undefined;
   } catch (error) {
-    const why = error instanceof Error ? error.message : String(error);
+    const why = ensureError(error).message;
     return `precheck failed: ${why}. ${tool.name} did not run.`;
   }
 }

@@ -8,12 +8,12 @@
  * before it runs again), and a report that comes after its lease is refused, so it is never applied twice.
  */
 import { systemTimers, type Timers } from "../clock.ts";
-import { isSettledElsewhere } from "../errors.ts";
+import { ensureError, isSettledElsewhere } from "../errors.ts";
 import type { Json } from "../records/schemas.ts";
 import type { PendingWait } from "../session/pending.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 import { DEFAULT_LEASE_MS, type HostKind } from "./placement.ts";
-import { type Intent, runByRules } from "./tool-finish.ts";
+import { type Intent, isUnsafe, runByRules, type ToolOutcome } from "./tool-finish.ts";
 
 /** Where an executor finds calls and reports them: a session in process, or one over HTTP. */
 export interface ExecutorTarget {
@@ -56,7 +56,7 @@ export interface ExecutedCall {
 }
 
 /** The outcomes an executor reports (a call it runs is never `rejected`). */
-type ReportedOutcome = "ok" | "error" | "interrupted" | "not-run" | "unknown";
+type ReportedOutcome = Exclude<ToolOutcome, "rejected">;
 
 /** What a waiting call tells its executor (see `placedAbout` in the tool task). */
 interface PlacedCall {
@@ -190,10 +190,10 @@ async function run(
     });
     return result as { outcome: ReportedOutcome; output: Json; via: ExecutedVia };
   } catch (error) {
-    if (call.replay === "unsafe" || tool.replay === "unsafe") return undefined;
+    if (isUnsafe(call, tool)) return undefined;
     // A replay-safe call stopped at its lease's end: an error the model may simply retry (the owner refuses
     // the report if the lease is already over, and the call then follows its replay rules).
-    const why = (error as Error).message ?? String(error);
+    const why = ensureError(error).message;
     return { outcome: "error", output: { error: `${why}; it is safe to call again` }, via: "run" };
   }
 }

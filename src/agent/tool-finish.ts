@@ -3,6 +3,9 @@
  * its outcome and how it was obtained, committed as its result entry and its task's end together —
  * wherever the tool ran (the owner, or an executor that reported it back).
  */
+
+import { ensureError } from "../errors.ts";
+import { checkedCopy } from "../records/json.ts";
 import type { EntryContent, Json } from "../records/schemas.ts";
 import { findNonJson, utf8Length } from "../records/schemas.ts";
 import type { Transition } from "../tasks/define-task.ts";
@@ -77,6 +80,12 @@ export interface CallRun {
   readonly interrupted: () => ToolResult;
 }
 
+/** Whether a call may not be repeated blindly: its intent or its tool says `unsafe`. */
+export const isUnsafe = (
+  intent: { readonly replay?: string },
+  tool: Pick<ToolDefinition<unknown>, "replay">,
+): boolean => intent.replay === "unsafe" || tool.replay === "unsafe";
+
 /**
  * Runs a call whose intent is committed, by its replay rules: one that may have run before (`recovering`)
  * is confirmed by its operation id, or re-run when both the call and the tool are replay-safe, or ends
@@ -94,7 +103,7 @@ export async function runByRules(
 ): Promise<ToolResult> {
   const recovery = recovering ? recoveryOf(intent, tool) : undefined;
   if (recovery === "interrupted") return run.interrupted();
-  const unsafe = intent.replay === "unsafe" || tool.replay === "unsafe";
+  const unsafe = isUnsafe(intent, tool);
   if (unsafe) {
     try {
       await run.beforeEffect?.();
@@ -129,7 +138,7 @@ export async function runByRules(
     return storedResult({ outcome: "ok", output, via }, tool, intent);
   } catch (error) {
     if (run.signal.aborted) throw error;
-    return { outcome: "error", output: { error: (error as Error).message ?? String(error) }, via };
+    return { outcome: "error", output: { error: ensureError(error).message }, via };
   }
 }
 
@@ -160,7 +169,7 @@ export function storedResult(
   const stored = toStoredJson(result.output);
   if ("json" in stored) return { ...result, output: stored.json };
   const why = `${tool.name} ran, but its output could not be stored (${stored.why})`;
-  if (intent.replay === "unsafe" || tool.replay === "unsafe")
+  if (isUnsafe(intent, tool))
     return {
       outcome: "unknown",
       output: { error: `${why}: it may have taken effect: do not call it again without checking` },
@@ -171,17 +180,18 @@ export function storedResult(
 
 function toStoredJson(value: unknown): { json: Json } | { why: string } {
   if (value === undefined) return { json: null };
-  if (findNonJson(value) === undefined) return { json: value as Json };
+  // Copied as checked: the commit's record validation then does not walk it again.
+  if (findNonJson(value) === undefined) return { json: checkedCopy(value as Json) };
   let text: string | undefined;
   try {
     text = JSON.stringify(value);
   } catch (error) {
-    return { why: (error as Error).message ?? String(error) };
+    return { why: ensureError(error).message };
   }
   if (text === undefined) return { why: `it returned a ${typeof value}, not a JSON value` };
   const json = JSON.parse(text) as Json;
   const bad = findNonJson(json);
-  return bad === undefined ? { json } : { why: bad };
+  return bad === undefined ? { json: checkedCopy(json) } : { why: bad };
 }
 
 export const progressDocumentId = (taskId: string) => `tool-progress:${taskId}`;

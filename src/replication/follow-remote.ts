@@ -90,12 +90,12 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       // the other host never received would have the other host's next commits stacked onto it).
       // Unless its next commit is of the head's epoch: one writer per epoch wrote both, so the head is its.
       const next = page[0] as CommitRecord;
-      if (version > 0 && head === undefined && !(next.version === version + 1 && next.epoch === headEpoch))
+      if (version > 0 && head === undefined && next.epoch !== headEpoch)
         throw new ReplicationDivergedError(
           `session ${id}: the other host no longer keeps version ${version}, this copy's head, to check it against`,
           version,
         );
-      if (oldestRetained > version + 1 || (page[0] as CommitRecord).version !== version + 1)
+      if (oldestRetained > version + 1 || next.version !== version + 1)
         throw new ReplicationDivergedError(
           `session ${id}: the other host no longer keeps the commits after version ${version}`,
           version,
@@ -115,9 +115,6 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       at,
     );
     if (options.onDiverged === "refuse") throw diverged;
-    const keep = async (inputs: readonly LocalInput[]) => {
-      await options.onRebased?.(inputs);
-    };
     if (stopped) return;
     ({ version, epoch: headEpoch } = await rebaseDiverged(
       storage,
@@ -128,7 +125,7 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       diverged,
       undefined,
       create,
-      keep,
+      options.onRebased,
     ));
     options.onPulled?.(version);
   };

@@ -69,8 +69,6 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
     await reconcile(storage, remote, id, localVersion, grant);
   } catch (error) {
     if (!(error instanceof ReplicationDivergedError) || options.onDiverged === "refuse") throw error;
-    const { onRebased } = options;
-    const keep = onRebased && (async (inputs: readonly LocalInput[]) => void (await onRebased(inputs)));
     const rebased = await rebaseDiverged(
       storage,
       remote,
@@ -80,9 +78,9 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
       error,
       grant.epoch - 1,
       create,
-      keep,
+      options.onRebased,
     );
-    if (!keep) kept = rebased.inputs;
+    if (!options.onRebased) kept = rebased.inputs;
   }
   // A copy this registry could not continue is not led from here (the edge keeps it until the lease ends).
   if (options.registry) await assertCanContinue(storage, id, options.registry);

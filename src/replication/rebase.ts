@@ -147,7 +147,7 @@ export async function rebaseDiverged(
   epoch: number | undefined,
   recreate: () => Promise<unknown>,
   /** Told of the inputs, and awaited, before the copy is deleted (to store them where they survive). */
-  keep?: (inputs: readonly LocalInput[]) => Promise<void>,
+  keep?: (inputs: readonly LocalInput[]) => Promise<void> | void,
 ): Promise<{ inputs: LocalInput[]; version: number; epoch: number | null }> {
   if (!storage.deleteSession) throw diverged;
   const history = await remoteHistory(remote, id, 0, remoteVersion).catch((error: unknown) => {

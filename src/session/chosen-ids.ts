@@ -15,24 +15,25 @@ export interface ChosenIdCheck {
   readonly unverified: string[];
 }
 
-/** The draft being built and its check: builds run one at a time, synchronously (`commit-pipeline.ts`). */
-let building: KernelDraft | undefined;
-let buildingCheck: ChosenIdCheck | undefined;
+/** The check of the draft being built: builds run one at a time, synchronously (`commit-pipeline.ts`). */
+let building: { readonly draft: KernelDraft; readonly check: ChosenIdCheck } | undefined;
 
-/** Runs `build` on `draft`, the task machine noting in `check` the chosen ids of tasks it creates. */
-export function buildChecked<T>(draft: KernelDraft, check: ChosenIdCheck, build: () => T): T {
-  building = draft;
-  buildingCheck = check;
+/** Builds `draft` with `build`, the task machine noting in `check` the chosen ids of tasks it creates. */
+export function buildChecked<T>(
+  draft: KernelDraft,
+  check: ChosenIdCheck,
+  build: (draft: KernelDraft) => T,
+): T {
+  building = { draft, check };
   try {
-    return build();
+    return build(draft);
   } finally {
     building = undefined;
-    buildingCheck = undefined;
   }
 }
 
 /** A task `draft` creates has the chosen id `id`: noted unless memory or a lookup already answers for it. */
 export function noteChosenId(draft: KernelDraft, id: string): void {
-  if (draft !== building || !buildingCheck || draft.task(id)) return; // memory refuses a task it holds
-  if (!buildingCheck.absent.has(id)) buildingCheck.unverified.push(id);
+  if (building?.draft !== draft || draft.task(id)) return; // memory refuses a task it holds
+  if (!building.check.absent.has(id)) building.check.unverified.push(id);
 }

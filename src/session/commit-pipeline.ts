@@ -295,7 +295,7 @@ export class CommitPipeline {
       const draft = new KernelDraft(base, this.host.registry, version + 1, this.host.clock.now());
       this.chosen.unverified.length = 0;
       try {
-        const value = buildChecked(draft, this.chosen, () => request.build(draft));
+        const value = buildChecked(draft, this.chosen, request.build);
         if (this.chosen.unverified.length > 0) {
           // Task ids it chose that only storage may hold: this group ends before it, and it is built again
           // once they are looked up, still ahead of every request made after it.

@@ -49,8 +49,8 @@ export class SessionHistory {
 
   /**
    * Adopts, in order, the changes other writers committed after the state's version; returns how many.
-   * Throws `HistoryTruncatedError` (after adopting what follows on) when the change log no longer holds the
-   * next change: pruned while this copy lagged, it can only be reloaded, never brought up to date.
+   * Throws `HistoryTruncatedError` when the change log no longer holds the next change: pruned while this
+   * copy lagged, it can only be reloaded, never brought up to date.
    */
   async adoptNewChanges(adopt: (change: CommitRecord) => void): Promise<number> {
     let adopted = 0;

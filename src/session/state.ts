@@ -223,7 +223,6 @@ export class SessionState implements StateReader, ParkingReader {
       (before === undefined || isSubmissionFinished(before) ? 0 : 1);
   }
 
-  /** Removes a finished item's Submission and task tree from memory (they stay in storage). */
   /**
    * Read-back trees a commit touched are shown whole from now on, as a session that opened after it would
    * show them (the commit made their wait live again).
@@ -239,6 +238,7 @@ export class SessionState implements StateReader, ParkingReader {
     }
   }
 
+  /** Removes a finished item's Submission and task tree from memory (they stay in storage). */
   evict(item: WorkItem): void {
     if (item.submission !== undefined) {
       const submission = this.submissions.get(item.submission);

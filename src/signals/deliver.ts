@@ -22,7 +22,7 @@ import type { StateReader } from "../session/state.ts";
 import { hasReceived } from "../tasks/awaiting.ts";
 import { dispatch } from "../tasks/machine.ts";
 import { isInternalKey, taskOfKey } from "./define-signal.ts";
-import { isExpired } from "./keep-early.ts";
+import { dropExpired, isExpired } from "./keep-early.ts";
 
 /** The largest payload one signal carries, in UTF-8 bytes of its JSON (it is stored in the task's checkpoint). */
 export const MAX_SIGNAL_PAYLOAD_BYTES = 64 * 1024;
@@ -208,9 +208,9 @@ async function commitSignal(host: SignalHost, call: SignalCall): Promise<SignalR
   const early = isEarlyAllowed(host.registry, call.key);
   const { value } = await host.commit((draft) => {
     // Another delivery for this key, queued just before this one, holds it now: answered from it.
+    dropExpired(draft, [call.key], draft.at); // kept past its time: this signal replaces it
     const held = draft.signal(call.key);
-    if (held && isExpired(host.registry, held, draft.at)) draft.signalWrites.drop(call.key, draft.version);
-    else if (held) return { held };
+    if (held) return { held };
     // The wait may have ended since (deadline, cancel): checked again where it counts, in the commit.
     const awaiter = draft.awaiter(call.key);
     if (!early && !awaiter) throw notAwaited(call.key);

@@ -6,17 +6,7 @@
 import { InvalidArgumentError } from "../errors.ts";
 import { SignalKey } from "../records/primitives.ts";
 import type { Signal } from "../records/schemas.ts";
-import type { KernelDraft } from "../session/draft.ts";
 import type { SignalHost } from "./deliver.ts";
-import { isExpired } from "./keep-early.ts";
-
-/** Drops, in `draft`, each early signal of `keys` still kept whose time ran out by `now`. */
-export function dropExpired(draft: KernelDraft, keys: readonly string[], now: number): void {
-  for (const key of keys) {
-    const signal = draft.signal(key);
-    if (signal && isExpired(draft.registry, signal, now)) draft.signalWrites.drop(key, draft.version);
-  }
-}
 
 /**
  * Drops the early signal kept for `key` (only the one accepted at `version`, when given), in one commit, and

@@ -5,6 +5,7 @@
  */
 import type { Signal } from "../records/schemas.ts";
 import type { Registry } from "../registry.ts";
+import type { KernelDraft } from "../session/draft.ts";
 
 /** When the early signal `signal` is dropped unless a wait takes it first; undefined: it is kept. */
 export function expiryOf(registry: Registry, signal: Signal): number | undefined {
@@ -17,4 +18,12 @@ export function expiryOf(registry: Registry, signal: Signal): number | undefined
 export function isExpired(registry: Registry, signal: Signal, now: number): boolean {
   const at = expiryOf(registry, signal);
   return at !== undefined && at <= now;
+}
+
+/** Drops, in `draft`, each early signal of `keys` still kept whose time ran out by `now`. */
+export function dropExpired(draft: KernelDraft, keys: readonly string[], now: number): void {
+  for (const key of keys) {
+    const signal = draft.signal(key);
+    if (signal && isExpired(draft.registry, signal, now)) draft.signalWrites.drop(key, draft.version);
+  }
 }

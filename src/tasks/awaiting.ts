@@ -7,7 +7,7 @@
 import type { ErrorInfo, Json, Signal, Task } from "../records/schemas.ts";
 import type { KernelDraft } from "../session/draft.ts";
 import { isInternalKey } from "../signals/define-signal.ts";
-import { isExpired } from "../signals/keep-early.ts";
+import { dropExpired } from "../signals/keep-early.ts";
 import type { Received, Transition } from "./define-task.ts";
 import { taskError } from "./error-info.ts";
 
@@ -67,16 +67,12 @@ export function startAwaiting(
     updatedAt: draft.at,
   };
   draft.writeTask(waiting);
-  // Early signals: stored before anyone waited for their key, taken now, in this same commit.
+  // Early signals: stored before anyone waited for their key, taken now, in this same commit — but one whose
+  // `keepEarlyMs` ran out before its drop was committed (a late timer, a process that was down) is dropped.
+  dropExpired(draft, wait.keys, draft.at);
   let current = waiting;
   for (const key of wait.keys) {
     const early = draft.signal(key);
-    if (early && isExpired(draft.registry, early, draft.at)) {
-      // Its `keepEarlyMs` ran out before its drop was committed (a late timer, a process that was down):
-      // dropped now, never taken.
-      draft.signalWrites.drop(key, draft.version);
-      continue;
-    }
     if (early && early.consumedBy === undefined) current = take(draft, current, early, moves) ?? current;
     if (current.state.status !== "awaiting") return;
   }

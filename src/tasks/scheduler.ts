@@ -14,7 +14,7 @@ import type { KernelCommit, KernelCommitOptions } from "../session/commit-pipeli
 import type { ProgressDraft } from "../session/draft-types.ts";
 import type { WaitCheck } from "../session/parked-waits.ts";
 import type { SessionState } from "../session/state.ts";
-import { dropExpired } from "../signals/expiry.ts";
+import { dropExpired } from "../signals/keep-early.ts";
 import { errorInfo } from "./error-info.ts";
 import { ExclusiveKeys } from "./exclusive-keys.ts";
 import { dispatch, isApplicable, type TaskEvent } from "./machine.ts";

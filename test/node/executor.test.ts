@@ -68,6 +68,25 @@ function signing(world: { signed: string[]; ranAt: string[] }, where: string) {
   };
 }
 
+/** An edge session on a manual clock whose "Sign it" submission waits for an executor to take its call. */
+async function signingOnTheEdge(id: string) {
+  const world = { signed: [] as string[], ranAt: [] as string[] };
+  const clock = new ManualClock(1_000);
+  const timers = new ManualTimers(clock);
+  const edge = await openSession({
+    id,
+    storage: memoryStorage(),
+    registry: signing(world, "edge").registry,
+    host: "edge",
+    clock,
+    timers,
+  });
+  await edge.resume();
+  const submission = await edge.submit({ requestId: "r1", conversationId: "main", input: "Sign it" });
+  await settle();
+  return { world, timers, edge, submission };
+}
+
 describe("tool calls run by an executor that does not own the session", () => {
   it("are accepted, completed and applied, three commits in that order; the tool ran once, in the tab", async () => {
     const world = { signed: [] as string[], ranAt: [] as string[] };
@@ -159,20 +178,7 @@ describe("tool calls run by an executor that does not own the session", () => {
   });
 
   it("an executor that stops reporting loses the call at its lease's end: the next one confirms it, the late report is refused", async () => {
-    const world = { signed: [] as string[], ranAt: [] as string[] };
-    const clock = new ManualClock(1_000);
-    const timers = new ManualTimers(clock);
-    const edge = await openSession({
-      id: "lease",
-      storage: memoryStorage(),
-      registry: signing(world, "edge").registry,
-      host: "edge",
-      clock,
-      timers,
-    });
-    await edge.resume();
-    const submission = await edge.submit({ requestId: "r1", conversationId: "main", input: "Sign it" });
-    await settle();
+    const { world, timers, edge, submission } = await signingOnTheEdge("lease");
     const [offered] = edge.pending();
     expect(offered?.key).toMatch(/^run-on:/);
 
@@ -236,20 +242,7 @@ describe("tool calls run by an executor that does not own the session", () => {
   });
 
   it("an unsafe call stopped at 80% of its lease after it ran is not reported as an error: the next executor confirms it", async () => {
-    const world = { signed: [] as string[], ranAt: [] as string[] };
-    const clock = new ManualClock(1_000);
-    const timers = new ManualTimers(clock);
-    const edge = await openSession({
-      id: "stopped",
-      storage: memoryStorage(),
-      registry: signing(world, "edge").registry,
-      host: "edge",
-      clock,
-      timers,
-    });
-    await edge.resume();
-    const submission = await edge.submit({ requestId: "r1", conversationId: "main", input: "Sign it" });
-    await settle();
+    const { world, timers, edge, submission } = await signingOnTheEdge("stopped");
     // The tab signs, then waits for the provider's receipt, honouring its signal.
     const { sign: confirming } = signing(world, "tab-2");
     const slow: ToolDefinition<unknown> = {

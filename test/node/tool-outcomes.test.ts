@@ -159,14 +159,20 @@ describe("an unsafe call cut off by a crash", () => {
     return { world, started, tool };
   }
 
-  it("after its turn was cancelled, is only confirmed: not found, it ends not-run and never runs again", async () => {
-    const { world, started, tool } = provider();
+  /** A process whose send hangs once it started, over `disk`: the submission, and the store to kill. */
+  async function sendInFlight(tool: ReturnType<typeof provider>["tool"], started: Promise<void>) {
     const disk = memoryStorage();
     const first = new KillableStorage(disk.reopen());
     const a = await open(first, sendOnce(), [tool({ hang: true })]);
     await a.resume();
     const sub = await a.submit({ requestId: "r1", conversationId: "main", input: "email the ceo" });
-    await started.promise;
+    await started;
+    return { disk, first, a, sub };
+  }
+
+  it("after its turn was cancelled, is only confirmed: not found, it ends not-run and never runs again", async () => {
+    const { world, started, tool } = provider();
+    const { disk, first, a, sub } = await sendInFlight(tool, started.promise);
     // The user presses stop: the cancel is committed while the send is still in flight; then a crash.
     await a.cancelSubmission(sub.id, "user pressed stop");
     expect(a.view().tasks.every((t) => t.cancelRequested === "user pressed stop")).toBe(true);
@@ -187,12 +193,7 @@ describe("an unsafe call cut off by a crash", () => {
 
   it("whose confirm then fails is unknown, never an error the model would retry", async () => {
     const { world, started, tool } = provider();
-    const disk = memoryStorage();
-    const first = new KillableStorage(disk.reopen());
-    const a = await open(first, sendOnce(), [tool({ hang: true })]);
-    await a.resume();
-    const sub = await a.submit({ requestId: "r1", conversationId: "main", input: "email the ceo" });
-    await started.promise;
+    const { disk, first, sub } = await sendInFlight(tool, started.promise);
     first.kill();
 
     const seen: string[] = [];
