@@ -15,8 +15,9 @@ export interface ChosenIdCheck {
   readonly unverified: string[];
 }
 
-/** The check of the draft being built: builds run one at a time, synchronously (`commit-pipeline.ts`). */
-let building: { readonly draft: KernelDraft; readonly check: ChosenIdCheck } | undefined;
+/** The draft being built and its check: builds run one at a time, synchronously (`commit-pipeline.ts`). */
+let building: KernelDraft | undefined;
+let buildingCheck: ChosenIdCheck | undefined;
 
 /** Builds `draft` with `build`, the task machine noting in `check` the chosen ids of tasks it creates. */
 export function buildChecked<T>(
@@ -24,16 +25,18 @@ export function buildChecked<T>(
   check: ChosenIdCheck,
   build: (draft: KernelDraft) => T,
 ): T {
-  building = { draft, check };
+  building = draft;
+  buildingCheck = check;
   try {
     return build(draft);
   } finally {
     building = undefined;
+    buildingCheck = undefined;
   }
 }
 
 /** A task `draft` creates has the chosen id `id`: noted unless memory or a lookup already answers for it. */
 export function noteChosenId(draft: KernelDraft, id: string): void {
-  if (building?.draft !== draft || draft.task(id)) return; // memory refuses a task it holds
-  if (!building.check.absent.has(id)) building.check.unverified.push(id);
+  if (draft !== building || !buildingCheck || draft.task(id)) return; // memory refuses a task it holds
+  if (!buildingCheck.absent.has(id)) buildingCheck.unverified.push(id);
 }
