@@ -3,7 +3,7 @@
  * commit group. A Durable Object serializes its own requests, and the transaction makes the guard check
  * and the writes one atomic step, so a stale instance can never advance a session.
  */
-import { ensureError, KernelError, StorageError } from "../src/errors.ts";
+import { DuplicateKeyError, ensureError, KernelError, StorageError } from "../src/errors.ts";
 import type { CommitRecord } from "../src/records/schemas.ts";
 import { prunableThrough, pruneThroughSync, withLogFloor } from "../src/storage/change-log.ts";
 import { entriesOfRows } from "../src/storage/entry-runs.ts";
@@ -11,6 +11,7 @@ import {
   createRowsOf,
   knownTail,
   logRowWrite,
+  materializedThrough,
   openedWriterMeta,
   planGroup,
   tailFromLog,
@@ -23,8 +24,11 @@ import { checkCreate, checkRowSize, type RowWrite, rawNumber, recordName } from 
 import { checkGuard, nextWriterMeta, upgradedMeta } from "../src/storage/session-row.ts";
 import type {
   CommitGuard,
+  ExportedRow,
   OpenRequest,
   ParkedCursor,
+  RawSession,
+  SessionImport,
   Storage,
   StorageOptions,
   StoredChanges,
@@ -684,6 +688,43 @@ export class DurableObjectSqliteStorage implements Storage {
   }
 
   /** Deletes one session's rows and its session row, in one transaction. */
+  async exportRaw(sessionId: string): Promise<RawSession | undefined> {
+    if (!this.hasTables()) return undefined;
+    // One synchronous read: nothing of this object runs in between, so it is one consistent snapshot.
+    return this.run(() => {
+      const meta = this.readMeta(sessionId);
+      if (meta === undefined) return undefined;
+      const rows = this.storage.sql
+        .exec("SELECT tbl, id, n, v FROM da_rows WHERE session = ? AND tbl <> 'changes'", sessionId)
+        .toArray()
+        .map((row) => {
+          const table = row.tbl as ExportedRow["table"];
+          return { table, key: keyOf(table, row.id as string, row.n as number), value: parseJson(row.v) };
+        });
+      const after = materializedThrough(meta) + 1;
+      return { meta, rows, log: this.range(sessionId, "changes", "", after, Number.MAX_SAFE_INTEGER) };
+    });
+  }
+
+  async importRaw(sessionId: string, session: SessionImport): Promise<void> {
+    this.run(() =>
+      this.storage.transactionSync(() => {
+        this.createTables();
+        if (this.readMeta(sessionId) !== undefined) throw new DuplicateKeyError(`sessions/${sessionId}`, 0);
+        const writes = session.rows.map((row) => {
+          const json = JSON.stringify(row.value);
+          checkRowSize({ ...row, key: [...row.key] }, json, this.maxRowBytes, 0);
+          return [sessionId, row.table, ...columns(row.table, row.key), json];
+        });
+        for (const batch of batches(writes)) this.storage.sql.exec(upsertRows(batch.length), ...batch.flat());
+        for (const log of session.log)
+          this.storage.sql.exec(UPSERT_ROW, sessionId, "changes", "", log.version, log.json);
+        this.writeMeta(sessionId, session.meta);
+      }),
+    );
+    this.tails.forget(sessionId);
+  }
+
   async deleteSession(sessionId: string): Promise<void> {
     if (!this.hasTables()) return;
     this.run(() =>

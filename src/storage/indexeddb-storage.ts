@@ -6,6 +6,7 @@ import { type KernelError, StorageError } from "../errors.ts";
 import type { CommitRecord, SessionMeta } from "../records/schemas.ts";
 import { type GroupPlan, isSameRow, mayMaterialize, openedWriterMeta, RowChanged } from "./group-plan.ts";
 import { writeGroupInTx } from "./indexeddb-commit.ts";
+import { deleteInTx, exportInTx, importInTx } from "./indexeddb-export.ts";
 import { tailInTx, writeMaterialization, writeRow } from "./indexeddb-log.ts";
 import {
   finished,
@@ -25,6 +26,8 @@ import type {
   CommitGuard,
   OpenRequest,
   ParkedCursor,
+  RawSession,
+  SessionImport,
   Storage,
   StorageOptions,
   StoredChanges,
@@ -131,12 +134,16 @@ export class IndexedDbStorage implements Storage {
   }
 
   async deleteSession(sessionId: string): Promise<void> {
-    await this.transaction("readwrite", async (tx, keys) => {
-      await Promise.all([
-        requested(tx.objectStore(SESSIONS).delete(sessionId)),
-        ...TABLES.map((table) => requested(tx.objectStore(table).delete(keys.all(sessionId)))),
-      ]);
-    });
+    await this.transaction("readwrite", (tx, keys) => deleteInTx(tx, keys, sessionId));
+    this.tails.forget(sessionId);
+  }
+
+  async exportRaw(sessionId: string): Promise<RawSession | undefined> {
+    return this.transaction("readonly", (tx, keys) => exportInTx(tx, keys, sessionId));
+  }
+
+  async importRaw(sessionId: string, session: SessionImport): Promise<void> {
+    await this.transaction("readwrite", (tx) => importInTx(tx, sessionId, session));
     this.tails.forget(sessionId);
   }
 

@@ -3,7 +3,7 @@
 import { entriesOfRows, RUN_ENTRIES } from "./entry-runs.ts";
 import type { KeyPart, Table } from "./rows.ts";
 import { recordName, TABLES } from "./rows.ts";
-import type { ParkedCursor, StoredRecord } from "./storage.ts";
+import type { ExportedRow, ParkedCursor, StoredRecord } from "./storage.ts";
 import { isBelow, itemOfRow, type SessionRowReader } from "./working-set.ts";
 
 /** A key as a string that sorts like the key: numbers offset to be non-negative (item keys may be below 0). */
@@ -196,4 +196,12 @@ export function tablesReader(tables: Record<Table, Rows>) {
       table === "deadlines" ? every(table).slice(0, limit) : records(table, tables[table].earliest(limit)),
     count: (table: "settled" | "tasks") => tables[table].count,
   } satisfies SessionRowReader;
+}
+
+/** Every row of a session's tables but the change log's (what a snapshot of it moves). */
+export function storedRows(tables: Record<Table, Rows>): ExportedRow[] {
+  const rows: ExportedRow[] = [];
+  for (const table of TABLES)
+    if (table !== "changes") for (const [, row] of tables[table].scan()) rows.push({ table, ...row });
+  return rows;
 }

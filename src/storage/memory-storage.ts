@@ -3,7 +3,7 @@
  * simulations keep while they throw kernels away. Values are structured-cloned in and out, so nothing a
  * caller holds aliases what is stored.
  */
-import { SessionNotFoundError, StorageError } from "../errors.ts";
+import { DuplicateKeyError, SessionNotFoundError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import { deepFreeze } from "../records/validate.ts";
 import { prunableThrough, pruneThroughSync, withLogFloor } from "./change-log.ts";
@@ -11,13 +11,14 @@ import {
   createRowsOf,
   knownTail,
   logRowWrite,
+  materializedThrough,
   openedWriterMeta,
   planGroup,
   tailFromLog,
 } from "./group-plan.ts";
 import { firstVersionOf, logStartOf } from "./log-head.ts";
 import { changesAfter } from "./log-rows.ts";
-import { emptyTables, entryRange, type Rows, sortedRange, tablesReader } from "./memory-rows.ts";
+import { emptyTables, entryRange, type Rows, sortedRange, storedRows, tablesReader } from "./memory-rows.ts";
 import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
 import { checkCreate, checkRowSize, rawNumber } from "./rows.ts";
 import { checkGuard, nextWriterMeta, upgradedMeta } from "./session-row.ts";
@@ -25,6 +26,8 @@ import type {
   CommitGuard,
   OpenRequest,
   ParkedCursor,
+  RawSession,
+  SessionImport,
   Storage,
   StorageOptions,
   StoredChanges,
@@ -245,6 +248,25 @@ export class MemoryStorage implements Storage {
   async deleteSession(sessionId: string): Promise<void> {
     this.assertOpen();
     this.sessions.delete(sessionId);
+    this.tails.forget(sessionId);
+  }
+
+  async exportRaw(sessionId: string): Promise<RawSession | undefined> {
+    this.assertOpen();
+    const rows = this.sessions.get(sessionId);
+    if (!rows) return undefined;
+    const after = materializedThrough(rows.meta) + 1;
+    const log = sortedRange(rows.tables.changes, "changes", undefined, after, Number.MAX_SAFE_INTEGER);
+    return structuredClone({ meta: rows.meta, rows: storedRows(rows.tables), log });
+  }
+
+  async importRaw(sessionId: string, session: SessionImport): Promise<void> {
+    this.assertOpen();
+    if (this.sessions.has(sessionId)) throw new DuplicateKeyError(`sessions/${sessionId}`, 0);
+    const tables = emptyTables();
+    for (const row of structuredClone(session.rows)) tables[row.table].set(row.key, deepFreeze(row.value));
+    for (const log of session.log) tables.changes.set([log.version], deepFreeze(structuredClone(log.value)));
+    this.sessions.set(sessionId, { meta: structuredClone(session.meta), tables });
     this.tails.forget(sessionId);
   }
 

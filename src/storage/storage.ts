@@ -4,6 +4,7 @@
  * corrupt row is reported by name instead of crashing the store.
  */
 import type { CommitRecord } from "../records/schemas.ts";
+import type { KeyPart, Table } from "./rows.ts";
 
 /** A row as it was read, with a readable name such as `tasks/t_1` used in errors and views. */
 export interface StoredRecord {
@@ -46,6 +47,30 @@ export interface StoredSession {
   readonly signals?: readonly StoredRecord[];
   /** The parked waits, which stay in storage on open: how many, and the earliest deadline among them. */
   readonly parked?: { readonly count: number; readonly due?: number };
+}
+
+/** One stored row of a session, in the layout every store shares (`rows.ts`): what a snapshot moves. */
+export interface ExportedRow {
+  readonly table: Exclude<Table, "changes">;
+  readonly key: readonly KeyPart[];
+  readonly value: unknown;
+}
+
+/** What a store reads for an export, in one consistent read (see `session-export.ts`). */
+export interface RawSession {
+  readonly meta: unknown;
+  /** Every row of the session but the change log's, as stored. */
+  readonly rows: readonly ExportedRow[];
+  /** The change-log rows after the version the rows are materialized through (the log's tail), in order. */
+  readonly log: readonly StoredRecord[];
+}
+
+/** What a store writes for an import, in one transaction: a session it does not hold yet. */
+export interface SessionImport {
+  readonly meta: unknown;
+  readonly rows: readonly ExportedRow[];
+  /** The change log: the head commit's row (`json` is its value's text). */
+  readonly log: readonly { readonly version: number; readonly value: unknown; readonly json: string }[];
 }
 
 /** How to open a session in a store. */
@@ -180,6 +205,17 @@ export interface Storage {
    * session uses it to discard a copy whose unsent commits its edge host has written past.
    */
   deleteSession?(sessionId: string): Promise<void>;
+  /**
+   * Every row of a session but its change log's, with the log's tail, in one consistent read; undefined
+   * when the store does not hold the session. Optional: see `exportSession` (a copy too far behind its
+   * other host to catch up from the change log is rebuilt from a snapshot).
+   */
+  exportRaw?(sessionId: string): Promise<RawSession | undefined>;
+  /**
+   * Writes a session this store does not hold from a snapshot's rows (see `importSession`), in one
+   * transaction; refused with `DuplicateKeyError` when the session exists, nothing written.
+   */
+  importRaw?(sessionId: string, session: SessionImport): Promise<void>;
   /** Releases connections. The store may be opened again by creating a new instance. */
   close(): Promise<void>;
 }

@@ -132,6 +132,10 @@ export class RemoteStorage implements Storage {
   open: Storage["open"] = (...args) =>
     this.call("open", args, undefined, Number.POSITIVE_INFINITY) as ReturnType<Storage["open"]>;
   close: Storage["close"] = async () => undefined;
+  exportRaw: NonNullable<Storage["exportRaw"]> = (...args) =>
+    this.call("exportRaw", args) as ReturnType<NonNullable<Storage["exportRaw"]>>;
+  importRaw = async (...args: Parameters<NonNullable<Storage["importRaw"]>>): Promise<void> =>
+    void (await this.call("importRaw", args));
   deleteSession = async (sessionId: string): Promise<void> =>
     void (await this.call("deleteSession", [sessionId]));
 

@@ -35,6 +35,7 @@ import type { KernelDraft } from "../../src/session/draft.ts";
 import { commitAsKernel } from "../../src/session/kernel-access.ts";
 import { PRUNE_EVERY } from "../../src/storage/change-log.ts";
 import type { RowWrite } from "../../src/storage/rows.ts";
+import { exportSession, importSession } from "../../src/storage/session-export.ts";
 import { rng } from "./task-simulation.ts";
 
 let opens = 0;
@@ -1162,6 +1163,84 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       // The id can be used again from nothing.
       const fresh = await open(store, gone);
       expect([fresh.version, fresh.view().submissions]).toEqual([0, []]);
+    });
+
+    it("exports a session whole at its version and imports it as a copy that reads the same and goes on", async () => {
+      const store = harness.storage({ tailCommits: 8 });
+      const id = freshId("exported");
+      const session = await openParking(store, id);
+      const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "send the notice" });
+      await session.submit({ requestId: "r2", conversationId: "main", input: "and then?" });
+      await session.cancelSubmission(sub.id, "not needed");
+      await commitAsKernel(session, (d) => {
+        d.writeTask(created(d, demoTask("root")));
+        for (let c = 0; c < 3; c++)
+          d.writeTask(created(d, { ...demoTask(`root.${c}`), parentId: "root", childIndex: c }));
+        for (let i = 0; i < 3; i++) d.writeTask(created(d, demoTask(`w-${i}`)));
+      });
+      await commitAsKernel(session, (d) => {
+        for (let i = 0; i < 3; i++)
+          d.writeTask({ ...taskIn(d, `w-${i}`), state: awaiting(`k:${i}`, i === 1 ? 9_000 : undefined) });
+      });
+      await session.signal("k:early", { n: 1 }, { requestId: "s1" });
+      for (let i = 0; i < 30; i++)
+        await commitAsKernel(session, (d) => {
+          d.appendEntry("main", { kind: "note", text: `note ${i}` });
+          if (i % 3 === 0) d.setDocument("plan", "plan", { steps: [`${i}`], approved: i % 2 === 0 });
+          else d.patchDocument("plan", [{ op: "replace", path: "/steps/0", value: `${i}` }]);
+        });
+      expect(store.exportRaw).toBeDefined();
+      // Through JSON, as it crosses from one host to another.
+      const snapshot = JSON.parse(JSON.stringify(await exportSession(store, id)));
+      expect(snapshot.head).toMatchObject({ version: session.version });
+      expect(await exportSession(store, freshId("none"))).toBeUndefined();
+      const copyId = freshId("imported");
+      const other = harness.storage();
+      expect(await importSession(other, copyId, snapshot)).toEqual({
+        version: session.version,
+        epoch: session.epoch,
+      });
+      await expect(importSession(other, copyId, snapshot)).rejects.toBeInstanceOf(DuplicateKeyError);
+      await expect(
+        importSession(other, freshId("bad"), { ...snapshot, rows: [{ table: "x" }] }),
+      ).rejects.toThrow(/malformed/);
+      const [mine, theirs] = await Promise.all([open(other, copyId, "read"), open(store, id, "read")]);
+      const { id: _a, ...copied } = durable(mine.view());
+      const { id: _b, ...original } = durable(theirs.view());
+      expect(copied).toEqual(original);
+      expect(mine.parkedInStorage).toBe(3);
+      // Every read a copy serves reads the same there.
+      const reads = async (s: Storage, sid: string) => ({
+        entries: await s.readEntries(sid, "main", 0, 40),
+        request: (await s.readRequest(sid, "r1"))?.value,
+        tree: (await s.readTaskTree(sid, "root")).map((r) => r.value),
+        signals: (await s.readSignals(sid, ["k:early", "k:none"])).map((r) => r?.value),
+        waiting: (await s.readWaiting(sid, ["k:1"])).map(idsOf),
+        parked: (await s.readParked(sid, undefined, 10)).map((i) => [i.version, i.id]),
+        deadlines: (await s.readDeadlines(sid, 10)).map((r) => r.key.split("/").slice(-2)),
+        settled: (await s.readSettled(sid, 10)).items.map((i) => i.id),
+        items: (await s.readItems(sid, Number.MAX_SAFE_INTEGER, 20)).items.map((i) => i.id),
+        documentRows: (await s.readDocumentRows(sid, "plan", 0, 1_000)).map((r) => r.value),
+      });
+      const copiedReads = await reads(other, copyId);
+      expect(copiedReads).toEqual(await reads(store, id));
+      expect(copiedReads.entries).toHaveLength(32);
+      // Its log starts at the head: older versions are gone, as pruned ones are.
+      const log = await other.readChanges(copyId, 0, 10);
+      expect(log.oldestRetained).toBe(session.version);
+      expect(log.changes.map((c) => c.value)).toEqual([snapshot.head]);
+      // A writer of the copy goes on from there, and answers a repeated request as the original did.
+      const writer = await open(other, copyId);
+      const again = await writer.submit({
+        requestId: "r1",
+        conversationId: "main",
+        input: "send the notice",
+      });
+      expect([again.id, again.status]).toEqual([sub.id, "cancelled"]);
+      await writer.commit((d) => d.setDocument("plan", "plan", { steps: ["next"], approved: true }));
+      const reopened = await open(other, copyId, "read");
+      expect(reopened.version).toBe(session.version + 1);
+      expect(reopened.view().documents[0]?.value).toEqual({ steps: ["next"], approved: true });
     });
 
     it("refuses a writer of a deleted session in the one created again under its id, at its epoch and version", async () => {

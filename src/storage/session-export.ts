@@ -1,0 +1,136 @@
+/**
+ * A whole session, moved between stores (DESIGN §6): a copy so far behind its other host that the other
+ * host's change log no longer holds the commits it lacks is rebuilt from the other host's rows instead.
+ * The exporting store reads every row of the session but its change log's, with the log's tail, in one
+ * consistent read; the rows are brought to the session's version here (the tail materialized, as a writer
+ * would), and the head commit goes with them, so the copy's log starts at the head: a follower checks its
+ * epoch, a reader of older versions is told they are gone (`oldestRetained`).
+ */
+import { z } from "zod";
+import { randomIds } from "../clock.ts";
+import { CorruptRecordError, InvalidArgumentError } from "../errors.ts";
+import type { CommitRecord } from "../records/schemas.ts";
+import { STORAGE_FORMAT } from "../records/schemas.ts";
+import { materializedThrough, tailFromLog } from "./group-plan.ts";
+import { WholeRecords } from "./log-codec.ts";
+import { logRowsOfGroup } from "./log-rows.ts";
+import { emptyTables } from "./memory-rows.ts";
+import type { Table } from "./rows.ts";
+import { rawNumber, TABLES } from "./rows.ts";
+import type { ExportedRow, Storage } from "./storage.ts";
+
+/** A session at one version, as one host hands it to another. */
+export interface SessionSnapshot {
+  readonly format: 1;
+  /** The session row as the exporting store holds it (its version and owner epoch). */
+  readonly meta: unknown;
+  /** Every row but the change log's, each key in its state at the session's version. */
+  readonly rows: readonly ExportedRow[];
+  /** The commit at the session's version (null at version 0). */
+  readonly head: CommitRecord | null;
+}
+
+const Key = z
+  .array(z.union([z.string().max(4096), z.number().finite()]))
+  .min(1)
+  .max(4);
+const ROW_TABLES = TABLES.filter((t) => t !== "changes") as [
+  Exclude<Table, "changes">,
+  ...Exclude<Table, "changes">[],
+];
+
+/** A snapshot as it arrives from another host: its frame checked here, its records when they are read. */
+export const SessionSnapshotSchema = z.object({
+  format: z.literal(1),
+  meta: z
+    .object({ version: z.number().int().nonnegative(), epoch: z.number().int().nonnegative() })
+    .passthrough(),
+  rows: z.array(z.object({ table: z.enum(ROW_TABLES), key: Key, value: z.unknown() })),
+  head: z
+    .object({ version: z.number().int().positive(), epoch: z.number().int().nonnegative() })
+    .passthrough()
+    .nullable(),
+});
+
+/** Stores that can hand a session over whole, and take one. */
+type Exporting = Pick<Storage, "readChanges"> & Required<Pick<Storage, "exportRaw">>;
+type Importing = Required<Pick<Storage, "importRaw">>;
+
+/**
+ * The session as one snapshot at its version, or undefined when the store does not hold it. Refused with
+ * `InvalidArgumentError` by a store that cannot export.
+ */
+export async function exportSession(
+  storage: Pick<Storage, "readChanges" | "exportRaw">,
+  sessionId: string,
+): Promise<SessionSnapshot | undefined> {
+  if (!storage.exportRaw) throw new InvalidArgumentError("this store cannot export a session");
+  const raw = await (storage as Exporting).exportRaw(sessionId);
+  if (raw === undefined) return undefined;
+  const version = rawNumber(raw.meta, "version") ?? 0;
+  const through = materializedThrough(raw.meta);
+  const tail = tailFromLog(raw.meta, undefined, through, raw.log);
+  const tables = emptyTables();
+  for (const row of raw.rows) tables[row.table].set(row.key, row.value);
+  const { ranges, rows: writes } = tail.materialization();
+  for (const { table, id, below } of ranges)
+    tables[table].deleteWhere(id, (key) => (key[1] as number) < below);
+  for (const row of writes)
+    if (row.op === "delete") tables[row.table].delete(row.key);
+    else tables[row.table].set(row.key, row.value);
+  const rows: ExportedRow[] = [];
+  for (const table of ROW_TABLES)
+    for (const [, row] of tables[table].scan()) rows.push({ table, key: row.key, value: row.value });
+  // Read whole (with the entries its log row names): a commit never changes, and the newest is never pruned.
+  let head: CommitRecord | null = null;
+  if (version > 0) {
+    const { changes } = await storage.readChanges(sessionId, version - 1, 1);
+    head = (changes[0]?.value as CommitRecord | undefined) ?? null;
+    if (head?.version !== version)
+      throw new CorruptRecordError(`changes/${version}`, "the change log lacks the session's head commit");
+  }
+  return { format: 1, meta: raw.meta, rows, head };
+}
+
+/**
+ * Writes `snapshot` as session `sessionId` into a store that does not hold it yet, in one transaction: its
+ * rows, the head commit as the change log's first row, and a session row at the snapshot's version under
+ * `epoch` (default: the head commit's), fully materialized. Refused with `InvalidArgumentError` when the
+ * snapshot is malformed or the store cannot import; with `DuplicateKeyError` when the session exists there.
+ */
+export async function importSession(
+  storage: Pick<Storage, "importRaw">,
+  sessionId: string,
+  snapshot: unknown,
+  epoch?: number,
+): Promise<{ version: number; epoch: number }> {
+  if (!storage.importRaw) throw new InvalidArgumentError("this store cannot import a session");
+  const parsed = SessionSnapshotSchema.safeParse(snapshot);
+  if (!parsed.success)
+    throw new InvalidArgumentError(
+      "the session snapshot is malformed",
+      parsed.error.issues.map((issue) => ({ path: issue.path.join("."), message: issue.message })),
+    );
+  const { meta, rows, head } = parsed.data as unknown as SessionSnapshot & {
+    meta: { version: number; epoch: number };
+  };
+  if ((head?.version ?? 0) !== meta.version)
+    throw new InvalidArgumentError(
+      `the session snapshot's head commit is not at its version ${meta.version}`,
+      [{ path: "head.version", message: `expected ${meta.version}` }],
+    );
+  const writer = epoch ?? head?.epoch ?? meta.epoch;
+  const log = head ? logRowsOfGroup([head], 0, new WholeRecords()) : { rows: [], logEnd: 0 };
+  const copied = {
+    ...meta,
+    id: sessionId,
+    format: STORAGE_FORMAT,
+    epoch: writer,
+    logEnd: log.logEnd,
+    materialized: meta.version,
+    logFloor: meta.version,
+    incarnation: randomIds.next("s"),
+  };
+  await (storage as Importing).importRaw(sessionId, { meta: copied, rows, log: log.rows });
+  return { version: meta.version, epoch: writer };
+}
