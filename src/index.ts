@@ -109,9 +109,14 @@ export { IndexedDbStorage, indexedDbStorage } from "./storage/indexeddb-storage.
 export type { MemoryStorageOptions, WriteHook } from "./storage/memory-storage.ts";
 export { MemoryStorage, memoryStorage } from "./storage/memory-storage.ts";
 export type { KeyPart, RowWrite, Table } from "./storage/rows.ts";
+export type { SessionSnapshot } from "./storage/session-export.ts";
+export { exportSession, importSession } from "./storage/session-export.ts";
 export type {
   CommitGuard,
+  ExportedRow,
   OpenRequest,
+  RawSession,
+  SessionImport,
   Storage,
   StorageOptions,
   StoredChanges,

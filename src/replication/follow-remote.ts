@@ -6,14 +6,17 @@
  * `linkSession`, the same claim as ever: it catches up on whatever was not pulled yet and fences the edge.
  * A copy that holds commits the edge never received waits while the edge has not written past them, and is
  * rebased once it has (a tab closed mid-run and taken over): the inputs those commits hold are kept for
- * whoever leads next (`onRebased`), the copy is rebuilt from the edge's history, and following goes on.
+ * whoever leads next (`onRebased`), the copy is rebuilt from the edge's history, and following goes on. A
+ * copy the edge's change log no longer reaches (a new tab on a long-lived session, a tab back after the log
+ * was pruned past it) is rebuilt from the edge's snapshot of the session (`ReplicaRemote.snapshot`), its
+ * inputs kept the same way, and follows from the snapshot's version.
  */
 import { type Clock, systemClock, systemTimers, type TimerHandle, type Timers } from "../clock.ts";
 import { ReplicationDivergedError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { ReplicaRemote } from "./protocol.ts";
-import { type LocalInput, rebaseDiverged } from "./rebase.ts";
+import { type LocalInput, rebaseDiverged, rebuildFromSnapshot } from "./rebase.ts";
 import { applyAsReplica, epochAt } from "./reconcile.ts";
 
 const PAGE = 256;
@@ -21,7 +24,7 @@ const PAGE = 256;
 export interface FollowRemoteOptions {
   readonly storage: Storage;
   /** The session's other host (the edge), in process or over HTTP (`edgeReplica`). */
-  readonly remote: Pick<ReplicaRemote, "changes">;
+  readonly remote: Pick<ReplicaRemote, "changes" | "snapshot">;
   readonly id: string;
   readonly clock?: Clock;
   readonly timers?: Timers;
@@ -29,7 +32,10 @@ export interface FollowRemoteOptions {
   readonly everyMs?: number;
   /** Told after each pull that copied commits, with the version this copy now holds. */
   readonly onPulled?: (version: number) => void;
-  /** Following stopped for good: the other host no longer keeps what this copy needs (or `refuse`). */
+  /**
+   * Following stopped for good: the other host no longer keeps what this copy needs and gives no snapshot,
+   * or the copy diverged under `refuse`.
+   */
   readonly onError?: (error: Error) => void;
   /**
    * This copy holds commits the other host never received and has written past (a tab closed mid-run,
@@ -89,17 +95,20 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       // Its log no longer holds this copy's head: whether the copy holds its commits cannot be told (one
       // the other host never received would have the other host's next commits stacked onto it).
       // Unless its next commit is of the head's epoch: one writer per epoch wrote both, so the head is its.
+      // Either way the copy is rebuilt from the other host's snapshot, when it gives one.
       const next = page[0] as CommitRecord;
-      if (version > 0 && head === undefined && next.epoch !== headEpoch)
-        throw new ReplicationDivergedError(
+      if (version > 0 && head === undefined && next.epoch !== headEpoch) {
+        await rebuild(
           `session ${id}: the other host no longer keeps version ${version}, this copy's head, to check it against`,
-          version,
         );
-      if (oldestRetained > version + 1 || next.version !== version + 1)
-        throw new ReplicationDivergedError(
-          `session ${id}: the other host no longer keeps the commits after version ${version}`,
-          version,
-        );
+        if (stopped) return version;
+        continue;
+      }
+      if (oldestRetained > version + 1 || next.version !== version + 1) {
+        await rebuild(`session ${id}: the other host no longer keeps the commits after version ${version}`);
+        if (stopped) return version;
+        continue;
+      }
       // Each page under its newest writer's epoch: a copy never takes commits from an owner older than one
       // it has seen, and becomes that owner's replica.
       await applyAsReplica(storage, id, Math.max(...page.map((c) => c.epoch)), page);
@@ -127,6 +136,19 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       create,
       options.onRebased,
     ));
+    options.onPulled?.(version);
+  };
+  /**
+   * Rebuilds this copy from the other host's snapshot: its log no longer reaches what the copy holds. A
+   * copy that may hold commits of its own is not rebuilt under `refuse`; nor without a snapshot to take.
+   */
+  const rebuild = async (why: string) => {
+    const behind = new ReplicationDivergedError(why, version);
+    if (options.onDiverged === "refuse" && version > 0) throw behind;
+    if (stopped) return;
+    const rebuilt = await rebuildFromSnapshot(storage, remote, id, undefined, options.onRebased);
+    if (!rebuilt) throw behind;
+    ({ version, epoch: headEpoch } = rebuilt);
     options.onPulled?.(version);
   };
   const pull = () => {

@@ -91,4 +91,9 @@ export interface ReplicaRemote {
   release(request: ReleaseRequest): Promise<void>;
   /** Commits after `afterVersion` from the other host's change log, oldest first (a catch-up). */
   changes(afterVersion: number, limit: number): Promise<{ changes: unknown[]; oldestRetained: number }>;
+  /**
+   * The session whole at the other host's version (`exportSession`), for a copy its change log can no
+   * longer bring up to date (behind its pruning). Optional: without it such a copy stops.
+   */
+  snapshot?(): Promise<unknown>;
 }

@@ -13,6 +13,7 @@ import { SubmissionSchema } from "../records/schemas.ts";
 import { validateRecord } from "../records/validate.ts";
 import type { Session } from "../session/session.ts";
 import type { SubmitInput } from "../session/submit.ts";
+import { importSession, parseSnapshot } from "../storage/session-export.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { ReplicaRemote } from "./protocol.ts";
 import { applyAsReplica, remoteHistory } from "./reconcile.ts";
@@ -139,7 +140,7 @@ async function inputsAfter(storage: Storage, id: string, version: number): Promi
  */
 export async function rebaseDiverged(
   storage: Storage,
-  remote: Pick<ReplicaRemote, "changes">,
+  remote: Pick<ReplicaRemote, "changes" | "snapshot">,
   id: string,
   localVersion: number,
   remoteVersion: number | undefined,
@@ -150,13 +151,18 @@ export async function rebaseDiverged(
   keep?: (inputs: readonly LocalInput[]) => Promise<void> | void,
 ): Promise<{ inputs: LocalInput[]; version: number; epoch: number | null }> {
   if (!storage.deleteSession) throw diverged;
-  const history = await remoteHistory(remote, id, 0, remoteVersion).catch((error: unknown) => {
+  let history: CommitRecord[];
+  try {
+    history = await remoteHistory(remote, id, 0, remoteVersion);
+  } catch (error) {
     if (!(error instanceof ReplicationDivergedError)) throw error;
+    const rebuilt = await rebuildFromSnapshot(storage, remote, id, epoch, keep);
+    if (rebuilt) return rebuilt;
     throw new ReplicationDivergedError(
       `${diverged.message}; this copy cannot be rebuilt: ${error.message}`,
       diverged.version,
     );
-  });
+  }
   const head = history.at(-1);
   const common = await commonVersion(storage, history, id, Math.min(localVersion, head?.version ?? 0));
   const inputs = await inputsAfter(storage, id, common);
@@ -165,6 +171,30 @@ export async function rebaseDiverged(
   await recreate();
   await applyAsReplica(storage, id, epoch ?? Math.max(0, ...history.map((c) => c.epoch)), history);
   return { inputs, version: head?.version ?? 0, epoch: head?.epoch ?? null };
+}
+
+/**
+ * Rebuilds this copy from the other host's snapshot (`ReplicaRemote.snapshot`) when its change log no
+ * longer reaches back to what the copy holds: neither the copy's head nor the commits after it can be
+ * checked there, so the inputs of every commit the copy still logs are kept (given again, each is taken
+ * once: a Submission by its requestId, a signal by its requestId, a drop by its version). Undefined when
+ * the other host or this store cannot move a session whole; nothing is changed then.
+ */
+export async function rebuildFromSnapshot(
+  storage: Storage,
+  remote: Pick<ReplicaRemote, "snapshot">,
+  id: string,
+  epoch: number | undefined,
+  keep?: (inputs: readonly LocalInput[]) => Promise<void> | void,
+): Promise<{ inputs: LocalInput[]; version: number; epoch: number | null } | undefined> {
+  if (!remote.snapshot || !storage.deleteSession || !storage.importRaw) return undefined;
+  const snapshot = parseSnapshot(await remote.snapshot()); // checked before anything here is deleted
+  const { oldestRetained } = await storage.readChanges(id, 0, 1);
+  const inputs = await inputsAfter(storage, id, Math.max(0, oldestRetained - 1));
+  await keep?.(inputs);
+  await storage.deleteSession(id);
+  const imported = await importSession(storage, id, snapshot, epoch);
+  return { inputs, version: imported.version, epoch: snapshot.head?.epoch ?? null };
 }
 
 /**

@@ -10,7 +10,7 @@ import { z } from "zod";
 import { randomIds } from "../clock.ts";
 import { CorruptRecordError, InvalidArgumentError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
-import { STORAGE_FORMAT } from "../records/schemas.ts";
+import { CommitRecordSchema, STORAGE_FORMAT } from "../records/schemas.ts";
 import { materializedThrough, tailFromLog } from "./group-plan.ts";
 import { WholeRecords } from "./log-codec.ts";
 import { logRowsOfGroup } from "./log-rows.ts";
@@ -92,6 +92,33 @@ export async function exportSession(
   return { format: 1, meta: raw.meta, rows, head };
 }
 
+/** A snapshot checked (its frame: the records are checked when read), or `InvalidArgumentError` naming the field. */
+export function parseSnapshot(
+  snapshot: unknown,
+): SessionSnapshot & { meta: { version: number; epoch: number } } {
+  const parsed = SessionSnapshotSchema.safeParse(snapshot);
+  if (!parsed.success)
+    throw new InvalidArgumentError(
+      "the session snapshot is malformed",
+      parsed.error.issues.map((issue) => ({ path: issue.path.join("."), message: issue.message })),
+    );
+  const checked = parsed.data as unknown as SessionSnapshot & { meta: { version: number; epoch: number } };
+  if ((checked.head?.version ?? 0) !== checked.meta.version)
+    throw new InvalidArgumentError(
+      `the session snapshot's head commit is not at its version ${checked.meta.version}`,
+      [{ path: "head.version", message: `expected ${checked.meta.version}` }],
+    );
+  if (checked.head !== null) {
+    const head = CommitRecordSchema.safeParse(checked.head);
+    if (!head.success)
+      throw new InvalidArgumentError(
+        "the session snapshot's head is not a commit record",
+        head.error.issues.map((issue) => ({ path: `head.${issue.path.join(".")}`, message: issue.message })),
+      );
+  }
+  return checked;
+}
+
 /**
  * Writes `snapshot` as session `sessionId` into a store that does not hold it yet, in one transaction: its
  * rows, the head commit as the change log's first row, and a session row at the snapshot's version under
@@ -105,20 +132,7 @@ export async function importSession(
   epoch?: number,
 ): Promise<{ version: number; epoch: number }> {
   if (!storage.importRaw) throw new InvalidArgumentError("this store cannot import a session");
-  const parsed = SessionSnapshotSchema.safeParse(snapshot);
-  if (!parsed.success)
-    throw new InvalidArgumentError(
-      "the session snapshot is malformed",
-      parsed.error.issues.map((issue) => ({ path: issue.path.join("."), message: issue.message })),
-    );
-  const { meta, rows, head } = parsed.data as unknown as SessionSnapshot & {
-    meta: { version: number; epoch: number };
-  };
-  if ((head?.version ?? 0) !== meta.version)
-    throw new InvalidArgumentError(
-      `the session snapshot's head commit is not at its version ${meta.version}`,
-      [{ path: "head.version", message: `expected ${meta.version}` }],
-    );
+  const { meta, rows, head } = parseSnapshot(snapshot);
   const writer = epoch ?? head?.epoch ?? meta.epoch;
   const log = head ? logRowsOfGroup([head], 0, new WholeRecords()) : { rows: [], logEnd: 0 };
   const copied = {

@@ -9,6 +9,7 @@ import {
   createRegistry,
   defineDocument,
   defineTask,
+  exportSession,
   followRemote,
   HistoryTruncatedError,
   memoryStorage,
@@ -109,6 +110,123 @@ describe("a tab following its edge whose own head commit the edge's log no longe
     expect(copy.view().documents.some((d) => d.id === "offline")).toBe(true);
     await copy.close();
     await again.stop();
+    await edge2.close();
+  });
+});
+
+describe("a copy the edge's change log no longer reaches, rebuilt from the edge's snapshot", () => {
+  /** An edge session that ran far past its change log's bound: 300 commits, a Submission among them. */
+  async function longLivedEdge() {
+    const edgeDisk = memoryStorage({ retainChanges: 100 });
+    const edge = await openSession({ id: "s", storage: edgeDisk, registry });
+    await edge.resume();
+    await edge.submit({ requestId: "early", conversationId: "main", input: "the first question" });
+    for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    expect((await edgeDisk.readChanges("s", 0, 1)).oldestRetained).toBeGreaterThan(100);
+    const changes = async (after: number, limit: number) => {
+      const { changes, oldestRetained } = await edgeDisk.readChanges("s", after, limit);
+      return { changes: changes.map((c) => c.value), oldestRetained };
+    };
+    // Through JSON, as the edge's HTTP route hands it over.
+    const snapshot = async () => JSON.parse(JSON.stringify(await exportSession(edgeDisk, "s")));
+    return { edgeDisk, edge, changes, snapshot };
+  }
+  const viewOf = async (storage: ReturnType<typeof memoryStorage>) => {
+    const copy = await openSession({ id: "s", storage, registry, mode: "read" });
+    const { epoch: _epoch, ...view } = copy.view();
+    await copy.close();
+    return view;
+  };
+
+  it("gives a new tab the session at the edge's version, then follows the edge's next commits", async () => {
+    const { edgeDisk, edge, changes, snapshot } = await longLivedEdge();
+    // Without a snapshot to take, a new copy cannot start: the edge's log no longer holds version 1.
+    const bare = await followRemote({ storage: memoryStorage(), remote: { changes }, id: "s", everyMs: 0 });
+    await expect(bare.pull()).rejects.toBeInstanceOf(ReplicationDivergedError);
+    await bare.stop();
+
+    const tabDisk = memoryStorage();
+    const pulled: number[] = [];
+    const following = await followRemote({
+      storage: tabDisk,
+      remote: { changes, snapshot },
+      id: "s",
+      everyMs: 0,
+      onPulled: (version) => pulled.push(version),
+    });
+    expect(await following.pull()).toBe(edge.version);
+    expect(pulled).toEqual([edge.version]);
+    expect(await viewOf(tabDisk)).toEqual(await viewOf(edgeDisk));
+    // Its log starts at the snapshot's head: older versions are gone, as pruned ones are.
+    expect((await tabDisk.readChanges("s", 0, 1)).oldestRetained).toBe(edge.version);
+    expect((await tabDisk.readRequest("s", "early"))?.value).toBeDefined();
+    // The edge goes on; the copy follows from the change log again, commit by commit.
+    for (let i = 0; i < 20; i++) await edge.commit((d) => d.setDocument(`late-${i}`, "note", { i }));
+    expect(await following.pull()).toBe(edge.version);
+    expect(pulled.at(-1)).toBe(edge.version);
+    expect(await viewOf(tabDisk)).toEqual(await viewOf(edgeDisk));
+    await following.stop();
+    // A copy reopened after that follows on from its own head, which the edge's log holds.
+    const again = await followRemote({ storage: tabDisk, remote: { changes }, id: "s", everyMs: 0 });
+    await edge.commit((d) => d.setDocument("after-restart", "note", { i: 0 }));
+    expect(await again.pull()).toBe(edge.version);
+    await again.stop();
+    await edge.close();
+  });
+
+  it("rebuilds a tab that wrote commits of its own, keeping the inputs they hold for whoever leads next", async () => {
+    const { edgeDisk, edge, changes, snapshot } = await longLivedEdge();
+    const tabDisk = memoryStorage();
+    const following = await followRemote({
+      storage: tabDisk,
+      remote: { changes, snapshot },
+      id: "s",
+      everyMs: 0,
+    });
+    const followed = await following.pull();
+    await following.stop();
+    // The tab leads a while offline: a question and a note the edge never receives.
+    const tab = await openSession({ id: "s", storage: tabDisk, registry });
+    await tab.submit({ requestId: "offline", conversationId: "main", input: "asked offline" });
+    await tab.commit((d) => d.setDocument("offline", "note", { offline: true }));
+    await tab.close();
+    expect(tab.version).toBe(followed + 2);
+    // The edge, taken over with a newer epoch, writes its own next versions far past its log's bound.
+    await edge.close();
+    const edge2 = await openSession({ id: "s", storage: edgeDisk, registry });
+    for (let i = 0; i < 300; i++) await edge2.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { j: i }));
+    expect((await edgeDisk.readChanges("s", 0, 1)).oldestRetained).toBeGreaterThan(followed + 2);
+
+    const kept: unknown[] = [];
+    const refusing = await followRemote({
+      storage: tabDisk,
+      remote: { changes, snapshot },
+      id: "s",
+      everyMs: 0,
+      onDiverged: "refuse",
+    });
+    await expect(refusing.pull()).rejects.toBeInstanceOf(ReplicationDivergedError);
+    await refusing.stop();
+    expect((await viewOf(tabDisk)).version).toBe(followed + 2);
+    const rebuilt = await followRemote({
+      storage: tabDisk,
+      remote: { changes, snapshot },
+      id: "s",
+      everyMs: 0,
+      onRebased: (inputs) => void kept.push(...inputs),
+    });
+    expect(await rebuilt.pull()).toBe(edge2.version);
+    expect(await viewOf(tabDisk)).toEqual(await viewOf(edgeDisk));
+    // The tab's own question is kept to be asked again (the edge has the first one: given again, it is
+    // answered by requestId); its note was never acknowledged and is gone.
+    const asked = kept.flatMap((input) =>
+      (input as { kind: string }).kind === "submit"
+        ? [(input as { input: { requestId: string } }).input.requestId]
+        : [],
+    );
+    expect(asked).toContain("offline");
+    expect((await viewOf(tabDisk)).documents.some((d) => d.id === "offline")).toBe(false);
+    await rebuilt.stop();
     await edge2.close();
   });
 });
