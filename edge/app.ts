@@ -27,6 +27,7 @@
  * | `POST /sessions/:id/replica/push` `{ holder, epoch, commits }` | replicate | the leading tab's next commits; renews its lease; the version the edge holds (409 once fenced) |
  * | `POST /sessions/:id/replica/release` `{ holder, epoch, version }` | replicate | the tab hands the session to the edge, which takes over at once (204) |
  * | `GET /sessions/:id/replica/changes?after=v&limit=n` | replicate | the edge's commits after `v` (a returning tab catching up) |
+ * | `GET /sessions/:id/replica/snapshot` | replicate | the session whole at the edge's version (a copy the change log no longer reaches) |
  *
  * Errors are `application/problem+json` with a stable `code` and the request's `requestId` (also the
  * `x-request-id` header); only descriptions of the caller's own mistake are returned, anything else is

@@ -151,6 +151,7 @@ export const SessionCallSchema = z.discriminatedUnion("op", [
   z.object({ op: z.literal("replica-push"), sessionId: IdSchema }),
   z.object({ op: z.literal("replica-release"), sessionId: IdSchema }),
   z.object({ op: z.literal("replica-changes"), sessionId: IdSchema, after: Count, limit: Count }),
+  z.object({ op: z.literal("replica-snapshot"), sessionId: IdSchema }),
 ]);
 
 /** One call from the router to a session object (see {@link SessionCallSchema}). */

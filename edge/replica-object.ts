@@ -186,6 +186,8 @@ export class SessionReplica {
       }
       case "replica-changes":
         return Response.json(await this.host.changes(sessionId, route.after, route.limit));
+      case "replica-snapshot":
+        return Response.json(await this.host.snapshot(sessionId));
     }
   }
 

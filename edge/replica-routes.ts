@@ -79,4 +79,11 @@ export function mountReplicaRoutes<E extends Env>(
     const limit = query.limit ?? MAX_PUSH_COMMITS;
     return forward(c, { op: "replica-changes", sessionId: g.sessionId, after: query.after, limit });
   });
+
+  // The session whole at the edge's version: for a copy its change log no longer reaches.
+  app.get("/sessions/:id/replica/snapshot", async (c) => {
+    const g = await guard(c, "replicate");
+    if (g instanceof Response) return g;
+    return forward(c, { op: "replica-snapshot", sessionId: g.sessionId });
+  });
 }

@@ -29,6 +29,7 @@ import {
   type Session,
   SessionClosedError,
   SessionNotFoundError,
+  type StorageOptions,
   type Submission,
   takePlacedCalls,
   type WakeInfo,
@@ -93,6 +94,12 @@ export interface SessionObjectOptions<Env> {
     OpenSessionOptions,
     "retainSettled" | "entryTail" | "retention" | "liveWaits" | "maxEarlySignals"
   >;
+  /**
+   * How much change log the object's store keeps (`retainChanges`, `retainChangeBytes`; default 10,000
+   * commits, 32 MiB): streams, devtools and linked tabs catch up from it. A tab it no longer reaches is
+   * given the session whole (`GET …/replica/snapshot`).
+   */
+  readonly changeLog?: (env: Env) => Pick<StorageOptions, "retainChanges" | "retainChangeBytes">;
 }
 
 /** A Durable Object class hosting one session (see {@link defineSessionObject}). */
@@ -203,7 +210,7 @@ class SessionHost<Env> {
     private readonly env: Env,
     private readonly options: SessionObjectOptions<Env>,
   ) {
-    this.storage = new DurableObjectSqliteStorage(ctx.storage);
+    this.storage = new DurableObjectSqliteStorage(ctx.storage, options.changeLog?.(env));
     this.watchdogMs = options.watchdogMs?.(env) ?? 30_000;
     this.limits = { ...DEFAULT_SESSION_LIMITS, ...options.limits };
     this.streams = new Gauge(this.limits.streams);
@@ -458,6 +465,7 @@ class SessionHost<Env> {
       case "replica-push":
       case "replica-release":
       case "replica-changes":
+      case "replica-snapshot":
         // A claim stops this object's writer: nothing else runs meanwhile (a request that slipped in
         // between could open a writer of its own).
         return route.op === "replica-claim"

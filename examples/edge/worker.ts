@@ -49,6 +49,8 @@ export interface Env {
   readonly LEASE_MS?: string;
   /** Keep at most this many finished Submissions (with their task trees) in storage; unset: keep all. */
   readonly KEEP_SETTLED?: string;
+  /** How many commits the change log keeps (default 10,000; pruned every 256 commits). */
+  readonly RETAIN_CHANGES?: string;
 }
 
 const mailbox = (env: Env) => env.MAIL.get(env.MAIL.idFromName("mailbox"));
@@ -95,6 +97,7 @@ export class AgentSession extends defineSessionObject<Env>(DurableObject, {
   },
   watchdogMs: (env) => Number(env.WATCHDOG_MS ?? 30_000),
   leaseMs: (env) => Number(env.LEASE_MS ?? 15_000),
+  changeLog: (env) => (env.RETAIN_CHANGES ? { retainChanges: Number(env.RETAIN_CHANGES) } : {}),
   // Parsed strictly: a mistyped value is refused when a session opens (never read as "keep nothing").
   session: (env) =>
     env.KEEP_SETTLED === undefined || env.KEEP_SETTLED === ""

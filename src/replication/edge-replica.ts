@@ -54,6 +54,7 @@ export function edgeReplica(options: EdgeReplicaOptions): ReplicaRemote {
     push: (request: PushRequest) => call<PushAck>("/push", request),
     release: (request: ReleaseRequest) => call<void>("/release", request),
     changes: (after, limit) => call(`/changes?after=${after}&limit=${limit}`),
+    snapshot: () => call("/snapshot"),
   };
 }
 

@@ -5,8 +5,15 @@
  * Host-agnostic: the Durable Object uses it over its SQLite store, tests over the in-memory one.
  */
 import type { Clock } from "../clock.ts";
-import { EnvironmentError, InvalidArgumentError, OwnedElsewhereError, StaleOwnerError } from "../errors.ts";
+import {
+  EnvironmentError,
+  InvalidArgumentError,
+  OwnedElsewhereError,
+  SessionNotFoundError,
+  StaleOwnerError,
+} from "../errors.ts";
 import { type CommitRecord, CommitRecordSchema } from "../records/schemas.ts";
+import { exportSession, type SessionSnapshot } from "../storage/session-export.ts";
 import type { Storage } from "../storage/storage.ts";
 import {
   type ClaimRequest,
@@ -174,6 +181,13 @@ export class ReplicaHost {
       limit,
     );
     return { changes: changes.map((c) => c.value), oldestRetained };
+  }
+
+  /** The session whole at this copy's version (`exportSession`): for a copy the change log no longer reaches. */
+  async snapshot(sessionId: string): Promise<SessionSnapshot> {
+    const snapshot = await exportSession(this.options.storage, sessionId);
+    if (!snapshot) throw new SessionNotFoundError(sessionId);
+    return snapshot;
   }
 
   private async takeOver(sessionId: string, current: Ownership): Promise<void> {

@@ -1,0 +1,87 @@
+/**
+ * A tab that comes to a long-lived edge session (issue: long life × one session on two hosts): the edge's
+ * change log was pruned long ago, so the tab's copy starts from the edge's snapshot of the session
+ * (`GET …/replica/snapshot`), then follows the edge's next commits from its change log — all over the
+ * shipped edge example's HTTP API on real workerd.
+ */
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { asyncCampaignRegistry } from "../../examples/five-emails/app.ts";
+import { edgeReplica, followRemote, memoryStorage, openSession } from "../../src/index.ts";
+import { bundleWorker, EdgeExample } from "../support/workerd.ts";
+
+const script = await bundleWorker(fileURLToPath(new URL("./fixtures/edge-example.ts", import.meta.url)));
+const ID = "long-lived";
+
+describe("a new tab on a long-lived edge session (workerd)", () => {
+  let edge: EdgeExample;
+  beforeAll(async () => {
+    edge = await EdgeExample.start(script, {
+      vars: { RETAIN_CHANGES: "100", RATE_LIMIT_PER_MINUTE: "100000" },
+    });
+  });
+  afterAll(() => edge.dispose());
+
+  /** One commit at the edge: a decision kept for a plan no campaign asked about yet. */
+  const decide = (n: number) =>
+    edge.json(`/sessions/${ID}/signals/plan-approval:later-${n}`, {
+      body: { requestId: `decision-${n}`, payload: { approved: n % 2 === 0 } },
+    });
+  const edgeView = () =>
+    edge.json<{ version: number; documents: unknown[]; submissions: unknown[] }>(`/sessions/${ID}/view`);
+
+  it("starts the tab's copy from the edge's snapshot, then follows the edge's change log", async () => {
+    const submitted = await edge.request(`/sessions/${ID}/submissions?wait=10000`, {
+      body: { requestId: "campaign", conversationId: "main", input: "Send the approved notice" },
+    });
+    expect(submitted.status).toBe(200);
+    for (let n = 0; n < 300; n++) await decide(n);
+    const changes = await edge.json<{ oldestRetained: number }>(
+      `/sessions/${ID}/replica/changes?after=0&limit=1`,
+    );
+    expect(changes.oldestRetained).toBeGreaterThan(1);
+
+    const remote = edgeReplica({
+      baseUrl: "http://edge.test",
+      token: EdgeExample.token,
+      sessionId: ID,
+      fetch: (input, init) =>
+        edge.workerd.dispatchFetch(String(input), init as never) as unknown as Promise<Response>,
+    });
+    const tab = memoryStorage();
+    const following = await followRemote({ storage: tab, remote, id: ID, everyMs: 0 });
+    const before = await edgeView();
+    expect(await following.pull()).toBe(before.version);
+    const registry = asyncCampaignRegistry({
+      send: async () => {
+        throw new Error("a copy sends nothing");
+      },
+      lookup: async () => undefined,
+    });
+    const copy = async () => {
+      const session = await openSession({ id: ID, storage: tab, registry, mode: "read" });
+      const view = session.view();
+      await session.close();
+      return view;
+    };
+    const shown = await copy();
+    expect(shown.version).toBe(before.version);
+    expect(shown.documents).toEqual(before.documents);
+    expect(shown.submissions).toEqual(before.submissions);
+    expect((await tab.readSignals(ID, ["plan-approval:later-299"]))[0]?.value).toMatchObject({
+      payload: { approved: false },
+    });
+    // The edge goes on; the copy follows from the change log, not another snapshot.
+    for (let n = 300; n < 310; n++) await decide(n);
+    expect(await following.pull()).toBe((await edgeView()).version);
+    expect((await tab.readChanges(ID, 0, 1)).oldestRetained).toBe(before.version);
+    await following.stop();
+  });
+
+  it("answers the snapshot route only to a caller allowed to replicate a session it holds", async () => {
+    expect((await edge.raw(`/sessions/${ID}/replica/snapshot`)).status).toBe(401);
+    const missing = await edge.request("/sessions/never-made/replica/snapshot");
+    expect(missing.status).toBe(404);
+    expect(await missing.text()).not.toMatch(/at |\.ts/);
+  });
+});
