@@ -239,6 +239,43 @@ describe("linked session: a tab leads, the edge follows", () => {
     expectFiveOnce(hosts);
   });
 
+  it("a tab that comes back after the edge's change log moved past it is given the edge's snapshot, and leads again", async () => {
+    const hosts = new TwoHosts(10_000, undefined, undefined, { retainChanges: 100 });
+    const first = await hosts.openTab();
+    hosts.mail.onAccepted = (_receipt, count) => {
+      if (count === 3) void first.linked.handOff();
+    };
+    const submission = await startCampaign(first.linked.session);
+    await settle();
+    hosts.mail.onAccepted = undefined;
+    const edge = hosts.edgeSession as Session;
+    await edge.wait(submission.id);
+    const left = first.linked.session.version;
+    // The edge lives on long after the tab left: its change log no longer holds what the tab lacks.
+    for (let i = 0; i < 300; i++)
+      await edge.commit((d) =>
+        d.setDocument(`edge-${i % 30}`, "email-plan", approvedPlan() as unknown as Json),
+      );
+    expect((await hosts.edgeDisk.readChanges(SESSION, 0, 1)).oldestRetained).toBeGreaterThan(left + 1);
+    const edgeView = edge.view();
+    const second = await hosts.openTab();
+    expect(second.linked.session.version).toBe(edgeView.version);
+    expect(second.linked.session.submission(submission.id)?.status).toBe("succeeded");
+    expect(comparable({ ...second.linked.session.view(), epoch: 0 })).toEqual(
+      comparable({ ...edgeView, epoch: 0 }),
+    );
+    // Its log starts at the snapshot's head; it leads again, and its next commit reaches the edge.
+    expect((await second.linked.session.readChanges(0, 1)).oldestRetained).toBe(edgeView.version);
+    await second.linked.session.commit((d) =>
+      d.setDocument("note", "email-plan", approvedPlan() as unknown as Json),
+    );
+    await second.linked.flush();
+    const stored = await hosts.edgeReader();
+    expect(stored.version).toBe(second.linked.session.version);
+    expect(stored.view().documents.map((d) => d.id)).toContain("note");
+    expectFiveOnce(hosts);
+  });
+
   it("a sleep that began in the tab wakes at the edge with no tab open, once, at its time", async () => {
     const woke: string[] = [];
     const napping = (where: string) => () =>

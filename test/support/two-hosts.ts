@@ -15,6 +15,7 @@ import {
   ManualClock,
   ManualTimers,
   type MemoryStorage,
+  type MemoryStorageOptions,
   memoryOwnership,
   memoryStorage,
   openSession,
@@ -80,7 +81,7 @@ export class TwoHosts {
   readonly clock = new ManualClock(1_000);
   readonly timers = new ManualTimers(this.clock);
   readonly mail = new CountingMail();
-  readonly edgeDisk: MemoryStorage = memoryStorage();
+  readonly edgeDisk: MemoryStorage;
   /** The tab's own store (a new one when the test discards a diverged copy). */
   tabDisk: MemoryStorage = memoryStorage();
   readonly ownership = memoryOwnership();
@@ -103,7 +104,10 @@ export class TwoHosts {
     readonly edgeRegistry: (mail: MailService) => Registry = (mail) => campaignRegistry(mail),
     /** The tab's registry. */
     readonly tabRegistry: (mail: MailService) => Registry = (mail) => campaignRegistry(mail),
+    /** The edge store's options (its change log's bounds). */
+    edgeStore: MemoryStorageOptions = {},
   ) {
+    this.edgeDisk = memoryStorage(edgeStore);
     this.host = new ReplicaHost({
       storage: this.edgeDisk,
       ownership: this.ownership,
@@ -131,6 +135,7 @@ export class TwoHosts {
         ),
       release: (r) => link(() => this.host.release(SESSION, ReleaseRequestSchema.parse(r))),
       changes: (after, limit) => link(() => this.host.changes(SESSION, after, limit)),
+      snapshot: () => link(() => this.host.snapshot(SESSION)),
     };
   }
 
@@ -145,6 +150,7 @@ export class TwoHosts {
       push: (r) => this.fromTab(disk, () => this.remote.push(r)),
       release: (r) => this.fromTab(disk, () => this.remote.release(r)),
       changes: (after, limit) => this.fromTab(disk, () => this.remote.changes(after, limit)),
+      snapshot: () => this.fromTab(disk, () => (this.remote.snapshot as () => Promise<unknown>)()),
     };
     const linked = await linkSession({
       id: SESSION,
