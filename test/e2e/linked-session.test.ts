@@ -27,7 +27,8 @@ beforeAll(async () => {
   edge = await EdgeExample.start(script, {
     corsOrigins: server.url,
     mailDelayMs: 250,
-    vars: { LEASE_MS: String(LEASE_MS) },
+    // The change log keeps 100 commits: a session past them reaches a new tab as a snapshot.
+    vars: { LEASE_MS: String(LEASE_MS), RETAIN_CHANGES: "100", RATE_LIMIT_PER_MINUTE: "100000" },
   });
   mkdirSync(artifacts, { recursive: true });
 }, 60_000);
@@ -118,6 +119,49 @@ describe("a linked session: Chromium tab + workerd edge", () => {
     });
     // No mail was sent twice, across both hosts and the reopened tab.
     expect((await api.deliveries()).length - before).toBe(5);
+  });
+
+  it("a new browser on a session its edge has long run starts from the edge's snapshot, leads it and hands it back", async () => {
+    const api = edge as EdgeExample;
+    const session = "linked-long";
+    const ended = await api.request(`/sessions/${session}/submissions?wait=20000`, {
+      body: { requestId: "campaign", conversationId: "main", input: "Send the approved notice" },
+    });
+    expect(ended.status).toBe(200);
+    // The session lives on at the edge (decisions kept for plans nobody asked about yet), far past its log.
+    const decide = (n: number) =>
+      api.json(`/sessions/${session}/signals/plan-approval:later-${n}`, {
+        body: { requestId: `decision-${n}`, payload: { approved: true } },
+      });
+    for (let n = 0; n < 300; n++) await decide(n);
+    const log = await api.json<{ oldestRetained: number }>(
+      `/sessions/${session}/replica/changes?after=0&limit=1`,
+    );
+    expect(log.oldestRetained).toBeGreaterThan(1);
+    const ownership = async () =>
+      (await api.json<{ ownership: { holder: string } | null }>(`/sessions/${session}/replica`)).ownership;
+    const url = `${server?.url}/linked/?edge=${encodeURIComponent(api.url)}&token=${EdgeExample.token}&session=${session}&holder=browser-3`;
+    const before = (await api.deliveries()).length;
+    await withChromiumProfile(async (context) => {
+      const page = await context.newPage();
+      await page.goto(url);
+      // It claims the session: its empty copy is made from the edge's snapshot, then it leads.
+      await statusIs(page, "leading");
+      expect((await ownership())?.holder).toBe("tab");
+      await page.waitForFunction(
+        () => document.querySelector("#result")?.getAttribute("data-status") === "succeeded",
+        undefined,
+        { timeout: 30_000 },
+      );
+      expect(await page.textContent("#result")).toContain("Done: 5 of 5 notices delivered.");
+      await page.screenshot({ path: join(artifacts, "linked-session-snapshot.png"), fullPage: true });
+      // And hands it back: the edge leads again, from the version the tab holds.
+      await page.click("#handoff");
+      await statusIs(page, "released");
+      expect((await ownership())?.holder).toBe("edge");
+      await decide(300);
+    });
+    expect((await api.deliveries()).length).toBe(before);
   });
 
   it("a tab that comes back follows the edge's run live, claims the session only when asked, then runs a browser-only call", async () => {

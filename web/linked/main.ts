@@ -3,7 +3,7 @@
  * copy of the campaign (what its IndexedDB holds), and lets the user hand the session to the edge or take
  * it back. State is also on `data-status` attributes, which the end-to-end test reads.
  */
-import type { CommitRecord } from "../../src/index.ts";
+import { type CommitRecord, HistoryTruncatedError } from "../../src/index.ts";
 import { connectSessionWorker } from "../../worker/index.ts";
 import type { LinkedConfig } from "./linked.worker.ts";
 
@@ -29,6 +29,8 @@ const show = (state: string, text: string) => {
   status.textContent = text;
 };
 
+/** Shows the campaign, once the client is connected. */
+let rendered: (() => Promise<void>) | undefined;
 const worker = new Worker(new URL("./linked.worker.ts", import.meta.url), { type: "module" });
 const ready = new Promise<void>((resolve) => {
   worker.addEventListener(
@@ -47,6 +49,7 @@ const ready = new Promise<void>((resolve) => {
         refused: `could not lead: ${message.error ?? "refused"}`,
       };
       show(message.status, texts[message.status] ?? message.status);
+      void rendered?.();
     },
   );
 });
@@ -55,16 +58,18 @@ await ready;
 const client = connectSessionWorker(worker);
 
 async function render(): Promise<void> {
+  // The run this page started, else (a session first opened in this browser) the session's latest one.
   const requestId = localStorage.getItem(REQUEST_KEY);
-  if (!requestId) return;
-  const submission = await client.submissionForRequest(requestId);
+  const submission = requestId
+    ? await client.submissionForRequest(requestId)
+    : (await client.view())?.submissions.at(-1);
   if (!submission) return;
   result.dataset.status = submission.status;
   const text = (submission.result as { text?: string } | undefined)?.text;
   result.textContent = `campaign ${submission.status}${text ? `: ${text}` : ""}`;
 }
 
-await client.subscribe(0, (change: CommitRecord) => {
+const onChange = (change: CommitRecord) => {
   for (const task of change.tasks) {
     if (task.state.status !== "succeeded" || (task.input as { name?: string }).name !== "send_email")
       continue;
@@ -74,7 +79,15 @@ await client.subscribe(0, (change: CommitRecord) => {
     log.append(li);
   }
   void render();
-});
+};
+// Every change from the first; a copy made from the edge's snapshot (a session first opened in this browser
+// long after it began) keeps none before the snapshot, so it is listened to from there.
+const listen = (from: number): Promise<unknown> =>
+  client.subscribe(from, onChange, (error) => {
+    if (error instanceof HistoryTruncatedError) void listen(error.oldestRetained - 1);
+  });
+await listen(0);
+rendered = render;
 void render();
 
 document.querySelector("#start")?.addEventListener("click", async () => {
