@@ -12,7 +12,7 @@
  * inputs kept the same way, and follows from the snapshot's version.
  */
 import { type Clock, systemClock, systemTimers, type TimerHandle, type Timers } from "../clock.ts";
-import { ReplicationDivergedError } from "../errors.ts";
+import { ensureError, KernelError, ReplicationDivergedError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { ReplicaRemote } from "./protocol.ts";
@@ -33,10 +33,13 @@ export interface FollowRemoteOptions {
   /** Told after each pull that copied commits, with the version this copy now holds. */
   readonly onPulled?: (version: number) => void;
   /**
-   * Following stopped for good: the other host no longer keeps what this copy needs and gives no snapshot,
-   * or the copy diverged under `refuse`.
+   * Following stopped for good, refused: the other host no longer keeps what this copy needs and gives no
+   * snapshot, the copy diverged under `refuse`, access was withdrawn (`RefusedWriteError`), an answer was
+   * malformed (`InvalidArgumentError`). Any kernel error but a `StorageError`.
    */
   readonly onError?: (error: Error) => void;
+  /** A timed pull failed and is tried again at the next tick (a dropped connection, a 5xx, a full disk). */
+  readonly onRetry?: (error: Error) => void;
   /**
    * This copy holds commits the other host never received and has written past (a tab closed mid-run,
    * taken over): `rebase` (default) keeps the Submissions, signals and early-signal drops of those commits
@@ -162,9 +165,15 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
     if (stopped || every <= 0) return;
     timer = timers.setTimeout(() => {
       pull().then(schedule, (error: unknown) => {
-        // A dropped connection is retried at the next tick; a history that cannot be followed stops it.
-        if (error instanceof ReplicationDivergedError) options.onError?.(error);
-        else schedule();
+        // A dropped connection, a busy or failing host, a storage failure here: retried at the next tick
+        // (and told). A refusal (a history that cannot be followed, access withdrawn, a malformed answer)
+        // stops following: asking again would be refused again.
+        const err = ensureError(error);
+        if (err instanceof KernelError && !(err instanceof StorageError)) options.onError?.(err);
+        else {
+          options.onRetry?.(err);
+          schedule();
+        }
       });
     }, every);
   };

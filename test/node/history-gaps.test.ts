@@ -12,8 +12,11 @@ import {
   exportSession,
   followRemote,
   HistoryTruncatedError,
+  ManualClock,
+  ManualTimers,
   memoryStorage,
   openSession,
+  RefusedWriteError,
   ReplicationDivergedError,
 } from "../../src/index.ts";
 
@@ -228,5 +231,53 @@ describe("a copy the edge's change log no longer reaches, rebuilt from the edge'
     expect((await viewOf(tabDisk)).documents.some((d) => d.id === "offline")).toBe(false);
     await rebuilt.stop();
     await edge2.close();
+  });
+});
+
+describe("a follower whose pulls fail", () => {
+  it("retries a passing failure at the next tick (and says so), and stops on a refusal, saying why", async () => {
+    const clock = new ManualClock(1_000);
+    const timers = new ManualTimers(clock);
+    const settle = async () => {
+      for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+    };
+    let answer: () => Promise<{ changes: unknown[]; oldestRetained: number }> = async () => {
+      throw new TypeError("fetch failed");
+    };
+    let asked = 0;
+    const retried: Error[] = [];
+    const stopped: Error[] = [];
+    const following = await followRemote({
+      storage: memoryStorage(),
+      remote: {
+        changes: () => {
+          asked++;
+          return answer();
+        },
+      },
+      id: "s",
+      clock,
+      timers,
+      everyMs: 1_000,
+      onRetry: (error) => retried.push(error),
+      onError: (error) => stopped.push(error),
+    });
+    timers.advance(1_000);
+    await settle();
+    timers.advance(1_000);
+    await settle();
+    expect([asked, retried.length, stopped.length]).toEqual([2, 2, 0]);
+    expect(retried[0]).toBeInstanceOf(TypeError);
+    // Access withdrawn: asking again would be refused again.
+    answer = async () => {
+      throw new RefusedWriteError("the edge refused the session's replication: HTTP 403", "replica");
+    };
+    timers.advance(1_000);
+    await settle();
+    timers.advance(5_000);
+    await settle();
+    expect([asked, retried.length, stopped.length]).toEqual([3, 2, 1]);
+    expect(stopped[0]).toBeInstanceOf(RefusedWriteError);
+    await following.stop();
   });
 });
