@@ -4,6 +4,8 @@
  * and size …), rebuilt on the other side as the class that was thrown — `instanceof SignalRefusedError`
  * holds on the page, and `error.key` is there. A reader that knows only the kernel's format ignores `fields`.
  */
+
+import { ModelError } from "../src/agent/model.ts";
 import {
   BlockedRecordError,
   CorruptRecordError,
@@ -49,6 +51,7 @@ const CLASSES: Readonly<Record<string, { prototype: KernelError }>> = {
   HistoryTruncatedError,
   InvalidArgumentError,
   InvalidTaskEventError,
+  ModelError,
   OwnedElsewhereError,
   ReadOnlyError,
   RecordTooLargeError,

@@ -47,3 +47,29 @@ describe("error wire", () => {
     expect((older as InvalidArgumentError).issues).toEqual([]);
   });
 });
+
+describe("error wire: every class", () => {
+  it("knows every error class the kernel exports: each one arrives as itself", async () => {
+    const kernel = await import("../../src/index.ts");
+    const classes = Object.entries(kernel).filter(
+      ([, value]) =>
+        typeof value === "function" && value.prototype instanceof KernelError && value !== KernelError,
+    );
+    expect(classes.length).toBeGreaterThan(15);
+    for (const [name, Class] of classes) {
+      // Made with placeholder arguments (a code first where the class takes one): its class, name and code
+      // are what must survive.
+      const special: Record<string, unknown[]> = {
+        StorageError: ["storage-failed", `a ${name}`],
+        SignalRefusedError: ["signal-conflict", "key", `a ${name}`],
+        ModelError: [`a ${name}`, { retryable: false }],
+      };
+      const args = special[name] ?? [`a ${name}`];
+      const error = Reflect.construct(Class as new (...args: unknown[]) => KernelError, args);
+      const back = across(error);
+      expect(back.code, name).toBe(error.code);
+      expect(back, name).toBeInstanceOf(Class as new () => unknown);
+      expect(back.name, name).toBe(name);
+    }
+  });
+});
