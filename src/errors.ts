@@ -356,7 +356,9 @@ export function ensureError(value: unknown): Error {
     if ("name" in value && typeof value.name === "string") err.name = value.name;
     return err;
   }
-  return new Error(typeof value === "string" ? value : JSON.stringify(value), { cause: value });
+  // `undefined` (or a function, a symbol) has no JSON: its name, not an empty message.
+  const text = typeof value === "string" ? value : (JSON.stringify(value) ?? String(value));
+  return new Error(text, { cause: value });
 }
 
 /** The wire form of an error crossing a worker boundary or HTTP. */

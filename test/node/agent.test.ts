@@ -323,6 +323,50 @@ describe("agent loop", () => {
     ]);
   });
 
+  it("answers a tool that throws something not an Error (undefined, null, a string) with an error result the model sees", async () => {
+    const thrown = [undefined, null, "quota gone"];
+    const throwing = (n: number) =>
+      defineTool({
+        name: `throws_${n}`,
+        description: "fails oddly",
+        input: z.object({}),
+        replay: "safe",
+        execute: () => {
+          throw thrown[n];
+        },
+      });
+    const requests: ModelRequest[] = [];
+    const model = scriptedModel([
+      { toolCalls: thrown.map((_, n) => ({ name: `throws_${n}`, args: {} })) },
+      (request) => {
+        requests.push(request);
+        return { text: "all three failed" };
+      },
+    ]);
+    const session = await openSession({
+      id: "odd-throws",
+      storage: memoryStorage(),
+      registry: createRegistry({ ...createAgent({ model, tools: thrown.map((_, n) => throwing(n)) }) }),
+      ids: sequentialIds(),
+    });
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "go" });
+    expect(await session.wait(sub.id)).toMatchObject({
+      status: "succeeded",
+      result: { text: "all three failed" },
+    });
+    const told = requests[0]?.messages.filter((m) => m.role === "tool").map((m) => JSON.parse(m.content));
+    expect(told?.map((t: { outcome: string }) => t.outcome)).toEqual(["error", "error", "error"]);
+    expect(JSON.stringify(told?.[2])).toContain("quota gone");
+    const tasks = session
+      .view()
+      .tasks.filter((t) => (t.input as { name?: string }).name?.startsWith("throws_"));
+    // Each stored as the run's error outcome (the task itself ended), each saying what was thrown.
+    expect(tasks.map((t) => t.state.status === "succeeded" && t.state.result)).toMatchObject(
+      ["undefined", "null", "quota gone"].map((error) => ({ outcome: "error", output: { error } })),
+    );
+  });
+
   it("keeps a large tool output once, in its result entry: the tool task's result records its size", async () => {
     const readFile = defineTool({
       name: "read_file",
