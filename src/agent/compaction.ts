@@ -7,7 +7,7 @@
  * it was (the turn goes on, with a note).
  */
 import type { Entry } from "../records/schemas.ts";
-import { buildMessages, type ContextPolicy } from "./context.ts";
+import { buildMessages, type ContextPolicy, pairResults } from "./context.ts";
 import type { Model, ModelMessage, ModelUsage } from "./model.ts";
 
 export interface CompactionOptions {
@@ -95,17 +95,17 @@ export function cutPoint(
 }
 
 /**
- * The seqs of each tool call (its model entry) and its result, where other entries lie between them. Call
- * ids may repeat across responses: a result belongs to the latest response before it that made the call.
+ * The seqs of each tool call (its model entry) and its result, where other entries lie between them: paired
+ * as the model's context pairs them (`pairResults`), so a cut never falls inside a pair the context shows.
  */
 function callSpans(entries: readonly Entry[]): [call: number, result: number][] {
-  const callAt = new Map<string, number>();
   const spans: [number, number][] = [];
-  for (const e of [...entries].sort((a, b) => a.seq - b.seq)) {
-    if (e.content.kind === "model") for (const call of e.content.toolCalls) callAt.set(call.id, e.seq);
-    if (e.content.kind !== "tool-result") continue;
-    const call = callAt.get(e.content.toolCallId);
-    if (call !== undefined && e.seq - call > 1) spans.push([call, e.seq]);
-  }
+  for (const [call, results] of pairResults(
+    [...entries].sort((a, b) => a.seq - b.seq),
+    [],
+  ))
+    for (const result of results)
+      if (result !== undefined && "content" in result && result.seq - call.seq > 1)
+        spans.push([call.seq, result.seq]);
   return spans;
 }

@@ -78,7 +78,10 @@ type Result = Entry | EntryContent;
  * with its id that is still unanswered — never another call's: a newer call with the same id ends the wait
  * of older ones (their results come before it), and `answers` come after every entry.
  */
-function pairResults(entries: readonly Entry[], answers: readonly EntryContent[]): Map<Entry, Result[]> {
+export function pairResults(
+  entries: readonly Entry[],
+  answers: readonly EntryContent[],
+): Map<Entry, Result[]> {
   const paired = new Map<Entry, Result[]>();
   const waiting = new Map<string, { asked: Result[]; index: number }[]>();
   const answer = (toolCallId: string, result: Result) => {
