@@ -18,6 +18,7 @@ import { diffAppendBench, rfc6902ScalingBench } from "./json-patch.ts";
 import { openBench, streamBench, turnBench } from "./long-life.ts";
 import { reopenBench } from "./reopen.ts";
 import { roundtripBench, waitingBench } from "./signals.ts";
+import { snapshotImportBench, snapshotVsReplayBench } from "./snapshot.ts";
 import { chainBench, fanoutBench } from "./tasks.ts";
 import { toolCallBench, toolCallRss } from "./tool-call-node.ts";
 import { compareCommitCost, median } from "./workload.ts";
@@ -99,6 +100,14 @@ const benches: Record<string, () => Promise<Result | undefined>> = {
     unit: "txn/tool-call",
   }),
   "agent/parallel-tools": async () => ({ ...(await parallelToolsBench()), unit: "txn" }),
+  "session/snapshot-vs-replay-10000/fake-indexeddb": async () => ({
+    ...(await snapshotVsReplayBench()),
+    unit: "ms/copy",
+  }),
+  "session/snapshot-import-vs-raw-10000/fake-indexeddb": async () => ({
+    ...(await snapshotImportBench()),
+    unit: "ms/import",
+  }),
   "session/open-50000-vs-100/memory": async () => ({ ...(await longLife("memory")).open, unit: "ms/open" }),
   "session/heap-50000-vs-100/memory": async () => ({ ...(await longLife("memory")).heap, unit: "KiB" }),
   "session/open-50000-vs-100/fake-indexeddb": async () => ({
