@@ -35,7 +35,11 @@ import type {
   StoredRecord,
   StoredSession,
 } from "../src/storage/storage.ts";
-import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "../src/storage/storage.ts";
+import {
+  checkStorageOptions,
+  DEFAULT_RETAIN_CHANGE_BYTES,
+  DEFAULT_RETAIN_CHANGES,
+} from "../src/storage/storage.ts";
 import { type Materialization, Tail, TailCache } from "../src/storage/tail.ts";
 import { overlayReader } from "../src/storage/tail-overlay.ts";
 import {
@@ -199,6 +203,7 @@ export class DurableObjectSqliteStorage implements Storage {
     private readonly storage: DurableObjectStorageLike,
     private readonly options: DurableObjectSqliteStorageOptions = {},
   ) {
+    checkStorageOptions(options);
     this.retain = options.retainChanges ?? DEFAULT_RETAIN_CHANGES;
     this.retainBytes = options.retainChangeBytes ?? DEFAULT_RETAIN_CHANGE_BYTES;
     this.maxRowBytes = options.maxRowBytes ?? DO_SQLITE_MAX_ROW_BYTES;
@@ -687,7 +692,6 @@ export class DurableObjectSqliteStorage implements Storage {
     this.created = true;
   }
 
-  /** Deletes one session's rows and its session row, in one transaction. */
   async exportRaw(sessionId: string): Promise<RawSession | undefined> {
     if (!this.hasTables()) return undefined;
     // One synchronous read: nothing of this object runs in between, so it is one consistent snapshot.
@@ -725,6 +729,7 @@ export class DurableObjectSqliteStorage implements Storage {
     this.tails.forget(sessionId);
   }
 
+  /** Deletes one session's rows and its session row, in one transaction. */
   async deleteSession(sessionId: string): Promise<void> {
     if (!this.hasTables()) return;
     this.run(() =>

@@ -53,6 +53,7 @@ export type { FollowRemoteOptions, RemoteFollower } from "./replication/follow-r
 export { followRemote } from "./replication/follow-remote.ts";
 export type { LinkOptions, LinkStatus } from "./replication/link-session.ts";
 export { LinkedSession, linkSession } from "./replication/link-session.ts";
+export type { LocalInput } from "./replication/local-inputs.ts";
 export type {
   ClaimRequest,
   Grant,
@@ -70,7 +71,6 @@ export {
   PushRequestSchema,
   ReleaseRequestSchema,
 } from "./replication/protocol.ts";
-export type { LocalInput } from "./replication/rebase.ts";
 export type { OwnershipStore, ReplicaHostOptions } from "./replication/replica-host.ts";
 export { memoryOwnership, ownedElsewhere, ReplicaHost } from "./replication/replica-host.ts";
 export type { ServerEvent } from "./server-events.ts";

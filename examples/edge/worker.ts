@@ -97,7 +97,11 @@ export class AgentSession extends defineSessionObject<Env>(DurableObject, {
   },
   watchdogMs: (env) => Number(env.WATCHDOG_MS ?? 30_000),
   leaseMs: (env) => Number(env.LEASE_MS ?? 15_000),
-  changeLog: (env) => (env.RETAIN_CHANGES ? { retainChanges: Number(env.RETAIN_CHANGES) } : {}),
+  // Parsed strictly too: a mistyped value is refused (never read as "keep the log forever").
+  changeLog: (env) =>
+    env.RETAIN_CHANGES === undefined || env.RETAIN_CHANGES === ""
+      ? {}
+      : { retainChanges: /^\d+$/.test(env.RETAIN_CHANGES) ? Number(env.RETAIN_CHANGES) : Number.NaN },
   // Parsed strictly: a mistyped value is refused when a session opens (never read as "keep nothing").
   session: (env) =>
     env.KEEP_SETTLED === undefined || env.KEEP_SETTLED === ""

@@ -15,9 +15,11 @@ import { type Clock, systemClock, systemTimers, type TimerHandle, type Timers } 
 import { ensureError, KernelError, ReplicationDivergedError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
+import type { LocalInput } from "./local-inputs.ts";
 import type { ReplicaRemote } from "./protocol.ts";
-import { type LocalInput, rebaseDiverged, rebuildFromSnapshot } from "./rebase.ts";
+import { rebaseDiverged } from "./rebase.ts";
 import { applyAsReplica, epochAt } from "./reconcile.ts";
+import { rebuildFromSnapshot } from "./snapshot-rebuild.ts";
 
 const PAGE = 256;
 
@@ -103,12 +105,17 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       if (version > 0 && head === undefined && next.epoch !== headEpoch) {
         await rebuild(
           `session ${id}: the other host no longer keeps version ${version}, this copy's head, to check it against`,
+          true,
         );
         if (stopped) return version;
         continue;
       }
       if (oldestRetained > version + 1 || next.version !== version + 1) {
-        await rebuild(`session ${id}: the other host no longer keeps the commits after version ${version}`);
+        // Empty, or its head is the other host's (see above): merely behind, nothing of its own.
+        await rebuild(
+          `session ${id}: the other host no longer keeps the commits after version ${version}`,
+          false,
+        );
         if (stopped) return version;
         continue;
       }
@@ -143,13 +150,14 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
   };
   /**
    * Rebuilds this copy from the other host's snapshot: its log no longer reaches what the copy holds. A
-   * copy that may hold commits of its own is not rebuilt under `refuse`; nor without a snapshot to take.
+   * copy that may hold commits of its own (`own`) keeps their inputs, and is not rebuilt under `refuse`;
+   * none is rebuilt without a snapshot to take.
    */
-  const rebuild = async (why: string) => {
+  const rebuild = async (why: string, own: boolean) => {
     const behind = new ReplicationDivergedError(why, version);
-    if (options.onDiverged === "refuse" && version > 0) throw behind;
+    if (options.onDiverged === "refuse" && own) throw behind;
     if (stopped) return;
-    const rebuilt = await rebuildFromSnapshot(storage, remote, id, undefined, options.onRebased);
+    const rebuilt = await rebuildFromSnapshot(storage, remote, id, { own, keep: options.onRebased });
     if (!rebuilt) throw behind;
     ({ version, epoch: headEpoch } = rebuilt);
     options.onPulled?.(version);

@@ -13,8 +13,9 @@ import { openSession } from "../session/open-session.ts";
 import type { OpenSessionOptions } from "../session/options.ts";
 import type { Session } from "../session/session.ts";
 import { assertCanContinue } from "./environment.ts";
+import type { LocalInput } from "./local-inputs.ts";
 import { type Grant, MAX_PUSH_COMMITS, type ReplicaRemote } from "./protocol.ts";
-import { type LocalInput, rebaseDiverged, replayInputs } from "./rebase.ts";
+import { rebaseDiverged, replayInputs } from "./rebase.ts";
 import { reconcile } from "./reconcile.ts";
 
 export interface LinkOptions

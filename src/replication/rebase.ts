@@ -8,26 +8,13 @@
  * signal), in their order.
  */
 import { DuplicateRequestError, ReplicationDivergedError } from "../errors.ts";
-import type { CommitRecord, Json, Submission } from "../records/schemas.ts";
-import { SubmissionSchema } from "../records/schemas.ts";
-import { validateRecord } from "../records/validate.ts";
+import type { CommitRecord } from "../records/schemas.ts";
 import type { Session } from "../session/session.ts";
-import type { SubmitInput } from "../session/submit.ts";
-import { importSession, parseSnapshot } from "../storage/session-export.ts";
 import type { Storage } from "../storage/storage.ts";
+import { inputsAfter, type LocalInput, WINDOW } from "./local-inputs.ts";
 import type { ReplicaRemote } from "./protocol.ts";
 import { applyAsReplica, remoteHistory } from "./reconcile.ts";
-
-/**
- * What people gave in the discarded commits, to be given again: Submissions, signals, and drops of early
- * signals the other host holds too (the one accepted at `version`, a commit both copies share).
- */
-export type LocalInput =
-  | { readonly kind: "submit"; readonly input: SubmitInput; readonly cancelled?: string }
-  | { readonly kind: "signal"; readonly key: string; readonly payload: Json; readonly requestId: string }
-  | { readonly kind: "drop"; readonly key: string; readonly version: number };
-
-const WINDOW = 256;
+import { rebuildFromSnapshot } from "./snapshot-rebuild.ts";
 
 /**
  * The highest version both copies hold with the same commit (same epoch), at most `upTo`, from the other
@@ -60,77 +47,6 @@ async function commonVersion(
 }
 
 /**
- * The inputs of this copy's commits after `version`, first appearance each, in commit order; a Submission
- * cancelled there (or asked to be) is cancelled again after it is given again; a signal dropped there is
- * not given again, and the drop of one accepted before `version` (the other host holds it too) is given
- * again.
- */
-async function inputsAfter(storage: Storage, id: string, version: number): Promise<LocalInput[]> {
-  const inputs: LocalInput[] = [];
-  const seen = new Set<string>();
-  // Each key's signal to give again, by the version that accepted it: one dropped in these commits is not
-  // given again, and a key may take a new signal after its drop.
-  const signals = new Map<string, { version: number; input: LocalInput }>();
-  const dropped = new Set<LocalInput>();
-  const cancelled = new Map<string, string>();
-  const requestOf = new Map<string, string>();
-  const give = (s: Submission) => {
-    requestOf.set(s.id, s.requestId);
-    if (s.status === "cancelled") cancelled.set(s.requestId, s.error?.message ?? "cancelled");
-    if (seen.has(`r:${s.requestId}`)) return;
-    seen.add(`r:${s.requestId}`);
-    const input = {
-      requestId: s.requestId,
-      conversationId: s.conversationId,
-      input: s.input as SubmitInput["input"],
-    };
-    inputs.push({ kind: "submit", input });
-  };
-  for (let after = version; ; ) {
-    const { changes } = await storage.readChanges(id, after, WINDOW);
-    if (changes.length === 0)
-      return inputs
-        .filter((i) => !dropped.has(i))
-        .map((i) => {
-          const reason = i.kind === "submit" ? cancelled.get(i.input.requestId) : undefined;
-          return reason === undefined ? i : { ...i, cancelled: reason };
-        });
-    for (const { value } of changes) {
-      const commit = value as CommitRecord;
-      after = commit.version;
-      for (const s of commit.submissions) give(s);
-      // A cancellation asked for but not yet carried out: the Submission's root task holds the request. Its
-      // children carry the Submission's id too, and one may be cancelled alone (its parent failed fast).
-      for (const task of commit.tasks) {
-        const { submissionId, cancelRequested } = task;
-        if (task.parentId !== undefined || submissionId === undefined || cancelRequested === undefined)
-          continue;
-        // Accepted before `version`, the other host has the Submission; the cancel is given again with it.
-        if (!requestOf.has(submissionId)) {
-          const row = await storage.readSubmission(id, submissionId);
-          if (row) give(validateRecord(SubmissionSchema, row.value, row.key));
-        }
-        const requestId = requestOf.get(submissionId);
-        if (requestId !== undefined) cancelled.set(requestId, cancelRequested);
-      }
-      for (const drop of commit.droppedSignals ?? []) {
-        const held = signals.get(drop.key);
-        if (held?.version === drop.version) {
-          dropped.add(held.input);
-          signals.delete(drop.key);
-        } else if (drop.version <= version) inputs.push({ kind: "drop", ...drop });
-      }
-      for (const s of commit.signals ?? []) {
-        if (signals.has(s.key)) continue; // the same signal again (a wait took it)
-        const input: LocalInput = { kind: "signal", key: s.key, payload: s.payload, requestId: s.requestId };
-        signals.set(s.key, { version: s.version, input });
-        inputs.push(input);
-      }
-    }
-  }
-}
-
-/**
  * Discards this diverged copy after keeping its inputs, and rebuilds it from the other host's history
  * through `remoteVersion` (undefined: to its head). `recreate` makes the fresh copy; the commits go in under
  * `epoch` (undefined: the newest writer's). Everything is read first — the other host's history, this copy's
@@ -156,7 +72,7 @@ export async function rebaseDiverged(
     history = await remoteHistory(remote, id, 0, remoteVersion);
   } catch (error) {
     if (!(error instanceof ReplicationDivergedError)) throw error;
-    const rebuilt = await rebuildFromSnapshot(storage, remote, id, epoch, keep);
+    const rebuilt = await rebuildFromSnapshot(storage, remote, id, { epoch, keep, remoteVersion, own: true });
     if (rebuilt) return rebuilt;
     throw new ReplicationDivergedError(
       `${diverged.message}; this copy cannot be rebuilt: ${error.message}`,
@@ -171,30 +87,6 @@ export async function rebaseDiverged(
   await recreate();
   await applyAsReplica(storage, id, epoch ?? Math.max(0, ...history.map((c) => c.epoch)), history);
   return { inputs, version: head?.version ?? 0, epoch: head?.epoch ?? null };
-}
-
-/**
- * Rebuilds this copy from the other host's snapshot (`ReplicaRemote.snapshot`) when its change log no
- * longer reaches back to what the copy holds: neither the copy's head nor the commits after it can be
- * checked there, so the inputs of every commit the copy still logs are kept (given again, each is taken
- * once: a Submission by its requestId, a signal by its requestId, a drop by its version). Undefined when
- * the other host or this store cannot move a session whole; nothing is changed then.
- */
-export async function rebuildFromSnapshot(
-  storage: Storage,
-  remote: Pick<ReplicaRemote, "snapshot">,
-  id: string,
-  epoch: number | undefined,
-  keep?: (inputs: readonly LocalInput[]) => Promise<void> | void,
-): Promise<{ inputs: LocalInput[]; version: number; epoch: number | null } | undefined> {
-  if (!remote.snapshot || !storage.deleteSession || !storage.importRaw) return undefined;
-  const snapshot = parseSnapshot(await remote.snapshot()); // checked before anything here is deleted
-  const { oldestRetained } = await storage.readChanges(id, 0, 1);
-  const inputs = await inputsAfter(storage, id, Math.max(0, oldestRetained - 1));
-  await keep?.(inputs);
-  await storage.deleteSession(id);
-  const imported = await importSession(storage, id, snapshot, epoch);
-  return { inputs, version: imported.version, epoch: snapshot.head?.epoch ?? null };
 }
 
 /**

@@ -5,6 +5,7 @@ import { ReplicationDivergedError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { Grant, ReplicaRemote } from "./protocol.ts";
+import { rebuildFromSnapshot } from "./snapshot-rebuild.ts";
 
 const CATCH_UP_PAGE = 256;
 
@@ -34,7 +35,21 @@ export async function reconcile(
   }
   // Behind: apply what the other host wrote since, as a replica under an epoch below the granted one.
   if (localVersion < grant.version) {
-    const commits = await remoteHistory(remote, id, localVersion, grant.version);
+    let commits: CommitRecord[];
+    try {
+      commits = await remoteHistory(remote, id, localVersion, grant.version);
+    } catch (error) {
+      // An empty copy the other host's log no longer reaches from its start: made from its snapshot (a
+      // new tab on a long-lived session). Nothing of its own to keep: not a divergence.
+      if (!(error instanceof ReplicationDivergedError) || localVersion > 0) throw error;
+      const rebuilt = await rebuildFromSnapshot(storage, remote, id, {
+        own: false,
+        epoch: grant.epoch - 1,
+        remoteVersion: grant.version,
+      });
+      if (!rebuilt) throw error;
+      return;
+    }
     await applyAsReplica(storage, id, grant.epoch - 1, commits);
   }
 }

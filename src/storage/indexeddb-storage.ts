@@ -33,7 +33,7 @@ import type {
   StoredChanges,
   StoredSession,
 } from "./storage.ts";
-import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";
+import { checkStorageOptions, DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";
 import { Tail, TailCache } from "./tail.ts";
 import { overlayReader } from "./tail-overlay.ts";
 import {
@@ -79,12 +79,10 @@ const SESSIONS = "sessions";
 const ALL_STORES = [SESSIONS, ...TABLES];
 /** What a group that does not materialize the tail writes: the session row, its log row, the rows written with it. */
 const COMMIT_STORES = [SESSIONS, "changes", "requests", "signals", "entries"];
-type Db = IDBDatabase;
-type Tx = IDBTransaction;
 
 /** The IndexedDB store. Create one with {@link indexedDbStorage}. */
 export class IndexedDbStorage implements Storage {
-  private database: Promise<Db> | undefined;
+  private database: Promise<IDBDatabase> | undefined;
   private closedReason: string | undefined;
   private readonly retain: number;
   private readonly retainBytes: number;
@@ -98,6 +96,7 @@ export class IndexedDbStorage implements Storage {
     readonly name: string,
     private readonly options: IndexedDbStorageOptions = {},
   ) {
+    checkStorageOptions(options);
     this.retain = options.retainChanges ?? DEFAULT_RETAIN_CHANGES;
     this.retainBytes = options.retainChangeBytes ?? DEFAULT_RETAIN_CHANGE_BYTES;
     this.durability = options.durability ?? "strict";
@@ -324,7 +323,7 @@ export class IndexedDbStorage implements Storage {
     db?.close();
   }
 
-  private connect(): Promise<Db> {
+  private connect(): Promise<IDBDatabase> {
     if (this.closedReason) {
       return Promise.reject(
         new StorageError("storage-closed", `IndexedDB "${this.name}" is ${this.closedReason}`),
@@ -337,7 +336,7 @@ export class IndexedDbStorage implements Storage {
     return this.database;
   }
 
-  private async openDatabase(): Promise<Db> {
+  private async openDatabase(): Promise<IDBDatabase> {
     const { db, ranges } = await openStores(this.options, this.name, DB_VERSION, ALL_STORES);
     this.ranges = ranges;
     // Another tab is upgrading the schema: let it, and stop cleanly instead of blocking it.
@@ -355,14 +354,14 @@ export class IndexedDbStorage implements Storage {
 
   private async transaction<T>(
     mode: "readonly" | "readwrite",
-    scopeOrBody: readonly string[] | ((tx: Tx, keys: SessionRanges) => Promise<T>),
-    scopedBody?: (tx: Tx, keys: SessionRanges) => Promise<T>,
+    scopeOrBody: readonly string[] | ((tx: IDBTransaction, keys: SessionRanges) => Promise<T>),
+    scopedBody?: (tx: IDBTransaction, keys: SessionRanges) => Promise<T>,
   ): Promise<T> {
     const scope = typeof scopeOrBody === "function" ? ALL_STORES : scopeOrBody;
-    const body = (scopedBody ?? scopeOrBody) as (tx: Tx, keys: SessionRanges) => Promise<T>;
+    const body = (scopedBody ?? scopeOrBody) as (tx: IDBTransaction, keys: SessionRanges) => Promise<T>;
     const db = await this.connect();
     const keys = this.ranges as SessionRanges; // set by connect()
-    let tx: Tx;
+    let tx: IDBTransaction;
     let done: Promise<void>;
     try {
       tx = db.transaction([...scope], mode, { durability: this.durability });

@@ -33,7 +33,7 @@ import type {
   StoredChanges,
   StoredSession,
 } from "./storage.ts";
-import { DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";
+import { checkStorageOptions, DEFAULT_RETAIN_CHANGE_BYTES, DEFAULT_RETAIN_CHANGES } from "./storage.ts";
 import { Tail, TailCache } from "./tail.ts";
 import { overlayReader } from "./tail-overlay.ts";
 import {
@@ -79,6 +79,7 @@ export class MemoryStorage implements Storage {
   private closed = false;
 
   constructor(private readonly options: MemoryStorageOptions = {}) {
+    checkStorageOptions(options);
     this.retain = options.retainChanges ?? DEFAULT_RETAIN_CHANGES;
     this.retainBytes = options.retainChangeBytes ?? DEFAULT_RETAIN_CHANGE_BYTES;
   }

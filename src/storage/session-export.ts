@@ -10,14 +10,15 @@ import { z } from "zod";
 import { randomIds } from "../clock.ts";
 import { CorruptRecordError, InvalidArgumentError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
-import { CommitRecordSchema, STORAGE_FORMAT } from "../records/schemas.ts";
+import { CommitRecordSchema, SessionMetaSchema, STORAGE_FORMAT } from "../records/schemas.ts";
 import { materializedThrough, tailFromLog } from "./group-plan.ts";
 import { WholeRecords } from "./log-codec.ts";
 import { logRowsOfGroup } from "./log-rows.ts";
-import { emptyTables } from "./memory-rows.ts";
+import { emptyTables, tablesReader } from "./memory-rows.ts";
 import type { Table } from "./rows.ts";
 import { rawNumber, TABLES } from "./rows.ts";
 import type { ExportedRow, Storage } from "./storage.ts";
+import { upgradeRowsSync } from "./working-set.ts";
 
 /** A session at one version, as one host hands it to another. */
 export interface SessionSnapshot {
@@ -78,6 +79,10 @@ export async function exportSession(
   for (const row of writes)
     if (row.op === "delete") tables[row.table].delete(row.key);
     else tables[row.table].set(row.key, row.value);
+  // A session no writer opened since an older format: the index rows it lacks, as a writer's open adds them
+  // (the copy is stored in the current format).
+  for (const row of upgradeRowsSync(rawNumber(raw.meta, "format"), tablesReader(tables)) ?? [])
+    tables[row.table].set(row.key, row.value);
   const rows: ExportedRow[] = [];
   for (const table of ROW_TABLES)
     for (const [, row] of tables[table].scan()) rows.push({ table, key: row.key, value: row.value });
@@ -107,6 +112,12 @@ export function parseSnapshot(
     throw new InvalidArgumentError(
       `the session snapshot's head commit is not at its version ${checked.meta.version}`,
       [{ path: "head.version", message: `expected ${checked.meta.version}` }],
+    );
+  const meta = SessionMetaSchema.safeParse(checked.meta);
+  if (!meta.success)
+    throw new InvalidArgumentError(
+      "the session snapshot's session row is malformed",
+      meta.error.issues.map((issue) => ({ path: `meta.${issue.path.join(".")}`, message: issue.message })),
     );
   if (checked.head !== null) {
     const head = CommitRecordSchema.safeParse(checked.head);

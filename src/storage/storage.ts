@@ -3,6 +3,7 @@
  * nothing of tasks or agents. Records come back raw (`unknown`): the kernel validates them on load, so a
  * corrupt row is reported by name instead of crashing the store.
  */
+import { InvalidArgumentError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import type { KeyPart, Table } from "./rows.ts";
 
@@ -240,6 +241,23 @@ export interface StorageOptions {
    * written, and more log to read for a reader that opens meanwhile. Default 64.
    */
   readonly tailCommits?: number;
+}
+
+/**
+ * Refuses bounds that would make a store lose what it must keep: a log of no commits (its newest commit is
+ * what copies check their head against), a negative or fractional count, a bound that is not a number.
+ */
+export function checkStorageOptions(options: StorageOptions): void {
+  const whole = (name: keyof StorageOptions, least: number) => {
+    const value = options[name];
+    if (value !== undefined && !(Number.isInteger(value) && value >= least))
+      throw new InvalidArgumentError(`${name} must be a whole number of at least ${least}, not ${value}`, [
+        { path: name, message: `at least ${least}` },
+      ]);
+  };
+  whole("retainChanges", 1);
+  whole("retainChangeBytes", 1);
+  whole("tailCommits", 1);
 }
 
 export const DEFAULT_RETAIN_CHANGES = 10_000;

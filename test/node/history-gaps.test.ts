@@ -8,10 +8,14 @@ import { z } from "zod";
 import {
   createRegistry,
   defineDocument,
+  defineSignal,
   defineTask,
   exportSession,
   followRemote,
   HistoryTruncatedError,
+  InvalidArgumentError,
+  indexedDbStorage,
+  type LocalInput,
   ManualClock,
   ManualTimers,
   memoryStorage,
@@ -194,8 +198,10 @@ describe("a copy the edge's change log no longer reaches, rebuilt from the edge'
     await tab.commit((d) => d.setDocument("offline", "note", { offline: true }));
     await tab.close();
     expect(tab.version).toBe(followed + 2);
-    // The edge, taken over with a newer epoch, writes its own next versions far past its log's bound.
+    // The edge, taken over with a newer epoch (above the tab's, as a claim grants), writes its own next
+    // versions far past its log's bound.
     await edge.close();
+    await (await openSession({ id: "s", storage: edgeDisk, registry })).close();
     const edge2 = await openSession({ id: "s", storage: edgeDisk, registry });
     for (let i = 0; i < 300; i++) await edge2.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { j: i }));
     expect((await edgeDisk.readChanges("s", 0, 1)).oldestRetained).toBeGreaterThan(followed + 2);
@@ -227,10 +233,53 @@ describe("a copy the edge's change log no longer reaches, rebuilt from the edge'
         ? [(input as { input: { requestId: string } }).input.requestId]
         : [],
     );
-    expect(asked).toContain("offline");
+    // Only what the edge lacks: its own first question is not given again.
+    expect(asked).toEqual(["offline"]);
     expect((await viewOf(tabDisk)).documents.some((d) => d.id === "offline")).toBe(false);
     await rebuilt.stop();
     await edge2.close();
+  });
+});
+
+describe("a follower merely behind the edge's change log", () => {
+  const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
+  const signals = createRegistry({ documents: [note], signals: [answer] });
+
+  it("keeps nothing to give again (not even a signal the edge dropped since), and is rebuilt under `refuse` too", async () => {
+    const edgeDisk = memoryStorage({ retainChanges: 100 });
+    const edge = await openSession({ id: "s", storage: edgeDisk, registry: signals });
+    await edge.signal("answer:1", { text: "yes" }, { requestId: "sig-1" });
+    const changes = async (after: number, limit: number) => {
+      const { changes, oldestRetained } = await edgeDisk.readChanges("s", after, limit);
+      return { changes: changes.map((c) => c.value), oldestRetained };
+    };
+    const snapshot = async () => JSON.parse(JSON.stringify(await exportSession(edgeDisk, "s")));
+    const tabDisk = memoryStorage();
+    const first = await followRemote({
+      storage: tabDisk,
+      remote: { changes, snapshot },
+      id: "s",
+      everyMs: 0,
+    });
+    expect(await first.pull()).toBe(edge.version);
+    await first.stop();
+    // The edge drops the signal the tab saw, then lives on past its log's bound.
+    expect(await edge.dropEarlySignal("answer:1")).toBeDefined();
+    for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    const kept: LocalInput[][] = [];
+    const again = await followRemote({
+      storage: tabDisk,
+      remote: { changes, snapshot },
+      id: "s",
+      everyMs: 0,
+      onDiverged: "refuse",
+      onRebased: (inputs) => void kept.push([...inputs]),
+    });
+    expect(await again.pull()).toBe(edge.version);
+    await again.stop();
+    expect(kept).toEqual([[]]);
+    expect(await tabDisk.readSignals("s", ["answer:1"])).toEqual([undefined]);
+    await edge.close();
   });
 });
 
@@ -279,5 +328,17 @@ describe("a follower whose pulls fail", () => {
     expect([asked, retried.length, stopped.length]).toEqual([3, 2, 1]);
     expect(stopped[0]).toBeInstanceOf(RefusedWriteError);
     await following.stop();
+  });
+});
+
+describe("change-log bounds", () => {
+  it("refuses bounds that would lose the newest commit or mean nothing, naming the option", () => {
+    for (const bad of [0, -1, 1.5, Number.NaN]) {
+      expect(() => memoryStorage({ retainChanges: bad })).toThrow(InvalidArgumentError);
+      expect(() => indexedDbStorage("bounds", { retainChanges: bad })).toThrow(/retainChanges/);
+    }
+    expect(() => memoryStorage({ retainChangeBytes: 0 })).toThrow(/retainChangeBytes/);
+    expect(() => memoryStorage({ tailCommits: 0 })).toThrow(/tailCommits/);
+    expect(memoryStorage({ retainChanges: 1 })).toBeDefined();
   });
 });

@@ -274,6 +274,19 @@ describe("linked session: a tab leads, the edge follows", () => {
     expect(stored.version).toBe(second.linked.session.version);
     expect(stored.view().documents.map((d) => d.id)).toContain("note");
     expectFiveOnce(hosts);
+    // A new device (an empty copy) on the same session, after the edge's log moved on again: it is made from
+    // the snapshot, with nothing of its own to keep — so even `refuse` takes it.
+    await second.linked.handOff();
+    await settle();
+    const edgeAgain = hosts.edgeSession as Session;
+    for (let i = 0; i < 300; i++)
+      await edgeAgain.commit((d) =>
+        d.setDocument(`later-${i % 30}`, "email-plan", approvedPlan() as unknown as Json),
+      );
+    hosts.tabDisk = memoryStorage();
+    const device = await hosts.openTab("tab-3", { onDiverged: "refuse" });
+    expect(device.linked.session.version).toBe(edgeAgain.version);
+    expect(device.linked.session.view().documents.map((d) => d.id)).toContain("later-29");
   });
 
   it("a sleep that began in the tab wakes at the edge with no tab open, once, at its time", async () => {

@@ -61,4 +61,34 @@ describe("a long-lived session moved whole", () => {
     await Promise.all([copy.close(), original.close(), session.close()]);
     await browser.close();
   }, 120_000);
+
+  it("moves a session no writer opened since an older format: the copy gets the index rows it lacked", async () => {
+    const storage = memoryStorage();
+    const session = await openSession({ id: "old", storage, registry });
+    for (let s = 0; s < 5; s++) {
+      const sub = await session.submit({ requestId: `r${s}`, conversationId: "main", input: `q${s}` });
+      await session.cancelSubmission(sub.id, "no");
+    }
+    await session.close();
+    // As format 2 stored it: no `settled` index.
+    const { items } = await storage.readItems("old", Number.MAX_SAFE_INTEGER, 1_000);
+    for (const item of items) storage.unsafeDeleteRaw("old", "settled", [item.version, item.id]);
+    const raw = await storage.exportRaw("old");
+    storage.unsafeWriteRaw("old", "sessions", [], { ...(raw?.meta as object), format: 2 });
+    const original = await openSession({ id: "old", storage, registry, mode: "read", retainSettled: 3 });
+    expect(original.view().submissions).toHaveLength(3);
+
+    const copyDisk = memoryStorage();
+    await importSession(copyDisk, "old", JSON.parse(JSON.stringify(await exportSession(storage, "old"))));
+    const copy = await openSession({
+      id: "old",
+      storage: copyDisk,
+      registry,
+      mode: "read",
+      retainSettled: 3,
+    });
+    expect(copy.view().submissions.map((s) => s.id)).toEqual(original.view().submissions.map((s) => s.id));
+    expect((await copyDisk.readSettled("old", 10)).count).toBe(5);
+    await Promise.all([copy.close(), original.close()]);
+  });
 });
