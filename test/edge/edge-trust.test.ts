@@ -77,6 +77,12 @@ const ROUTES: {
     action: "signal",
     call: (s) => [`/sessions/${s}/signals/nobody%3A1/callback-url`, { method: "POST" }],
   },
+  {
+    name: "replica changes",
+    action: "replicate",
+    call: (s) => [`/sessions/${s}/replica/changes?after=0`, {}],
+  },
+  { name: "replica snapshot", action: "replicate", call: (s) => [`/sessions/${s}/replica/snapshot`, {}] },
 ];
 
 let edge: EdgeExample;
