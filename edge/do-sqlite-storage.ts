@@ -3,7 +3,13 @@
  * commit group. A Durable Object serializes its own requests, and the transaction makes the guard check
  * and the writes one atomic step, so a stale instance can never advance a session.
  */
-import { DuplicateKeyError, ensureError, KernelError, StorageError } from "../src/errors.ts";
+import {
+  DuplicateKeyError,
+  ensureError,
+  KernelError,
+  RecordTooLargeError,
+  StorageError,
+} from "../src/errors.ts";
 import type { CommitRecord } from "../src/records/schemas.ts";
 import { prunableThrough, pruneThroughSync, withLogFloor } from "../src/storage/change-log.ts";
 import { entriesOfRows } from "../src/storage/entry-runs.ts";
@@ -77,7 +83,17 @@ export interface DurableObjectSqliteStorageOptions extends StorageOptions {
    * A commit with a larger row is refused with `RecordTooLargeError` and nothing is written.
    */
   readonly maxRowBytes?: number;
+  /**
+   * The most characters of rows one snapshot of a session may move (`exportRaw`, the edge's
+   * `…/replica/snapshot`; default {@link DO_SQLITE_MAX_EXPORT_CHARS}): the export holds them all in memory
+   * at once, about four times over at its peak, and a Durable Object has 128 MB. A larger session is
+   * refused with `RecordTooLargeError` before anything is read.
+   */
+  readonly maxExportChars?: number;
 }
+
+/** 16 Mi characters of rows: some 13,000 finished Submissions of a one-task agent (about 1.2 KB each). */
+export const DO_SQLITE_MAX_EXPORT_CHARS = 16 * 1024 * 1024;
 
 /**
  * Cloudflare documents 2 MB as the largest row of a Durable Object's SQLite database (workerd refuses a
@@ -698,6 +714,22 @@ export class DurableObjectSqliteStorage implements Storage {
     return this.run(() => {
       const meta = this.readMeta(sessionId);
       if (meta === undefined) return undefined;
+      const size = this.storage.sql
+        .exec(
+          "SELECT coalesce(sum(length(v)), 0) AS c FROM da_rows WHERE session = ? AND tbl <> 'changes'",
+          sessionId,
+        )
+        .toArray()[0];
+      const chars = Number(size?.c ?? 0);
+      const limit = this.options.maxExportChars ?? DO_SQLITE_MAX_EXPORT_CHARS;
+      if (chars > limit)
+        throw new RecordTooLargeError(
+          `session ${sessionId} holds ${chars} characters of rows, more than one snapshot moves (${limit}): keep fewer finished items (retention) or raise maxExportChars`,
+          `sessions/${sessionId}`,
+          chars,
+          limit,
+          rawNumber(meta, "version") ?? 0,
+        );
       const rows = this.storage.sql
         .exec("SELECT tbl, id, n, v FROM da_rows WHERE session = ? AND tbl <> 'changes'", sessionId)
         .toArray()

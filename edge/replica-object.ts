@@ -17,6 +17,7 @@ import {
   openSession,
   ownedElsewhere,
   PushRequestSchema,
+  RecordTooLargeError,
   type Registry,
   ReleaseRequestSchema,
   ReplicaHost,
@@ -25,6 +26,7 @@ import {
   systemClock,
 } from "../src/index.ts";
 import type { DurableObjectStorageLike } from "./do-sqlite-storage.ts";
+import { problemResponse } from "./problem.ts";
 import type { InternalRoute } from "./protocol.ts";
 
 /** Ownership records in the object's SQLite database, next to the session's own tables. */
@@ -186,8 +188,15 @@ export class SessionReplica {
       }
       case "replica-changes":
         return Response.json(await this.host.changes(sessionId, route.after, route.limit));
-      case "replica-snapshot":
-        return Response.json(await this.host.snapshot(sessionId));
+      case "replica-snapshot": {
+        try {
+          return Response.json(await this.host.snapshot(sessionId));
+        } catch (error) {
+          // Its own size is all this says of the session: the caller may read it whole anyway.
+          if (!(error instanceof RecordTooLargeError)) throw error;
+          return problemResponse(413, "snapshot-too-large", error.message);
+        }
+      }
     }
   }
 

@@ -29,13 +29,16 @@ import {
   type Session,
   SessionClosedError,
   SessionNotFoundError,
-  type StorageOptions,
   type Submission,
   takePlacedCalls,
   type WakeInfo,
 } from "../src/index.ts";
 import { CREATED_HEADER, type DirectoryPage, type DirectoryStub, SessionDirectory } from "./directory.ts";
-import { DurableObjectSqliteStorage, type DurableObjectStorageLike } from "./do-sqlite-storage.ts";
+import {
+  DurableObjectSqliteStorage,
+  type DurableObjectSqliteStorageOptions,
+  type DurableObjectStorageLike,
+} from "./do-sqlite-storage.ts";
 import { DEFAULT_SESSION_LIMITS, Gauge, type SessionLimits, tooManyRequests } from "./limits.ts";
 import { problemFromError, problemResponse } from "./problem.ts";
 import {
@@ -95,11 +98,13 @@ export interface SessionObjectOptions<Env> {
     "retainSettled" | "entryTail" | "retention" | "liveWaits" | "maxEarlySignals"
   >;
   /**
-   * How much change log the object's store keeps (`retainChanges`, `retainChangeBytes`; default 10,000
-   * commits, 32 MiB): streams, devtools and linked tabs catch up from it. A tab it no longer reaches is
-   * given the session whole (`GET …/replica/snapshot`).
+   * The object's store: how much change log it keeps (`retainChanges`, `retainChangeBytes`; default
+   * 10,000 commits, 32 MiB) — streams, devtools and linked tabs catch up from it — and how large a session
+   * it moves whole to a tab the log no longer reaches (`maxExportChars`, `GET …/replica/snapshot`).
    */
-  readonly changeLog?: (env: Env) => Pick<StorageOptions, "retainChanges" | "retainChangeBytes">;
+  readonly store?: (
+    env: Env,
+  ) => Pick<DurableObjectSqliteStorageOptions, "retainChanges" | "retainChangeBytes" | "maxExportChars">;
 }
 
 /** A Durable Object class hosting one session (see {@link defineSessionObject}). */
@@ -210,7 +215,7 @@ class SessionHost<Env> {
     private readonly env: Env,
     private readonly options: SessionObjectOptions<Env>,
   ) {
-    this.storage = new DurableObjectSqliteStorage(ctx.storage, options.changeLog?.(env));
+    this.storage = new DurableObjectSqliteStorage(ctx.storage, options.store?.(env));
     this.watchdogMs = options.watchdogMs?.(env) ?? 30_000;
     this.limits = { ...DEFAULT_SESSION_LIMITS, ...options.limits };
     this.streams = new Gauge(this.limits.streams);

@@ -51,6 +51,14 @@ export interface Env {
   readonly KEEP_SETTLED?: string;
   /** How many commits the change log keeps (default 10,000; pruned every 256 commits). */
   readonly RETAIN_CHANGES?: string;
+  /** The most characters of rows a snapshot moves to a tab the change log no longer reaches (16 Mi). */
+  readonly MAX_SNAPSHOT_CHARS?: string;
+}
+
+/** `{ [name]: n }` for a whole number in `text`; NaN (refused by the store) for anything else; {} when unset. */
+function wholeNumber<K extends string>(name: K, text: string | undefined): Partial<Record<K, number>> {
+  if (text === undefined || text === "") return {};
+  return { [name]: /^\d+$/.test(text) ? Number(text) : Number.NaN } as Record<K, number>;
 }
 
 const mailbox = (env: Env) => env.MAIL.get(env.MAIL.idFromName("mailbox"));
@@ -98,10 +106,10 @@ export class AgentSession extends defineSessionObject<Env>(DurableObject, {
   watchdogMs: (env) => Number(env.WATCHDOG_MS ?? 30_000),
   leaseMs: (env) => Number(env.LEASE_MS ?? 15_000),
   // Parsed strictly too: a mistyped value is refused (never read as "keep the log forever").
-  changeLog: (env) =>
-    env.RETAIN_CHANGES === undefined || env.RETAIN_CHANGES === ""
-      ? {}
-      : { retainChanges: /^\d+$/.test(env.RETAIN_CHANGES) ? Number(env.RETAIN_CHANGES) : Number.NaN },
+  store: (env) => ({
+    ...wholeNumber("retainChanges", env.RETAIN_CHANGES),
+    ...wholeNumber("maxExportChars", env.MAX_SNAPSHOT_CHARS),
+  }),
   // Parsed strictly: a mistyped value is refused when a session opens (never read as "keep nothing").
   session: (env) =>
     env.KEEP_SETTLED === undefined || env.KEEP_SETTLED === ""

@@ -17,7 +17,7 @@ describe("a new tab on a long-lived edge session (workerd)", () => {
   let edge: EdgeExample;
   beforeAll(async () => {
     edge = await EdgeExample.start(script, {
-      vars: { RETAIN_CHANGES: "100", RATE_LIMIT_PER_MINUTE: "100000" },
+      vars: { RETAIN_CHANGES: "100", MAX_SNAPSHOT_CHARS: "300000", RATE_LIMIT_PER_MINUTE: "100000" },
     });
   });
   afterAll(() => edge.dispose());
@@ -75,6 +75,34 @@ describe("a new tab on a long-lived edge session (workerd)", () => {
     for (let n = 300; n < 310; n++) await decide(n);
     expect(await following.pull()).toBe((await edgeView()).version);
     expect((await tab.readChanges(ID, 0, 1)).oldestRetained).toBe(before.version);
+    await following.stop();
+  });
+
+  it("refuses to move a session larger than a snapshot may be (413, its size): a following tab stops and says so", async () => {
+    const big = "too-big";
+    const made = await edge.request(`/sessions/${big}/submissions?wait=10000`, {
+      body: { requestId: "campaign", conversationId: "main", input: "Send the approved notice" },
+    });
+    expect(made.status).toBe(200);
+    const reason = "r".repeat(500);
+    for (let n = 0; n < 700; n++)
+      await edge.json(`/sessions/${big}/signals/plan-approval:later-${n}`, {
+        body: { requestId: `big-${n}`, payload: { approved: true, reason } },
+      });
+    const refused = await edge.request(`/sessions/${big}/replica/snapshot`);
+    expect(refused.status).toBe(413);
+    const problem = (await refused.json()) as { code: string; detail: string };
+    expect(problem.code).toBe("snapshot-too-large");
+    expect(problem.detail).toMatch(/holds \d+ characters of rows, more than one snapshot moves \(300000\)/);
+    const remote = edgeReplica({
+      baseUrl: "http://edge.test",
+      token: EdgeExample.token,
+      sessionId: big,
+      fetch: (input, init) =>
+        edge.workerd.dispatchFetch(String(input), init as never) as unknown as Promise<Response>,
+    });
+    const following = await followRemote({ storage: memoryStorage(), remote, id: big, everyMs: 0 });
+    await expect(following.pull()).rejects.toThrow(/more than one snapshot moves/);
     await following.stop();
   });
 

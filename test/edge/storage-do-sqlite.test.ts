@@ -2,7 +2,7 @@
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { DO_SQLITE_MAX_ROW_BYTES } from "../../edge/index.ts";
-import { RecordTooLargeError } from "../../src/index.ts";
+import { exportSession, RecordTooLargeError } from "../../src/index.ts";
 import { RemoteStorage } from "../support/remote-storage.ts";
 import { describeStorageContract, freshId, open } from "../support/storage-contract.ts";
 import { bundleWorker, startWorkerd } from "../support/workerd.ts";
@@ -56,5 +56,21 @@ describe("Durable Object SQLite row limit (workerd)", () => {
     await session.commit((d) => d.patchDocument("plan", [{ op: "replace", path: "/approved", value: true }]));
     const reopened = await open(new RemoteStorage(post), id);
     expect(reopened.view().documents[0]?.value).toEqual({ steps, approved: true });
+  });
+});
+
+describe("Durable Object SQLite snapshot bound (workerd)", () => {
+  it("refuses to export a session larger than one snapshot moves, naming its size, before reading it", async () => {
+    const id = freshId("too-big-to-move");
+    const session = await open(new RemoteStorage(post), id);
+    for (let i = 0; i < 20; i++)
+      await session.commit((d) => d.appendEntry("main", { kind: "note", text: "x".repeat(200) }));
+    const small = new RemoteStorage(post, { maxExportChars: 2_000 });
+    const error = await exportSession(small, id).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RecordTooLargeError);
+    expect(error).toMatchObject({ record: `sessions/${id}`, limit: 2_000, version: 20 });
+    expect((error as RecordTooLargeError).bytes).toBeGreaterThan(4_000);
+    // Under the default bound it moves.
+    expect((await exportSession(new RemoteStorage(post), id))?.head).toMatchObject({ version: 20 });
   });
 });

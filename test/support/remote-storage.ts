@@ -69,6 +69,7 @@ export class RemoteStorage implements Storage {
       retainChanges?: number;
       retainChangeBytes?: number;
       tailCommits?: number;
+      maxExportChars?: number;
       onWrite?: WriteHook;
     } = {},
   ) {}
@@ -93,6 +94,7 @@ export class RemoteStorage implements Storage {
         retainChangeBytes: this.options.retainChangeBytes,
       }),
       ...(this.options.tailCommits !== undefined && { tailCommits: this.options.tailCommits }),
+      ...(this.options.maxExportChars !== undefined && { maxExportChars: this.options.maxExportChars }),
       ...(failAtRow !== undefined && { failAtRow }),
     });
     if (!reply.ok && reply.error) throw rebuild(reply.error);
