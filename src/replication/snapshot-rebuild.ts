@@ -63,13 +63,16 @@ async function lastWriterAfter(storage: Storage, id: string): Promise<number> {
 
 /** The inputs the snapshot shows its host lacks (see `rebuildFromSnapshot`). */
 function lacking(snapshot: SessionSnapshot, inputs: LocalInput[]): LocalInput[] {
-  const has = (table: string, key: string) =>
-    snapshot.rows.find((row) => row.table === table && row.key[0] === key)?.value;
+  if (inputs.length === 0) return inputs;
+  const requests = new Set<unknown>();
+  const signals = new Map<unknown, unknown>();
+  for (const row of snapshot.rows)
+    if (row.table === "requests") requests.add(row.key[0]);
+    else if (row.table === "signals")
+      signals.set(row.key[0], (row.value as { requestId?: unknown } | null)?.requestId);
   return inputs.filter((input) => {
-    if (input.kind === "submit")
-      return input.cancelled !== undefined || has("requests", input.input.requestId) === undefined;
-    if (input.kind === "signal")
-      return (has("signals", input.key) as { requestId?: string } | undefined)?.requestId !== input.requestId;
+    if (input.kind === "submit") return input.cancelled !== undefined || !requests.has(input.input.requestId);
+    if (input.kind === "signal") return signals.get(input.key) !== input.requestId;
     return true;
   });
 }
