@@ -6,6 +6,7 @@
 import {
   DuplicateKeyError,
   ensureError,
+  InvalidArgumentError,
   KernelError,
   RecordTooLargeError,
   StorageError,
@@ -220,6 +221,11 @@ export class DurableObjectSqliteStorage implements Storage {
     private readonly options: DurableObjectSqliteStorageOptions = {},
   ) {
     checkStorageOptions(options);
+    const most = options.maxExportChars;
+    if (most !== undefined && !(Number.isInteger(most) && most >= 1))
+      throw new InvalidArgumentError(`maxExportChars must be a whole number of at least 1, not ${most}`, [
+        { path: "maxExportChars", message: "at least 1" },
+      ]);
     this.retain = options.retainChanges ?? DEFAULT_RETAIN_CHANGES;
     this.retainBytes = options.retainChangeBytes ?? DEFAULT_RETAIN_CHANGE_BYTES;
     this.maxRowBytes = options.maxRowBytes ?? DO_SQLITE_MAX_ROW_BYTES;

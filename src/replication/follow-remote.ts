@@ -17,7 +17,7 @@ import type { CommitRecord } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { LocalInput } from "./local-inputs.ts";
 import type { ReplicaRemote } from "./protocol.ts";
-import { rebaseDiverged } from "./rebase.ts";
+import { commonInRetained, rebaseDiverged } from "./rebase.ts";
 import { applyAsReplica, epochAt } from "./reconcile.ts";
 import { rebuildFromSnapshot } from "./snapshot-rebuild.ts";
 
@@ -157,7 +157,11 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
     const behind = new ReplicationDivergedError(why, version);
     if (options.onDiverged === "refuse" && own) throw behind;
     if (stopped) return;
-    const rebuilt = await rebuildFromSnapshot(storage, remote, id, { own, keep: options.onRebased });
+    // One that may hold its own: after the version both hold the same, when the other host's log shows it.
+    const keep = own
+      ? ((await commonInRetained(storage, remote, id, version, undefined)) ?? "unchecked")
+      : "none";
+    const rebuilt = await rebuildFromSnapshot(storage, remote, id, { keep, onKept: options.onRebased });
     if (!rebuilt) throw behind;
     ({ version, epoch: headEpoch } = rebuilt);
     options.onPulled?.(version);

@@ -16,7 +16,7 @@ import { assertCanContinue } from "./environment.ts";
 import type { LocalInput } from "./local-inputs.ts";
 import { type Grant, MAX_PUSH_COMMITS, type ReplicaRemote } from "./protocol.ts";
 import { rebaseDiverged, replayInputs } from "./rebase.ts";
-import { reconcile } from "./reconcile.ts";
+import { handBackIfFails, reconcile } from "./reconcile.ts";
 
 export interface LinkOptions
   extends Omit<OpenSessionOptions, "mode" | "epoch" | "effectGate" | "changeLogFloor"> {
@@ -28,20 +28,19 @@ export interface LinkOptions
   readonly onStatus?: (status: LinkStatus) => void;
   /** How long to wait before retrying a push that failed to arrive (default 500 ms, doubling to 8 s). */
   readonly retryMs?: number;
-  /** How long commits gather before they are pushed together (default 25 ms; an effect waiting pushes at once). */
+  /** How long commits gather before they are pushed (default 25 ms; an effect waiting pushes at once). */
   readonly batchMs?: number;
   /**
-   * This copy wrote commits the other host never received, and the other host has written past them
-   * (this tab was closed or cut off mid-run and taken over). `rebase` (default): keep the Submissions and
-   * signals those commits hold, discard the copy, copy the other host's history and give those inputs
-   * again (no unsafe effect can have started from an unacknowledged commit). `refuse`: throw
-   * `ReplicationDivergedError` and change nothing.
+   * This copy wrote commits the other host never received, and it has written past them (this tab was
+   * closed or cut off mid-run and taken over), or its log no longer reaches this copy's head to tell.
+   * `rebase` (default): keep the inputs those commits hold, rebuild the copy from the other host (its
+   * history, or its snapshot: see `rebuildFromSnapshot`) and give them again. `refuse`: throw
+   * `ReplicationDivergedError`, change nothing, and hand the claim back.
    */
   readonly onDiverged?: "rebase" | "refuse";
   /**
-   * Rebasing: the inputs of the discarded commits, awaited before the copy is discarded; the caller gives
-   * them again (a durable inbox), not this link. Without it they are given again from memory: lost when
-   * linking fails after the discard (this registry cannot continue the other host's run; the tab closes).
+   * Rebasing: the inputs of the discarded commits, awaited before the copy is discarded, for the caller to
+   * give again (a durable inbox). Without it they are given again from memory: lost if linking fails next.
    */
   readonly onRebased?: (inputs: readonly LocalInput[]) => Promise<void> | void;
 }
@@ -66,25 +65,27 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
     storage.open(id, { mode: "write", at: clock.now(), entryTail: 0, settled: 0, epoch: 0 });
   if (!local) await create();
   let kept: LocalInput[] = [];
-  try {
-    await reconcile(storage, remote, id, localVersion, grant);
-  } catch (error) {
-    if (!(error instanceof ReplicationDivergedError) || options.onDiverged === "refuse") throw error;
-    const rebased = await rebaseDiverged(
-      storage,
-      remote,
-      id,
-      localVersion,
-      grant.version,
-      error,
-      grant.epoch - 1,
-      create,
-      options.onRebased,
-    );
-    if (!options.onRebased) kept = rebased.inputs;
-  }
-  // A copy this registry could not continue is not led from here (the edge keeps it until the lease ends).
-  if (options.registry) await assertCanContinue(storage, id, options.registry);
+  await handBackIfFails(remote, { holder, epoch: grant.epoch, version: grant.version }, async () => {
+    try {
+      await reconcile(storage, remote, id, localVersion, grant);
+    } catch (error) {
+      if (!(error instanceof ReplicationDivergedError) || options.onDiverged === "refuse") throw error;
+      const rebased = await rebaseDiverged(
+        storage,
+        remote,
+        id,
+        localVersion,
+        grant.version,
+        error,
+        grant.epoch - 1,
+        create,
+        options.onRebased,
+      );
+      if (!options.onRebased) kept = rebased.inputs;
+    }
+    // A copy this registry could not continue is not led from here: the edge goes on at once.
+    if (options.registry) await assertCanContinue(storage, id, options.registry);
+  });
   const link = new LinkedSession(options, holder, grant, claimedAt);
   const session = await openSession({
     ...options,

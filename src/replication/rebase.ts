@@ -72,7 +72,14 @@ export async function rebaseDiverged(
     history = await remoteHistory(remote, id, 0, remoteVersion);
   } catch (error) {
     if (!(error instanceof ReplicationDivergedError)) throw error;
-    const rebuilt = await rebuildFromSnapshot(storage, remote, id, { epoch, keep, remoteVersion, own: true });
+    // Its log no longer reaches back to the start: the copies part in what it still holds, or before.
+    const common = await commonInRetained(storage, remote, id, localVersion, remoteVersion);
+    const rebuilt = await rebuildFromSnapshot(storage, remote, id, {
+      keep: common ?? "unchecked",
+      epoch,
+      remoteVersion,
+      onKept: keep,
+    });
     if (rebuilt) return rebuilt;
     throw new ReplicationDivergedError(
       `${diverged.message}; this copy cannot be rebuilt: ${error.message}`,
@@ -87,6 +94,36 @@ export async function rebaseDiverged(
   await recreate();
   await applyAsReplica(storage, id, epoch ?? Math.max(0, ...history.map((c) => c.epoch)), history);
   return { inputs, version: head?.version ?? 0, epoch: head?.epoch ?? null };
+}
+
+/**
+ * The highest version both copies hold the same, when the other host's retained log shows it: the copies
+ * agree at the first version of that log this copy logs too, and part later. Undefined when they differ
+ * already there, or the logs share no version (the copies part before what the other host retains).
+ */
+export async function commonInRetained(
+  storage: Storage,
+  remote: Pick<ReplicaRemote, "changes">,
+  id: string,
+  localVersion: number,
+  remoteVersion: number | undefined,
+): Promise<number | undefined> {
+  const { oldestRetained } = await remote.changes(0, 1);
+  const from = Math.max(0, oldestRetained - 1);
+  const history = await remoteHistory(remote, id, from, remoteVersion);
+  const theirs = new Map(history.map((c) => [c.version, c.epoch]));
+  let common: number | undefined;
+  for (let after = from; after < localVersion; ) {
+    const { changes } = await storage.readChanges(id, after, WINDOW);
+    if (changes.length === 0) break;
+    for (const { value } of changes) {
+      const commit = value as CommitRecord;
+      if (theirs.get(commit.version) !== commit.epoch) return common;
+      common = commit.version;
+      after = commit.version;
+    }
+  }
+  return common;
 }
 
 /**

@@ -4,7 +4,7 @@
 import { ReplicationDivergedError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
-import type { Grant, ReplicaRemote } from "./protocol.ts";
+import type { Grant, ReleaseRequest, ReplicaRemote } from "./protocol.ts";
 import { rebuildFromSnapshot } from "./snapshot-rebuild.ts";
 
 const CATCH_UP_PAGE = 256;
@@ -43,7 +43,7 @@ export async function reconcile(
       // new tab on a long-lived session). Nothing of its own to keep: not a divergence.
       if (!(error instanceof ReplicationDivergedError) || localVersion > 0) throw error;
       const rebuilt = await rebuildFromSnapshot(storage, remote, id, {
-        own: false,
+        keep: "none",
         epoch: grant.epoch - 1,
         remoteVersion: grant.version,
       });
@@ -51,6 +51,24 @@ export async function reconcile(
       return;
     }
     await applyAsReplica(storage, id, grant.epoch - 1, commits);
+  }
+}
+
+/**
+ * Runs `bring` (bringing the copy to the history both hosts share, after a claim). If it fails, the claim
+ * is handed back at once (`release`, best effort): nothing here will lead, and the other host's writer,
+ * stopped by the claim, must not wait for the lease to run out.
+ */
+export async function handBackIfFails(
+  remote: Pick<ReplicaRemote, "release">,
+  release: ReleaseRequest,
+  bring: () => Promise<void>,
+): Promise<void> {
+  try {
+    await bring();
+  } catch (error) {
+    await remote.release(release).catch(() => undefined);
+    throw error;
   }
 }
 

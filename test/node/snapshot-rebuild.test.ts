@@ -1,0 +1,288 @@
+/**
+ * Rebuilding a copy from its edge's snapshot (the edge's change log no longer reaches it): what the copy
+ * keeps to give again, when it can tell and when it cannot, and that a claim that cannot lead is handed
+ * back at once.
+ */
+import "fake-indexeddb/auto";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { approvedPlan } from "../../examples/five-emails/app.ts";
+import {
+  createRegistry,
+  defineDocument,
+  defineSignal,
+  exportSession,
+  followRemote,
+  type Json,
+  type LocalInput,
+  linkSession,
+  ManualClock,
+  memoryOwnership,
+  memoryStorage,
+  openSession,
+  RefusedWriteError,
+  ReplicaHost,
+  type ReplicaRemote,
+  ReplicationDivergedError,
+  type Session,
+} from "../../src/index.ts";
+import { SESSION, TwoHosts } from "../support/two-hosts.ts";
+
+const settle = async (rounds = 20) => {
+  for (let i = 0; i < rounds; i++) await new Promise((resolve) => setImmediate(resolve));
+};
+
+async function twoEpochsUnsent(retainChanges: number | undefined) {
+  const hosts = new TwoHosts(10_000, undefined, undefined, retainChanges ? { retainChanges } : {});
+  // Claims reach the edge; every push is lost (a flaky connection).
+  const noPush: ReplicaRemote = {
+    ...hosts.remote,
+    push: async () => {
+      throw new TypeError("fetch failed: the network is down");
+    },
+  };
+  const first = await hosts.openTab("tab-1", { remote: noPush });
+  await first.linked.session.submit({ requestId: "asked-first", conversationId: "main", input: "one" });
+  const e1 = first.linked.epoch;
+  await first.linked.close();
+  // The same browser (same holder) comes back within the lease: the claim is granted at the edge's
+  // version (0); the copy is ahead, and its link's pushes are lost again.
+  const second = await hosts.openTab("tab-1", { remote: noPush });
+  await second.linked.session.submit({ requestId: "asked-second", conversationId: "main", input: "two" });
+  const e2 = second.linked.epoch;
+  await second.linked.close();
+  expect(e2).toBeGreaterThan(e1);
+  // The lease runs out; the edge takes over and lives on past its change log.
+  hosts.clock.advance(20_000);
+  expect(await hosts.edgeAlarm()).toBe(true);
+  const edge = hosts.edgeSession as Session;
+  for (let i = 0; i < 300; i++)
+    await edge.commit((d) =>
+      d.setDocument(`edge-${i % 30}`, "email-plan", approvedPlan() as unknown as Json),
+    );
+  await settle();
+  return hosts;
+}
+
+const asked = (kept: readonly LocalInput[]) =>
+  kept.flatMap((i) => (i.kind === "submit" ? [i.input.requestId] : []));
+
+describe("unsent commits of two epochs (a tab relinked within its lease, every push lost)", () => {
+  it("through the change log (rebase), both unsent questions are kept", async () => {
+    const hosts = await twoEpochsUnsent(undefined);
+    const kept: LocalInput[] = [];
+    const f = await followRemote({
+      storage: hosts.tabDisk.reopen(),
+      remote: hosts.remote,
+      id: SESSION,
+      everyMs: 0,
+      onRebased: (inputs) => void kept.push(...inputs),
+    });
+    await f.pull();
+    await f.stop();
+    expect(asked(kept)).toEqual(["asked-first", "asked-second"]);
+  });
+
+  it("through the snapshot too (the edge's log no longer reaches them), both are kept", async () => {
+    const hosts = await twoEpochsUnsent(100);
+    expect((await hosts.edgeDisk.readChanges(SESSION, 0, 1)).oldestRetained).toBeGreaterThan(10);
+    const kept: LocalInput[] = [];
+    const f = await followRemote({
+      storage: hosts.tabDisk.reopen(),
+      remote: hosts.remote,
+      id: SESSION,
+      everyMs: 0,
+      onRebased: (inputs) => void kept.push(...inputs),
+    });
+    await f.pull();
+    await f.stop();
+    expect(asked(kept)).toEqual(["asked-first", "asked-second"]);
+  });
+});
+
+describe("a tab that only followed, linking after the edge's log moved past it", () => {
+  const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
+  const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
+  const registry = createRegistry({ documents: [note], signals: [answer] });
+
+  async function setup() {
+    const clock = new ManualClock(1_000);
+    const edgeDisk = memoryStorage({ retainChanges: 100 });
+    let edge: Session | undefined = await openSession({ id: "s", storage: edgeDisk, registry, clock });
+    const host = new ReplicaHost({
+      storage: edgeDisk,
+      ownership: memoryOwnership(),
+      clock,
+      stopWriter: async () => {
+        await edge?.close();
+        edge = undefined;
+      },
+      startWriter: async () => {
+        edge = await openSession({ id: "s", storage: edgeDisk, registry, clock });
+      },
+    });
+    const remote = {
+      claim: (r: Parameters<ReplicaHost["claim"]>[1]) => host.claim("s", r),
+      push: (r: Parameters<ReplicaHost["push"]>[1]) => host.push("s", r),
+      release: (r: Parameters<ReplicaHost["release"]>[1]) => host.release("s", r),
+      changes: (after: number, limit: number) => host.changes("s", after, limit),
+      snapshot: async () => JSON.parse(JSON.stringify(await host.snapshot("s"))),
+    };
+    await edge.signal("answer:1", { text: "yes" }, { requestId: "sig-1" });
+    const tabDisk = memoryStorage();
+    const f = await followRemote({ storage: tabDisk, remote, id: "s", everyMs: 0 });
+    await f.pull();
+    await f.stop();
+    // The edge (same writer, same epoch) drops the signal the tab saw, then lives on past its log.
+    await edge.dropEarlySignal("answer:1");
+    for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    return { clock, edgeDisk, tabDisk, remote, host };
+  }
+
+  it("keeps nothing to give again: a signal the edge dropped since is not brought back", async () => {
+    const { tabDisk, remote } = await setup();
+    const kept: LocalInput[] = [];
+    const linked = await linkSession({
+      id: "s",
+      storage: tabDisk,
+      remote,
+      registry,
+      onRebased: (inputs) => void kept.push(...inputs),
+    });
+    await linked.close();
+    expect(kept).toEqual([]);
+  });
+
+  it("is refused under `refuse` (whether it wrote commits of its own cannot be told), and hands the claim back", async () => {
+    const { tabDisk, remote, host } = await setup();
+    const linking = linkSession({ id: "s", storage: tabDisk, remote, registry, onDiverged: "refuse" });
+    await expect(linking).rejects.toBeInstanceOf(ReplicationDivergedError);
+    expect((await host.ownership("s"))?.holder).toBe("edge");
+  });
+
+  it("without onRebased either: the dropped signal stays dropped at the edge", async () => {
+    const { tabDisk, remote, edgeDisk } = await setup();
+    const linked = await linkSession({ id: "s", storage: tabDisk, remote, registry });
+    await linked.flush();
+    await linked.close();
+    expect(await edgeDisk.readSignals("s", ["answer:1"])).toEqual([undefined]);
+  });
+});
+
+describe("a follower whose edge restarted (a new epoch) while it was away", () => {
+  const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
+  const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
+  const registry = createRegistry({ documents: [note], signals: [answer] });
+
+  it("keeps no signal to give again (a dropped one stays dropped)", async () => {
+    const edgeDisk = memoryStorage({ retainChanges: 100 });
+    let edge = await openSession({ id: "s", storage: edgeDisk, registry });
+    await edge.signal("answer:1", { text: "yes" }, { requestId: "sig-1" });
+    const changes = async (after: number, limit: number) => {
+      const { changes, oldestRetained } = await edgeDisk.readChanges("s", after, limit);
+      return { changes: changes.map((c) => c.value), oldestRetained };
+    };
+    const snapshot = async () => JSON.parse(JSON.stringify(await exportSession(edgeDisk, "s")));
+    const tabDisk = memoryStorage();
+    const first = await followRemote({
+      storage: tabDisk,
+      remote: { changes, snapshot },
+      id: "s",
+      everyMs: 0,
+    });
+    await first.pull();
+    await first.stop();
+    await edge.dropEarlySignal("answer:1");
+    // The Durable Object is evicted and comes back: its writer reopens under the next epoch.
+    await edge.close();
+    edge = await openSession({ id: "s", storage: edgeDisk, registry });
+    for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    const kept: LocalInput[] = [];
+    const again = await followRemote({
+      storage: tabDisk,
+      remote: { changes, snapshot },
+      id: "s",
+      everyMs: 0,
+      onRebased: (inputs) => void kept.push(...inputs),
+    });
+    await again.pull();
+    await again.stop();
+    expect(kept).toEqual([]);
+  });
+});
+
+describe("an empty tab linking to a session too large to snapshot", () => {
+  it("fails, and hands the claim back: the edge's writer goes on at once", async () => {
+    const hosts = new TwoHosts(10_000, undefined, undefined, { retainChanges: 100 });
+    const first = await hosts.openTab();
+    await first.linked.handOff();
+    await settle();
+    const edge = hosts.edgeSession as Session;
+    for (let i = 0; i < 300; i++)
+      await edge.commit((d) =>
+        d.setDocument(`edge-${i % 30}`, "email-plan", approvedPlan() as unknown as Json),
+      );
+    hosts.tabDisk = memoryStorage();
+    const tooLarge: ReplicaRemote = {
+      ...hosts.remote,
+      snapshot: async () => {
+        throw new RefusedWriteError("the edge refused the session's replication: too large", "replica");
+      },
+    };
+    await expect(hosts.openTab("tab-2", { remote: tooLarge })).rejects.toBeInstanceOf(RefusedWriteError);
+    // The claim stopped the edge's writer; handed back, it runs again without waiting for the lease.
+    await settle();
+    expect(hosts.edgeSession).toBeDefined();
+    expect((await hosts.host.ownership(SESSION))?.holder).toBe("edge");
+  });
+});
+
+describe("a tab that wrote offline, where the edge's log still shows where the copies part", () => {
+  const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
+  const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
+  const registry = createRegistry({ documents: [note], signals: [answer] });
+
+  it("keeps every input of its own commits, its signals too, though the log no longer reaches the start", async () => {
+    const edgeDisk = memoryStorage({ retainChanges: 100 });
+    let edge = await openSession({ id: "s", storage: edgeDisk, registry });
+    for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    const changes = async (after: number, limit: number) => {
+      const { changes, oldestRetained } = await edgeDisk.readChanges("s", after, limit);
+      return { changes: changes.map((c) => c.value), oldestRetained };
+    };
+    const snapshot = async () => JSON.parse(JSON.stringify(await exportSession(edgeDisk, "s")));
+    const tabDisk = memoryStorage();
+    const first = await followRemote({
+      storage: tabDisk,
+      remote: { changes, snapshot },
+      id: "s",
+      everyMs: 0,
+    });
+    expect(await first.pull()).toBe(300);
+    await first.stop();
+    expect((await edgeDisk.readChanges("s", 0, 1)).oldestRetained).toBeGreaterThan(1);
+    // The tab leads offline: an answer and a question the edge never receives.
+    const tab = await openSession({ id: "s", storage: tabDisk, registry });
+    await tab.signal("answer:2", { text: "given offline" }, { requestId: "sig-2" });
+    await tab.submit({ requestId: "offline", conversationId: "main", input: "asked offline" });
+    await tab.close();
+    // The edge takes over above the tab's epoch and writes its own 301, 302 …, short of its next pruning.
+    await edge.close();
+    await (await openSession({ id: "s", storage: edgeDisk, registry })).close();
+    edge = await openSession({ id: "s", storage: edgeDisk, registry });
+    for (let i = 0; i < 20; i++) await edge.commit((d) => d.setDocument(`edge-${i}`, "note", { i }));
+    const kept: LocalInput[] = [];
+    const again = await followRemote({
+      storage: tabDisk,
+      remote: { changes, snapshot },
+      id: "s",
+      everyMs: 0,
+      onRebased: (inputs) => void kept.push(...inputs),
+    });
+    expect(await again.pull()).toBe(edge.version);
+    await again.stop();
+    expect(kept.map((input) => input.kind)).toEqual(["signal", "submit"]);
+    expect(kept[0]).toMatchObject({ key: "answer:2", requestId: "sig-2" });
+    await edge.close();
+  });
+});
