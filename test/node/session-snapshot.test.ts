@@ -8,7 +8,9 @@ import "fake-indexeddb/auto";
 import { describe, expect, it } from "vitest";
 import {
   createRegistry,
+  DuplicateKeyError,
   exportSession,
+  InvalidArgumentError,
   importSession,
   indexedDbStorage,
   memoryStorage,
@@ -90,5 +92,33 @@ describe("a long-lived session moved whole", () => {
     expect(copy.view().submissions.map((s) => s.id)).toEqual(original.view().submissions.map((s) => s.id));
     expect((await copyDisk.readSettled("old", 10)).count).toBe(5);
     await Promise.all([copy.close(), original.close()]);
+  });
+
+  it("refuses a malformed snapshot by field, before anything is written or deleted", async () => {
+    const storage = memoryStorage();
+    const session = await openSession({ id: "good", storage, registry });
+    await session.submit({ requestId: "r1", conversationId: "main", input: "hello" });
+    const snapshot = JSON.parse(JSON.stringify(await exportSession(storage, "good")));
+    const target = memoryStorage();
+    const refused = async (bad: unknown) => {
+      const error = await importSession(target, "copy", bad).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidArgumentError);
+      expect(await target.exportRaw("copy")).toBeUndefined();
+      return (error as InvalidArgumentError).issues.map((issue) => issue.path);
+    };
+    expect(await refused({ ...snapshot, format: 2 })).toEqual(["format"]);
+    expect(await refused({ ...snapshot, rows: [{ table: "nonsense", key: ["x"], value: 1 }] })).toEqual([
+      "rows.0.table",
+    ]);
+    expect(await refused({ ...snapshot, meta: { ...snapshot.meta, createdAt: "yesterday" } })).toEqual([
+      "meta.createdAt",
+    ]);
+    expect(await refused({ ...snapshot, head: { ...snapshot.head, version: 7 } })).toEqual(["head.version"]);
+    expect((await refused({ ...snapshot, head: { ...snapshot.head, tasks: "none" } }))[0]).toBe("head.tasks");
+    // A store that holds the session refuses to take it again, and keeps what it has.
+    await importSession(target, "copy", snapshot);
+    await expect(importSession(target, "copy", snapshot)).rejects.toBeInstanceOf(DuplicateKeyError);
+    expect((await target.readRequest("copy", "r1"))?.value).toBeDefined();
+    await session.close();
   });
 });
