@@ -164,6 +164,56 @@ describe("a linked session: Chromium tab + workerd edge", () => {
     expect((await api.deliveries()).length).toBe(before);
   });
 
+  it("a new browser asked to follow a long-run session follows it from the edge's snapshot, then live", async () => {
+    const api = edge as EdgeExample;
+    const session = "linked-long-follow";
+    const ended = await api.request(`/sessions/${session}/submissions?wait=20000`, {
+      body: { requestId: "campaign", conversationId: "main", input: "Send the approved notice" },
+    });
+    expect(ended.status).toBe(200);
+    const decide = (n: number) =>
+      api.json(`/sessions/${session}/signals/plan-approval:later-${n}`, {
+        body: { requestId: `decision-${n}`, payload: { approved: true } },
+      });
+    for (let n = 0; n < 300; n++) await decide(n);
+    const log = await api.json<{ oldestRetained: number }>(
+      `/sessions/${session}/replica/changes?after=0&limit=1`,
+    );
+    expect(log.oldestRetained).toBeGreaterThan(1);
+    const url = `${server?.url}/linked/?edge=${encodeURIComponent(api.url)}&token=${EdgeExample.token}&session=${session}&holder=browser-4&takeBack=when-asked`;
+    const ownership = async () =>
+      (await api.json<{ ownership: { holder: string } | null }>(`/sessions/${session}/replica`)).ownership;
+    await withChromiumProfile(async (context) => {
+      const page = await context.newPage();
+      await page.goto(url);
+      await statusIs(page, "following");
+      await page.waitForFunction(
+        () => document.querySelector("#result")?.getAttribute("data-status") === "succeeded",
+        undefined,
+        { timeout: 30_000 },
+      );
+      expect(await page.textContent("#result")).toContain("Done: 5 of 5 notices delivered.");
+      // Following claims nothing: no tab was ever recorded as leading this session.
+      expect(await ownership()).toBeNull();
+      // The edge goes on; the copy follows it from the change log: a new run shows up as it runs there.
+      const next = await api.json<{ id: string }>(`/sessions/${session}/submissions`, {
+        body: { requestId: "stamp-long", conversationId: "stamp", input: "Stamp the page" },
+      });
+      expect(next.id).toBeDefined();
+      // The page shows the session's latest run: the new one, waiting at the edge for a browser to stamp.
+      await page.waitForFunction(
+        () => document.querySelector("#result")?.getAttribute("data-status") === "running",
+        undefined,
+        { timeout: 30_000 },
+      );
+      expect(await page.getAttribute("#status", "data-status")).toBe("following");
+      await page.screenshot({
+        path: join(artifacts, "linked-session-snapshot-following.png"),
+        fullPage: true,
+      });
+    });
+  });
+
   it("a tab that comes back follows the edge's run live, claims the session only when asked, then runs a browser-only call", async () => {
     const api = edge as EdgeExample;
     const session = "linked-follow";

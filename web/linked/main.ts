@@ -66,7 +66,7 @@ async function render(): Promise<void> {
   if (!submission) return;
   result.dataset.status = submission.status;
   const text = (submission.result as { text?: string } | undefined)?.text;
-  result.textContent = `campaign ${submission.status}${text ? `: ${text}` : ""}`;
+  result.textContent = `${requestId ? "campaign" : "latest run"} ${submission.status}${text ? `: ${text}` : ""}`;
 }
 
 const onChange = (change: CommitRecord) => {
