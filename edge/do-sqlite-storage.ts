@@ -752,7 +752,10 @@ export class DurableObjectSqliteStorage implements Storage {
     this.run(() =>
       this.storage.transactionSync(() => {
         this.createTables();
-        if (this.readMeta(sessionId) !== undefined) throw new DuplicateKeyError(`sessions/${sessionId}`, 0);
+        if (this.readMeta(sessionId) !== undefined) {
+          if (!session.replace) throw new DuplicateKeyError(`sessions/${sessionId}`, 0);
+          this.storage.sql.exec("DELETE FROM da_rows WHERE session = ?", sessionId);
+        }
         const writes = session.rows.map((row) => {
           const json = JSON.stringify(row.value);
           checkRowSize({ ...row, key: [...row.key] }, json, this.maxRowBytes, 0);

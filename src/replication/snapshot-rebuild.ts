@@ -32,7 +32,7 @@ export async function rebuildFromSnapshot(
     readonly onKept?: ((inputs: readonly LocalInput[]) => Promise<void> | void) | undefined;
   },
 ): Promise<{ inputs: LocalInput[]; version: number; epoch: number | null } | undefined> {
-  if (!remote.snapshot || !storage.deleteSession || !storage.importRaw) return undefined;
+  if (!remote.snapshot || !storage.importRaw) return undefined;
   const snapshot = parseSnapshot(await remote.snapshot()); // checked before anything here is deleted
   const { remoteVersion } = options;
   if (remoteVersion !== undefined && snapshot.meta.version !== remoteVersion)
@@ -48,8 +48,8 @@ export async function rebuildFromSnapshot(
         ? lacking(snapshot, await inputsAfter(storage, id, await logStart(storage, id)))
         : await inputsAfter(storage, id, keep);
   await options.onKept?.(inputs);
-  await storage.deleteSession(id);
-  const imported = await importSession(storage, id, snapshot, options.epoch);
+  // The copy and its replacement in one transaction: a crash leaves one or the other, never neither.
+  const imported = await importSession(storage, id, snapshot, options.epoch, true);
   return { inputs, version: imported.version, epoch: snapshot.head?.epoch ?? null };
 }
 

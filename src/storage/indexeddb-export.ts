@@ -36,15 +36,21 @@ export async function exportInTx(
   return { meta, rows: tables.flat(), log };
 }
 
-/** Writes a session this database does not hold, in `tx` (over every store); refused when it holds it. */
+/**
+ * Writes a session this database does not hold, in `tx` (over every store); refused when it holds it,
+ * unless it is to `replace` it (its rows are deleted first, in `tx`).
+ */
 export async function importInTx(
   tx: IDBTransaction,
+  keys: SessionRanges,
   sessionId: string,
   session: SessionImport,
 ): Promise<void> {
   const sessions = tx.objectStore(SESSIONS);
-  if ((await requested(sessions.get(sessionId))) !== undefined)
-    throw new DuplicateKeyError(`sessions/${sessionId}`, 0);
+  if ((await requested(sessions.get(sessionId))) !== undefined) {
+    if (!session.replace) throw new DuplicateKeyError(`sessions/${sessionId}`, 0);
+    await deleteInTx(tx, keys, sessionId);
+  }
   const changes = tx.objectStore("changes");
   await Promise.all([
     requested(sessions.add(session.meta, sessionId)),

@@ -142,7 +142,7 @@ export class IndexedDbStorage implements Storage {
   }
 
   async importRaw(sessionId: string, session: SessionImport): Promise<void> {
-    await this.transaction("readwrite", (tx) => importInTx(tx, sessionId, session));
+    await this.transaction("readwrite", (tx, keys) => importInTx(tx, keys, sessionId, session));
     this.tails.forget(sessionId);
   }
 

@@ -263,7 +263,8 @@ export class MemoryStorage implements Storage {
 
   async importRaw(sessionId: string, session: SessionImport): Promise<void> {
     this.assertOpen();
-    if (this.sessions.has(sessionId)) throw new DuplicateKeyError(`sessions/${sessionId}`, 0);
+    if (this.sessions.has(sessionId) && !session.replace)
+      throw new DuplicateKeyError(`sessions/${sessionId}`, 0);
     const tables = emptyTables();
     for (const row of structuredClone(session.rows)) tables[row.table].set(row.key, deepFreeze(row.value));
     for (const log of session.log) tables.changes.set([log.version], deepFreeze(structuredClone(log.value)));

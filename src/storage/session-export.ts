@@ -141,6 +141,8 @@ export async function importSession(
   sessionId: string,
   snapshot: unknown,
   epoch?: number,
+  /** Replace the session the store holds, in the same transaction (a copy rebuilt from its other host). */
+  replace = false,
 ): Promise<{ version: number; epoch: number }> {
   if (!storage.importRaw) throw new InvalidArgumentError("this store cannot import a session");
   const { meta, rows, head } = parseSnapshot(snapshot);
@@ -156,6 +158,6 @@ export async function importSession(
     logFloor: meta.version,
     incarnation: randomIds.next("s"),
   };
-  await (storage as Importing).importRaw(sessionId, { meta: copied, rows, log: log.rows });
+  await (storage as Importing).importRaw(sessionId, { meta: copied, rows, log: log.rows, replace });
   return { version: meta.version, epoch: writer };
 }

@@ -72,6 +72,8 @@ export interface SessionImport {
   readonly rows: readonly ExportedRow[];
   /** The change log: the head commit's row (`json` is its value's text). */
   readonly log: readonly { readonly version: number; readonly value: unknown; readonly json: string }[];
+  /** Replace the session this store holds under the id, in the same transaction (a copy rebuilt). */
+  readonly replace?: boolean;
 }
 
 /** How to open a session in a store. */
@@ -214,7 +216,8 @@ export interface Storage {
   exportRaw?(sessionId: string): Promise<RawSession | undefined>;
   /**
    * Writes a session this store does not hold from a snapshot's rows (see `importSession`), in one
-   * transaction; refused with `DuplicateKeyError` when the session exists, nothing written.
+   * transaction; refused with `DuplicateKeyError` when the session exists, nothing written — unless it is
+   * to `replace` it: then its every row goes in the same transaction.
    */
   importRaw?(sessionId: string, session: SessionImport): Promise<void>;
   /** Releases connections. The store may be opened again by creating a new instance. */

@@ -1241,6 +1241,18 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       const reopened = await open(other, copyId, "read");
       expect(reopened.version).toBe(session.version + 1);
       expect(reopened.view().documents[0]?.value).toEqual({ steps: ["next"], approved: true });
+      // Replaced whole by a later snapshot of the original, in one transaction: nothing of the copy stays.
+      await session.commit((d) => d.setDocument("later", "plan", { steps: ["later"], approved: false }));
+      const later = JSON.parse(JSON.stringify(await exportSession(store, id)));
+      await importSession(other, copyId, later, undefined, true);
+      const replaced = await open(other, copyId, "read");
+      const { id: _c, ...now } = durable(replaced.view());
+      const { id: _d, ...then } = durable((await open(store, id, "read")).view());
+      expect(now).toEqual(then);
+      expect(await reads(other, copyId)).toEqual(await reads(store, id));
+      await expect(
+        writer.commit((d) => d.setDocument("stale", "plan", { steps: [], approved: false })),
+      ).rejects.toBeInstanceOf(StaleOwnerError);
     });
 
     it("refuses a writer of a deleted session in the one created again under its id, at its epoch and version", async () => {
