@@ -471,6 +471,9 @@ class SessionHost<Env> {
       case "replica-release":
       case "replica-changes":
       case "replica-snapshot":
+        // A catch-up of a session this object never held is told so (its change log would read as empty).
+        if (route.op === "replica-changes" && !this.storage.sessionIds().includes(route.sessionId))
+          throw new SessionNotFoundError(route.sessionId);
         // A claim stops this object's writer: nothing else runs meanwhile (a request that slipped in
         // between could open a writer of its own).
         return route.op === "replica-claim"

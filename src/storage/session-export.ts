@@ -66,7 +66,24 @@ export async function exportSession(
   sessionId: string,
 ): Promise<SessionSnapshot | undefined> {
   if (!storage.exportRaw) throw new InvalidArgumentError("this store cannot export a session");
-  const raw = await (storage as Exporting).exportRaw(sessionId);
+  // The head is read after the rows: a commit landing between may prune it (a log of one commit), and
+  // then the session is read again.
+  for (let attempt = 1; ; attempt++) {
+    const snapshot = await exportOnce(storage as Exporting, sessionId);
+    if (snapshot !== "head-pruned") return snapshot;
+    if (attempt === 3)
+      throw new CorruptRecordError(
+        "changes",
+        `session ${sessionId}: its head commit was pruned as it was read`,
+      );
+  }
+}
+
+async function exportOnce(
+  storage: Exporting,
+  sessionId: string,
+): Promise<SessionSnapshot | undefined | "head-pruned"> {
+  const raw = await storage.exportRaw(sessionId);
   if (raw === undefined) return undefined;
   const version = rawNumber(raw.meta, "version") ?? 0;
   const through = materializedThrough(raw.meta);
@@ -91,8 +108,7 @@ export async function exportSession(
   if (version > 0) {
     const { changes } = await storage.readChanges(sessionId, version - 1, 1);
     head = (changes[0]?.value as CommitRecord | undefined) ?? null;
-    if (head?.version !== version)
-      throw new CorruptRecordError(`changes/${version}`, "the change log lacks the session's head commit");
+    if (head?.version !== version) return "head-pruned";
   }
   return { format: 1, meta: raw.meta, rows, head };
 }

@@ -108,8 +108,10 @@ describe("a new tab on a long-lived edge session (workerd)", () => {
 
   it("answers the snapshot route only to a caller allowed to replicate a session it holds", async () => {
     expect((await edge.raw(`/sessions/${ID}/replica/snapshot`)).status).toBe(401);
-    const missing = await edge.request("/sessions/never-made/replica/snapshot");
-    expect(missing.status).toBe(404);
-    expect(await missing.text()).not.toMatch(/at |\.ts/);
+    for (const route of ["snapshot", "changes?after=0"]) {
+      const missing = await edge.request(`/sessions/never-made/replica/${route}`);
+      expect(missing.status, route).toBe(404);
+      expect(await missing.text()).not.toMatch(/at |\.ts/);
+    }
   });
 });
