@@ -155,7 +155,7 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
    */
   const rebuild = async (why: string, own: boolean) => {
     const behind = new ReplicationDivergedError(why, version);
-    if (options.onDiverged === "refuse" && own) throw behind;
+    if ((options.onDiverged === "refuse" && own) || !remote.snapshot || !storage.importRaw) throw behind;
     if (stopped) return;
     // One that may hold its own: after the version both hold the same, when the other host's log shows it.
     const keep = own
