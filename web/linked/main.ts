@@ -3,7 +3,7 @@
  * copy of the campaign (what its IndexedDB holds), and lets the user hand the session to the edge or take
  * it back. State is also on `data-status` attributes, which the end-to-end test reads.
  */
-import { type CommitRecord, HistoryTruncatedError } from "../../src/index.ts";
+import { type CommitRecord, HistoryTruncatedError, type Submission } from "../../src/index.ts";
 import { connectSessionWorker } from "../../worker/index.ts";
 import type { LinkedConfig } from "./linked.worker.ts";
 
@@ -57,12 +57,19 @@ worker.postMessage(config);
 await ready;
 const client = connectSessionWorker(worker);
 
+/** The Submission accepted last (a view lists them in no particular order). */
+const latest = (submissions: readonly Submission[]) =>
+  submissions.reduce<Submission | undefined>(
+    (last, s) => (last === undefined || (s.acceptedVersion ?? 0) > (last.acceptedVersion ?? 0) ? s : last),
+    undefined,
+  );
+
 async function render(): Promise<void> {
   // The run this page started, else (a session first opened in this browser) the session's latest one.
   const requestId = localStorage.getItem(REQUEST_KEY);
   const submission = requestId
     ? await client.submissionForRequest(requestId)
-    : (await client.view())?.submissions.at(-1);
+    : latest((await client.view())?.submissions ?? []);
   if (!submission) return;
   result.dataset.status = submission.status;
   const text = (submission.result as { text?: string } | undefined)?.text;
