@@ -212,7 +212,12 @@ export class BrowserSessionHost {
     if (this.role === "leader" && this.current) return (await this.writer()).dropEarlySignal(key);
     const session = this.current;
     if (!session) throw new SessionNotFoundError(this.options.sessionId);
-    const kept = session.earlySignals().find((signal) => signal.key === key);
+    let kept = session.earlySignals().find((signal) => signal.key === key);
+    if (!kept) {
+      // This copy may not have caught up yet with what the leader stored (a signal this tab just sent).
+      await session.refresh().catch(() => undefined);
+      kept = session.earlySignals().find((signal) => signal.key === key);
+    }
     if (!kept) return undefined;
     const row = inboxDrop(key, kept.version);
     const dropping = this.watch.dropped(kept, { row: inboxRowId(row), queued: this.queue(row) });
