@@ -6,7 +6,6 @@
 import {
   DuplicateKeyError,
   ensureError,
-  InvalidArgumentError,
   KernelError,
   RecordTooLargeError,
   StorageError,
@@ -43,6 +42,7 @@ import type {
   StoredSession,
 } from "../src/storage/storage.ts";
 import {
+  checkCounts,
   checkStorageOptions,
   DEFAULT_RETAIN_CHANGE_BYTES,
   DEFAULT_RETAIN_CHANGES,
@@ -221,11 +221,7 @@ export class DurableObjectSqliteStorage implements Storage {
     private readonly options: DurableObjectSqliteStorageOptions = {},
   ) {
     checkStorageOptions(options);
-    const most = options.maxExportChars;
-    if (most !== undefined && !(Number.isInteger(most) && most >= 1))
-      throw new InvalidArgumentError(`maxExportChars must be a whole number of at least 1, not ${most}`, [
-        { path: "maxExportChars", message: "at least 1" },
-      ]);
+    checkCounts(options, ["maxExportChars"]);
     this.retain = options.retainChanges ?? DEFAULT_RETAIN_CHANGES;
     this.retainBytes = options.retainChangeBytes ?? DEFAULT_RETAIN_CHANGE_BYTES;
     this.maxRowBytes = options.maxRowBytes ?? DO_SQLITE_MAX_ROW_BYTES;
@@ -758,7 +754,7 @@ export class DurableObjectSqliteStorage implements Storage {
         }
         const writes = session.rows.map((row) => {
           const json = JSON.stringify(row.value);
-          checkRowSize({ ...row, key: [...row.key] }, json, this.maxRowBytes, 0);
+          checkRowSize(row, json, this.maxRowBytes, 0);
           return [sessionId, row.table, ...columns(row.table, row.key), json];
         });
         for (const batch of batches(writes)) this.storage.sql.exec(upsertRows(batch.length), ...batch.flat());

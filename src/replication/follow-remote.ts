@@ -17,8 +17,8 @@ import type { CommitRecord } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { LocalInput } from "./local-inputs.ts";
 import type { ReplicaRemote } from "./protocol.ts";
-import { commonInRetained, rebaseDiverged } from "./rebase.ts";
-import { applyAsReplica, epochAt } from "./reconcile.ts";
+import { commonVersion, rebaseDiverged } from "./rebase.ts";
+import { applyAsReplica, epochAt, remoteHistory } from "./reconcile.ts";
 import { rebuildFromSnapshot } from "./snapshot-rebuild.ts";
 
 const PAGE = 256;
@@ -158,13 +158,16 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
     if ((options.onDiverged === "refuse" && own) || !remote.snapshot || !storage.importRaw) throw behind;
     if (stopped) return;
     // One that may hold its own: after the version both hold the same, when the other host's log shows it.
-    const keep = own
-      ? ((await commonInRetained(storage, remote, id, version, undefined)) ?? "unchecked")
-      : "none";
+    const keep = own ? ((await partingPoint()) ?? "unchecked") : "none";
     const rebuilt = await rebuildFromSnapshot(storage, remote, id, { keep, onKept: options.onRebased });
     if (!rebuilt) throw behind;
     ({ version, epoch: headEpoch } = rebuilt);
     options.onPulled?.(version);
+  };
+  /** Where this copy and the other host's retained log part, when that log shows it. */
+  const partingPoint = async () => {
+    const history = await remoteHistory(remote, id, 0, undefined, true);
+    return commonVersion(storage, history, id, Math.min(version, history.at(-1)?.version ?? 0));
   };
   const pull = () => {
     pulling ??= pullOnce().finally(() => {

@@ -18,21 +18,26 @@ import { rebuildFromSnapshot } from "./snapshot-rebuild.ts";
 
 /**
  * The highest version both copies hold with the same commit (same epoch), at most `upTo`, from the other
- * host's `history` (all of it, read already); 0 when none is, or when this copy's log no longer holds the
- * commits that would say (a linked copy keeps every commit its edge has not acknowledged, so the version
- * they share is never below its log). Copies that diverged agree up to a version and differ after it: each
- * look back of `WINDOW` versions that starts past that version ends it; one that starts with a commit the
- * copies do not share moves further back.
+ * host's `history` (read already: all of it, or from the oldest commit its log retains). 0 when they share
+ * none, or when this copy's log no longer holds the commits that would say (a linked copy keeps every
+ * commit its edge has not acknowledged, so the version they share is never below its log); undefined when
+ * `history` starts past version 1 and does not show it (the copies part before it, or this copy's log
+ * does not reach it). Copies that diverged agree up to a version and differ after it: each look back of
+ * `WINDOW` versions that starts past that version ends it; one that starts with a commit the copies do not
+ * share moves further back.
  */
-async function commonVersion(
+export async function commonVersion(
   storage: Storage,
   history: readonly CommitRecord[],
   id: string,
   upTo: number,
-): Promise<number> {
+): Promise<number | undefined> {
   const theirEpochs = new Map(history.map((c) => [c.version, c.epoch]));
-  for (let to = upTo; to > 0; ) {
-    const from = Math.max(0, to - WINDOW);
+  // Below the first commit of `history` nothing can be compared.
+  const floor = Math.max(0, (history[0]?.version ?? 1) - 1);
+  const unknown = floor === 0 ? 0 : undefined;
+  for (let to = upTo; to > floor; ) {
+    const from = Math.max(floor, to - WINDOW);
     const commits = (await storage.readChanges(id, from, WINDOW)).changes.map((c) => c.value as CommitRecord);
     let common = 0;
     for (const commit of commits) {
@@ -40,10 +45,11 @@ async function commonVersion(
       common = commit.version;
     }
     // Found; or there is nothing further back to look at (this copy's log was pruned past `from`).
-    if (common > 0 || from === 0 || commits[0]?.version !== from + 1) return common;
+    if (common > 0) return common;
+    if (from === floor || commits[0]?.version !== from + 1) return unknown;
     to = from;
   }
-  return 0;
+  return unknown;
 }
 
 /**
@@ -67,13 +73,11 @@ export async function rebaseDiverged(
   keep?: (inputs: readonly LocalInput[]) => Promise<void> | void,
 ): Promise<{ inputs: LocalInput[]; version: number; epoch: number | null }> {
   if (!storage.deleteSession) throw diverged;
-  let history: CommitRecord[];
-  try {
-    history = await remoteHistory(remote, id, 0, remoteVersion);
-  } catch (error) {
-    if (!(error instanceof ReplicationDivergedError)) throw error;
-    // Its log no longer reaches back to the start: the copies part in what it still holds, or before.
-    const common = await commonInRetained(storage, remote, id, localVersion, remoteVersion);
+  const history = await remoteHistory(remote, id, 0, remoteVersion, true);
+  const head = history.at(-1);
+  const common = await commonVersion(storage, history, id, Math.min(localVersion, head?.version ?? 0));
+  if ((history[0]?.version ?? 1) > 1) {
+    // Its log no longer reaches back to the start: its snapshot, keeping what that log shows is this copy's.
     const rebuilt = await rebuildFromSnapshot(storage, remote, id, {
       keep: common ?? "unchecked",
       epoch,
@@ -82,48 +86,16 @@ export async function rebaseDiverged(
     });
     if (rebuilt) return rebuilt;
     throw new ReplicationDivergedError(
-      `${diverged.message}; this copy cannot be rebuilt: ${error.message}`,
+      `${diverged.message}; this copy cannot be rebuilt: the other host's change log starts at version ${history[0]?.version}`,
       diverged.version,
     );
   }
-  const head = history.at(-1);
-  const common = await commonVersion(storage, history, id, Math.min(localVersion, head?.version ?? 0));
-  const inputs = await inputsAfter(storage, id, common);
+  const inputs = await inputsAfter(storage, id, common ?? 0);
   await keep?.(inputs);
   await storage.deleteSession(id);
   await recreate();
   await applyAsReplica(storage, id, epoch ?? Math.max(0, ...history.map((c) => c.epoch)), history);
   return { inputs, version: head?.version ?? 0, epoch: head?.epoch ?? null };
-}
-
-/**
- * The highest version both copies hold the same, when the other host's retained log shows it: the copies
- * agree at the first version of that log this copy logs too, and part later. Undefined when they differ
- * already there, or the logs share no version (the copies part before what the other host retains).
- */
-export async function commonInRetained(
-  storage: Storage,
-  remote: Pick<ReplicaRemote, "changes">,
-  id: string,
-  localVersion: number,
-  remoteVersion: number | undefined,
-): Promise<number | undefined> {
-  const { oldestRetained } = await remote.changes(0, 1);
-  const from = Math.max(0, oldestRetained - 1);
-  const history = await remoteHistory(remote, id, from, remoteVersion);
-  const theirs = new Map(history.map((c) => [c.version, c.epoch]));
-  let common: number | undefined;
-  for (let after = from; after < localVersion; ) {
-    const { changes } = await storage.readChanges(id, after, WINDOW);
-    if (changes.length === 0) break;
-    for (const { value } of changes) {
-      const commit = value as CommitRecord;
-      if (theirs.get(commit.version) !== commit.epoch) return common;
-      common = commit.version;
-      after = commit.version;
-    }
-  }
-  return common;
 }
 
 /**

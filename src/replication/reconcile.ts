@@ -74,13 +74,15 @@ export async function handBackIfFails(
 
 /**
  * The other host's commits after version `after` through `through` (default: its newest), oldest first.
- * Refused when its change log no longer holds them all.
+ * Refused when its change log no longer holds them all — unless `retained`: then from the oldest commit
+ * it still holds (its first page tells where its log starts).
  */
 export async function remoteHistory(
   remote: Pick<ReplicaRemote, "changes">,
   id: string,
   after: number,
   through = Number.POSITIVE_INFINITY,
+  retained = false,
 ): Promise<CommitRecord[]> {
   const commits: CommitRecord[] = [];
   const toHead = through === Number.POSITIVE_INFINITY;
@@ -88,7 +90,8 @@ export async function remoteHistory(
     const { changes, oldestRetained } = await remote.changes(version, CATCH_UP_PAGE);
     const page = (changes as CommitRecord[]).filter((c) => c.version <= through);
     if (toHead && page.length === 0 && oldestRetained <= version + 1) break; // its head
-    if (oldestRetained > version + 1 || page.length === 0) {
+    const pruned = oldestRetained > version + 1 && !(retained && commits.length === 0);
+    if (pruned || page.length === 0) {
       throw new ReplicationDivergedError(
         `session ${id}: the other host no longer keeps the commits after version ${version} in its change log`,
         version,

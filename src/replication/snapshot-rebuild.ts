@@ -1,6 +1,6 @@
 /** A copy rebuilt from its other host's snapshot (DESIGN §6): what the change log can no longer bring up to date. */
 import { ReplicationDivergedError } from "../errors.ts";
-import { importSession, parseSnapshot, type SessionSnapshot } from "../storage/session-export.ts";
+import { importChecked, parseSnapshot, type SessionSnapshot } from "../storage/session-export.ts";
 import type { Storage } from "../storage/storage.ts";
 import { inputsAfter, type LocalInput } from "./local-inputs.ts";
 import type { ReplicaRemote } from "./protocol.ts";
@@ -49,7 +49,7 @@ export async function rebuildFromSnapshot(
         : await inputsAfter(storage, id, keep);
   await options.onKept?.(inputs);
   // The copy and its replacement in one transaction: a crash leaves one or the other, never neither.
-  const imported = await importSession(storage, id, snapshot, options.epoch, true);
+  const imported = await importChecked(storage, id, snapshot, options.epoch, true);
   return { inputs, version: imported.version, epoch: snapshot.head?.epoch ?? null };
 }
 

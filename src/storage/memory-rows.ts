@@ -1,7 +1,7 @@
 /** The memory store's tables: rows by encoded key, grouped by their first key part (DESIGN §9 reads). */
 
 import { entriesOfRows, RUN_ENTRIES } from "./entry-runs.ts";
-import type { KeyPart, Table } from "./rows.ts";
+import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
 import { recordName, TABLES } from "./rows.ts";
 import type { ExportedRow, ParkedCursor, StoredRecord } from "./storage.ts";
 import { isBelow, itemOfRow, type SessionRowReader } from "./working-set.ts";
@@ -196,6 +196,19 @@ export function tablesReader(tables: Record<Table, Rows>) {
       table === "deadlines" ? every(table).slice(0, limit) : records(table, tables[table].earliest(limit)),
     count: (table: "settled" | "tasks") => tables[table].count,
   } satisfies SessionRowReader;
+}
+
+/** Writes a tail's rows into the tables: its range deletes go first, then each key's last write. */
+export function applyMaterialization(
+  tables: Record<Table, Rows>,
+  ranges: readonly RangeDelete[],
+  writes: readonly RowWrite[],
+): void {
+  for (const { table, id, below } of ranges)
+    tables[table].deleteWhere(id, (key) => (key[1] as number) < below);
+  for (const row of writes)
+    if (row.op === "delete") tables[row.table].delete(row.key);
+    else tables[row.table].set(row.key, row.value);
 }
 
 /** Every row of a session's tables but the change log's (what a snapshot of it moves). */

@@ -18,8 +18,16 @@ import {
 } from "./group-plan.ts";
 import { firstVersionOf, logStartOf } from "./log-head.ts";
 import { changesAfter } from "./log-rows.ts";
-import { emptyTables, entryRange, type Rows, sortedRange, storedRows, tablesReader } from "./memory-rows.ts";
-import type { KeyPart, RangeDelete, RowWrite, Table } from "./rows.ts";
+import {
+  applyMaterialization,
+  emptyTables,
+  entryRange,
+  type Rows,
+  sortedRange,
+  storedRows,
+  tablesReader,
+} from "./memory-rows.ts";
+import type { KeyPart, RowWrite, Table } from "./rows.ts";
 import { checkCreate, checkRowSize, rawNumber } from "./rows.ts";
 import { checkGuard, nextWriterMeta, upgradedMeta } from "./session-row.ts";
 import type {
@@ -113,7 +121,7 @@ export class MemoryStorage implements Storage {
     const { ranges, rows: materialized } = tail.materialization();
     if (upgrade.length > 0) meta = upgradedMeta(meta);
     for (const row of upgrade) rows.tables[row.table].set(row.key, row.value);
-    this.apply(rows, ranges, materialized);
+    applyMaterialization(rows.tables, ranges, materialized);
     rows.meta = openedWriterMeta(meta);
   }
 
@@ -156,7 +164,7 @@ export class MemoryStorage implements Storage {
       if (row.op === "delete") rows.tables[row.table].delete(row.key);
       else rows.tables[row.table].set(row.key, structuredClone(row.value));
     for (const log of logValues) rows.tables.changes.set([log.version], log.value);
-    if (plan.materialize) this.apply(rows, plan.materialize.ranges, materialized ?? []);
+    if (plan.materialize) applyMaterialization(rows.tables, plan.materialize.ranges, materialized ?? []);
     const logFloor =
       plan.prune && this.prune(rows, plan.prune, plan.meta.logEnd ?? 0, guard.keepChangesAfter);
     rows.meta = withLogFloor(plan.meta, logFloor);
@@ -173,19 +181,9 @@ export class MemoryStorage implements Storage {
     if (tail.isEmpty) return;
     const { ranges, rows: materialized } = tail.materialization();
     for (const [i, row] of materialized.entries()) this.options.onWrite?.(row, i);
-    this.apply(rows, ranges, materialized);
+    applyMaterialization(rows.tables, ranges, materialized);
     rows.meta = { ...meta, materialized: tail.version };
     this.tails.remember(guard.sessionId, Tail.materialized(tail.version), rows.meta);
-  }
-
-  /** Writes a tail's rows: its range deletes go first, then each key's last write. */
-  private apply(rows: SessionRows, ranges: readonly RangeDelete[], writes: readonly RowWrite[]): void {
-    for (const { table, id, below } of ranges)
-      rows.tables[table].deleteWhere(id, (key) => (key[1] as number) < below);
-    for (const row of writes) {
-      if (row.op === "delete") rows.tables[row.table].delete(row.key);
-      else rows.tables[row.table].set(row.key, row.value);
-    }
   }
 
   /**

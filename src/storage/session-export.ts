@@ -11,10 +11,11 @@ import { randomIds } from "../clock.ts";
 import { CorruptRecordError, InvalidArgumentError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import { CommitRecordSchema, SessionMetaSchema, STORAGE_FORMAT } from "../records/schemas.ts";
+import { describeIssues } from "../records/validate.ts";
 import { materializedThrough, tailFromLog } from "./group-plan.ts";
 import { WholeRecords } from "./log-codec.ts";
 import { logRowsOfGroup } from "./log-rows.ts";
-import { emptyTables, tablesReader } from "./memory-rows.ts";
+import { applyMaterialization, emptyTables, tablesReader } from "./memory-rows.ts";
 import type { Table } from "./rows.ts";
 import { rawNumber, TABLES } from "./rows.ts";
 import type { ExportedRow, Storage } from "./storage.ts";
@@ -91,11 +92,7 @@ async function exportOnce(
   const tables = emptyTables();
   for (const row of raw.rows) tables[row.table].set(row.key, row.value);
   const { ranges, rows: writes } = tail.materialization();
-  for (const { table, id, below } of ranges)
-    tables[table].deleteWhere(id, (key) => (key[1] as number) < below);
-  for (const row of writes)
-    if (row.op === "delete") tables[row.table].delete(row.key);
-    else tables[row.table].set(row.key, row.value);
+  applyMaterialization(tables, ranges, writes);
   // A session no writer opened since an older format: the index rows it lacks, as a writer's open adds them
   // (the copy is stored in the current format).
   for (const row of upgradeRowsSync(rawNumber(raw.meta, "format"), tablesReader(tables)) ?? [])
@@ -113,36 +110,29 @@ async function exportOnce(
   return { format: 1, meta: raw.meta, rows, head };
 }
 
+/** A snapshot whose frame, session row and head commit were checked (`parseSnapshot`). */
+export type CheckedSnapshot = SessionSnapshot & { readonly meta: { version: number; epoch: number } };
+
+/** `error`'s issues as an `InvalidArgumentError`, their paths under `under` (a field of the snapshot). */
+function malformed(what: string, error: z.ZodError, under?: string): InvalidArgumentError {
+  const issues = describeIssues(error).map((i) => (under ? { ...i, path: `${under}.${i.path}` } : i));
+  return new InvalidArgumentError(`the session snapshot's ${what} is malformed`, issues);
+}
+
 /** A snapshot checked (its frame: the records are checked when read), or `InvalidArgumentError` naming the field. */
-export function parseSnapshot(
-  snapshot: unknown,
-): SessionSnapshot & { meta: { version: number; epoch: number } } {
+export function parseSnapshot(snapshot: unknown): CheckedSnapshot {
   const parsed = SessionSnapshotSchema.safeParse(snapshot);
-  if (!parsed.success)
-    throw new InvalidArgumentError(
-      "the session snapshot is malformed",
-      parsed.error.issues.map((issue) => ({ path: issue.path.join("."), message: issue.message })),
-    );
-  const checked = parsed.data as unknown as SessionSnapshot & { meta: { version: number; epoch: number } };
+  if (!parsed.success) throw malformed("frame", parsed.error);
+  const checked = parsed.data as unknown as CheckedSnapshot;
   if ((checked.head?.version ?? 0) !== checked.meta.version)
     throw new InvalidArgumentError(
       `the session snapshot's head commit is not at its version ${checked.meta.version}`,
       [{ path: "head.version", message: `expected ${checked.meta.version}` }],
     );
   const meta = SessionMetaSchema.safeParse(checked.meta);
-  if (!meta.success)
-    throw new InvalidArgumentError(
-      "the session snapshot's session row is malformed",
-      meta.error.issues.map((issue) => ({ path: `meta.${issue.path.join(".")}`, message: issue.message })),
-    );
-  if (checked.head !== null) {
-    const head = CommitRecordSchema.safeParse(checked.head);
-    if (!head.success)
-      throw new InvalidArgumentError(
-        "the session snapshot's head is not a commit record",
-        head.error.issues.map((issue) => ({ path: `head.${issue.path.join(".")}`, message: issue.message })),
-      );
-  }
+  if (!meta.success) throw malformed("session row", meta.error, "meta");
+  const head = checked.head === null ? undefined : CommitRecordSchema.safeParse(checked.head);
+  if (head?.success === false) throw malformed("head commit", head.error, "head");
   return checked;
 }
 
@@ -160,8 +150,19 @@ export async function importSession(
   /** Replace the session the store holds, in the same transaction (a copy rebuilt from its other host). */
   replace = false,
 ): Promise<{ version: number; epoch: number }> {
+  return importChecked(storage, sessionId, parseSnapshot(snapshot), epoch, replace);
+}
+
+/** {@link importSession} of a snapshot already checked (a caller that looked into it first). */
+export async function importChecked(
+  storage: Pick<Storage, "importRaw">,
+  sessionId: string,
+  snapshot: CheckedSnapshot,
+  epoch?: number,
+  replace = false,
+): Promise<{ version: number; epoch: number }> {
   if (!storage.importRaw) throw new InvalidArgumentError("this store cannot import a session");
-  const { meta, rows, head } = parseSnapshot(snapshot);
+  const { meta, rows, head } = snapshot;
   const writer = epoch ?? head?.epoch ?? meta.epoch;
   const log = head ? logRowsOfGroup([head], 0, new WholeRecords()) : { rows: [], logEnd: 0 };
   const copied = {

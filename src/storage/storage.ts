@@ -251,16 +251,18 @@ export interface StorageOptions {
  * what copies check their head against), a negative or fractional count, a bound that is not a number.
  */
 export function checkStorageOptions(options: StorageOptions): void {
-  const whole = (name: keyof StorageOptions, least: number) => {
-    const value = options[name];
-    if (value !== undefined && !(Number.isInteger(value) && value >= least))
-      throw new InvalidArgumentError(`${name} must be a whole number of at least ${least}, not ${value}`, [
-        { path: name, message: `at least ${least}` },
+  checkCounts(options, ["retainChanges", "retainChangeBytes", "tailCommits"]);
+}
+
+/** Refuses any of `names` set in `options` to anything but a whole number of at least 1, naming it. */
+export function checkCounts<T extends object>(options: T, names: readonly (keyof T & string)[]): void {
+  for (const name of names) {
+    const value: unknown = options[name];
+    if (value !== undefined && !(typeof value === "number" && Number.isInteger(value) && value >= 1))
+      throw new InvalidArgumentError(`${name} must be a whole number of at least 1, not ${String(value)}`, [
+        { path: name, message: "at least 1" },
       ]);
-  };
-  whole("retainChanges", 1);
-  whole("retainChangeBytes", 1);
-  whole("tailCommits", 1);
+  }
 }
 
 export const DEFAULT_RETAIN_CHANGES = 10_000;

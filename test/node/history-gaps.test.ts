@@ -5,12 +5,12 @@
  */
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { DurableObjectSqliteStorage } from "../../edge/index.ts";
 import {
   createRegistry,
   defineDocument,
   defineSignal,
   defineTask,
-  exportSession,
   followRemote,
   HistoryTruncatedError,
   InvalidArgumentError,
@@ -23,6 +23,7 @@ import {
   RefusedWriteError,
   ReplicationDivergedError,
 } from "../../src/index.ts";
+import { storeRemote } from "../support/store-remote.ts";
 
 const noop = defineTask({
   kind: "noop",
@@ -86,13 +87,8 @@ describe("a tab following its edge whose own head commit the edge's log no longe
     const edge = await openSession({ id: "s", storage: edgeDisk, registry });
     await edge.resume();
     for (let i = 0; i < 155; i++) await edge.commit((d) => d.setDocument(`doc-${i}`, "note", { i }));
-    const remote = { changes: (after: number, limit: number) => edgeDisk.readChanges("s", after, limit) };
-    const unwrap = {
-      changes: async (after: number, limit: number) => {
-        const { changes, oldestRetained } = await remote.changes(after, limit);
-        return { changes: changes.map((c) => c.value), oldestRetained };
-      },
-    };
+    // The edge's change log only: no snapshot to rebuild from.
+    const unwrap = { changes: storeRemote(edgeDisk, "s").changes };
     const tabDisk = memoryStorage();
     const following = await followRemote({ storage: tabDisk, remote: unwrap, id: "s", everyMs: 0 });
     expect(await following.pull()).toBe(155);
@@ -130,13 +126,7 @@ describe("a copy the edge's change log no longer reaches, rebuilt from the edge'
     await edge.submit({ requestId: "early", conversationId: "main", input: "the first question" });
     for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
     expect((await edgeDisk.readChanges("s", 0, 1)).oldestRetained).toBeGreaterThan(100);
-    const changes = async (after: number, limit: number) => {
-      const { changes, oldestRetained } = await edgeDisk.readChanges("s", after, limit);
-      return { changes: changes.map((c) => c.value), oldestRetained };
-    };
-    // Through JSON, as the edge's HTTP route hands it over.
-    const snapshot = async () => JSON.parse(JSON.stringify(await exportSession(edgeDisk, "s")));
-    return { edgeDisk, edge, changes, snapshot };
+    return { edgeDisk, edge, ...storeRemote(edgeDisk, "s") };
   }
   const viewOf = async (storage: ReturnType<typeof memoryStorage>) => {
     const copy = await openSession({ id: "s", storage, registry, mode: "read" });
@@ -249,11 +239,7 @@ describe("a follower merely behind the edge's change log", () => {
     const edgeDisk = memoryStorage({ retainChanges: 100 });
     const edge = await openSession({ id: "s", storage: edgeDisk, registry: signals });
     await edge.signal("answer:1", { text: "yes" }, { requestId: "sig-1" });
-    const changes = async (after: number, limit: number) => {
-      const { changes, oldestRetained } = await edgeDisk.readChanges("s", after, limit);
-      return { changes: changes.map((c) => c.value), oldestRetained };
-    };
-    const snapshot = async () => JSON.parse(JSON.stringify(await exportSession(edgeDisk, "s")));
+    const { changes, snapshot } = storeRemote(edgeDisk, "s");
     const tabDisk = memoryStorage();
     const first = await followRemote({
       storage: tabDisk,
@@ -340,5 +326,10 @@ describe("change-log bounds", () => {
     expect(() => memoryStorage({ retainChangeBytes: 0 })).toThrow(/retainChangeBytes/);
     expect(() => memoryStorage({ tailCommits: 0 })).toThrow(/tailCommits/);
     expect(memoryStorage({ retainChanges: 1 })).toBeDefined();
+    // The Durable Object's store checks its snapshot bound the same way (NaN would turn the bound off).
+    const platform = {} as ConstructorParameters<typeof DurableObjectSqliteStorage>[0];
+    expect(() => new DurableObjectSqliteStorage(platform, { maxExportChars: Number.NaN })).toThrow(
+      /maxExportChars/,
+    );
   });
 });

@@ -11,7 +11,6 @@ import {
   createRegistry,
   defineDocument,
   defineSignal,
-  exportSession,
   followRemote,
   type Json,
   type LocalInput,
@@ -26,6 +25,7 @@ import {
   ReplicationDivergedError,
   type Session,
 } from "../../src/index.ts";
+import { storeRemote } from "../support/store-remote.ts";
 import { SESSION, TwoHosts } from "../support/two-hosts.ts";
 
 const settle = async (rounds = 20) => {
@@ -64,39 +64,34 @@ async function twoEpochsUnsent(retainChanges: number | undefined) {
   return hosts;
 }
 
+/** What the tab's copy keeps to give again when it next follows the edge (and is rebuilt). */
+async function keptByFollowing(hosts: TwoHosts): Promise<LocalInput[]> {
+  const kept: LocalInput[] = [];
+  const following = await followRemote({
+    storage: hosts.tabDisk.reopen(),
+    remote: hosts.remote,
+    id: SESSION,
+    everyMs: 0,
+    onRebased: (inputs) => void kept.push(...inputs),
+  });
+  await following.pull();
+  await following.stop();
+  return kept;
+}
+
 const asked = (kept: readonly LocalInput[]) =>
   kept.flatMap((i) => (i.kind === "submit" ? [i.input.requestId] : []));
 
 describe("unsent commits of two epochs (a tab relinked within its lease, every push lost)", () => {
   it("through the change log (rebase), both unsent questions are kept", async () => {
     const hosts = await twoEpochsUnsent(undefined);
-    const kept: LocalInput[] = [];
-    const f = await followRemote({
-      storage: hosts.tabDisk.reopen(),
-      remote: hosts.remote,
-      id: SESSION,
-      everyMs: 0,
-      onRebased: (inputs) => void kept.push(...inputs),
-    });
-    await f.pull();
-    await f.stop();
-    expect(asked(kept)).toEqual(["asked-first", "asked-second"]);
+    expect(asked(await keptByFollowing(hosts))).toEqual(["asked-first", "asked-second"]);
   });
 
   it("through the snapshot too (the edge's log no longer reaches them), both are kept", async () => {
     const hosts = await twoEpochsUnsent(100);
     expect((await hosts.edgeDisk.readChanges(SESSION, 0, 1)).oldestRetained).toBeGreaterThan(10);
-    const kept: LocalInput[] = [];
-    const f = await followRemote({
-      storage: hosts.tabDisk.reopen(),
-      remote: hosts.remote,
-      id: SESSION,
-      everyMs: 0,
-      onRebased: (inputs) => void kept.push(...inputs),
-    });
-    await f.pull();
-    await f.stop();
-    expect(asked(kept)).toEqual(["asked-first", "asked-second"]);
+    expect(asked(await keptByFollowing(hosts))).toEqual(["asked-first", "asked-second"]);
   });
 });
 
@@ -178,11 +173,7 @@ describe("a follower whose edge restarted (a new epoch) while it was away", () =
     const edgeDisk = memoryStorage({ retainChanges: 100 });
     let edge = await openSession({ id: "s", storage: edgeDisk, registry });
     await edge.signal("answer:1", { text: "yes" }, { requestId: "sig-1" });
-    const changes = async (after: number, limit: number) => {
-      const { changes, oldestRetained } = await edgeDisk.readChanges("s", after, limit);
-      return { changes: changes.map((c) => c.value), oldestRetained };
-    };
-    const snapshot = async () => JSON.parse(JSON.stringify(await exportSession(edgeDisk, "s")));
+    const { changes, snapshot } = storeRemote(edgeDisk, "s");
     const tabDisk = memoryStorage();
     const first = await followRemote({
       storage: tabDisk,
@@ -246,11 +237,7 @@ describe("a tab that wrote offline, where the edge's log still shows where the c
     const edgeDisk = memoryStorage({ retainChanges: 100 });
     let edge = await openSession({ id: "s", storage: edgeDisk, registry });
     for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
-    const changes = async (after: number, limit: number) => {
-      const { changes, oldestRetained } = await edgeDisk.readChanges("s", after, limit);
-      return { changes: changes.map((c) => c.value), oldestRetained };
-    };
-    const snapshot = async () => JSON.parse(JSON.stringify(await exportSession(edgeDisk, "s")));
+    const { changes, snapshot } = storeRemote(edgeDisk, "s");
     const tabDisk = memoryStorage();
     const first = await followRemote({
       storage: tabDisk,
