@@ -5,7 +5,7 @@
  * session can have (`__directory__` fails `IdSchema`). Noting is best effort and idempotent, after the
  * request succeeded: a session the directory missed is still there, just not listed.
  */
-import type { DurableObjectStorageLike } from "./do-sqlite-storage.ts";
+import type { DurableObjectStorageLike } from "./do-sqlite-sql.ts";
 
 /** The directory object's name in the sessions namespace (not a valid session id: no request reaches it as one). */
 export const DIRECTORY_NAME = "__directory__";

@@ -18,12 +18,10 @@ export {
   unauthorized,
   verifyStreamToken,
 } from "./auth.ts";
-export type { DurableObjectSqliteStorageOptions, DurableObjectStorageLike } from "./do-sqlite-storage.ts";
-export {
-  DO_SQLITE_MAX_EXPORT_CHARS,
-  DO_SQLITE_MAX_ROW_BYTES,
-  DurableObjectSqliteStorage,
-} from "./do-sqlite-storage.ts";
+export type { DurableObjectStorageLike } from "./do-sqlite-sql.ts";
+export { DO_SQLITE_MAX_ROW_BYTES } from "./do-sqlite-sql.ts";
+export type { DurableObjectSqliteStorageOptions } from "./do-sqlite-storage.ts";
+export { DO_SQLITE_MAX_EXPORT_CHARS, DurableObjectSqliteStorage } from "./do-sqlite-storage.ts";
 export type { MemoryRateLimitOptions, RateDecision, RateLimit, SessionLimits } from "./limits.ts";
 export { DEFAULT_SESSION_LIMITS, memoryRateLimit } from "./limits.ts";
 export type { Problem } from "./problem.ts";

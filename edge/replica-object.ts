@@ -25,7 +25,7 @@ import {
   type Storage,
   systemClock,
 } from "../src/index.ts";
-import type { DurableObjectStorageLike } from "./do-sqlite-storage.ts";
+import type { DurableObjectStorageLike } from "./do-sqlite-sql.ts";
 import { problemResponse } from "./problem.ts";
 import type { InternalRoute } from "./protocol.ts";
 

@@ -34,11 +34,8 @@ import {
   type WakeInfo,
 } from "../src/index.ts";
 import { CREATED_HEADER, type DirectoryPage, type DirectoryStub, SessionDirectory } from "./directory.ts";
-import {
-  DurableObjectSqliteStorage,
-  type DurableObjectSqliteStorageOptions,
-  type DurableObjectStorageLike,
-} from "./do-sqlite-storage.ts";
+import type { DurableObjectStorageLike } from "./do-sqlite-sql.ts";
+import { DurableObjectSqliteStorage, type DurableObjectSqliteStorageOptions } from "./do-sqlite-storage.ts";
 import { DEFAULT_SESSION_LIMITS, Gauge, type SessionLimits, tooManyRequests } from "./limits.ts";
 import { problemFromError, problemResponse } from "./problem.ts";
 import {

@@ -9,7 +9,8 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { z } from "zod";
-import { DurableObjectSqliteStorage, type DurableObjectStorageLike } from "../../edge/do-sqlite-storage.ts";
+import type { DurableObjectStorageLike } from "../../edge/do-sqlite-sql.ts";
+import { DurableObjectSqliteStorage } from "../../edge/do-sqlite-storage.ts";
 import { createEdgeApp, type DurableObjectNamespaceLike, defineSessionObject } from "../../edge/index.ts";
 
 type FetchStub = { fetch(request: Request): Promise<Response> };

@@ -5,7 +5,8 @@
  * open in the object (its heap is then measured from outside, through the inspector); `/view` reports what
  * the open session holds.
  */
-import { DurableObjectSqliteStorage, type DurableObjectStorageLike } from "../../edge/do-sqlite-storage.ts";
+import type { DurableObjectStorageLike } from "../../edge/do-sqlite-sql.ts";
+import { DurableObjectSqliteStorage } from "../../edge/do-sqlite-storage.ts";
 import type { DurableObjectNamespaceLike } from "../../edge/index.ts";
 import { createRegistry, openSession, type Session } from "../../src/index.ts";
 import { settledHistory } from "../histories.ts";

@@ -7,7 +7,7 @@
  */
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { deleteRows, READ_WAITING_TREE, SCHEMA, upsertRows } from "../../edge/do-sqlite-storage.ts";
+import { deleteRows, READ_WAITING_TREE, SCHEMA, upsertRows } from "../../edge/do-sqlite-sql.ts";
 
 const script = /* js */ `
 export class Planner {
