@@ -67,6 +67,9 @@ export const DEFAULT_SESSION_LIMITS: Required<SessionLimits> = {
   queuedSubmissions: 64,
 };
 
+/** How long a client refused for a full session should wait before it asks again. */
+export const BUSY_RETRY_MS = 5_000;
+
 /** 429 with `Retry-After` (whole seconds, at least 1). */
 export function tooManyRequests(detail: string, retryAfterMs: number): Response {
   const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
