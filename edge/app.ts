@@ -40,7 +40,6 @@ import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { z } from "zod";
-import { JsonSchema } from "../src/index.ts";
 import {
   type Authorize,
   bearerOf,
@@ -52,8 +51,7 @@ import {
   verifyStreamToken,
 } from "./auth.ts";
 import { CREATED_HEADER } from "./directory.ts";
-import { callbackRequestId, signalCallbackPath, verifySignalCallback } from "./hooks.ts";
-import { parse, readJson, readJsonText, strictParam, withRequestId } from "./http.ts";
+import { parse, readJson, strictParam, withRequestId } from "./http.ts";
 import { memoryRateLimit, type RateLimit, tooManyRequests } from "./limits.ts";
 import { problemFromError, problemResponse } from "./problem.ts";
 import {
@@ -64,14 +62,13 @@ import {
   type InternalRoute,
   RequestIdSchema,
   type SessionStub,
-  SignalBodySchema,
-  SignalKeySchema,
   SubmitBodySchema,
   streamRequest,
   TasksFilterSchema,
 } from "./protocol.ts";
 import { mountReplicaRoutes } from "./replica-routes.ts";
 import { directoryOf, mountSessionList, noteSession, type SessionListOptions } from "./session-list.ts";
+import { mountSignalRoutes } from "./signal-routes.ts";
 
 /**
  * The parts of a `DurableObjectNamespace` binding the router uses: its stubs' RPC method `route` (`Stub`
@@ -168,23 +165,6 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
       .optional()
       .transform((limit) => limit ?? DEFAULT_PAGE),
   });
-
-  // A page of parked waits goes on from the `next` of the previous one (`<version>/<id>`).
-  const PendingQuery = PageQuery.extend({
-    before: z
-      .string()
-      .max(600)
-      .regex(/^\d+\/[\s\S]+$/, "must be the next of an earlier page")
-      .refine((before) => Number.isSafeInteger(Number(before.slice(0, before.indexOf("/")))), {
-        message: "must be the next of an earlier page",
-      })
-      .optional(),
-    // Only keys that start with it (`run-on:` for an executor: those waits are never parked).
-    prefix: SignalKeySchema.optional(),
-  });
-
-  // A page of early signals goes on after the version of the last one listed.
-  const EarlyQuery = PageQuery.extend({ after: CountSchema.optional() }).omit({ before: true });
 
   const app = new Hono<AppEnv<Env>>();
   // Every answer names its request; problems carry the id in the body too, so a user can quote it.
@@ -396,86 +376,10 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     return c.json({ ...minted, url });
   });
 
-  app.get("/sessions/:id/pending", async (c) => {
-    const g = await guard(c, "read");
-    if (g instanceof Response) return g;
-    const page = parse("query", PendingQuery, {
-      before: c.req.query("before"),
-      limit: c.req.query("limit"),
-      prefix: c.req.query("prefix"),
-    });
-    if (page instanceof Response) return page;
-    return forward(c, { op: "pending", sessionId: g.sessionId, ...page });
-  });
-
-  app.post("/sessions/:id/signals/:key", async (c) => {
-    const g = await guard(c, "signal");
-    if (g instanceof Response) return g;
-    const key = strictParam(c.req.raw, 1, "params.key", SignalKeySchema);
-    if (key instanceof Response) return key;
-    const body = await readJson(c.req.raw, false);
-    if (body instanceof Response) return body;
-    const input = parse("body", SignalBodySchema, body);
-    if (input instanceof Response) return input;
-    return forward(c, { op: "signal", sessionId: g.sessionId, key }, input);
-  });
-
-  app.get("/sessions/:id/early-signals", async (c) => {
-    const g = await guard(c, "read");
-    if (g instanceof Response) return g;
-    const page = parse("query", EarlyQuery, { after: c.req.query("after"), limit: c.req.query("limit") });
-    if (page instanceof Response) return page;
-    return forward(c, { op: "early-signals", sessionId: g.sessionId, ...page });
-  });
-
-  app.delete("/sessions/:id/signals/:key", async (c) => {
-    const g = await guard(c, "drop-signal");
-    if (g instanceof Response) return g;
-    const key = strictParam(c.req.raw, 1, "params.key", SignalKeySchema);
-    if (key instanceof Response) return key;
-    return forward(c, { op: "drop-signal", sessionId: g.sessionId, key });
-  });
-
-  app.post("/sessions/:id/signals/:key/callback-url", async (c) => {
-    const g = await guard(c, "signal");
-    if (g instanceof Response) return g;
-    const key = strictParam(c.req.raw, 2, "params.key", SignalKeySchema);
-    if (key instanceof Response) return key;
-    const secret = callbackSecret(c.env);
-    if (!secret) return problemResponse(503, "unconfigured", "the server has no signal callback secret");
-    return c.json({ key, path: await signalCallbackPath(secret, g.sessionId, key) });
-  });
-
-  // The URL is the credential: its mac must match this session and key, or nothing is revealed.
-  app.post("/hooks/:id/:key/:mac", async (c) => {
-    const secret = callbackSecret(c.env);
-    const sessionId = parse("params.id", IdSchema, c.req.param("id"));
-    const key = strictParam(c.req.raw, 2, "params.key", SignalKeySchema);
-    if (!secret || sessionId instanceof Response || key instanceof Response) return noSuchHook();
-    if (!(await verifySignalCallback(secret, sessionId, key, c.req.param("mac")))) return noSuchHook();
-    const rate = await rateLimit?.({ id: `hook:${sessionId}` }, c.env);
-    if (rate && !rate.ok) return tooManyRequests("too many callbacks for this session", rate.retryAfterMs);
-    const body = await readJsonText(c.req.raw, false);
-    if (body instanceof Response) return body;
-    const payload = parse("body", JsonSchema, body.value);
-    if (payload instanceof Response) return payload;
-    const header = c.req.header("idempotency-key");
-    const requestId =
-      header === undefined
-        ? await callbackRequestId(body.text)
-        : parse("headers.idempotency-key", RequestIdSchema, header);
-    if (requestId instanceof Response) return requestId;
-    return forward(c, { op: "signal", sessionId, key }, { requestId, payload });
-  });
-
+  mountSignalRoutes(app, guard, forward, { PageQuery, callbackSecret, rateLimit });
   mountReplicaRoutes(app, guard, forward);
 
   app.notFound(() => problemResponse(404, "not-found", "no such route"));
   app.onError((error, c) => problemFromError(error, (e) => log(c.get("requestId") ?? "-", e)));
   return app;
-}
-
-/** A callback URL that is not one: the same answer whatever was wrong with it. */
-function noSuchHook(): Response {
-  return problemResponse(404, "not-found", "no such callback");
 }

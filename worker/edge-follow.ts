@@ -18,6 +18,8 @@ export interface FollowingTab {
   show(reopen: boolean): Promise<void>;
   /** Queues an input in the durable inbox. */
   queue(row: InboxRow): Promise<void>;
+  /** Whether the tab follows now (it neither leads nor was closed). */
+  follows(): boolean;
 }
 
 export class EdgeFollowing {
@@ -32,10 +34,10 @@ export class EdgeFollowing {
     private readonly tab: FollowingTab,
   ) {}
 
-  /** Starts following (a linked session only, once); `stillFollows` says whether the tab still wants it. */
-  async start(announce: boolean, stillFollows: () => boolean): Promise<void> {
+  /** Starts following (a linked session only, once, while the tab follows; `announce`: says so). */
+  async start(announce = true): Promise<void> {
     const link = this.options.link;
-    if (!link || this.following) return;
+    if (!link || this.following || !this.tab.follows()) return;
     const generation = ++this.generation;
     const storage = this.tab.storage();
     try {
@@ -61,7 +63,7 @@ export class EdgeFollowing {
         },
       });
       // Taken back (or closed) while it was starting: it never follows.
-      if (generation !== this.generation || !stillFollows()) {
+      if (generation !== this.generation || !this.tab.follows()) {
         await follower.stop();
         await storage.close();
         return;

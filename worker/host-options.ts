@@ -1,5 +1,14 @@
 /** How a browser tab hosts one session (see `BrowserSessionHost`). */
-import type { Clock, LinkStatus, Registry, ReplicaRemote, Session, Storage, Timers } from "../src/index.ts";
+import {
+  type Clock,
+  indexedDbStorage,
+  type LinkStatus,
+  type Registry,
+  type ReplicaRemote,
+  type Session,
+  type Storage,
+  type Timers,
+} from "../src/index.ts";
 
 export interface BrowserSessionHostOptions {
   readonly sessionId: string;
@@ -50,5 +59,27 @@ export interface BrowserSessionHostOptions {
      * edge's run live and writes nothing), or `refused` with why.
      */
     readonly onStatus?: (status: LinkStatus | "following" | "refused", error?: Error) => void;
+  };
+}
+
+/** A new handle on the session's store. */
+export function storageOf(options: BrowserSessionHostOptions): Storage {
+  const { database, durability } = options;
+  return options.storage?.(database) ?? indexedDbStorage(database, { durability: durability ?? "strict" });
+}
+
+/** The options every session a tab opens shares (a new store handle each time). */
+export function sessionOptionsOf(options: BrowserSessionHostOptions) {
+  const { sessionId, registry, clock, timers, maxRestarts, liveWaits, maxEarlySignals } = options;
+  return {
+    id: sessionId,
+    storage: storageOf(options),
+    registry: registry(),
+    host: "browser" as const,
+    ...(clock !== undefined && { clock }),
+    ...(timers !== undefined && { timers }),
+    ...(maxRestarts !== undefined && { maxRestarts }),
+    ...(liveWaits !== undefined && { liveWaits }),
+    ...(maxEarlySignals !== undefined && { maxEarlySignals }),
   };
 }

@@ -49,6 +49,11 @@ const SIGNAL_REFUSALS: ReadonlySet<string> = new Set<SignalRefusal>([
   "early-signals-full",
 ]);
 
+/** How long after a drain of the inbox stopped it is tried again (doubled for each failure in a row)… */
+const DRAIN_RETRY_MS = 1_000;
+/** …up to this. */
+const DRAIN_RETRY_MAX_MS = 60_000;
+
 export class InboxRelay {
   private readonly inbox: DurableInbox;
   /** Who waits for each row this tab queued, to be told if the leader refuses it. */
@@ -62,6 +67,10 @@ export class InboxRelay {
   private countedFor: Session | undefined;
   /** How many rows the drains took off the inbox (accepted or dropped) so far. */
   private taken = 0;
+  /** A drain that failed for a passing reason (a full disk) is tried again then. */
+  private retry: ReturnType<typeof setTimeout> | undefined;
+  /** Drains that failed in a row: each waits twice as long as the one before (at most a minute). */
+  private failedDrains = 0;
 
   constructor(
     private readonly sessionId: string,
@@ -111,9 +120,27 @@ export class InboxRelay {
     return next;
   }
 
-  /** How many rows this tab's drains took off the inbox so far (a drain that stopped may still have). */
-  get progress(): number {
-    return this.taken;
+  /**
+   * Drains as {@link drain} does, on the leader's session once `ready` resolves. A drain that stopped (a
+   * full disk, a closed store, the app's code throwing) leaves its rows queued and is tried again while
+   * `leader()` names a session — a second later, then two, four, … up to a minute: the callers waiting for
+   * those rows wait. A row the app's code keeps failing on is dropped, its caller told why (`ROW_ATTEMPTS`).
+   */
+  async drainRetrying(leader: () => Session | undefined, ready: () => Promise<unknown>): Promise<void> {
+    const before = this.taken;
+    try {
+      await ready();
+      await this.drain(leader);
+      this.failedDrains = 0;
+    } catch {
+      if (this.taken !== before) this.failedDrains = 0; // it took rows before it stopped
+      if (!leader() || this.retry !== undefined) return;
+      const delay = Math.min(DRAIN_RETRY_MAX_MS, DRAIN_RETRY_MS * 2 ** this.failedDrains++);
+      this.retry = setTimeout(() => {
+        this.retry = undefined;
+        void this.drainRetrying(leader, ready);
+      }, delay);
+    }
   }
 
   /** Settles once no drain is under way or asked for. */
@@ -174,6 +201,7 @@ export class InboxRelay {
   }
 
   async close(): Promise<void> {
+    clearTimeout(this.retry);
     await this.inbox.close();
   }
 }

@@ -7,76 +7,51 @@ import {
   type ChangeListener,
   type CommitRecord,
   HistoryTruncatedError,
-  InvalidArgumentError,
-  indexedDbStorage,
-  isSubmissionFinished,
   type Json,
   KernelError,
   type LinkedSession,
   type LinkStatus,
-  linkSession,
   openSession,
   type Preview,
-  parseSubmitInput,
   type Session,
   SessionClosedError,
   SessionNotFoundError,
-  SessionStoppedError,
   type Signal,
   type SignalOptions,
   type SignalReceipt,
-  type Storage,
   type Submission,
   type SubmitInput,
   takePlacedCalls,
 } from "../src/index.ts";
+import { CommitAnnouncer } from "./commit-announcer.ts";
 import { EdgeFollowing } from "./edge-follow.ts";
-import type { BrowserSessionHostOptions } from "./host-options.ts";
-import { type InboxRow, inboxCancel, inboxDrop, inboxRowId, inboxRowOf } from "./inbox.ts";
-import { type InboxMessage, InboxRelay } from "./inbox-relay.ts";
-import { type Leadership, requestLeadership } from "./leadership.ts";
+import { HostListeners } from "./host-listeners.ts";
+import { type BrowserSessionHostOptions, sessionOptionsOf, storageOf } from "./host-options.ts";
+import type { InboxRow } from "./inbox.ts";
+import { InboxRelay } from "./inbox-relay.ts";
+import type { Leadership } from "./leadership.ts";
+import { openLinkedWriter } from "./linked-writer.ts";
 import { SessionWatch } from "./session-watch.ts";
-
-/** A page's subscription, carried across this tab's role changes. */
-interface ListenerEntry {
-  last: number;
-  listener: ChangeListener;
-  onError?: (error: Error) => void;
-  /** Previews of the leading session in this tab (a follower tab's session produces none). */
-  onPreview?: (preview: Preview) => void;
-  stop?: () => void;
-}
-
-/**
- * Between the tabs of one session: the leader announces commits (only once some follower said it listens,
- * so a lone tab pays nothing per commit), followers announce themselves and their inbox inputs.
- */
-type Message =
-  | { type: "committed"; version: number }
-  | { type: "follower" }
-  | { type: "leader" }
-  /** The copy was rebuilt from the edge's history: followers reopen it. */
-  | { type: "replaced" }
-  | InboxMessage;
+import { TabInputs } from "./tab-inputs.ts";
+import { sessionLock, type TabMessage, tabScope } from "./tab-messages.ts";
+import { WriterRecovery } from "./writer-recovery.ts";
 
 export class BrowserSessionHost {
   private current: Session | undefined;
   private role: "follower" | "leader" | "closed" = "follower";
-  private readonly listeners = new Set<ListenerEntry>();
+  private readonly listeners = new HostListeners();
+  private readonly announcer: CommitAnnouncer;
   private readonly channel: BroadcastChannel;
   private readonly inbox: InboxRelay;
   private readonly watch: SessionWatch;
-  /** This tab's drops of early signals waiting in the inbox, by key (a signal of the key waits for its drop). */
-  private readonly drops = new Map<string, Promise<unknown>>();
+  /** What this tab's callers ask of the session, in either role (see `TabInputs`). */
+  private readonly inputs: TabInputs;
+  private readonly recovery: WriterRecovery;
   /** This tab's first `lead()`, once it got the lock. */
   private leading: Promise<void> = new Promise(() => undefined);
   /** Rejects when `close()` is called: a tab that closes before it leads never will. */
   private readonly closing: Promise<never>;
   private closed: () => void = () => undefined;
-  /** A drain that failed for a passing reason (a full disk) is tried again then. */
-  private drainRetry: ReturnType<typeof setTimeout> | undefined;
-  /** Drains that failed in a row: each waits twice as long as the one before (at most a minute). */
-  private drainFailures = 0;
   private leadership: Leadership;
   private linked: LinkedSession | undefined;
   private readonly edgeFollowing: EdgeFollowing;
@@ -87,25 +62,37 @@ export class BrowserSessionHost {
       this.closed = () => reject(new SessionClosedError(options.sessionId));
     });
     this.closing.catch(() => undefined);
-    this.channel = new BroadcastChannel(`durable-agent:${options.database}:${options.sessionId}`);
-    this.inbox = new InboxRelay(options.sessionId, options.database, (message) =>
-      this.channel.postMessage(message satisfies Message),
-    );
+    this.channel = new BroadcastChannel(tabScope(options.database, options.sessionId));
+    this.inbox = new InboxRelay(options.sessionId, options.database, (message) => this.post(message));
     this.watch = new SessionWatch(this, this.inbox);
+    this.recovery = new WriterRecovery({
+      sessionId: options.sessionId,
+      current: () => this.current as Session,
+      holdsLock: () => this.leadership.isLeader,
+      reopen: () => this.reopenWriter(),
+    });
+    this.announcer = new CommitAnnouncer((version) => {
+      if (this.role === "leader") this.post({ type: "committed", version });
+    });
+    this.inputs = new TabInputs({
+      sessionId: options.sessionId,
+      linked: options.link !== undefined,
+      watch: this.watch,
+      current: () => this.current,
+      role: () => this.role,
+      writer: () => this.recovery.writer(),
+      queue: (row) => this.queue(row),
+      refreshCopy: (session) => this.refreshCopy(session),
+    });
     this.edgeFollowing = new EdgeFollowing(options, {
-      storage: () => this.storage(),
-      post: (message) => this.channel.postMessage(message satisfies Message),
+      storage: () => storageOf(this.options),
+      post: (message) => this.post(message),
       show: (reopen) => this.showCopy(reopen),
       queue: (row) => this.inbox.queue(row),
+      follows: () => this.role === "follower",
     });
-    this.channel.onmessage = (event: MessageEvent<Message>) => void this.onMessage(event.data);
-    this.leadership = this.requestLock(options.steal);
-  }
-
-  /** Asks for the session's Web Lock (`steal`: taken from the tab that holds it). */
-  private requestLock(steal?: boolean): Leadership {
-    const name = `durable-agent:${this.options.database}:${this.options.sessionId}`;
-    return requestLeadership(name, { ...(steal !== undefined && { steal }) });
+    this.channel.onmessage = (event: MessageEvent<TabMessage>) => void this.onMessage(event.data);
+    this.leadership = sessionLock(options, options.steal);
   }
 
   /** Starts following the session, and leading it as soon as this tab gets the lock. */
@@ -132,7 +119,7 @@ export class BrowserSessionHost {
       try {
         await this.demote();
       } finally {
-        if (!this.isClosed) this.contend(this.requestLock());
+        if (!this.isClosed) this.contend(sessionLock(this.options));
       }
     });
   }
@@ -163,17 +150,8 @@ export class BrowserSessionHost {
    * Accepts an input. The leader submits it; a follower stores it in the durable inbox first (that is the
    * acknowledgement) and then observes the Submission the leader creates for it.
    */
-  async submit(input: SubmitInput): Promise<Submission> {
-    if (this.role === "leader" && this.current) return (await this.writer()).submit(input);
-    // Bad input is refused here, with the same typed error the leader would give, never queued.
-    parseSubmitInput(input);
-    // A repeat gets the first Submission, also one that left memory (the leader would commit nothing).
-    const known = await this.current?.readSubmissionForRequest(input.requestId);
-    if (known) return known;
-    // Watched from before it is queued (this tab may lead and take it before the write returns). The leader
-    // may still refuse it (its app version checks more than this one): then it is rejected.
-    const pick = (session: Session) => session.submissionForRequest(input.requestId);
-    return this.watch.observe(pick, { row: inboxRowId(input), queued: this.queue(input) });
+  submit(input: SubmitInput): Promise<Submission> {
+    return this.inputs.submit(input);
   }
 
   /**
@@ -181,26 +159,8 @@ export class BrowserSessionHost {
    * (bad payload, unknown key, conflict: refused here, never queued), stores it in the durable inbox (the
    * acknowledgement) and resolves once the leader committed it — or rejects if the leader refused it.
    */
-  async signal(key: string, payload: Json, options: SignalOptions): Promise<SignalReceipt> {
-    // A drop of the key's early signal this tab queued comes first: a repeat of that signal is then new.
-    await this.drops.get(key)?.catch(() => undefined);
-    if (this.isClosed) throw new SessionClosedError(this.options.sessionId);
-    if (this.role === "leader" && this.current) return (await this.writer()).signal(key, payload, options);
-    const session = this.current;
-    if (!session) throw new SessionNotFoundError(this.options.sessionId);
-    // An early signal this copy keeps may have been dropped already (another tab's drop, committed before
-    // this call, that this copy has not adopted yet): the repeat, or the conflict, is answered from what
-    // this browser's store holds, not from a copy behind it. (A signal a wait took is never dropped.) Not
-    // for a linked session, whose store a tab may be rebuilding from its edge (a refresh then would stack
-    // the rebuilt history on the discarded one), nor for a session closing (a hand-off, a demotion): those
-    // answer from the copy, as before. A failed refresh does too.
-    if (!this.options.link && session.status === "open" && session.earlySignals().some((k) => k.key === key))
-      await this.refreshCopy(session);
-    // A copy that lagged past the change log's pruning was opened again: the new one answers.
-    const repeat = await (this.current ?? session).checkSignal(key, payload, options);
-    if (repeat) return repeat;
-    const row = { signal: { key, payload, requestId: options.requestId } };
-    return this.watch.signal(key, payload, options, { row: inboxRowId(row), queued: this.queue(row) });
+  signal(key: string, payload: Json, options: SignalOptions): Promise<SignalReceipt> {
+    return this.inputs.signal(key, payload, options);
   }
 
   /**
@@ -208,25 +168,8 @@ export class BrowserSessionHost {
    * follower leaves the drop in the durable inbox and resolves once a change ends that signal: with it when
    * it was dropped (by this drop, or by its `keepEarlyMs`), undefined when a wait took it before the drop came.
    */
-  async dropEarlySignal(key: string): Promise<Signal | undefined> {
-    if (this.role === "leader" && this.current) return (await this.writer()).dropEarlySignal(key);
-    const session = this.current;
-    if (!session) throw new SessionNotFoundError(this.options.sessionId);
-    let kept = session.earlySignals().find((signal) => signal.key === key);
-    if (!kept) {
-      // This copy may not have caught up yet with what the leader stored (a signal this tab just sent).
-      await session.refresh().catch(() => undefined);
-      kept = session.earlySignals().find((signal) => signal.key === key);
-    }
-    if (!kept) return undefined;
-    const row = inboxDrop(key, kept.version);
-    const dropping = this.watch.dropped(kept, { row: inboxRowId(row), queued: this.queue(row) });
-    this.drops.set(key, dropping);
-    const forget = () => {
-      if (this.drops.get(key) === dropping) this.drops.delete(key);
-    };
-    dropping.then(forget, forget);
-    return dropping;
+  dropEarlySignal(key: string): Promise<Signal | undefined> {
+    return this.inputs.dropEarlySignal(key);
   }
 
   /**
@@ -235,31 +178,8 @@ export class BrowserSessionHost {
    * do not have, leaves the cancel in the durable inbox and resolves once the leader committed it (the
    * Submission then, its task asked to stop, or as it ended if it ended first).
    */
-  async cancelSubmission(submissionId: string, reason?: string): Promise<Submission> {
-    if (this.isClosed) throw new SessionClosedError(this.options.sessionId);
-    if (this.role === "leader" && this.current)
-      return (await this.writer()).cancelSubmission(submissionId, reason);
-    const session = this.current;
-    if (!session) throw new SessionNotFoundError(this.options.sessionId);
-    await this.catchUp(session, submissionId);
-    const known = session.submission(submissionId) ?? (await session.readSubmission(submissionId));
-    if (!known) {
-      const problem = `submission ${submissionId} does not exist`;
-      throw new InvalidArgumentError(problem, [{ path: "submissionId", message: problem }]);
-    }
-    if (isSubmissionFinished(known)) return known; // cancelling it changes nothing, as on the leader
-    const row = inboxCancel(submissionId, reason);
-    return this.watch.cancelled(submissionId, { row: inboxRowId(row), queued: this.queue(row) });
-  }
-
-  /**
-   * A follower's copy that does not hold the Submission may not have adopted the commit that created it
-   * yet: it adopts what the store holds, so an id is unknown only once the store does not have it either.
-   * (Not a linked copy, which a tab may be rebuilding from its edge.)
-   */
-  private async catchUp(session: Session, submissionId: string): Promise<void> {
-    if (this.role === "follower" && !this.options.link && !session.submission(submissionId))
-      await this.refreshCopy(session);
+  cancelSubmission(submissionId: string, reason?: string): Promise<Submission> {
+    return this.inputs.cancelSubmission(submissionId, reason);
   }
 
   /**
@@ -268,29 +188,8 @@ export class BrowserSessionHost {
    * it; an unknown id rejects with InvalidArgumentError), asked again of the next session when a role change
    * closes this one.
    */
-  async wait(submissionId: string): Promise<Submission> {
-    for (;;) {
-      const session = this.current ?? (await this.watch.observe((open) => open));
-      try {
-        await this.catchUp(session, submissionId);
-        return await session.wait(submissionId);
-      } catch (error) {
-        if (this.isClosed) throw new SessionClosedError(this.options.sessionId);
-        // A follower's copy that lagged past the change log's pruning is opened again; a leader stopped by a
-        // storage failure opens its session again (or says why it cannot): then the wait goes on there.
-        if (error instanceof HistoryTruncatedError && this.role === "follower") {
-          await this.refreshCopy(session);
-          continue;
-        }
-        if (session.status === "stopped" && this.role === "leader" && session === this.current) {
-          await this.writer();
-          continue;
-        }
-        if (session.status !== "closed") throw error;
-        // Closed by a role change (a demotion, a reopened copy): wait on the session that replaces it.
-        await this.watch.observe((open) => (open !== session ? open : undefined));
-      }
-    }
+  wait(submissionId: string): Promise<Submission> {
+    return this.inputs.wait(submissionId);
   }
 
   /** Every committed change after `fromVersion`, in order, across role changes of this tab. */
@@ -300,23 +199,7 @@ export class BrowserSessionHost {
     onError?: (error: Error) => void,
     onPreview?: (preview: Preview) => void,
   ): () => void {
-    const entry: ListenerEntry = {
-      last: fromVersion,
-      ...(onError && { onError }),
-      ...(onPreview && { onPreview }),
-      listener: (change) => {
-        // After a role change the new session may replay versions this listener already saw.
-        if (change.version <= entry.last) return;
-        entry.last = change.version;
-        listener(change);
-      },
-    };
-    this.listeners.add(entry);
-    this.attach(entry);
-    return () => {
-      entry.stop?.();
-      this.listeners.delete(entry);
-    };
+    return this.listeners.add(this.current, fromVersion, listener, onError, onPreview);
   }
 
   /** Stops driving and following; unfinished work stays stored for whichever tab leads next. */
@@ -326,19 +209,18 @@ export class BrowserSessionHost {
     await this.edgeFollowing.stop();
     await this.linked?.close();
     this.leadership.release();
-    clearTimeout(this.drainRetry);
     this.watch.close(new SessionClosedError(this.options.sessionId));
     this.channel.close();
-    for (const entry of this.listeners) entry.stop?.();
+    this.listeners.detach();
     await this.current?.close();
     await this.inbox.close();
   }
 
   private async follow(): Promise<void> {
     // Said before loading: the leader answers with its version, covering commits made meanwhile.
-    this.channel.postMessage({ type: "follower" } satisfies Message);
+    this.post({ type: "follower" });
     try {
-      this.replace(await openSession({ ...this.sessionOptions(), mode: "read" }));
+      this.replace(await openSession({ ...sessionOptionsOf(this.options), mode: "read" }));
     } catch (error) {
       if (!(error instanceof SessionNotFoundError)) throw error;
       this.current = undefined; // nobody has created it yet; the leader will
@@ -360,14 +242,8 @@ export class BrowserSessionHost {
       await linked.handOff();
     } finally {
       await this.follow(); // handed over or not, this tab's writer is closed: follow its copy
-      await this.followEdge(false); // and the edge's run, live (the status stays `released`)
+      await this.edgeFollowing.start(false); // and the edge's run, live (the status stays `released`)
     }
-  }
-
-  /** While the edge owns the session, copies its run into this browser's copy (see `EdgeFollowing`). */
-  private followEdge(announce = true): Promise<void> {
-    if (this.role === "closed") return Promise.resolve();
-    return this.edgeFollowing.start(announce, () => this.role === "follower");
   }
 
   /** A follower's read-only session brought up to the copy: opened (or reopened, `reopen`) or refreshed. */
@@ -406,50 +282,29 @@ export class BrowserSessionHost {
   /** The writer this tab leads with: a plain one, or linked to the edge (claimed first). */
   private async openWriter(): Promise<Session | undefined> {
     const link = this.options.link;
-    if (!link) return openSession({ ...this.sessionOptions(), mode: "write" });
-    let rebased = false;
-    try {
-      let linked: LinkedSession | undefined;
-      let fenced = false;
-      linked = await linkSession({
-        ...this.sessionOptions(),
-        remote: link.remote,
-        ...(link.holder !== undefined && { holder: link.holder }),
-        // A diverged copy's inputs go to the durable inbox before it is discarded (given again once a tab
-        // leads, also when this one then cannot: its code cannot continue the edge's run).
-        onRebased: async (inputs) => {
-          for (const input of inputs) await this.inbox.queue(inboxRowOf(input));
-          rebased = true;
-        },
-        onStatus: (status) => {
-          link.onStatus?.(status);
-          // The edge took the session over (this tab was quiet past its lease): follow, do not fight it.
-          if (status !== "fenced" && status !== "closed") return;
-          fenced = true;
-          if (linked && this.linked === linked) {
-            this.linked = undefined;
-            void this.demote().then(() => this.followEdge(false));
-          }
-        },
-      });
-      if (fenced) return undefined; // fenced while it was still linking: keep following
-      this.linked = linked;
-      return linked.session;
-    } catch (error) {
-      link.onStatus?.("refused", error as Error);
-      if (rebased) await this.showCopy(true);
-      return undefined;
-    } finally {
-      // Rebuilt from the edge: sessions over the old copy (other tabs', pages') hold discarded commits.
-      if (rebased) this.channel.postMessage({ type: "replaced" } satisfies Message);
-    }
+    if (!link) return openSession({ ...sessionOptionsOf(this.options), mode: "write" });
+    const linked = await openLinkedWriter(sessionOptionsOf(this.options), link, {
+      queue: (row) => this.inbox.queue(row),
+      adopt: (linked) => {
+        this.linked = linked;
+      },
+      fenced: (linked) => {
+        if (this.linked !== linked) return;
+        this.linked = undefined;
+        void this.demote().then(() => this.edgeFollowing.start(false));
+      },
+      showRebuilt: () => this.showCopy(true),
+      replaced: () => this.post({ type: "replaced" }),
+    });
+    return linked?.session;
   }
 
   /** Leads under `leadership`, while it is the tab's lock and held (a lock lost meanwhile leads nothing). */
   private async lead(leadership: Leadership): Promise<void> {
     if (this.role === "closed" || !this.holds(leadership)) return;
     // Asked to follow the edge first: this tab holds the lock and follows until `takeBack()`.
-    if (this.options.link?.takeBack === "when-asked" && !this.takeBackAsked) return this.followEdge(true);
+    if (this.options.link?.takeBack === "when-asked" && !this.takeBackAsked)
+      return this.edgeFollowing.start(true);
     await this.edgeFollowing.stop();
     const writer = await this.openWriter();
     if (!writer) return; // a linked session whose claim was refused: this tab keeps following its copy
@@ -459,7 +314,7 @@ export class BrowserSessionHost {
     if (this.isClosed || !this.holds(leadership)) return writer.close();
     this.role = "leader";
     await this.startWriter(writer, () => {
-      this.channel.postMessage({ type: "leader" } satisfies Message);
+      this.post({ type: "leader" });
       this.options.onRole?.("leader");
     });
     await this.drainInbox();
@@ -471,29 +326,10 @@ export class BrowserSessionHost {
    */
   private async startWriter(writer: Session, announced?: () => void): Promise<void> {
     this.replace(writer);
-    writer.subscribe(writer.version, (change: CommitRecord) => this.announce(change.version));
+    writer.subscribe(writer.version, (change: CommitRecord) => this.announcer.announce(change.version));
     announced?.();
     await writer.resume();
     await takePlacedCalls(writer, "browser");
-  }
-
-  /** Whether some follower tab listens (sticky: followers come and go unannounced). */
-  private hasFollowers = false;
-  private announced: ReturnType<typeof setTimeout> | undefined;
-  private announcedVersion = 0;
-
-  /**
-   * Tells followers the session moved. Posted after the current task, coalesced: the caller waiting for
-   * its commit's confirmation is answered first, and a burst of commits costs one message.
-   */
-  private announce(version: number): void {
-    this.announcedVersion = version;
-    if (!this.hasFollowers || this.announced !== undefined) return;
-    this.announced = setTimeout(() => {
-      this.announced = undefined;
-      if (this.role === "leader")
-        this.channel.postMessage({ type: "committed", version: this.announcedVersion } satisfies Message);
-    }, 0);
   }
 
   private async demote(): Promise<void> {
@@ -503,13 +339,12 @@ export class BrowserSessionHost {
     await this.follow();
   }
 
-  private async onMessage(message: Message): Promise<void> {
+  private async onMessage(message: TabMessage): Promise<void> {
     if (this.role === "closed") return;
     if (message.type === "follower" && this.role === "leader") {
-      this.hasFollowers = true;
-      if (this.current) this.announce(this.current.version);
+      this.announcer.heard(this.current?.version);
     } else if (message.type === "leader" && this.role === "follower") {
-      this.channel.postMessage({ type: "follower" } satisfies Message);
+      this.post({ type: "follower" });
       if (this.current) await this.refreshCopy(this.current);
       this.watch.notify();
     } else if (message.type === "inbox" && this.role === "leader") {
@@ -525,48 +360,13 @@ export class BrowserSessionHost {
     if (this.role === "leader") void this.drainInbox();
   }
 
-  /**
-   * Accepts the inputs followers left (one drain at a time; see `InboxRelay.drain`). A drain that stopped
-   * (a full disk, a closed store, the app's code throwing) leaves its rows queued and is tried again while
-   * this tab leads — a second later, then two, four, … up to a minute: the callers waiting for those rows
-   * wait. A row the app's code keeps failing on is dropped, its caller told why (`ROW_ATTEMPTS`).
-   */
-  private async drainInbox(): Promise<void> {
-    const before = this.inbox.progress;
-    try {
-      if (this.role === "leader") await this.writer();
-      await this.inbox.drain(() => (this.role === "leader" ? this.current : undefined));
-      this.drainFailures = 0;
-    } catch {
-      if (this.inbox.progress !== before) this.drainFailures = 0; // it took rows before it stopped
-      if (this.role !== "leader" || this.drainRetry !== undefined) return;
-      const delay = Math.min(DRAIN_RETRY_MAX_MS, DRAIN_RETRY_MS * 2 ** this.drainFailures++);
-      this.drainRetry = setTimeout(() => {
-        this.drainRetry = undefined;
-        void this.drainInbox();
-      }, delay);
-    }
+  /** Accepts the inputs followers left, while this tab leads (see `InboxRelay.drainRetrying`). */
+  private drainInbox(): Promise<void> {
+    return this.inbox.drainRetrying(
+      () => (this.role === "leader" ? this.current : undefined),
+      async () => this.role === "leader" && (await this.recovery.writer()),
+    );
   }
-
-  /**
-   * The leading tab's session, opened again (a new owner epoch) when a storage failure stopped it — a full
-   * disk, a store that failed — so the tab leads on once storage takes writes: its own calls and its drains
-   * of the inbox ask for it. Throws the store's error while it still refuses (a drain is tried again later).
-   */
-  private async writer(): Promise<Session> {
-    const current = this.current as Session;
-    if (current.status !== "stopped") return current;
-    // Fenced by a newer owner (a tab that took the lock, the edge): that one leads; the epoch is not taken back.
-    const why = current.stoppedBecause;
-    if (why?.code === "stale-owner" || !this.leadership.isLeader)
-      throw why ?? new SessionStoppedError(this.options.sessionId);
-    this.reopening ??= this.reopenWriter().finally(() => {
-      this.reopening = undefined;
-    });
-    await this.reopening;
-    return this.current as Session;
-  }
-  private reopening: Promise<void> | undefined;
 
   private async reopenWriter(): Promise<void> {
     const leadership = this.leadership;
@@ -577,53 +377,21 @@ export class BrowserSessionHost {
     await this.startWriter(writer);
   }
 
+  /** Tells this session's other tabs. */
+  private post(message: TabMessage): void {
+    this.channel.postMessage(message);
+  }
+
   /** Whether `leadership` is this tab's lock, and held now. */
   private holds(leadership: Leadership): boolean {
     return leadership === this.leadership && leadership.isLeader;
   }
 
   private replace(session: Session): void {
-    for (const entry of this.listeners) entry.stop?.();
+    this.listeners.detach();
     void this.current?.close();
     this.current = session;
-    for (const entry of this.listeners) this.attach(entry);
+    this.listeners.attach(session);
     this.watch.notify();
   }
-
-  private attach(entry: ListenerEntry): void {
-    const session = this.current;
-    if (!session) return;
-    entry.stop = session.subscribe(Math.min(entry.last, session.version), entry.listener, {
-      ...(entry.onError && { onError: entry.onError }),
-      ...(entry.onPreview && { onPreview: entry.onPreview }),
-    });
-  }
-
-  /** A new handle on the session's store. */
-  private storage(): Storage {
-    const { database, durability } = this.options;
-    return (
-      this.options.storage?.(database) ?? indexedDbStorage(database, { durability: durability ?? "strict" })
-    );
-  }
-
-  private sessionOptions() {
-    const { sessionId, registry, clock, timers, maxRestarts, liveWaits, maxEarlySignals } = this.options;
-    return {
-      id: sessionId,
-      storage: this.storage(),
-      registry: registry(),
-      host: "browser" as const,
-      ...(clock !== undefined && { clock }),
-      ...(timers !== undefined && { timers }),
-      ...(maxRestarts !== undefined && { maxRestarts }),
-      ...(liveWaits !== undefined && { liveWaits }),
-      ...(maxEarlySignals !== undefined && { maxEarlySignals }),
-    };
-  }
 }
-
-/** How long after a drain of the inbox stopped it is tried again (doubled for each failure in a row)… */
-const DRAIN_RETRY_MS = 1_000;
-/** …up to this. */
-const DRAIN_RETRY_MAX_MS = 60_000;
