@@ -41,8 +41,11 @@ export function problemResponse(
   detail: string,
   errors?: readonly { path: string; message: string }[],
   headers: Record<string, string> = {},
+  /** Fields of this kind of problem, beside the standard ones (a snapshot's size and bound). */
+  fields: Record<string, number> = {},
 ): Response {
   const body: Problem = {
+    ...fields,
     type: `https://durable-agent.dev/problems/${code}`,
     title: TITLES[status] ?? "Error",
     status,

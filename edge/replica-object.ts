@@ -194,7 +194,8 @@ export class SessionReplica {
         } catch (error) {
           // Its own size is all this says of the session: the caller may read it whole anyway.
           if (!(error instanceof RecordTooLargeError)) throw error;
-          return problemResponse(413, "snapshot-too-large", error.message);
+          const fields = { size: error.bytes, limit: error.limit, version: error.version };
+          return problemResponse(413, "snapshot-too-large", error.message, undefined, {}, fields);
         }
       }
     }

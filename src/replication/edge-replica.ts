@@ -12,8 +12,10 @@ import {
   EnvironmentError,
   InvalidArgumentError,
   OwnedElsewhereError,
+  RecordTooLargeError,
   RefusedWriteError,
   ReplicationDivergedError,
+  SessionNotFoundError,
 } from "../errors.ts";
 import type { ClaimRequest, Grant, PushAck, PushRequest, ReleaseRequest, ReplicaRemote } from "./protocol.ts";
 
@@ -31,6 +33,10 @@ interface ProblemBody {
   code?: string;
   detail?: string;
   errors?: { path: string; message: string }[];
+  /** A snapshot too large to move: its size (characters of rows), the bound, the session's version. */
+  size?: number;
+  limit?: number;
+  version?: number;
 }
 
 export function edgeReplica(options: EdgeReplicaOptions): ReplicaRemote {
@@ -47,7 +53,7 @@ export function edgeReplica(options: EdgeReplicaOptions): ReplicaRemote {
     });
     if (response.status === 204) return undefined as T;
     if (response.ok) return (await response.json()) as T;
-    throw await refusal(response);
+    throw await refusal(response, options.sessionId);
   };
   return {
     claim: (request: ClaimRequest) => call<Grant>("/claim", request),
@@ -59,7 +65,7 @@ export function edgeReplica(options: EdgeReplicaOptions): ReplicaRemote {
 }
 
 /** The typed error for a refused request; a plain Error (retried by the link) for a passing failure. */
-async function refusal(response: Response): Promise<Error> {
+async function refusal(response: Response, sessionId: string): Promise<Error> {
   const problem = (await response.json().catch(() => ({}))) as ProblemBody;
   const detail = problem.detail ?? `HTTP ${response.status}`;
   switch (problem.code) {
@@ -72,6 +78,15 @@ async function refusal(response: Response): Promise<Error> {
       return new EnvironmentError(detail, []);
     case "invalid-argument":
       return new InvalidArgumentError(detail, problem.errors ?? []);
+    // The edge never held the session (a follower must not wait for it forever).
+    case "session-not-found":
+      return new SessionNotFoundError(sessionId);
+    case "snapshot-too-large": {
+      const size = (n: number | undefined) => (typeof n === "number" && Number.isFinite(n) ? n : 0);
+      const { limit, version } = problem;
+      const record = `sessions/${sessionId}`;
+      return new RecordTooLargeError(detail, record, size(problem.size), size(limit), size(version));
+    }
   }
   if (response.status === 401 || response.status === 403 || response.status === 413)
     return new RefusedWriteError(`the edge refused the session's replication: ${detail}`, "replica");

@@ -7,7 +7,15 @@
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { asyncCampaignRegistry } from "../../examples/five-emails/app.ts";
-import { edgeReplica, followRemote, memoryStorage, openSession } from "../../src/index.ts";
+import {
+  edgeReplica,
+  followRemote,
+  memoryStorage,
+  openSession,
+  RecordTooLargeError,
+  SessionNotFoundError,
+  type Timers,
+} from "../../src/index.ts";
 import { bundleWorker, EdgeExample } from "../support/workerd.ts";
 
 const script = await bundleWorker(fileURLToPath(new URL("./fixtures/edge-example.ts", import.meta.url)));
@@ -26,6 +34,15 @@ describe("a new tab on a long-lived edge session (workerd)", () => {
   const decide = (n: number) =>
     edge.json(`/sessions/${ID}/signals/plan-approval:later-${n}`, {
       body: { requestId: `decision-${n}`, payload: { approved: n % 2 === 0 } },
+    });
+  /** The edge's replica routes for one session, as a tab calls them. */
+  const replica = (sessionId: string) =>
+    edgeReplica({
+      baseUrl: "http://edge.test",
+      token: EdgeExample.token,
+      sessionId,
+      fetch: (input, init) =>
+        edge.workerd.dispatchFetch(String(input), init as never) as unknown as Promise<Response>,
     });
   const edgeView = () =>
     edge.json<{ version: number; documents: unknown[]; submissions: unknown[] }>(`/sessions/${ID}/view`);
@@ -94,16 +111,41 @@ describe("a new tab on a long-lived edge session (workerd)", () => {
     const problem = (await refused.json()) as { code: string; detail: string };
     expect(problem.code).toBe("snapshot-too-large");
     expect(problem.detail).toMatch(/holds \d+ characters of rows, more than one snapshot moves \(300000\)/);
-    const remote = edgeReplica({
-      baseUrl: "http://edge.test",
-      token: EdgeExample.token,
-      sessionId: big,
-      fetch: (input, init) =>
-        edge.workerd.dispatchFetch(String(input), init as never) as unknown as Promise<Response>,
-    });
-    const following = await followRemote({ storage: memoryStorage(), remote, id: big, everyMs: 0 });
-    await expect(following.pull()).rejects.toThrow(/more than one snapshot moves/);
+    const following = await followRemote({ storage: memoryStorage(), remote: replica(big), id: big, everyMs: 0 });
+    const error = await following.pull().catch((e: unknown) => e);
     await following.stop();
+    // Typed, with the session's size and the bound, as the store refused it at the edge.
+    expect(error).toBeInstanceOf(RecordTooLargeError);
+    expect(error).toMatchObject({ record: `sessions/${big}`, limit: 300_000 });
+    expect((error as RecordTooLargeError).bytes).toBeGreaterThan(300_000);
+    expect((error as Error).message).toMatch(/more than one snapshot moves/);
+  });
+
+  it("stops a follower of a session the edge never held, told so, instead of retrying every tick", async () => {
+    const remote = replica("never-made");
+    await expect(remote.changes(0, 1)).rejects.toBeInstanceOf(SessionNotFoundError);
+    await expect(remote.snapshot?.()).rejects.toBeInstanceOf(SessionNotFoundError);
+    // Ticking as a page's follower does: a refusal stops it (onError), a passing failure would retry.
+    let tick: (() => void) | undefined;
+    const timers: Timers = {
+      setTimeout: (run) => {
+        tick = run;
+        return 0;
+      },
+      clearTimeout: () => undefined,
+    };
+    const outcome = new Promise<string>((resolve) => {
+      void followRemote({
+        storage: memoryStorage(),
+        remote,
+        id: "never-made",
+        everyMs: 1_000,
+        timers,
+        onError: (e) => resolve(`stopped: ${e.name}`),
+        onRetry: (e) => resolve(`retried: ${e.message}`),
+      }).then(() => tick?.());
+    });
+    expect(await outcome).toBe("stopped: SessionNotFoundError");
   });
 
   it("answers the snapshot route only to a caller allowed to replicate a session it holds", async () => {

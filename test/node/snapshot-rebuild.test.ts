@@ -19,7 +19,7 @@ import {
   memoryOwnership,
   memoryStorage,
   openSession,
-  RefusedWriteError,
+  RecordTooLargeError,
   ReplicaHost,
   type ReplicaRemote,
   ReplicationDivergedError,
@@ -216,11 +216,18 @@ describe("an empty tab linking to a session too large to snapshot", () => {
     hosts.tabDisk = memoryStorage();
     const tooLarge: ReplicaRemote = {
       ...hosts.remote,
+      // As edgeReplica reports the edge's 413 (snapshot-workerd.test.ts).
       snapshot: async () => {
-        throw new RefusedWriteError("the edge refused the session's replication: too large", "replica");
+        throw new RecordTooLargeError(
+          "the session is too large to move",
+          `sessions/${SESSION}`,
+          9e6,
+          8e6,
+          300,
+        );
       },
     };
-    await expect(hosts.openTab("tab-2", { remote: tooLarge })).rejects.toBeInstanceOf(RefusedWriteError);
+    await expect(hosts.openTab("tab-2", { remote: tooLarge })).rejects.toBeInstanceOf(RecordTooLargeError);
     // The claim stopped the edge's writer; handed back, it runs again without waiting for the lease.
     await settle();
     expect(hosts.edgeSession).toBeDefined();
