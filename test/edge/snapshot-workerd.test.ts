@@ -111,7 +111,12 @@ describe("a new tab on a long-lived edge session (workerd)", () => {
     const problem = (await refused.json()) as { code: string; detail: string };
     expect(problem.code).toBe("snapshot-too-large");
     expect(problem.detail).toMatch(/holds \d+ characters of rows, more than one snapshot moves \(300000\)/);
-    const following = await followRemote({ storage: memoryStorage(), remote: replica(big), id: big, everyMs: 0 });
+    const following = await followRemote({
+      storage: memoryStorage(),
+      remote: replica(big),
+      id: big,
+      everyMs: 0,
+    });
     const error = await following.pull().catch((e: unknown) => e);
     await following.stop();
     // Typed, with the session's size and the bound, as the store refused it at the edge.
