@@ -12,7 +12,13 @@ import type { Storage } from "../storage/storage.ts";
 export type LocalInput =
   | { readonly kind: "submit"; readonly input: SubmitInput; readonly cancelled?: string }
   | { readonly kind: "signal"; readonly key: string; readonly payload: Json; readonly requestId: string }
-  | { readonly kind: "drop"; readonly key: string; readonly version: number };
+  | {
+      readonly kind: "drop";
+      readonly key: string;
+      readonly version: number;
+      /** The dropped signal's requestId, where these commits show it (see `inputsAfter`'s `everyDrop`). */
+      readonly requestId?: string;
+    };
 
 /** Commits read at a time from the copy's log. */
 export const WINDOW = 256;
@@ -21,9 +27,16 @@ export const WINDOW = 256;
  * The inputs of this copy's commits after `version`, first appearance each, in commit order; a Submission
  * cancelled there (or asked to be) is cancelled again after it is given again; a signal dropped there is
  * not given again, and the drop of one accepted before `version` (the other host holds it too) is given
- * again.
+ * again. With `everyDrop` (where those commits may hold the other host's too: nothing tells which), every
+ * drop is given, with the dropped signal's requestId when the commits show it: the caller keeps those of
+ * signals the other host holds.
  */
-export async function inputsAfter(storage: Storage, id: string, version: number): Promise<LocalInput[]> {
+export async function inputsAfter(
+  storage: Storage,
+  id: string,
+  version: number,
+  everyDrop = false,
+): Promise<LocalInput[]> {
   const inputs: LocalInput[] = [];
   const seen = new Set<string>();
   // Each key's signal to give again, by the version that accepted it: one dropped in these commits is not
@@ -76,7 +89,9 @@ export async function inputsAfter(storage: Storage, id: string, version: number)
         if (held?.version === drop.version) {
           dropped.add(held.input);
           signals.delete(drop.key);
-        } else if (drop.version <= version) inputs.push({ kind: "drop", ...drop });
+          const { requestId } = held.input as Extract<LocalInput, { kind: "signal" }>;
+          if (everyDrop) inputs.push({ kind: "drop", ...drop, requestId });
+        } else if (everyDrop || drop.version <= version) inputs.push({ kind: "drop", ...drop });
       }
       for (const s of commit.signals ?? []) {
         if (signals.has(s.key)) continue; // the same signal again (a wait took it)

@@ -13,7 +13,9 @@ import type { ReplicaRemote } from "./protocol.ts";
  * and when that cannot be told (`"unchecked"`: the other host's log no longer reaches where the copies
  * part, if they do), of every commit it still logs, the
  * Submissions the snapshot shows the other host lacks (or that were cancelled here: given again, the cancel
- * reaches the one there) and the drops of early signals. Not its signals: one the snapshot lacks was either
+ * reaches the one there) and the drops of early signals the snapshot holds (the same key, accepted at the
+ * same version, by the same request where the copy shows it: a withdrawn approval stays withdrawn). Not its
+ * signals: one the snapshot lacks was either
  * given here and never sent, or received there and dropped since (a withdrawn approval) — nothing tells
  * which, and giving a withdrawn answer again is worse than asking for it again (its wait stays pending
  * there, to be answered). The snapshot is checked first, and refused when it is not at `remoteVersion`
@@ -45,7 +47,7 @@ export async function rebuildFromSnapshot(
     keep === "none"
       ? []
       : keep === "unchecked"
-        ? lacking(snapshot, await inputsAfter(storage, id, await logStart(storage, id)))
+        ? lacking(snapshot, await inputsAfter(storage, id, await logStart(storage, id), true))
         : await inputsAfter(storage, id, keep);
   await options.onKept?.(inputs);
   // The copy and its replacement in one transaction: a crash leaves one or the other, never neither.
@@ -62,9 +64,19 @@ async function logStart(storage: Storage, id: string): Promise<number> {
 function lacking(snapshot: SessionSnapshot, inputs: LocalInput[]): LocalInput[] {
   if (inputs.length === 0) return inputs;
   const requests = new Set<unknown>();
-  for (const row of snapshot.rows) if (row.table === "requests") requests.add(row.key[0]);
+  const signals = new Map<unknown, { version?: unknown; requestId?: unknown }>();
+  for (const row of snapshot.rows) {
+    if (row.table === "requests") requests.add(row.key[0]);
+    else if (row.table === "signals" && typeof row.value === "object" && row.value !== null)
+      signals.set(row.key[0], row.value);
+  }
   return inputs.filter((input) => {
     if (input.kind === "submit") return input.cancelled !== undefined || !requests.has(input.input.requestId);
-    return input.kind === "drop";
+    if (input.kind === "signal") return false;
+    // A drop of the very signal the other host holds; of another (given here and never sent), nothing.
+    const held = signals.get(input.key);
+    return (
+      held?.version === input.version && (input.requestId === undefined || held.requestId === input.requestId)
+    );
   });
 }

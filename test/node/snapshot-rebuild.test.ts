@@ -25,6 +25,7 @@ import {
   ReplicationDivergedError,
   type Session,
 } from "../../src/index.ts";
+import { replayInputs } from "../../src/replication/rebase.ts";
 import { storeRemote } from "../support/store-remote.ts";
 import { SESSION, TwoHosts } from "../support/two-hosts.ts";
 
@@ -278,5 +279,97 @@ describe("a tab that wrote offline, where the edge's log still shows where the c
     expect(kept.map((input) => input.kind)).toEqual(["signal", "submit"]);
     expect(kept[0]).toMatchObject({ key: "answer:2", requestId: "sig-2" });
     await edge.close();
+  });
+});
+
+describe("a tab's withdrawal of an answer the edge gave, where the edge's log no longer shows the parting", () => {
+  const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
+  const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
+  const registry = createRegistry({ documents: [note], signals: [answer] });
+
+  /** The edge keeps an answer; the tab copies it, withdraws it offline, and the edge's log moves on. */
+  async function withdrawnOffline(answerHere: boolean) {
+    const edgeDisk = memoryStorage({ retainChanges: 100 });
+    let edge = await openSession({ id: "s", storage: edgeDisk, registry });
+    await edge.signal("answer:1", { text: "yes" }, { requestId: "edge-answer" });
+    const remote = storeRemote(edgeDisk, "s");
+    const tabDisk = memoryStorage();
+    const first = await followRemote({ storage: tabDisk, remote, id: "s", everyMs: 0 });
+    expect(await first.pull()).toBe(1);
+    await first.stop();
+    const tab = await openSession({ id: "s", storage: tabDisk, registry });
+    // Given and withdrawn here only (never sent): nothing of it goes to the edge.
+    if (answerHere) {
+      await tab.signal("answer:2", { text: "mine" }, { requestId: "tab-answer" });
+      expect(await tab.dropEarlySignal("answer:2")).toBeDefined();
+    }
+    expect(await tab.dropEarlySignal("answer:1")).toBeDefined();
+    await tab.close();
+    // The edge restarts twice (an epoch past the tab's: the copies part) and lives on past its change log.
+    await edge.close();
+    await (await openSession({ id: "s", storage: edgeDisk, registry })).close();
+    edge = await openSession({ id: "s", storage: edgeDisk, registry });
+    for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    expect((await edgeDisk.readChanges("s", 0, 1)).oldestRetained).toBeGreaterThan(3);
+    const kept: LocalInput[] = [];
+    const again = await followRemote({
+      storage: tabDisk,
+      remote,
+      id: "s",
+      everyMs: 0,
+      onRebased: (inputs) => void kept.push(...inputs),
+    });
+    expect(await again.pull()).toBe(edge.version);
+    await again.stop();
+    return { edge, kept };
+  }
+
+  it("keeps the drop of the edge's own signal, and it withdraws that answer there", async () => {
+    const { edge, kept } = await withdrawnOffline(false);
+    expect(kept).toEqual([{ kind: "drop", key: "answer:1", version: 1, requestId: "edge-answer" }]);
+    await replayInputs(edge, kept);
+    expect(edge.earlySignals()).toEqual([]);
+    await edge.close();
+  });
+
+  it("gives nothing of an answer given and withdrawn in the tab alone", async () => {
+    const { edge, kept } = await withdrawnOffline(true);
+    expect(kept.map((input) => `${input.kind} ${"key" in input ? input.key : ""}`)).toEqual([
+      "drop answer:1",
+    ]);
+    await edge.close();
+  });
+});
+
+describe("a linked tab whose pushes were lost withdraws an approval the edge kept", () => {
+  it("relinks past the edge's change log, and the approval stays withdrawn there", async () => {
+    const hosts = new TwoHosts(10_000, undefined, undefined, { retainChanges: 100 });
+    const tab0 = await hosts.openTab("tab-0");
+    await tab0.linked.handOff();
+    await settle();
+    const edge0 = hosts.edgeSession as Session;
+    await edge0.signal("plan-approval:later", { approved: true }, { requestId: "decision" });
+    const accepted = edge0.version;
+    const noPush: ReplicaRemote = {
+      ...hosts.remote,
+      push: async () => {
+        throw new TypeError("fetch failed: the network is down");
+      },
+    };
+    const tab = await hosts.openTab("tab-1", { remote: noPush });
+    expect(await tab.linked.session.dropEarlySignal("plan-approval:later")).toBeDefined();
+    await tab.linked.close();
+    hosts.clock.advance(20_000);
+    expect(await hosts.edgeAlarm()).toBe(true);
+    const edge = hosts.edgeSession as Session;
+    for (let i = 0; i < 300; i++)
+      await edge.commit((d) =>
+        d.setDocument(`edge-${i % 30}`, "email-plan", approvedPlan() as unknown as Json),
+      );
+    expect((await hosts.edgeDisk.readChanges(SESSION, 0, 1)).oldestRetained).toBeGreaterThan(accepted + 1);
+    // No onRebased: linkSession gives the kept inputs again itself.
+    const again = await hosts.openTab("tab-1");
+    expect(again.linked.session.earlySignals().map((s) => s.key)).toEqual([]);
+    await again.linked.close();
   });
 });
