@@ -119,11 +119,66 @@ function malformed(what: string, error: z.ZodError, under?: string): InvalidArgu
   return new InvalidArgumentError(`the session snapshot's ${what} is malformed`, issues);
 }
 
+/** How each table's rows are keyed (see `Table`): an id, an id and a number, or a number and an id. */
+const KEYS: Record<Exclude<Table, "changes">, "id" | "id,n" | "n,id"> = {
+  conversations: "id",
+  entries: "id,n",
+  documents: "id",
+  documentRows: "id,n",
+  tasks: "id",
+  submissions: "id",
+  items: "n,id",
+  live: "n,id",
+  settled: "n,id",
+  requests: "id",
+  children: "id,n",
+  signals: "id",
+  earlySignals: "id",
+  parked: "n,id",
+  waitKeys: "id",
+  deadlines: "n,id",
+};
+
+const isId = (part: unknown) => typeof part === "string";
+/** A number part: a position or version (a whole number), or a deadline's time. */
+const isNumber = (part: unknown) => typeof part === "number" && Number.isFinite(part);
+
+/** Whether `key` is keyed as `table` keys rows (checked by hand: a snapshot may hold 500,000 rows). */
+function isKeyOf(table: Exclude<Table, "changes">, key: readonly unknown[]): boolean {
+  const layout = KEYS[table];
+  if (layout === "id") return key.length === 1 && isId(key[0]);
+  if (layout === "id,n") return key.length === 2 && isId(key[0]) && Number.isSafeInteger(key[1]);
+  return key.length === 2 && isNumber(key[0]) && isId(key[1]);
+}
+
+/**
+ * Each row keyed as its table keys rows, with a value, and no key twice: a row a store would file where no
+ * read finds it, or that one store would take last and another refuse, is refused here, naming it.
+ */
+function checkRows(rows: readonly ExportedRow[]): void {
+  const seen = new Map<string, number>();
+  rows.forEach((row, i) => {
+    const fail = (path: string, message: string) => {
+      throw new InvalidArgumentError(
+        `the session snapshot's rows are malformed: rows.${i}.${path} ${message}`,
+        [{ path: `rows.${i}.${path}`, message }],
+      );
+    };
+    if (!isKeyOf(row.table, row.key)) fail("key", `is not a key of table ${row.table}`);
+    if (row.value === undefined) fail("value", "is missing");
+    const id = `${row.table}\u0000${JSON.stringify(row.key)}`;
+    const first = seen.get(id);
+    if (first !== undefined) fail("key", `repeats the key of rows.${first}`);
+    seen.set(id, i);
+  });
+}
+
 /** A snapshot checked (its frame: the records are checked when read), or `InvalidArgumentError` naming the field. */
 export function parseSnapshot(snapshot: unknown): CheckedSnapshot {
   const parsed = SessionSnapshotSchema.safeParse(snapshot);
   if (!parsed.success) throw malformed("frame", parsed.error);
   const checked = parsed.data as unknown as CheckedSnapshot;
+  checkRows(checked.rows);
   if ((checked.head?.version ?? 0) !== checked.meta.version)
     throw new InvalidArgumentError(
       `the session snapshot's head commit is not at its version ${checked.meta.version}`,

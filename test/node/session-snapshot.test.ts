@@ -10,6 +10,7 @@ import {
   createRegistry,
   DuplicateKeyError,
   exportSession,
+  followRemote,
   InvalidArgumentError,
   importSession,
   indexedDbStorage,
@@ -115,10 +116,57 @@ describe("a long-lived session moved whole", () => {
     ]);
     expect(await refused({ ...snapshot, head: { ...snapshot.head, version: 7 } })).toEqual(["head.version"]);
     expect((await refused({ ...snapshot, head: { ...snapshot.head, tasks: "none" } }))[0]).toBe("head.tasks");
+    // Rows a store would file where no read finds them, or that one store takes last and another refuses.
+    type Row = { table: string; key: unknown[]; value?: unknown };
+    const rows = snapshot.rows as Row[];
+    const at = (table: string) => rows.findIndex((row) => row.table === table);
+    const withRow = (i: number, row: Row) => ({ ...snapshot, rows: rows.map((r, n) => (n === i ? row : r)) });
+    const entry = at("entries");
+    const submission = at("submissions");
+    const keyed = (i: number, key: unknown[]) => withRow(i, { ...(rows[i] as Row), key });
+    expect(await refused(keyed(entry, ["main", "0"]))).toEqual([`rows.${entry}.key`]);
+    expect(await refused(keyed(entry, ["main"]))).toEqual([`rows.${entry}.key`]);
+    expect(await refused(keyed(submission, [1]))).toEqual([`rows.${submission}.key`]);
+    const { value: _, ...valueless } = rows[submission] as Row;
+    expect(await refused(withRow(submission, valueless))).toEqual([`rows.${submission}.value`]);
+    const twice = {
+      ...snapshot,
+      rows: [...rows, { ...(rows[submission] as Row), value: { changed: true } }],
+    };
+    expect(await refused(twice)).toEqual([`rows.${rows.length}.key`]);
     // A store that holds the session refuses to take it again, and keeps what it has.
     await importSession(target, "copy", snapshot);
     await expect(importSession(target, "copy", snapshot)).rejects.toBeInstanceOf(DuplicateKeyError);
     expect((await target.readRequest("copy", "r1"))?.value).toBeDefined();
     await session.close();
+  });
+});
+
+describe("a snapshot holding one key twice", () => {
+  it("is refused alike by every store, and stops a follower at once instead of being fetched every tick", async () => {
+    const storage = memoryStorage();
+    const session = await openSession({ id: "s", storage, registry });
+    await session.submit({ requestId: "r1", conversationId: "main", input: "hello" });
+    await session.close();
+    const snapshot = JSON.parse(JSON.stringify(await exportSession(storage, "s")));
+    const twice = { ...snapshot, rows: [...snapshot.rows, snapshot.rows[0]] };
+    for (const target of [memoryStorage(), indexedDbStorage(`twice-${Math.random()}`)]) {
+      await expect(importSession(target, "s", twice)).rejects.toBeInstanceOf(InvalidArgumentError);
+      expect(await target.exportRaw?.("s")).toBeUndefined();
+    }
+    let downloads = 0;
+    const remote = {
+      changes: async () => ({ changes: [snapshot.head], oldestRetained: snapshot.head.version + 1 }),
+      snapshot: async () => {
+        downloads++;
+        return twice;
+      },
+    };
+    const follower = await followRemote({ storage: memoryStorage(), remote, id: "s", everyMs: 0 });
+    const error = await follower.pull().catch((e: unknown) => e);
+    await follower.stop();
+    // A refusal (typed), which stops following; a StorageError would be fetched again every tick.
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect(downloads).toBe(1);
   });
 });
