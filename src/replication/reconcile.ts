@@ -72,10 +72,14 @@ export async function handBackIfFails(
   }
 }
 
+/** How many times a read of the other host's retained history starts again when its log moved past it. */
+const RETAINED_RESTARTS = 3;
+
 /**
  * The other host's commits after version `after` through `through` (default: its newest), oldest first.
  * Refused when its change log no longer holds them all — unless `retained`: then from the oldest commit
- * it still holds (its first page tells where its log starts).
+ * it still holds (its first page tells where its log starts; pruned past the read meanwhile, as a host
+ * that writes on prunes, it is read again from where it starts then).
  */
 export async function remoteHistory(
   remote: Pick<ReplicaRemote, "changes">,
@@ -86,11 +90,17 @@ export async function remoteHistory(
 ): Promise<CommitRecord[]> {
   const commits: CommitRecord[] = [];
   const toHead = through === Number.POSITIVE_INFINITY;
+  let restarts = 0;
   for (let version = after; version < through; ) {
     const { changes, oldestRetained } = await remote.changes(version, CATCH_UP_PAGE);
     const page = (changes as CommitRecord[]).filter((c) => c.version <= through);
     if (toHead && page.length === 0 && oldestRetained <= version + 1) break; // its head
     const pruned = oldestRetained > version + 1 && !(retained && commits.length === 0);
+    if (pruned && retained && restarts++ < RETAINED_RESTARTS) {
+      commits.length = 0;
+      version = after;
+      continue;
+    }
     if (pruned || page.length === 0) {
       throw new ReplicationDivergedError(
         `session ${id}: the other host no longer keeps the commits after version ${version} in its change log`,

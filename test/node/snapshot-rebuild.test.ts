@@ -373,3 +373,55 @@ describe("a linked tab whose pushes were lost withdraws an approval the edge kep
     await again.linked.close();
   });
 });
+
+describe("the edge prunes its log while a diverged follower reads what it retains", () => {
+  it("reads it again from where it starts then, and rebuilds, instead of stopping for good", async () => {
+    const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
+    const registry = createRegistry({ documents: [note] });
+    const edgeDisk = memoryStorage({ retainChanges: 600 });
+    let edge = await openSession({ id: "s", storage: edgeDisk, registry });
+    for (let i = 0; i < 1000; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    const { changes, snapshot } = storeRemote(edgeDisk, "s");
+    const tabDisk = memoryStorage();
+    const first = await followRemote({
+      storage: tabDisk,
+      remote: { changes, snapshot },
+      id: "s",
+      everyMs: 0,
+    });
+    expect(await first.pull()).toBe(1000);
+    await first.stop();
+    const tab = await openSession({ id: "s", storage: tabDisk, registry });
+    await tab.submit({ requestId: "offline", conversationId: "main", input: "asked offline" });
+    await tab.close();
+    // The edge restarts twice (an epoch past the tab's) and writes on.
+    await edge.close();
+    await (await openSession({ id: "s", storage: edgeDisk, registry })).close();
+    edge = await openSession({ id: "s", storage: edgeDisk, registry });
+    for (let i = 0; i < 20; i++) await edge.commit((d) => d.setDocument(`edge-${i}`, "note", { i }));
+    // While the follower reads its retained history, the edge writes past a page of it and prunes.
+    let calls = 0;
+    const busy = {
+      snapshot,
+      changes: async (after: number, limit: number) => {
+        const page = await changes(after, limit);
+        if (++calls === 2)
+          for (let i = 0; i < 400; i++)
+            await edge.commit((d) => d.setDocument(`late-${i % 40}`, "note", { i }));
+        return page;
+      },
+    };
+    const kept: LocalInput[] = [];
+    const again = await followRemote({
+      storage: tabDisk,
+      remote: busy,
+      id: "s",
+      everyMs: 0,
+      onRebased: (inputs) => void kept.push(...inputs),
+    });
+    expect(await again.pull()).toBe(edge.version);
+    await again.stop();
+    expect(asked(kept)).toEqual(["offline"]);
+    await edge.close();
+  });
+});
