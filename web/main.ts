@@ -1,5 +1,5 @@
 /** The demo page: talks to the session worker, renders every committed entry, survives reloads. */
-import type { CommitRecord, Entry, PendingWait } from "../src/index.ts";
+import type { CommitRecord, Entry, PendingWait, Preview } from "../src/index.ts";
 import { connectSessionWorker, requestPersistentStorage } from "../worker/index.ts";
 
 // ?scenario=stream shows a slowly streamed answer (reload mid-stream); the default is the five emails.
@@ -14,6 +14,16 @@ const worker = new Worker(new URL("./demo.worker.ts", import.meta.url), {
   name: `${scenario}:${mailDelay ?? ""}:${approval}`,
 });
 const client = connectSessionWorker(worker);
+if (scenario === "stream") {
+  // The same page, another scenario: say what it is about.
+  document.title = "durable-agent demo — an answer streamed across a reload";
+  (document.querySelector("#title") as HTMLElement).textContent = "An answer streamed across a reload";
+  (document.querySelector("#lead") as HTMLElement).textContent =
+    "The model streams a long answer slowly. Reload the tab while it streams: the text shown live is a preview, the part checkpointed before the reload is kept as an interrupted record, and the next writer asks the model again.";
+  (document.querySelector("#start") as HTMLElement).textContent = "Ask for the answer";
+  (document.querySelector("#devtools") as HTMLAnchorElement).href =
+    "./devtools/?local=durable-agent-demo&session=stream-demo";
+}
 const roleBadge = document.querySelector<HTMLSpanElement>("#role") as HTMLSpanElement;
 const pendingBox = document.querySelector<HTMLElement>("#pending") as HTMLElement;
 const log = document.querySelector<HTMLOListElement>("#log") as HTMLOListElement;
@@ -22,11 +32,37 @@ const start = document.querySelector<HTMLButtonElement>("#start") as HTMLButtonE
 const reset = document.querySelector<HTMLButtonElement>("#reset") as HTMLButtonElement;
 /** How each tool call's result was obtained (`via`) and how it ended, by tool call id. */
 const results = new Map<string, { via: string; outcome: string }>();
+/** Each tool call's arguments, by tool call id (a failed send has no receipt naming its recipient). */
+const argsOf = new Map<string, { to?: string }>();
+/** Tool results of each Submission that did not simply succeed (failed, cut off, or only partly done). */
+const problems = new Map<string, number>();
+/** The Submission under way, as the commits so far leave it. */
+let currentRun: string | undefined;
 
-/** The tag a tool result gets: what recovery did for it, if anything, else how it ended. */
-function resultTag(callId: string, outcome: string): { tag: string; text: string } {
+/** What the campaign tool reports (see examples/five-emails/app.ts). */
+interface CampaignOutput {
+  delivered?: number;
+  total?: number;
+  rejected?: unknown;
+  expired?: unknown;
+  alreadySent?: unknown;
+  error?: string;
+}
+
+/** The tag a tool result gets: what recovery did for it, if anything, else how it ended — as it ended. */
+function resultTag(callId: string, outcome: string, output: CampaignOutput): { tag: string; text: string } {
   const how = results.get(callId);
-  if (how?.via === "confirm" && outcome === "ok")
+  if (outcome === "error") return { tag: "error", text: `failed: ${output.error ?? "no reason given"}` };
+  if (outcome === "interrupted") return { tag: "interrupted", text: "interrupted" };
+  if (outcome !== "ok") return { tag: "error", text: outcome };
+  // The campaign ran, and says what it did: nothing sent is not "ok", nor is a part of the mails.
+  if (output.rejected !== undefined) return { tag: "declined", text: "rejected: nothing sent" };
+  if (output.expired !== undefined) return { tag: "declined", text: "not approved in time: nothing sent" };
+  if (output.alreadySent !== undefined) return { tag: "declined", text: "sent already: nothing sent again" };
+  const { delivered, total } = output;
+  if (total !== undefined && delivered !== undefined && delivered < total)
+    return { tag: "error", text: `${delivered} of ${total} delivered` };
+  if (how?.via === "confirm")
     return { tag: "recovered", text: "recovered: confirmed by operation id, not sent again" };
   if (how?.via === "run-after-confirm")
     return {
@@ -34,9 +70,7 @@ function resultTag(callId: string, outcome: string): { tag: string; text: string
       text: "recovered: confirm found nothing, sent once under the same operation id",
     };
   if (how?.via === "replay") return { tag: "recovered", text: "recovered: re-run (safe to repeat)" };
-  if (outcome === "interrupted") return { tag: "interrupted", text: "interrupted" };
-  if (outcome === "ok") return { tag: "ok", text: "ok" };
-  return { tag: "error", text: outcome };
+  return { tag: "ok", text: "ok" };
 }
 
 function render(entry: Entry): void {
@@ -55,11 +89,15 @@ function render(entry: Entry): void {
       text = c.text || `calls ${c.toolCalls.map((t) => t.name).join(", ")}`;
       break;
     case "tool-result": {
-      const output = c.output as { to?: string; error?: string };
-      text = `${c.toolName}${output.to ? ` → ${output.to}` : ""}`;
-      const shown = resultTag(c.toolCallId, c.outcome);
+      const output = (c.output ?? {}) as CampaignOutput & { to?: string };
+      const to = output.to ?? argsOf.get(c.toolCallId)?.to;
+      text = `${c.toolName}${to ? ` → ${to}` : ""}`;
+      const shown = resultTag(c.toolCallId, c.outcome, output);
       tag = shown.tag;
       tagText = shown.text;
+      // A tool task the campaign started writes no Submission on its entry: it is the run under way's.
+      const run = entry.submissionId ?? currentRun;
+      if (run && (tag === "error" || tag === "interrupted")) problems.set(run, (problems.get(run) ?? 0) + 1);
       break;
     }
     case "interrupted":
@@ -134,23 +172,50 @@ function pendingCard(wait: PendingWait): HTMLElement {
   return card;
 }
 
-/** Where a new writer took over: everything above it was committed before and is reused, not redone. */
+/** Where a new writer took over work in flight: what is above was committed before and is reused, not redone. */
 function renderTakeover(change: CommitRecord, gapMs: number): void {
   const item = document.createElement("li");
   item.className = "takeover";
   item.dataset.kind = "takeover";
-  item.textContent = `A new writer took over (epoch ${change.epoch}, after ${Math.round(gapMs / 100) / 10} s without a commit): everything above was committed before and is reused, not redone.`;
+  item.textContent = `A new writer took over work in flight (epoch ${change.epoch}, ${Math.round(gapMs / 100) / 10} s after the last commit): everything above was committed before and is reused, not redone.`;
   log.append(item);
 }
 
 let last: { epoch: number; at: number } | undefined;
 let running = false;
+/** Tasks at work (running, or waiting on their children) as the commits so far leave them. */
+const atWork = new Set<string>();
+
+/** The model's text as it streams (a preview: not committed yet), shown last until its entry commits. */
+let streaming: { key: string; text: string; item: HTMLLIElement } | undefined;
+
+function onPreview(preview: Preview): void {
+  const key = `${preview.taskId}:${preview.round}:${preview.attempt}`;
+  if (streaming?.key !== key) {
+    streaming?.item.remove();
+    const item = document.createElement("li");
+    item.className = "streaming";
+    item.dataset.kind = "streaming";
+    streaming = { key, text: "", item };
+  }
+  streaming.text = streaming.text.slice(0, preview.offset) + preview.text;
+  streaming.item.textContent = `streaming, not committed yet: ${streaming.text}`;
+  log.append(streaming.item);
+}
 
 function onChange(change: CommitRecord): void {
-  // Nothing shown yet (only documents committed before): no "above" to speak of.
-  if (last && change.epoch !== last.epoch && log.childElementCount > 0)
-    renderTakeover(change, change.at - last.at);
+  // A takeover is told only where work was in flight: not where the last writer had finished, or waited
+  // on a person (a reload then interrupts nothing).
+  if (last && change.epoch !== last.epoch && atWork.size > 0) renderTakeover(change, change.at - last.at);
   last = { epoch: change.epoch, at: change.at };
+  for (const task of change.tasks) {
+    const status = task.state.status;
+    if (status === "running" || status === "waiting" || status === "pending") atWork.add(task.id);
+    else atWork.delete(task.id);
+    const input = task.input as { toolCallId?: unknown; args?: unknown } | null;
+    if (typeof input?.toolCallId === "string" && typeof input.args === "string")
+      argsOf.set(input.toolCallId, parseArgs(input.args));
+  }
   // A wait begins or ends as an ordinary task change.
   if (change.tasks.length > 0) void renderPending();
   // A tool call's task ends with how its result was obtained, in the commit that holds its result entry.
@@ -164,11 +229,30 @@ function onChange(change: CommitRecord): void {
       results.set(callId, { via: result.via, outcome: String(result.outcome) });
   }
   for (const entry of change.entries) render(entry);
+  // The streamed text is committed now (as the answer, or as the interrupted part): its preview goes.
+  if (change.entries.some((e) => e.content.kind === "model" || e.content.kind === "interrupted")) {
+    streaming?.item.remove();
+    streaming = undefined;
+  } else if (streaming) log.append(streaming.item);
   for (const submission of change.submissions) {
-    status.textContent = `submission ${submission.status}${submission.status === "succeeded" ? `: ${(submission.result as { text?: string }).text ?? ""}` : ""}`;
+    // A run whose tool calls failed, were cut off or did part of their work succeeded with problems.
+    const count = problems.get(submission.id) ?? 0;
+    const problemsNote = count > 0 ? ` with ${count} problem${count === 1 ? "" : "s"}` : "";
+    const said =
+      submission.status === "succeeded" ? `: ${(submission.result as { text?: string }).text ?? ""}` : "";
+    status.textContent = `submission ${submission.status}${submission.status === "succeeded" ? problemsNote : ""}${said}`;
     status.dataset.status = submission.status;
     running = submission.status === "running" || submission.status === "accepted";
+    if (running) currentRun = submission.id;
     start.disabled = running;
+  }
+}
+
+function parseArgs(args: string): { to?: string } {
+  try {
+    return JSON.parse(args) as { to?: string };
+  } catch {
+    return {};
   }
 }
 
@@ -230,7 +314,8 @@ async function main(): Promise<void> {
       status.textContent =
         "resetting once the demo's other tabs close (they still hold it open); this tab stopped — reload it then";
   });
-  await client.subscribe(0, onChange); // replays everything committed so far, then live changes
+  // Replays everything committed so far, then live changes (and the model's text as it streams).
+  await client.subscribe(0, onChange, undefined, onPreview);
   ready();
   // A follower tab works too (its input goes through the durable inbox); the role badge stays up to date.
   for (;;) {

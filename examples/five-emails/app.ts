@@ -127,6 +127,13 @@ export const emailCampaign = defineTask({
     send: (ctx) => {
       const plan = ctx.document(ctx.input.planId)?.value as Plan | undefined;
       if (!plan) return ctx.fail(`no plan "${ctx.input.planId}"`);
+      // A plan is sent once: asked again, the campaign says it went out already and sends nothing.
+      if (plan.result) {
+        const { delivered, total } = plan.result;
+        const text = `Campaign ${ctx.input.planId} was sent already (${delivered} of ${total} delivered). Nothing was sent again.`;
+        ctx.appendEntry(ctx.task.conversationId ?? "main", { kind: "note", text });
+        return ctx.complete({ delivered: 0, total: 0, alreadySent: plan.result });
+      }
       if (!plan.approved) {
         const about = { plan: ctx.input.planId, recipients: plan.recipients, body: plan.body };
         const deadline =
@@ -183,21 +190,29 @@ export const emailCampaign = defineTask({
       return ctx.complete({ delivered: 0, total: 0, expired: true });
     },
     summarise: (ctx) => {
-      const results = ctx.children().map((child) => {
+      const plan = ctx.document(ctx.input.planId)?.value as Plan;
+      const results = ctx.children().map((child, i) => {
         const result =
           child.state.status === "succeeded"
             ? (child.state.result as { outcome: string; output: Json; via: string })
             : undefined;
-        const output = result?.output as { to?: string } | undefined;
+        const output = result?.output as { to?: string; error?: string } | undefined;
+        // A failed send has no receipt: its recipient is the plan's, its reason the tool's error.
+        const error =
+          output?.error ?? (child.state.status === "failed" ? child.state.error.message : undefined);
         return {
-          to: output?.to ?? "?",
+          to: output?.to ?? plan.recipients[i] ?? "?",
           outcome: result?.outcome ?? child.state.status,
           via: result?.via ?? "?",
+          ...(error !== undefined && result?.outcome !== "ok" && { error }),
         };
       });
       const delivered = results.filter((r) => r.outcome === "ok").length;
       const text = `Campaign ${ctx.input.planId}: ${delivered} of ${results.length} emails delivered (${results
-        .map((r) => `${r.to} ${r.outcome}${r.via === "confirm" ? " (confirmed by operation id)" : ""}`)
+        .map(
+          (r) =>
+            `${r.to} ${r.outcome}${r.via === "confirm" ? " (confirmed by operation id)" : ""}${r.error ? `: ${r.error}` : ""}`,
+        )
         .join(", ")}).`;
       ctx.appendEntry(ctx.task.conversationId ?? "main", { kind: "note", text });
       ctx.patchDocument(ctx.input.planId, [
@@ -208,33 +223,56 @@ export const emailCampaign = defineTask({
   },
 });
 
-/** The scripted model for the demo: start the campaign, then summarise what the tool reported. */
+/** What the campaign tool reports back to the model (see `emailCampaign`). */
+interface CampaignOutput {
+  readonly delivered?: number;
+  readonly total?: number;
+  readonly rejected?: string | true;
+  readonly expired?: true;
+  readonly alreadySent?: { delivered: number; total: number };
+}
+
+/**
+ * The scripted model for the demo: asked (the user's message last), it starts the campaign; given the
+ * campaign tool's result (a tool message last), it says what that result says — as a model answers what it
+ * is given, so a second request in the same conversation starts its own call instead of summarising the
+ * first one's.
+ */
 export function campaignModel(): Model {
   // A conversation asking to stamp the page gets the browser-only `stamp_page` tool (see `stampPageTool`).
   const stamping = (request: { messages: readonly { role: string; content: string }[] }) =>
     /stamp/i.test(request.messages.findLast((m) => m.role === "user")?.content ?? "");
   return scriptedModel([
-    (request) =>
-      stamping(request)
-        ? { toolCalls: [{ name: "stamp_page", args: {} }] }
-        : {
-            text: "Sending the approved notice.",
-            toolCalls: [{ name: "send_approved_notice", args: { planId: "plan" } }],
-          },
     (request) => {
-      const last = [...request.messages].reverse().find((m) => m.role === "tool");
-      if (stamping(request)) {
-        const stamped = last ? (JSON.parse(last.content) as { output?: { stampedBy?: string } }) : undefined;
-        return { text: `Stamped by ${stamped?.output?.stampedBy ?? "nobody"}.` };
-      }
-      const result = last
-        ? (JSON.parse(last.content) as { output: { delivered?: number; total?: number } })
-        : undefined;
-      return {
-        text: `Done: ${result?.output.delivered ?? 0} of ${result?.output.total ?? 0} notices delivered.`,
-      };
+      const last = request.messages.at(-1);
+      if (last?.role !== "tool")
+        return stamping(request)
+          ? { toolCalls: [{ name: "stamp_page", args: {} }] }
+          : {
+              text: "Sending the approved notice.",
+              toolCalls: [{ name: "send_approved_notice", args: { planId: "plan" } }],
+            };
+      const result = JSON.parse(last.content) as { outcome?: string; output?: unknown };
+      if (stamping(request))
+        return { text: `Stamped by ${(result.output as { stampedBy?: string })?.stampedBy ?? "nobody"}.` };
+      return { text: campaignAnswer(result.outcome, (result.output ?? {}) as CampaignOutput) };
     },
   ]);
+}
+
+/** The model's answer to the campaign tool's result: what happened, never more. */
+function campaignAnswer(outcome: string | undefined, output: CampaignOutput): string {
+  if (outcome !== "ok")
+    return `The campaign did not finish (${outcome ?? "no result"}); nothing more is known.`;
+  if (output.rejected !== undefined)
+    return `Not sent: the plan was rejected${typeof output.rejected === "string" ? ` (${output.rejected})` : ""}.`;
+  if (output.expired) return "Not sent: nobody approved the plan in time.";
+  if (output.alreadySent)
+    return `Not sent again: the notice went out already (${output.alreadySent.delivered} of ${output.alreadySent.total} delivered).`;
+  const delivered = output.delivered ?? 0;
+  const total = output.total ?? 0;
+  const failed = total - delivered;
+  return `Done: ${delivered} of ${total} notices delivered${failed > 0 ? `; ${failed} failed` : ""}.`;
 }
 
 /**

@@ -169,6 +169,8 @@ describe("demo page in Chromium", () => {
       });
       await leader.screenshot({ path: join(artifacts, "demo-waiting-for-approval.png"), fullPage: true });
       expect(await deliveries(leader)).toEqual([]);
+      // Nothing was in flight (the campaign waited for a person): no takeover is told.
+      expect(await leader.$$("#log li[data-kind=takeover]")).toHaveLength(0);
       expect(await leader.getAttribute("#status", "data-status")).toBe("running");
       await leader.waitForSelector("#role[data-role=leader]", { timeout: 30_000 });
       const follower = await context.newPage();
@@ -229,6 +231,11 @@ describe("demo page in Chromium", () => {
             { timeout: 30_000 },
           );
           await statusIs(page, "succeeded", 60_000);
+          // It says what it did: the plan went out already, and nothing is sent twice.
+          expect(await page.textContent("#status")).toContain(
+            "Not sent again: the notice went out already (5 of 5 delivered).",
+          );
+          expect([...(await deliveries(page))].sort()).toEqual(FIVE);
         }
         // Reset deletes the session and the mail log; the next round starts from nothing.
         await page.click("#reset");
@@ -240,4 +247,71 @@ describe("demo page in Chromium", () => {
       }
     });
   }, 240_000);
+
+  it("shows a rejection and failed sends as they are, never as ok; asked again, it asks again", async () => {
+    await withBrowser(async (context) => {
+      const page = await context.newPage();
+      await page.goto(url);
+      await isLeader(page);
+      await page.click("#start");
+      await page.click(".approval[data-key='plan-approval:plan'] button.reject", { timeout: 30_000 });
+      await statusIs(page, "succeeded");
+      expect(await page.textContent("#status")).toContain(
+        "Not sent: the plan was rejected (rejected on the demo page).",
+      );
+      const tagOf = (text: string) =>
+        page.$$eval(
+          "#log li",
+          (items, t) =>
+            items
+              .filter((li) => li.textContent?.includes(t))
+              .map((li) => ({
+                tag: li.querySelector(".tag")?.textContent,
+                css: li.querySelector(".tag")?.className,
+              })),
+          text,
+        );
+      expect(await tagOf("send_approved_notice")).toEqual([
+        { tag: "rejected: nothing sent", css: "tag declined" },
+      ]);
+      // The mail provider fails from now on (its database is at a version the provider cannot open).
+      await page.evaluate(
+        () =>
+          new Promise<void>((resolve, reject) => {
+            const request = indexedDB.open("durable-agent-demo-mail", 2);
+            request.onsuccess = () => {
+              request.result.close();
+              resolve();
+            };
+            request.onerror = () => reject(request.error);
+          }),
+      );
+      // Asked again: a new ask on a key of its own, approved this time; every send fails.
+      await page.click("#start");
+      await page.click(".approval[data-key='plan-approval:plan:1'] button.approve", { timeout: 30_000 });
+      await page.waitForFunction(
+        () =>
+          document.querySelectorAll("#log li[data-kind=user]").length === 2 &&
+          document.querySelector("#status")?.textContent?.includes("5 failed"),
+        undefined,
+        { timeout: 60_000 },
+      );
+      await page.screenshot({ path: join(artifacts, "demo-rejected-then-failing.png"), fullPage: true });
+      expect(await page.textContent("#status")).toMatch(
+        /^submission succeeded with \d+ problems: Done: 0 of 5 notices delivered; 5 failed\.$/,
+      );
+      const sends = await page.$$eval("#log li", (items) =>
+        items
+          .filter((li) => li.textContent?.includes("send_email"))
+          .map((li) => ({
+            text: li.querySelector(".text")?.textContent,
+            tag: li.querySelector(".tag")?.textContent,
+          })),
+      );
+      expect(sends.map((send) => send.text)).toEqual(FIVE.map((to) => `send_email → ${to}`));
+      for (const send of sends) expect(send.tag).toMatch(/^failed: .+/);
+      const notices = await tagOf("send_approved_notice");
+      expect(notices.at(-1)).toEqual({ tag: "0 of 5 delivered", css: "tag error" });
+    });
+  }, 120_000);
 });

@@ -254,4 +254,66 @@ describe("five-email reference scenario", () => {
     expect(mail.deliveries.map((d) => d.to)).toEqual(RECIPIENTS);
     await session.close();
   });
+
+  it("the demo's own model answers each request from what its tool reported, never more", async () => {
+    const mail = new MailService();
+    const clock = new ManualClock(1_700_000_000_000);
+    const session = await openSession({
+      id: "answers",
+      storage: memoryStorage(),
+      registry: campaignRegistry(mail),
+      clock,
+      timers: new ManualTimers(clock),
+      ids: sequentialIds(),
+    });
+    await session.commit((d) => d.setDocument("plan", "email-plan", draftPlan() as unknown as Json));
+    await session.resume();
+    const ask = async (requestId: string) => {
+      const submission = await session.submit({ requestId, conversationId: "main", input: "Send it" });
+      await session.whenIdle();
+      return submission;
+    };
+    const answer = async (id: string) => ((await session.wait(id)).result as { text: string }).text;
+    // Rejected: the answer says so (it read "Done: 0 of 0 notices delivered.").
+    const first = await ask("r1");
+    await session.signal(
+      planApprovalKey("plan"),
+      { approved: false, reason: "wrong list" },
+      { requestId: "no" },
+    );
+    expect(await answer(first.id)).toBe("Not sent: the plan was rejected (wrong list).");
+    // Asked again in the same conversation: a new call and a new ask (it summarised the first call again).
+    const second = await ask("r2");
+    expect(session.pending().map((wait) => wait.key)).toEqual([planApprovalKey("plan", 1)]);
+    await session.signal(planApprovalKey("plan", 1), { approved: true }, { requestId: "yes" });
+    expect(await answer(second.id)).toBe("Done: 5 of 5 notices delivered.");
+    // A third time: the plan went out already, and nothing is sent twice (it claimed 5 of 5 again).
+    const third = await ask("r3");
+    expect(await answer(third.id)).toBe("Not sent again: the notice went out already (5 of 5 delivered).");
+    expect(mail.deliveries.map((d) => d.to)).toEqual(RECIPIENTS);
+    await session.close();
+  });
+
+  it("says which mails failed and why, recipients included, when the provider refuses them", async () => {
+    const mail = new MailService();
+    mail.reachable = false;
+    const session = await openSession({
+      id: "failing",
+      storage: memoryStorage(),
+      registry: campaignRegistry(mail),
+      ids: sequentialIds(),
+    });
+    await session.commit((d) => d.setDocument("plan", "email-plan", approvedPlan() as unknown as Json));
+    await session.resume();
+    const run = await session.submit({ requestId: "r1", conversationId: "main", input: "Send it" });
+    const done = await session.wait(run.id);
+    expect(done.result).toMatchObject({ text: "Done: 0 of 5 notices delivered; 5 failed." });
+    const notes = session
+      .view()
+      .conversations[0]?.entries.flatMap((e) => (e.content.kind === "note" ? [e.content.text] : []));
+    const summary = notes?.find((text) => text.includes("emails delivered")) ?? "";
+    for (const to of RECIPIENTS) expect(summary).toContain(`${to} error: mail service unreachable`);
+    expect(mail.deliveries).toEqual([]);
+    await session.close();
+  });
 });
