@@ -2,7 +2,7 @@
  * `npm run demo`: the five-email scenario of DESIGN §1 on embedded defaults (scripted model, in-memory
  * "disk", no keys). The campaign waits for a person to approve its plan, and the process dies while it
  * waits; the next process finds the wait pending, gets the approval, and dies right after the mail service
- * accepted mail 4, before its receipt is committed (receipts 1-3 are committed, mail 5 is still queued); a
+ * accepted mail 4, before its receipt is committed (receipts 1-3 are committed, mail 5 not started); a
  * third process reuses mails 1-3, confirms mail 4 by its operation id instead of resending it, runs mail 5,
  * and summarises. Then an approval that arrives before the wait is kept and taken; and, for contrast, the
  * black-box batch tool crashes mid-batch and can only report `interrupted`. The last line is JSON.
@@ -31,6 +31,9 @@ import { MailService } from "./mail-service.ts";
 const say = (line: string) => console.log(`  ${line}`);
 
 /** A process's handle on the disk; `kill()` ends the process: it neither reads nor writes again. */
+/** How many processes this demo killed (counted, for the last line). */
+let crashes = 0;
+
 function processHandle(disk: MemoryStorage): Storage & { kill(): void } {
   const inner = disk.reopen();
   let dead = false;
@@ -40,6 +43,7 @@ function processHandle(disk: MemoryStorage): Storage & { kill(): void } {
   };
   return {
     kill: () => {
+      if (!dead) crashes++;
       dead = true;
     },
     open: async (...args) => alive().open(...args),
@@ -106,7 +110,7 @@ const REQUEST = {
 /**
  * The campaign with a person in the loop: process 1 drafts the plan and dies while the campaign waits for
  * its approval; process 2 finds the wait still pending, the approval arrives, and it dies right after the
- * provider accepted mail 4 (receipts 1-3 committed, 5 still queued); process 3 reuses the three, confirms
+ * provider accepted mail 4 (receipts 1-3 committed, mail 5 not started); process 3 reuses the three, confirms
  * mail 4 by its operation id, and runs mail 5.
  */
 async function campaignScenario(mail: MailService) {
@@ -157,7 +161,8 @@ async function campaignScenario(mail: MailService) {
 
   console.log(`${label}: process 3 reopens the session`);
   mail.reachable = true;
-  mail.onAccepted = (receipt, count) => say(`mail service accepted mail ${count} (${receipt.to})`);
+  mail.onAccepted = (receipt, count) =>
+    say(`mail service accepted mail ${count} (${receipt.to}, operation ${receipt.operationId})`);
   const third = await openSession({ id: "support-42", storage: disk.reopen(), registry: registry() });
   const mails = third.view().tasks.filter((t) => t.kind === TOOL_TASK && t.parentId?.includes("/run"));
   const reused = mails.filter((t) => t.state.status === "succeeded").length;
@@ -272,7 +277,7 @@ console.log(
   JSON.stringify({
     delivered: counts.size,
     duplicates: campaignMail.deliveries.length - counts.size,
-    crashes: 3,
+    crashes,
     reused: campaign.reused,
     confirmedByOperationId: campaign.confirmed,
     notStarted: campaign.notStarted,
