@@ -37,23 +37,30 @@ const book = defineTool({
 const lastUserText = (request: ModelRequest) =>
   String(request.messages.findLast((m) => m.role === "user")?.content ?? "");
 
+/** How many people the user asked a table for ("… for 4 …"; 2 when the message does not say). */
+const partySize = (text: string) => Number(/\bfor (\d{1,2})\b/i.exec(text)?.[1] ?? 2) || 2;
+
+/** The booking tool's result as the model reads it: what was booked, or nothing (rejected, failed). */
+function bookingAnswer(content: string): string {
+  const result = JSON.parse(content) as { outcome?: string; output?: { booked?: number; at?: string } };
+  const booked = result.output?.booked;
+  if (result.outcome !== "ok" || booked === undefined) return "Understood, I did not book anything.";
+  return `Done: a table for ${booked} at ${result.output?.at ?? "the time given"}.`;
+}
+
 const model = scriptedModel(
   [
     (request) => {
       const last = request.messages.at(-1);
       if (last?.role === "tool") {
         if (lastUserText(request).toLowerCase().includes("book"))
-          return {
-            text: JSON.stringify(last.content ?? "").includes("rejected")
-              ? "Understood, I did not book anything."
-              : "Done: a table for 2 at 20:00.",
-          };
+          return { text: bookingAnswer(last.content) };
         return {
           text: "It is 09:41 in Lisbon. This answer streams slowly on purpose: reload the page while it is being written, and the chat picks it up again from what was committed — the question is not sent twice and the tool does not run again.",
         };
       }
       if (lastUserText(request).toLowerCase().includes("book"))
-        return { toolCalls: [{ name: "book_table", args: { people: 2 } }] };
+        return { toolCalls: [{ name: "book_table", args: { people: partySize(lastUserText(request)) } }] };
       return { toolCalls: [{ name: "local_time", args: { city: "Lisbon" } }] };
     },
   ],

@@ -34,10 +34,19 @@ function Chat({ initial }: { initial: UIMessage[] }) {
         <div key={message.id} className={`message ${message.role}`} data-role={message.role}>
           {message.parts.map((part, i) =>
             part.type === "text" ? (
-              // biome-ignore lint/suspicious/noArrayIndexKey: a message's parts only ever grow at the end
-              <p key={i} className="text">
-                {part.text}
-              </p>
+              // A text part right before another one was cut off (a reload mid-answer): the model was asked
+              // again, and its answer is the part after. Shown as what it is, not as a second answer.
+              message.parts[i + 1]?.type === "text" ? (
+                // biome-ignore lint/suspicious/noArrayIndexKey: a message's parts only ever grow at the end
+                <p key={i} className="text cut-off" title="cut off by a reload; the model was asked again">
+                  {part.text}
+                </p>
+              ) : (
+                // biome-ignore lint/suspicious/noArrayIndexKey: as above
+                <p key={i} className="text">
+                  {part.text}
+                </p>
+              )
             ) : part.type === "dynamic-tool" ? (
               // biome-ignore lint/suspicious/noArrayIndexKey: a message's parts only ever grow at the end
               <p key={i} className="tool" data-state={part.state}>

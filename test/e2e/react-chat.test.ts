@@ -75,6 +75,11 @@ describe("react-chat example in Chromium", () => {
       expect(parts.filter((text) => text === FINAL)).toHaveLength(1);
       for (const text of parts.slice(0, -1)) expect(FINAL.startsWith(text)).toBe(true);
       expect(parts.length).toBeLessThanOrEqual(2);
+      // A part the reload cut off is shown as cut off, not as a second answer; the answer is not.
+      const cut = await page.$$eval("[data-role=assistant] .text", (items) =>
+        items.map((p) => p.classList.contains("cut-off")),
+      );
+      expect(cut).toEqual(parts.map((_, i) => i < parts.length - 1));
     });
   }, 120_000);
 
@@ -83,7 +88,7 @@ describe("react-chat example in Chromium", () => {
       const page = await context.newPage();
       await page.goto(`${server?.url}/react-chat/`);
       await page.waitForSelector("input[aria-label=message]", { timeout: 60_000 });
-      await page.fill("input[aria-label=message]", "Book a table for 2 tonight");
+      await page.fill("input[aria-label=message]", "Book a table for 4 tonight");
       await page.click("button[type=submit]");
       await page.waitForSelector(".tool[data-state=approval-requested] button", { timeout: 30_000 });
       await waitReady(page);
@@ -96,7 +101,7 @@ describe("react-chat example in Chromium", () => {
       await page.waitForFunction(
         () =>
           [...document.querySelectorAll("[data-role=assistant] .text")].some(
-            (p) => p.textContent === "Done: a table for 2 at 20:00.",
+            (p) => p.textContent === "Done: a table for 4 at 20:00.",
           ),
         undefined,
         { timeout: 30_000 },
@@ -104,11 +109,12 @@ describe("react-chat example in Chromium", () => {
       await waitReady(page);
       await page.screenshot({ path: join(artifacts, "react-chat-approval-done.png"), fullPage: true });
       expect(await page.$$eval("[data-role=user]", (items) => items.map((i) => i.textContent))).toEqual([
-        "Book a table for 2 tonight",
+        "Book a table for 4 tonight",
       ]);
       expect(await page.$$eval("[data-role=assistant]", (items) => items.length)).toBe(1);
       const tools = await page.$$eval(".tool", (items) => items.map((i) => i.textContent));
-      expect(tools).toEqual(['book_table({"people":2}) → {"booked":2,"at":"20:00"}']);
+      // As many people as asked, and the answer says what was booked (it booked 2 for a request of 4).
+      expect(tools).toEqual(['book_table({"people":4}) → {"booked":4,"at":"20:00"}']);
     });
   }, 120_000);
 });
