@@ -17,8 +17,8 @@ import type { CommitRecord } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
 import type { LocalInput } from "./local-inputs.ts";
 import type { ReplicaRemote } from "./protocol.ts";
-import { commonVersion, rebaseDiverged } from "./rebase.ts";
-import { applyAsReplica, epochAt, remoteHistory } from "./reconcile.ts";
+import { rebaseDiverged } from "./rebase.ts";
+import { applyAsReplica, epochAt } from "./reconcile.ts";
 import { rebuildFromSnapshot } from "./snapshot-rebuild.ts";
 
 const PAGE = 256;
@@ -157,17 +157,13 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
     const behind = new ReplicationDivergedError(why, version);
     if ((options.onDiverged === "refuse" && own) || !remote.snapshot || !storage.importRaw) throw behind;
     if (stopped) return;
-    // One that may hold its own: after the version both hold the same, when the other host's log shows it.
-    const keep = own ? ((await partingPoint()) ?? "unchecked") : "none";
+    // One that may hold its own keeps what it cannot tell apart ("unchecked"): the other host's log starts
+    // past this copy's head here, so it cannot show where the two part.
+    const keep = own ? "unchecked" : "none";
     const rebuilt = await rebuildFromSnapshot(storage, remote, id, { keep, onKept: options.onRebased });
     if (!rebuilt) throw behind;
     ({ version, epoch: headEpoch } = rebuilt);
     options.onPulled?.(version);
-  };
-  /** Where this copy and the other host's retained log part, when that log shows it. */
-  const partingPoint = async () => {
-    const history = await remoteHistory(remote, id, 0, undefined, true);
-    return commonVersion(storage, history, id, Math.min(version, history.at(-1)?.version ?? 0));
   };
   const pull = () => {
     pulling ??= pullOnce().finally(() => {

@@ -312,15 +312,23 @@ describe("a tab's withdrawal of an answer the edge gave, where the edge's log no
     for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
     expect((await edgeDisk.readChanges("s", 0, 1)).oldestRetained).toBeGreaterThan(3);
     const kept: LocalInput[] = [];
+    let reads = 0;
+    const counted = {
+      ...remote,
+      changes: (after: number, limit: number) => (reads++, remote.changes(after, limit)),
+    };
     const again = await followRemote({
       storage: tabDisk,
-      remote,
+      remote: counted,
       id: "s",
       everyMs: 0,
       onRebased: (inputs) => void kept.push(...inputs),
     });
     expect(await again.pull()).toBe(edge.version);
     await again.stop();
+    // The edge's log starts past the copy's head: it cannot show the parting, and it is not read for it
+    // (one read finds the gap, one after the rebuild finds nothing newer).
+    expect(reads).toBe(2);
     return { edge, kept };
   }
 
