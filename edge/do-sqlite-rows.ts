@@ -18,6 +18,9 @@ import {
   READ_WAITING_TREE,
 } from "./do-sqlite-sql.ts";
 
+/** A snapshot row's characters besides its value and id: `{"table":…,"key":[…, n],"value":…}`. */
+const ROW_FRAMING = 40;
+
 export class SqliteRows {
   constructor(private readonly sql: DurableObjectStorageLike["sql"]) {}
 
@@ -169,10 +172,15 @@ export class SqliteRows {
    * of rows, before any is read.
    */
   exportRows(sessionId: string, meta: unknown, limit: number): RawSession {
+    // What the export reads and holds: every row but the change log's, keys and a snapshot row's framing
+    // included (a session of long ids and keys is some twice its values), and the log's unmaterialized tail.
+    const after = materializedThrough(meta);
     const size = this.sql
       .exec(
-        "SELECT coalesce(sum(length(v)), 0) AS c FROM da_rows WHERE session = ? AND tbl <> 'changes'",
+        `SELECT coalesce(sum(length(v) + length(id) + ${ROW_FRAMING}), 0) AS c FROM da_rows
+          WHERE session = ? AND (tbl <> 'changes' OR n > ?)`,
         sessionId,
+        after,
       )
       .toArray()[0];
     const chars = Number(size?.c ?? 0);
@@ -191,8 +199,7 @@ export class SqliteRows {
         const table = row.tbl as ExportedRow["table"];
         return { table, key: keyOf(table, row.id as string, row.n as number), value: parseJson(row.v) };
       });
-    const after = materializedThrough(meta) + 1;
-    return { meta, rows, log: this.range(sessionId, "changes", "", after, Number.MAX_SAFE_INTEGER) };
+    return { meta, rows, log: this.range(sessionId, "changes", "", after + 1, Number.MAX_SAFE_INTEGER) };
   }
 }
 
