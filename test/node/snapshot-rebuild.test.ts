@@ -315,7 +315,10 @@ describe("a tab's withdrawal of an answer the edge gave, where the edge's log no
     let reads = 0;
     const counted = {
       ...remote,
-      changes: (after: number, limit: number) => (reads++, remote.changes(after, limit)),
+      changes: (after: number, limit: number) => {
+        reads++;
+        return remote.changes(after, limit);
+      },
     };
     const again = await followRemote({
       storage: tabDisk,
