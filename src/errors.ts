@@ -204,10 +204,14 @@ export class HistoryTruncatedError extends KernelError {
   constructor(
     readonly requestedAfter: number,
     readonly oldestRetained: number,
+    /** The store holds another creation of the session since (a copy rebuilt from its other host). */
+    readonly replaced = false,
   ) {
     super(
       "history-truncated",
-      `changes after version ${requestedAfter} are no longer retained (oldest kept: ${oldestRetained}); load a fresh view`,
+      replaced
+        ? `the session was replaced since version ${requestedAfter} (a copy rebuilt from its other host); load a fresh view`
+        : `changes after version ${requestedAfter} are no longer retained (oldest kept: ${oldestRetained}); load a fresh view`,
     );
   }
 }

@@ -55,7 +55,15 @@ export class SessionHistory {
   async adoptNewChanges(adopt: (change: CommitRecord) => void): Promise<number> {
     let adopted = 0;
     for (;;) {
-      const { changes, oldestRetained } = await this.readChanges(this.state.version, CHANGE_PAGE);
+      const { changes, oldestRetained, incarnation } = await this.readChanges(
+        this.state.version,
+        CHANGE_PAGE,
+      );
+      // A session replaced since this one opened it (rebuilt from its other host) goes on from other
+      // commits than the ones this one holds: its history is not this one's to continue.
+      const held = this.state.incarnation;
+      if (incarnation !== undefined && held !== undefined && incarnation !== held)
+        throw new HistoryTruncatedError(this.state.version, oldestRetained, true);
       // Compared with the version now (a concurrent refresh may have adopted some meanwhile).
       if (oldestRetained > this.state.version + 1)
         throw new HistoryTruncatedError(this.state.version, oldestRetained);
@@ -131,11 +139,12 @@ export class SessionHistory {
   async readChanges(
     afterVersion: number,
     limit = CHANGE_PAGE,
-  ): Promise<{ changes: CommitRecord[]; oldestRetained: number }> {
-    const { changes, oldestRetained } = await this.storage.readChanges(this.state.id, afterVersion, limit);
+  ): Promise<{ changes: CommitRecord[]; oldestRetained: number; incarnation?: string }> {
+    const read = await this.storage.readChanges(this.state.id, afterVersion, limit);
     return {
-      changes: changes.map((row) => validateRecord(CommitRecordSchema, row.value, row.key)),
-      oldestRetained,
+      changes: read.changes.map((row) => validateRecord(CommitRecordSchema, row.value, row.key)),
+      oldestRetained: read.oldestRetained,
+      ...(read.incarnation !== undefined && { incarnation: read.incarnation }),
     };
   }
 }

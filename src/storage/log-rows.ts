@@ -20,6 +20,7 @@ import {
 } from "./log-codec.ts";
 import { firstVersionOf, isGroupRow, logRowValue } from "./log-head.ts";
 import { checkRowSize, rawNumber, recordName, rowsOfCommit } from "./rows.ts";
+import { incarnationOf } from "./session-row.ts";
 import type { StoredChanges, StoredRecord } from "./storage.ts";
 
 /**
@@ -213,7 +214,12 @@ export async function changesAfter(
       throw missingBase(before.missing ?? (page.missing as number));
   }
   const changes = page.changes.filter((change) => versionOfChange(change) >= from);
-  return { changes: await withNamedEntries(changes, read), oldestRetained };
+  const incarnation = incarnationOf(meta);
+  return {
+    changes: await withNamedEntries(changes, read),
+    oldestRetained,
+    ...(incarnation !== undefined && { incarnation }),
+  };
 }
 
 /**

@@ -125,6 +125,12 @@ export interface StoredChanges {
   readonly changes: readonly StoredRecord[];
   /** The lowest version still retained (the requested range is complete only if it starts at or after it). */
   readonly oldestRetained: number;
+  /**
+   * Which creation of the session these are of (`SessionMeta.incarnation`): a reader that opened another
+   * one is reading a session replaced since (a copy rebuilt from its other host), whose versions are not
+   * the ones it holds.
+   */
+  readonly incarnation?: string;
 }
 
 /**

@@ -333,3 +333,29 @@ describe("change-log bounds", () => {
     );
   });
 });
+
+describe("a reader of a session replaced under it (a copy rebuilt from its other host)", () => {
+  it("is told its history is gone instead of taking the new session's commits onto its own", async () => {
+    const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
+    const registry = createRegistry({ documents: [note] });
+    const storage = memoryStorage();
+    const first = await openSession({ id: "s", storage, registry });
+    for (let i = 0; i < 5; i++) await first.commit((d) => d.setDocument("mine", "note", { i }));
+    await first.close();
+    const reader = await openSession({ id: "s", storage, registry, mode: "read" });
+    expect(reader.version).toBe(5);
+    // Replaced: deleted and written again from version 1 (as a rebase copies the other host's history).
+    await storage.deleteSession?.("s");
+    const other = await openSession({ id: "s", storage, registry });
+    for (let i = 0; i < 10; i++) await other.commit((d) => d.setDocument("theirs", "note", { i }));
+    await other.close();
+    const error = await reader.refresh().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(HistoryTruncatedError);
+    expect(error).toMatchObject({ replaced: true, requestedAfter: 5 });
+    // Nothing of the other session was taken onto this one's state.
+    expect(reader.version).toBe(5);
+    expect(reader.view().documents.map((d) => d.id)).toEqual(["mine"]);
+    const fresh = await openSession({ id: "s", storage, registry, mode: "read" });
+    expect(fresh.view().documents.map((d) => d.id)).toEqual(["theirs"]);
+  });
+});
