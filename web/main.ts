@@ -45,7 +45,6 @@ interface CampaignOutput {
   total?: number;
   rejected?: unknown;
   expired?: unknown;
-  alreadySent?: unknown;
   error?: string;
 }
 
@@ -58,7 +57,6 @@ function resultTag(callId: string, outcome: string, output: CampaignOutput): { t
   // The campaign ran, and says what it did: nothing sent is not "ok", nor is a part of the mails.
   if (output.rejected !== undefined) return { tag: "declined", text: "rejected: nothing sent" };
   if (output.expired !== undefined) return { tag: "declined", text: "not approved in time: nothing sent" };
-  if (output.alreadySent !== undefined) return { tag: "declined", text: "sent already: nothing sent again" };
   const { delivered, total } = output;
   if (total !== undefined && delivered !== undefined && delivered < total)
     return { tag: "error", text: `${delivered} of ${total} delivered` };

@@ -127,13 +127,6 @@ export const emailCampaign = defineTask({
     send: (ctx) => {
       const plan = ctx.document(ctx.input.planId)?.value as Plan | undefined;
       if (!plan) return ctx.fail(`no plan "${ctx.input.planId}"`);
-      // A plan is sent once: asked again, the campaign says it went out already and sends nothing.
-      if (plan.result) {
-        const { delivered, total } = plan.result;
-        const text = `Campaign ${ctx.input.planId} was sent already (${delivered} of ${total} delivered). Nothing was sent again.`;
-        ctx.appendEntry(ctx.task.conversationId ?? "main", { kind: "note", text });
-        return ctx.complete({ delivered: 0, total: 0, alreadySent: plan.result });
-      }
       if (!plan.approved) {
         const about = { plan: ctx.input.planId, recipients: plan.recipients, body: plan.body };
         const deadline =
@@ -229,7 +222,6 @@ interface CampaignOutput {
   readonly total?: number;
   readonly rejected?: string | true;
   readonly expired?: true;
-  readonly alreadySent?: { delivered: number; total: number };
 }
 
 /**
@@ -267,8 +259,6 @@ function campaignAnswer(outcome: string | undefined, output: CampaignOutput): st
   if (output.rejected !== undefined)
     return `Not sent: the plan was rejected${typeof output.rejected === "string" ? ` (${output.rejected})` : ""}.`;
   if (output.expired) return "Not sent: nobody approved the plan in time.";
-  if (output.alreadySent)
-    return `Not sent again: the notice went out already (${output.alreadySent.delivered} of ${output.alreadySent.total} delivered).`;
   const delivered = output.delivered ?? 0;
   const total = output.total ?? 0;
   const failed = total - delivered;

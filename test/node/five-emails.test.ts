@@ -287,10 +287,11 @@ describe("five-email reference scenario", () => {
     expect(session.pending().map((wait) => wait.key)).toEqual([planApprovalKey("plan", 1)]);
     await session.signal(planApprovalKey("plan", 1), { approved: true }, { requestId: "yes" });
     expect(await answer(second.id)).toBe("Done: 5 of 5 notices delivered.");
-    // A third time: the plan went out already, and nothing is sent twice (it claimed 5 of 5 again).
+    // A third time: a new run of its own, which sends again (each mail under a new operation id).
     const third = await ask("r3");
-    expect(await answer(third.id)).toBe("Not sent again: the notice went out already (5 of 5 delivered).");
-    expect(mail.deliveries.map((d) => d.to)).toEqual(RECIPIENTS);
+    expect(await answer(third.id)).toBe("Done: 5 of 5 notices delivered.");
+    expect(mail.deliveries.map((d) => d.to)).toEqual([...RECIPIENTS, ...RECIPIENTS]);
+    expect(new Set(mail.deliveries.map((d) => d.operationId)).size).toBe(10);
     await session.close();
   });
 
