@@ -1,7 +1,4 @@
-/**
- * One error hierarchy for the whole kernel. Every error has a stable `code` (for programs), an explicit
- * `name` (survives minification and structured cloning) and an optional `cause`.
- */
+/** One error hierarchy: each error has a stable `code`, an explicit `name` and an optional `cause`. */
 
 /** Stable error codes. Adding one is a minor change; renaming one is breaking. */
 export const KERNEL_ERROR_CODES = [
@@ -198,7 +195,7 @@ export class ReadOnlyError extends KernelError {
   }
 }
 
-/** The change log no longer holds the versions asked for; fetch a fresh view instead. */
+/** The change log no longer holds the versions asked for (or, `replaced`, the session was rebuilt since). */
 export class HistoryTruncatedError extends KernelError {
   override readonly name = "HistoryTruncatedError";
   constructor(
@@ -207,12 +204,10 @@ export class HistoryTruncatedError extends KernelError {
     /** The store holds another creation of the session since (a copy rebuilt from its other host). */
     readonly replaced = false,
   ) {
-    super(
-      "history-truncated",
-      replaced
-        ? `the session was replaced since version ${requestedAfter} (a copy rebuilt from its other host); load a fresh view`
-        : `changes after version ${requestedAfter} are no longer retained (oldest kept: ${oldestRetained}); load a fresh view`,
-    );
+    const why = replaced
+      ? `the session was replaced since version ${requestedAfter} (a copy rebuilt from its other host)`
+      : `changes after version ${requestedAfter} are no longer retained (oldest kept: ${oldestRetained})`;
+    super("history-truncated", `${why}; load a fresh view`);
   }
 }
 

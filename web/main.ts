@@ -38,6 +38,8 @@ const argsOf = new Map<string, { to?: string }>();
 const problems = new Map<string, number>();
 /** The Submission under way, as the commits so far leave it. */
 let currentRun: string | undefined;
+/** Each tool call's Submission, by tool call id (from its task). */
+const runOf = new Map<string, string>();
 
 /** What the campaign tool reports (see examples/five-emails/app.ts). */
 interface CampaignOutput {
@@ -93,9 +95,10 @@ function render(entry: Entry): void {
       const shown = resultTag(c.toolCallId, c.outcome, output);
       tag = shown.tag;
       tagText = shown.text;
-      // A tool task the campaign started writes no Submission on its entry: it is the run under way's.
-      const run = entry.submissionId ?? currentRun;
-      if (run && (tag === "error" || tag === "interrupted")) problems.set(run, (problems.get(run) ?? 0) + 1);
+      // A tool result's entry names no Submission: its task does. Counted once per call that did not end
+      // ok (a campaign's "0 of 5 delivered" is a summary of its sends' problems, not one more).
+      const run = entry.submissionId ?? runOf.get(c.toolCallId) ?? currentRun;
+      if (run && c.outcome !== "ok") problems.set(run, (problems.get(run) ?? 0) + 1);
       break;
     }
     case "interrupted":
@@ -181,7 +184,10 @@ function renderTakeover(change: CommitRecord, gapMs: number): void {
 
 let last: { epoch: number; at: number } | undefined;
 let running = false;
-/** Tasks at work (running, or waiting on their children) as the commits so far leave them. */
+/**
+ * Tasks at work as the commits so far leave them: running, about to run, or ending. Not a parent waiting on
+ * its children (it is at work only through a child that is), nor a task waiting for a person.
+ */
 const atWork = new Set<string>();
 
 /** The model's text as it streams (a preview: not committed yet), shown last until its entry commits. */
@@ -208,11 +214,12 @@ function onChange(change: CommitRecord): void {
   last = { epoch: change.epoch, at: change.at };
   for (const task of change.tasks) {
     const status = task.state.status;
-    if (status === "running" || status === "waiting" || status === "pending") atWork.add(task.id);
+    if (status === "running" || status === "pending" || status === "completing") atWork.add(task.id);
     else atWork.delete(task.id);
     const input = task.input as { toolCallId?: unknown; args?: unknown } | null;
-    if (typeof input?.toolCallId === "string" && typeof input.args === "string")
-      argsOf.set(input.toolCallId, parseArgs(input.args));
+    if (typeof input?.toolCallId !== "string") continue;
+    if (typeof input.args === "string") argsOf.set(input.toolCallId, parseArgs(input.args));
+    if (task.submissionId !== undefined) runOf.set(input.toolCallId, task.submissionId);
   }
   // A wait begins or ends as an ordinary task change.
   if (change.tasks.length > 0) void renderPending();
@@ -242,6 +249,11 @@ function onChange(change: CommitRecord): void {
     status.dataset.status = submission.status;
     running = submission.status === "running" || submission.status === "accepted";
     if (running) currentRun = submission.id;
+    // Ended without committing the text it streamed (cancelled, failed): its preview goes too.
+    else if (streaming) {
+      streaming.item.remove();
+      streaming = undefined;
+    }
     start.disabled = running;
   }
 }

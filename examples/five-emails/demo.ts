@@ -30,10 +30,10 @@ import { MailService } from "./mail-service.ts";
 
 const say = (line: string) => console.log(`  ${line}`);
 
-/** A process's handle on the disk; `kill()` ends the process: it neither reads nor writes again. */
 /** How many processes this demo killed (counted, for the last line). */
 let crashes = 0;
 
+/** A process's handle on the disk; `kill()` ends the process: it neither reads nor writes again. */
 function processHandle(disk: MemoryStorage): Storage & { kill(): void } {
   const inner = disk.reopen();
   let dead = false;

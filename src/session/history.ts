@@ -55,15 +55,8 @@ export class SessionHistory {
   async adoptNewChanges(adopt: (change: CommitRecord) => void): Promise<number> {
     let adopted = 0;
     for (;;) {
-      const { changes, oldestRetained, incarnation } = await this.readChanges(
-        this.state.version,
-        CHANGE_PAGE,
-      );
-      // A session replaced since this one opened it (rebuilt from its other host) goes on from other
-      // commits than the ones this one holds: its history is not this one's to continue.
-      const held = this.state.incarnation;
-      if (incarnation !== undefined && held !== undefined && incarnation !== held)
-        throw new HistoryTruncatedError(this.state.version, oldestRetained, true);
+      // A session replaced since this one opened it is refused by the read (see `readChanges`).
+      const { changes, oldestRetained } = await this.readChanges(this.state.version, CHANGE_PAGE);
       // Compared with the version now (a concurrent refresh may have adopted some meanwhile).
       if (oldestRetained > this.state.version + 1)
         throw new HistoryTruncatedError(this.state.version, oldestRetained);
@@ -135,16 +128,23 @@ export class SessionHistory {
     );
   }
 
-  /** Committed changes after `afterVersion` from the change log, validated, oldest first. */
+  /**
+   * Committed changes after `afterVersion` from the change log, validated, oldest first. A store whose
+   * session was replaced since this one opened it (rebuilt from its other host) holds another history,
+   * whose versions are not this one's: refused (`HistoryTruncatedError`, `replaced`) — for a refresh, a
+   * subscription catching up and a page of history alike.
+   */
   async readChanges(
     afterVersion: number,
     limit = CHANGE_PAGE,
-  ): Promise<{ changes: CommitRecord[]; oldestRetained: number; incarnation?: string }> {
+  ): Promise<{ changes: CommitRecord[]; oldestRetained: number }> {
     const read = await this.storage.readChanges(this.state.id, afterVersion, limit);
+    const held = this.state.incarnation;
+    if (read.incarnation !== undefined && held !== undefined && read.incarnation !== held)
+      throw new HistoryTruncatedError(afterVersion, read.oldestRetained, true);
     return {
       changes: read.changes.map((row) => validateRecord(CommitRecordSchema, row.value, row.key)),
       oldestRetained: read.oldestRetained,
-      ...(read.incarnation !== undefined && { incarnation: read.incarnation }),
     };
   }
 }

@@ -355,6 +355,16 @@ describe("a reader of a session replaced under it (a copy rebuilt from its other
     // Nothing of the other session was taken onto this one's state.
     expect(reader.version).toBe(5);
     expect(reader.view().documents.map((d) => d.id)).toEqual(["mine"]);
+    // A page subscribing to it meanwhile (from version 2) is told the same, and given none of the new one.
+    const got: string[] = [];
+    const told = new Promise<Error>((resolve) =>
+      reader.subscribe(2, (change) => void got.push(...change.documents.map((d) => d.id)), {
+        onError: resolve,
+      }),
+    );
+    expect(await told).toMatchObject({ name: "HistoryTruncatedError", replaced: true });
+    expect(got).toEqual([]);
+    await expect(reader.readChanges(0)).rejects.toBeInstanceOf(HistoryTruncatedError);
     const fresh = await openSession({ id: "s", storage, registry, mode: "read" });
     expect(fresh.view().documents.map((d) => d.id)).toEqual(["theirs"]);
   });
