@@ -76,13 +76,35 @@ async function render(): Promise<void> {
   result.textContent = `${requestId ? "campaign" : "latest run"} ${submission.status}${text ? `: ${text}` : ""}`;
 }
 
+/** A tool task's arguments, when they are a JSON object. */
+function argsOf(input: unknown): { to?: string } | undefined {
+  const args = (input as { args?: unknown } | null)?.args;
+  if (typeof args !== "string") return undefined;
+  try {
+    return JSON.parse(args) as { to?: string };
+  } catch {
+    return undefined;
+  }
+}
+
 const onChange = (change: CommitRecord) => {
   for (const task of change.tasks) {
     if (task.state.status !== "succeeded" || (task.input as { name?: string }).name !== "send_email")
       continue;
-    const outcome = task.state.result as { via?: string; output?: { to?: string } };
+    const outcome = task.state.result as {
+      outcome?: string;
+      via?: string;
+      output?: { to?: string; error?: string };
+    };
+    // A send that failed ends its task too: listed as it ended, its recipient from its arguments.
+    const to = outcome.output?.to ?? argsOf(task.input)?.to ?? "?";
+    const how =
+      outcome.outcome === "ok"
+        ? (outcome.via ?? "run")
+        : `${outcome.outcome}: ${outcome.output?.error ?? "no reason given"}`;
     const li = document.createElement("li");
-    li.textContent = `send_email → ${outcome.output?.to ?? "?"} (${outcome.via ?? "run"})`;
+    li.textContent = `send_email → ${to} (${how})`;
+    li.dataset.outcome = outcome.outcome ?? "ok";
     log.append(li);
   }
   void render();
