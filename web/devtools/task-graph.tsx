@@ -5,7 +5,7 @@ import { clip, formatTime, layoutTasks, NODE_HEIGHT, NODE_WIDTH } from "./derive
 import type { SessionHistory } from "./history.ts";
 import { JsonView } from "./json-view.tsx";
 import { taskOutcome, taskTitle } from "./outcome.ts";
-import type { SessionSource } from "./sources.ts";
+import type { SessionSource } from "./session-source.ts";
 import { VirtualList } from "./virtual-list.tsx";
 import { type ModelPrice, Waterfall } from "./waterfall.tsx";
 import { rootOf, storedItem, treeOf, type WorkItem, workItems } from "./work-items.ts";

@@ -17,7 +17,7 @@ import { clip, describeCommit, formatTime, wakeOfView } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
 import { JsonView } from "./json-view.tsx";
 import { type RecoveryMark, submissionOutcome } from "./outcome.ts";
-import type { SessionSource } from "./sources.ts";
+import type { SessionSource } from "./session-source.ts";
 import { treeOf } from "./tree.ts";
 import { VirtualList } from "./virtual-list.tsx";
 
