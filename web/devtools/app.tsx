@@ -8,6 +8,7 @@ import { emptyView, type RecoveryPlan, type Registry } from "../../src/index.ts"
 import { formatTime } from "./derive.ts";
 import { SessionHistory } from "./history.ts";
 import { type RecoveryMark, recoveryLane } from "./outcome.ts";
+import { PendingView } from "./pending.tsx";
 import {
   type ExportedHistory,
   edgeSessions,
@@ -21,14 +22,9 @@ import {
   type WriterState,
 } from "./sources.ts";
 import { TaskGraph } from "./task-graph.tsx";
-import {
-  ConversationView,
-  DocumentsView,
-  PendingView,
-  SubmissionsView,
-  TimelineView,
-  WakeView,
-} from "./views.tsx";
+import { TimelineView } from "./timeline.tsx";
+import { ConversationView, DocumentsView, SubmissionsView } from "./views.tsx";
+import { WakeView } from "./wake.tsx";
 import type { ModelPrice } from "./waterfall.tsx";
 
 export interface DevtoolsOptions {
