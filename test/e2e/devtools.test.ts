@@ -76,6 +76,31 @@ async function tab(page: Page, name: string): Promise<void> {
   await page.click(`[data-testid=tab-${name}]`);
 }
 
+const VIEWS = ["submissions", "pending", "conversation", "tasks", "documents", "timeline", "wake"];
+
+/** The views wider than the window (a row or table running off the screen), with how wide the page got. */
+async function viewsWiderThanWindow(page: Page): Promise<string[]> {
+  const wide: string[] = [];
+  for (const view of VIEWS) {
+    await tab(page, view);
+    const { width, inner } = await page.evaluate(() => ({
+      width: document.documentElement.scrollWidth,
+      inner: window.innerWidth,
+    }));
+    if (width > inner) wide.push(`${view}: ${width} px in a ${inner} px window`);
+  }
+  return wide;
+}
+
+/** Statements run in a page of the devtools' origin, and what they return (JSON). */
+async function readInOrigin<T>(context: BrowserContext, body: string): Promise<T> {
+  const reader = await context.newPage();
+  await reader.goto(`${origin}/devtools/`);
+  const result = (await reader.evaluate(`(async () => { ${body} })()`)) as T;
+  await reader.close();
+  return result;
+}
+
 /** axe-core's serious and critical violations on the page as it is now: rule id and where. */
 async function accessibilityProblems(page: Page): Promise<string[]> {
   await page.addScriptTag({ path: join(process.cwd(), "node_modules/axe-core/axe.min.js") });
@@ -154,7 +179,10 @@ describe("devtools page in Chromium", () => {
       await demo.close();
       // Nothing drives the session now, and the page says so (open work waits for a tab).
       await devtools.waitForSelector("[data-testid=writer][data-state=none]", TIMEOUT);
-      expect(await devtools.textContent("[data-testid=writer]")).toContain("no tab leads this session since");
+      // Work is open (mails were sending), and the page says what waits.
+      expect(await devtools.textContent("[data-testid=writer]")).toMatch(
+        /^no tab leads this session since \d\d:\d\d:\d\d: its open work \(\d+ unfinished tasks?(, 1 open submission)?\) waits until one does$/,
+      );
       await tab(devtools, "wake");
       await devtools.waitForSelector("[data-testid=recovery] li", TIMEOUT);
       await shoot(devtools, "wake-recovery");
@@ -169,7 +197,11 @@ describe("devtools page in Chromium", () => {
       expect(restarted.length).toBeGreaterThan(0);
       expect(restarted.every((a) => a.text.includes("send_email:"))).toBe(true);
       expect(restarted.some((a) => a.text.includes("send_email: confirm by operation id"))).toBe(true);
-      expect(preview.some((a) => a.kind === "join-rechecked")).toBe(true);
+      // The campaign waits on one mail at a time: its join has one child open, and the page says "1 child".
+      const joins = preview.filter((a) => a.kind === "join-rechecked").map((a) => a.text);
+      expect(joins.length).toBeGreaterThan(0);
+      for (const join of joins)
+        expect(join).toMatch(/re-check its join \((1 child|([02-9]|\d\d+) children) still open\)/);
       expect(await devtools.textContent("[data-testid=runnable]")).not.toBe("nothing");
 
       // A new tab resumes the session; the devtools watch it happen, live.
@@ -207,9 +239,24 @@ describe("devtools page in Chromium", () => {
       const took = (await devtools.textContent("[data-testid=task-took]")) ?? "";
       expect(took).toMatch(new RegExp(`^${bars.find((b) => b.task === restarted[0]?.task)?.ms} ms`));
       // Token totals of the run's model calls, and their cost at the prices the page was given.
+      // The cost is called an estimate, at prices the page says are illustrative and where they are set.
       expect(await devtools.textContent("[data-testid=token-totals]")).toMatch(
-        /scripted: \d+ calls, \d+ in \/ \d+ out tokens \(model entries the view holds\) · \$\d+\.\d{4} at the page's prices/,
+        /scripted: (1 call|\d+ calls), \d+ in \/ \d+ out tokens \(model entries the view holds\) · estimated cost \$\d+\.\d{4} at illustrative prices of \$3 in \/ \$15 out per million tokens \(set in web\/devtools\/main\.tsx, not a provider's\)/,
       );
+      // Siblings stand in the order they were started: mail-0 on the left, mail-4 on the right.
+      const mails = await devtools.$$eval("[data-testid=task-graph] g.node[data-task*='/mail-']", (items) =>
+        items.map((g) => ({
+          mail: /mail-\d+$/.exec(g.getAttribute("data-task") ?? "")?.[0],
+          x: g.getBoundingClientRect().x,
+        })),
+      );
+      expect(mails.sort((a, b) => a.x - b.x).map((m) => m.mail)).toEqual([
+        "mail-0",
+        "mail-1",
+        "mail-2",
+        "mail-3",
+        "mail-4",
+      ]);
 
       // Scrub back to the commit where the first mail task started: that version's tasks and documents.
       await tab(devtools, "timeline");
@@ -505,26 +552,102 @@ describe("devtools page in Chromium", () => {
       expect(row).toContain("ana@example.com");
       expect(row).toMatch(/since .*\(\d+ s\)/);
       expect(row).toContain("none");
+      // At 1280 px the whole page fits the window: the plan's unbroken JSON wraps in its cell, and the answer
+      // button is on screen.
+      expect(await devtools.evaluate(() => window.innerWidth)).toBe(1280);
+      expect(await viewsWiderThanWindow(devtools)).toEqual([]);
+      await tab(devtools, "pending");
+      const answerButton = await devtools.$eval("[data-testid=pending] button", (b) =>
+        b.getBoundingClientRect(),
+      );
+      expect(answerButton.right).toBeLessThanOrEqual(1280);
       await shoot(devtools, "pending");
-      // Declining the confirmation writes nothing: the wait stays.
+      // Declining the confirmation writes nothing: the wait stays. Then a payload the signal refuses, then the
+      // suggested one; each prompt is answered with the next of these (undefined: the suggested payload).
       const answers: string[] = [];
+      const typed = [undefined, '{"approved":"yes"}', undefined];
       devtools.on("dialog", (dialog) => {
         answers.push(dialog.type());
-        if (dialog.type() === "prompt") void dialog.accept(dialog.defaultValue());
+        if (dialog.type() === "prompt") void dialog.accept(typed.shift() ?? dialog.defaultValue());
         else void (answers.length <= 2 ? dialog.dismiss() : dialog.accept());
       });
       await devtools.click("[data-testid=pending] button");
       expect(await devtools.$("[data-testid=pending] tr:has-text('plan-approval:plan')")).not.toBeNull();
       expect(await demo.$(".approval button.approve")).not.toBeNull();
-      await devtools.click("[data-testid=pending] button"); // this time confirmed
+      expect(await devtools.$("[data-testid=write-outcome]")).toBeNull();
+      // Refused, and the page says why; nothing was written.
+      await devtools.click("[data-testid=pending] button");
+      await devtools.waitForSelector("[data-testid=write-outcome][data-ok=false]", TIMEOUT);
+      expect(await devtools.textContent("[data-testid=write-outcome]")).toContain(
+        'invalid payload for "plan-approval:plan"',
+      );
+      await shoot(devtools, "refused-answer");
+      expect(await demo.$(".approval button.approve")).not.toBeNull();
+      await devtools.click("[data-testid=pending] button"); // the suggested payload, confirmed
       await demo.waitForFunction(
         () => document.querySelector("#status")?.getAttribute("data-status") === "succeeded",
         undefined,
         TIMEOUT,
       );
-      expect(answers).toEqual(["prompt", "confirm", "prompt", "confirm"]);
+      expect(answers).toEqual(["prompt", "confirm", "prompt", "confirm", "prompt", "confirm"]);
       await devtools.waitForSelector("[data-testid=pending-empty]", TIMEOUT);
       expect(await demo.$(".approval")).toBeNull();
+      // The refusal is gone once an answer went through: only the answer sent is said.
+      const outcome = (await devtools.textContent("[data-testid=write-outcome]")) ?? "";
+      expect(await devtools.getAttribute("[data-testid=write-outcome]", "data-ok")).toBe("true");
+      expect(outcome).toMatch(
+        /^sent \{"approved": true\} to plan-approval:plan \(request devtools-[0-9a-f-]+\)$/,
+      );
+      expect(await devtools.$("[data-testid=write-outcome][data-ok=false]")).toBeNull();
+      await shoot(devtools, "after-answer");
+
+      // Who approved, when, with what, and which task took it: in the timeline as storage holds it.
+      const stored = await readInOrigin<
+        { version: number; key: string; requestId: string; payload: unknown; consumedBy?: string }[]
+      >(
+        context,
+        `
+        const { indexedDbStorage, openSession } = await import("${ROOT}/src/index.ts");
+        const storage = indexedDbStorage("durable-agent-demo");
+        const session = await openSession({ id: "support-42", storage, mode: "read" });
+        const { changes } = await session.readChanges(0, 10000);
+        await session.close();
+        await storage.close();
+        return changes.flatMap((c) => (c.signals ?? []).map((s) => ({ version: c.version, key: s.key, requestId: s.requestId, payload: s.payload, consumedBy: s.consumedBy })));
+        `,
+      );
+      const approval = stored.findLast((signal) => signal.key === "plan-approval:plan");
+      expect(approval?.requestId).toBe(/request (devtools-[0-9a-f-]+)/.exec(outcome)?.[1]);
+      await tab(devtools, "timeline");
+      await devtools.check("[data-testid=signals-only]");
+      const signalRows = await devtools.$$eval("[data-testid=timeline] > li", (items) =>
+        items.map((li) => ({
+          version: li.querySelector("button")?.textContent,
+          lines: [...li.querySelectorAll("[data-testid=commit-signals] li")].map((line) => ({
+            kind: line.getAttribute("data-kind"),
+            key: line.getAttribute("data-key"),
+            text: line.textContent ?? "",
+          })),
+        })),
+      );
+      // Every commit that holds a signal, newest first, and no other.
+      expect(signalRows.map((r) => r.version)).toEqual(
+        [...new Set(stored.map((signal) => `v${signal.version}`))].reverse(),
+      );
+      const line = signalRows
+        .find((r) => r.version === `v${approval?.version}`)
+        ?.lines.find((l) => l.key === approval?.key);
+      expect(line).toMatchObject({ kind: "taken", key: approval?.key });
+      expect(line?.text).toContain(
+        `${approval?.key} from request ${approval?.requestId}: ${JSON.stringify(approval?.payload)}; taken by ${approval?.consumedBy}`,
+      );
+      expect(approval?.consumedBy).toMatch(/\/run$/); // the campaign's task
+      await shoot(devtools, "signal-in-timeline");
+      // The task that took it says so in its history.
+      await devtools.click("[data-testid=commit-signals] button.link");
+      expect(await devtools.textContent("[data-testid=task-took-signal]")).toContain(
+        `took signal ${approval?.key} from request ${approval?.requestId}`,
+      );
       // A decision for a plan nobody asks about yet, given by another tab: the leader keeps it. Dropping it
       // from the devtools goes through the same inbox, after a confirmation, and the leader drops it.
       await runInOrigin(
@@ -538,11 +661,23 @@ describe("devtools page in Chromium", () => {
         new BroadcastChannel("durable-agent:durable-agent-demo:support-42").postMessage({ type: "inbox" });
         `,
       );
+      await tab(devtools, "pending");
       const early = "[data-testid=early-signals] tr:has-text('plan-approval:later')";
       await devtools.waitForSelector(early, TIMEOUT);
       await devtools.click(`${early} button`);
       await devtools.waitForSelector("[data-testid=early-signals]", { state: "detached", ...TIMEOUT });
-      expect(answers).toEqual(["prompt", "confirm", "prompt", "confirm", "confirm"]);
+      expect(answers).toEqual(["prompt", "confirm", "prompt", "confirm", "prompt", "confirm", "confirm"]);
+      expect(await devtools.textContent("[data-testid=write-outcome]")).toBe(
+        "dropped the signal kept for plan-approval:later",
+      );
+      // The timeline says it came (kept, no wait took it) and that it was dropped.
+      await tab(devtools, "timeline");
+      await devtools.check("[data-testid=signals-only]");
+      const later = "[data-testid=commit-signals] li[data-key='plan-approval:later']";
+      await devtools.waitForSelector(`${later}[data-kind=dropped]`, TIMEOUT);
+      expect(await devtools.textContent(`${later}[data-kind=received]`)).toContain(
+        'plan-approval:later from request early-1: {"approved":false}; no wait takes it yet, kept',
+      );
     });
   }, 90_000);
 
@@ -582,12 +717,30 @@ describe("devtools page in Chromium", () => {
       const shown = await devtools.$$eval("[data-testid=task-graph] g.node", (items) =>
         items.map((g) => ({
           outcome: g.getAttribute("data-outcome"),
+          status: g.getAttribute("data-status"),
+          tone: [...g.classList].find((c) => c.startsWith("tone-")),
           visible: [...g.querySelectorAll("text")].map((t) => t.textContent).join(" "),
           label: g.getAttribute("aria-label") ?? "",
         })),
       );
       const of = (outcome: string) => shown.find((n) => n.outcome === outcome);
-      expect(shown.map((n) => n.outcome).sort()).toEqual(["confirmed", "error", "interrupted", "succeeded"]);
+      // The turn succeeded, but over tool calls that did not: its node says so, in the warning tone.
+      expect(shown.map((n) => n.outcome).sort()).toEqual([
+        "confirmed",
+        "error",
+        "interrupted",
+        "succeeded with problems",
+      ]);
+      expect(of("succeeded with problems")?.tone).toBe("tone-warn");
+      expect(of("succeeded with problems")?.label).toContain("1 error, 1 interrupted below");
+      // So does its entry in the list of units of work, as the Submissions view does below.
+      expect(await devtools.textContent("[data-testid=work-status-label]")).toBe("succeeded with problems");
+      // Nothing in this session is unfinished (every task ended) and no tab leads it: nothing is said to wait.
+      expect(shown.every((n) => ["succeeded", "failed", "cancelled"].includes(n.status ?? ""))).toBe(true);
+      await devtools.waitForSelector("[data-testid=writer][data-state=none]", TIMEOUT);
+      const writer = (await devtools.textContent("[data-testid=writer]")) ?? "";
+      expect(writer).toContain("nothing in it is unfinished, so nothing waits for one");
+      expect(writer).not.toContain("open work");
       expect(of("error")?.visible).toContain("error: HTTP 503");
       expect(of("interrupted")?.visible).toContain("charge_card");
       expect(of("interrupted")?.visible).toContain("↻1");
@@ -618,6 +771,15 @@ describe("devtools page in Chromium", () => {
       const status = devtools.locator("[data-testid=submission-status]");
       expect(await status.getAttribute("data-tone")).toBe("warn");
       expect(await status.textContent()).toContain("succeeded with problems 1 error, 1 interrupted");
+      // The timeline's commit that ended the turn says the same, never a plain "succeeded".
+      await tab(devtools, "timeline");
+      const ended = await devtools.$$eval("[data-testid=timeline] li li", (items) =>
+        items.map((li) => li.textContent ?? "").filter((text) => /^submission \S+ → succeeded/.test(text)),
+      );
+      expect(ended).toEqual([
+        expect.stringMatching(/→ succeeded with problems \(1 error, 1 interrupted below\)$/),
+      ]);
+      await tab(devtools, "submissions");
       // What the run did: two model rounds, three tool calls, its token totals.
       expect(await devtools.textContent("[data-testid=submission-work]")).toMatch(
         /^2 rounds · 3 tool calls · \d+ in \/ \d+ out tokens$/,
@@ -686,6 +848,11 @@ describe("devtools page in Chromium", () => {
       expect(await devtools.textContent("[data-testid=work-items] li:first-child")).toContain("req-299");
       const nodes = await devtools.$$eval("[data-testid=task-graph] g.node", (gs) => gs.length);
       expect(nodes).toBe(2); // the turn and its one tool call
+      await tab(devtools, "submissions");
+      expect(await devtools.textContent("[data-testid=submission-work]")).toMatch(
+        /(^| · )1 tool call( · |$)/,
+      );
+      await tab(devtools, "tasks");
       const width = Number(await devtools.getAttribute("[data-testid=task-graph]", "width"));
       expect(width).toBeLessThan(2 * 210 + 100);
       // Of the runs in the view (280–299), 280 and 290 had a failed tool call.

@@ -4,10 +4,17 @@
  */
 import { render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { emptyView, type RecoveryPlan, type Registry } from "../../src/index.ts";
+import {
+  emptyView,
+  isSubmissionFinished,
+  isTerminal,
+  type RecoveryPlan,
+  type Registry,
+  type SessionView,
+} from "../../src/index.ts";
 import { formatTime } from "./derive.ts";
 import { SessionHistory } from "./history.ts";
-import { type RecoveryMark, recoveryLane } from "./outcome.ts";
+import { problemsBelow, type RecoveryMark, recoveryLane } from "./outcome.ts";
 import { PendingView } from "./pending.tsx";
 import {
   type ExportedHistory,
@@ -26,12 +33,18 @@ import { TimelineView } from "./timeline.tsx";
 import { ConversationView, DocumentsView, SubmissionsView } from "./views.tsx";
 import { WakeView } from "./wake.tsx";
 import type { ModelPrice } from "./waterfall.tsx";
+import { counted } from "./words.ts";
 
 export interface DevtoolsOptions {
   /** The app's registry for a local session (recovery preview); omit when there is none. */
   readonly registryFor?: (database: string, sessionId: string) => Registry | undefined;
-  /** Dollars per million tokens by model id: the waterfall adds a run's cost to its token totals. */
+  /** Dollars per million tokens by model id: the waterfall adds a run's estimated cost to its token totals. */
   readonly prices?: Readonly<Record<string, ModelPrice>>;
+  /**
+   * Where `prices` come from, as the page says beside the cost (`"illustrative prices, set in main.tsx"`);
+   * without it the page says "the prices this page was given".
+   */
+  readonly pricesFrom?: string;
 }
 
 type Target =
@@ -277,11 +290,24 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   const [loadingEarlier, setLoadingEarlier] = useState(false);
   // Whether a writer drives the session (local: a tab holds its leader lock), asked every 2 s.
   const [writer, setWriter] = useState<{ state: WriterState; since: number } | undefined>(undefined);
+  const [parked, setParked] = useState(0);
   const [version, setVersion] = useState(0);
   const [tab, setTab] = useState<Tab>(pins.tab);
   const [selectedTask, setSelectedTask] = useState<string | undefined>(pins.task);
   const liveRef = useRef(live);
   liveRef.current = live;
+  // How the last write asked for (an answer, a cancel, a drop) went: a refusal shows until the next attempt,
+  // which clears it, and a success replaces it (a refusal left beside an accepted answer would be untrue).
+  const [write, setWrite] = useState<{ ok: boolean; text: string } | undefined>(undefined);
+  const attemptWrite = async (done: string, run: () => Promise<unknown> | undefined): Promise<void> => {
+    setWrite(undefined);
+    try {
+      await run();
+      setWrite({ ok: true, text: done });
+    } catch (e) {
+      setWrite({ ok: false, text: (e as Error).message });
+    }
+  };
 
   useEffect(() => {
     if (!target) return;
@@ -289,6 +315,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
     let stop: () => void = () => undefined;
     let opened: SessionSource | undefined;
     setError(undefined);
+    setWrite(undefined);
     setLoadingEarlier(false);
     const pinned = pinnedVersion.current;
     pinnedVersion.current = undefined;
@@ -345,18 +372,27 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
 
   useEffect(() => {
     setWriter(undefined);
+    setParked(0);
     const ask = source?.writer;
     if (!ask) return;
     let current = true;
+    // With no writer, whether open work waits for one includes the parked waits in storage (not in the view).
+    const countParked = source?.readParkedWaits;
     const check = () =>
       void ask().then(
-        (state) =>
-          current &&
+        (state) => {
+          if (!current) return;
           setWriter((before) =>
             before && JSON.stringify(before.state) === JSON.stringify(state)
               ? before
               : { state, since: Date.now() },
-          ),
+          );
+          if (state.state === "none" && countParked)
+            countParked(undefined, 1).then(
+              (page) => current && setParked(page.parked),
+              () => undefined,
+            );
+        },
         () => undefined,
       );
     check();
@@ -393,6 +429,8 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   // biome-ignore lint/correctness/useExhaustiveDependencies: a new commit or a tick is what makes it stale
   const wallNow = useMemo(() => Date.now(), [latest, clockTick]);
   const shown = live ? latest : version;
+  // biome-ignore lint/correctness/useExhaustiveDependencies: the history grows in place; `latest` marks each new commit
+  const open = useMemo(() => history && openWork(history.latest, parked), [history, latest, parked]);
   // Ages and durations of a past version are as of its commit: what was still running then is drawn to then.
   const now = shown === latest ? wallNow : (history?.commit(shown)?.at ?? wallNow);
   // biome-ignore lint/correctness/useExhaustiveDependencies: the history grows in place; `latest` marks each new commit
@@ -402,6 +440,9 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
     () => (history ? recoveryLane(history.commits, history.base) : new Map<number, RecoveryMark[]>()),
     [history, latest, tick],
   );
+  // The problems under each task as the latest version knows them (tasks that ended do not change).
+  // biome-ignore lint/correctness/useExhaustiveDependencies: the history grows in place; `latest` marks each new commit
+  const below = useMemo(() => problemsBelow(history?.latest.tasks ?? []), [history, latest]);
   const [preview, setPreview] = useState<RecoveryPlan | undefined>(undefined);
   useEffect(() => {
     let current = true;
@@ -426,6 +467,16 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
       {error && (
         <p class="error" role="alert">
           {error}
+        </p>
+      )}
+      {write && (
+        <p
+          class={write.ok ? "done" : "error"}
+          role={write.ok ? "status" : "alert"}
+          data-testid="write-outcome"
+          data-ok={String(write.ok)}
+        >
+          {write.ok ? write.text : `not written: ${write.text}`}
         </p>
       )}
       {!target && <SessionList onAttach={setTarget} />}
@@ -462,12 +513,13 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
             </label>
             {writer && (
               <span
-                class={`writer ${writer.state.state}`}
+                // Drawn as a warning only while open work waits for a writer.
+                class={`writer ${writer.state.state}${open === undefined ? " idle" : ""}`}
                 role="status"
                 data-testid="writer"
                 data-state={writer.state.state}
               >
-                {writerText(writer.state, writer.since)}
+                {writerText(writer.state, writer.since, open)}
               </span>
             )}
             {loadingEarlier && (
@@ -542,7 +594,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                   source?.cancelSubmission &&
                   ((id) => {
                     if (confirm(`Cancel submission ${id}? This writes to the session.`))
-                      source.cancelSubmission?.(id).catch((e: unknown) => setError((e as Error).message));
+                      void attemptWrite(`cancelled submission ${id}`, () => source.cancelSubmission?.(id));
                   })
                 }
               />
@@ -557,6 +609,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                 now={now}
                 older={source}
                 prices={options.prices}
+                pricesFrom={options.pricesFrom}
               />
             )}
             {tab === "pending" && (
@@ -575,13 +628,14 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                         try {
                           payload = JSON.parse(text);
                         } catch {
-                          setError(`not JSON: ${text}`);
+                          setWrite({ ok: false, text: `not JSON: ${text}` });
                           return;
                         }
                         if (!confirm(`Send ${text} to ${key}? The waiting task continues with it.`)) return;
-                        source
-                          .answerWait?.(key, payload, `devtools-${crypto.randomUUID()}`)
-                          .catch((e: unknown) => setError((e as Error).message));
+                        const requestId = `devtools-${crypto.randomUUID()}`;
+                        void attemptWrite(`sent ${text} to ${key} (request ${requestId})`, () =>
+                          source.answerWait?.(key, payload, requestId),
+                        );
                       }
                     : undefined
                 }
@@ -592,9 +646,9 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                     ? (key) => {
                         if (!confirm(`Drop the signal kept for ${key}? No wait will take it.`))
                           return undefined;
-                        return source
-                          .dropEarlySignal?.(key)
-                          .catch((e: unknown) => setError((e as Error).message));
+                        return attemptWrite(`dropped the signal kept for ${key}`, () =>
+                          source.dropEarlySignal?.(key),
+                        );
                       }
                     : undefined
                 }
@@ -606,6 +660,7 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                 commits={history.commits}
                 version={view.version}
                 recovery={recovery}
+                below={below}
                 onScrub={(v) => {
                   setLive(false);
                   setVersion(v);
@@ -636,14 +691,34 @@ export function mountDevtools(root: HTMLElement, options: DevtoolsOptions = {}):
   render(<Devtools options={options} />, root);
 }
 
-/** What the writer line says: who drives the session's open work, and since or until when. */
-function writerText(writer: WriterState, since: number): string {
+/**
+ * The session's open work at its latest version: unfinished tasks, open Submissions, parked waits in
+ * storage — as words ("2 unfinished tasks, 1 open submission"), or undefined when there is none.
+ */
+function openWork(latest: SessionView, parked: number): string | undefined {
+  const tasks = latest.tasks.filter((t) => !isTerminal(t)).length;
+  const submissions = latest.submissions.filter((s) => !isSubmissionFinished(s)).length;
+  const parts = [
+    tasks > 0 ? counted(tasks, "unfinished task") : undefined,
+    submissions > 0 ? counted(submissions, "open submission") : undefined,
+    parked > 0 ? counted(parked, "parked wait") : undefined,
+  ].filter((part) => part !== undefined);
+  return parts.length > 0 ? parts.join(", ") : undefined;
+}
+
+/**
+ * What the writer line says: who drives the session's open work, and since or until when. With no tab
+ * leading, it says open work waits only when there is some (`open`).
+ */
+function writerText(writer: WriterState, since: number, open: string | undefined): string {
   const clock = (at: number) => formatTime(at).slice(11, 19);
   switch (writer.state) {
     case "leading":
       return "a tab leads this session";
     case "none":
-      return `no tab leads this session since ${clock(since)}: its open work waits until one does`;
+      return open
+        ? `no tab leads this session since ${clock(since)}: its open work (${open}) waits until one does`
+        : `no tab leads this session since ${clock(since)}; nothing in it is unfinished, so nothing waits for one`;
     case "edge":
       return "its Durable Object writes this session: the alarm wakes open work with no request";
     case "tab":

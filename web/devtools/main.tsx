@@ -7,6 +7,9 @@ mountDevtools(document.getElementById("app") as HTMLElement, {
     if (database !== "durable-agent-demo") return undefined;
     return sessionId === "stream-demo" ? streamingRegistry() : demoRegistry(new BrowserMailService());
   },
-  // Illustrative prices (dollars per million tokens) for the demo's scripted model: a real app passes its own.
+  // Illustrative prices (dollars per million tokens) for the demo's scripted model, not any provider's: a
+  // real app passes its own, and says where they come from.
   prices: { scripted: { input: 3, output: 15 } },
+  pricesFrom:
+    "illustrative prices of $3 in / $15 out per million tokens (set in web/devtools/main.tsx, not a provider's)",
 });

@@ -6,6 +6,7 @@
  */
 import type { CommitRecord, SessionView, Submission, Task } from "../../src/index.ts";
 import { treeOf } from "./tree.ts";
+import { counted } from "./words.ts";
 
 /** How a display reads: good, needs a look, bad, still going, or waiting. */
 export type Tone = "good" | "warn" | "bad" | "active" | "waiting";
@@ -114,13 +115,55 @@ export function problemsOf(submission: Submission, tasks: readonly Task[]): Map<
   return counts;
 }
 
+/** Problems counted by label as words: "2 errors, 1 interrupted" (the other labels read as adjectives). */
+export function problemText(counts: ReadonlyMap<string, number>): string {
+  return [...counts]
+    .map(([label, n]) => (label === "error" ? counted(n, "error") : `${n} ${label}`))
+    .join(", ");
+}
+
+/**
+ * For each task with problems under it, the tasks below it (not itself) that did not end plainly ok,
+ * counted by label: what makes a parent that succeeded not a plain success.
+ */
+export function problemsBelow(tasks: readonly Task[]): Map<string, Map<string, number>> {
+  const byId = new Map(tasks.map((t) => [t.id, t]));
+  const below = new Map<string, Map<string, number>>();
+  for (const task of tasks) {
+    const { label, tone } = taskOutcome(task);
+    if (tone !== "bad" && tone !== "warn") continue;
+    for (let up = byId.get(task.parentId ?? ""); up; up = byId.get(up.parentId ?? "")) {
+      const counts = below.get(up.id) ?? new Map<string, number>();
+      counts.set(label, (counts.get(label) ?? 0) + 1);
+      below.set(up.id, counts);
+    }
+  }
+  return below;
+}
+
+/**
+ * What a task's node says in its tree (`below`: `problemsBelow` of the tree): its own outcome, except that a
+ * task that ended well over tasks that did not is "… with problems", in the warning tone, the problems its
+ * reason — as its Submission's row says.
+ */
+export function outcomeInTree(task: Task, below: ReadonlyMap<string, ReadonlyMap<string, number>>): Outcome {
+  const own = taskOutcome(task);
+  const counts = below.get(task.id);
+  if (own.tone !== "good" || counts === undefined || counts.size === 0) return own;
+  return {
+    label: `${own.label} with problems`,
+    tone: "warn",
+    reason: `${problemText(counts)} below${own.reason ? `; ${own.reason}` : ""}`,
+  };
+}
+
 /** What a Submission's row says: its status, with the problems of its tool calls, and whether it is open. */
 export function submissionOutcome(
   submission: Submission,
   view: SessionView,
   now: number,
 ): Outcome & { problems: string } {
-  const problems = [...problemsOf(submission, view.tasks)].map(([label, n]) => `${n} ${label}`).join(", ");
+  const problems = problemText(problemsOf(submission, view.tasks));
   switch (submission.status) {
     case "succeeded":
       return problems

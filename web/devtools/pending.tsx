@@ -178,6 +178,9 @@ function EarlySignals(props: {
 /** How many early signals the page lists (the session keeps at most `maxEarlySignals`, 1,000 by default). */
 const EARLY_LISTED = 100;
 
+/** How much of what a wait is for the table shows (the whole is its cell's tooltip). */
+const ABOUT_SHOWN = 400;
+
 function WaitRow(props: {
   wait: PendingWait;
   now: number;
@@ -185,6 +188,7 @@ function WaitRow(props: {
   onAnswer?: ((key: string, suggested: string) => void) | undefined;
 }) {
   const { wait } = props;
+  const about = JSON.stringify(wait.about ?? null);
   return (
     <tr data-parked={props.parked ? "true" : undefined}>
       <td>
@@ -206,7 +210,9 @@ function WaitRow(props: {
         {wait.taskId} <span class="meta">{wait.kind}</span>
       </td>
       <td>
-        <code>{JSON.stringify(wait.about ?? null)}</code>
+        <code class="pending-about" title={about.length > ABOUT_SHOWN ? about : undefined}>
+          {clip(about, ABOUT_SHOWN)}
+        </code>
       </td>
       <td>
         since {formatTime(wait.since)} ({formatAge(props.now - wait.since)})

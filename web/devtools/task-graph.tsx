@@ -1,17 +1,18 @@
-/** The task tree as a laid-out graph (dagre), and the details of the selected task. */
+/** The task tree as a laid-out graph, and the details of the selected task. */
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { isTerminal, type SessionView, type Task } from "../../src/index.ts";
 import { clip, formatTime, layoutTasks, NODE_HEIGHT, NODE_WIDTH } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
 import { JsonView } from "./json-view.tsx";
-import { taskOutcome, taskTitle } from "./outcome.ts";
+import { type Outcome, outcomeInTree, problemsBelow, taskTitle } from "./outcome.ts";
 import type { SessionSource } from "./session-source.ts";
 import { VirtualList } from "./virtual-list.tsx";
 import { type ModelPrice, Waterfall } from "./waterfall.tsx";
+import { counted } from "./words.ts";
 import { rootOf, storedItem, treeOf, type WorkItem, workItems } from "./work-items.ts";
 
 /** The node's third line: where a live task stands, or how an ended one ended and why. */
-function stateLine(task: Task, blocked: string | undefined): string {
+function stateLine(task: Task, blocked: string | undefined, outcome: Outcome): string {
   if (blocked) return `blocked: ${blocked}`;
   const s = task.state;
   switch (s.status) {
@@ -21,15 +22,13 @@ function stateLine(task: Task, blocked: string | undefined): string {
     case "sleeping":
       return `sleeping until ${formatTime(s.until).slice(11)}`;
     case "waiting":
-      return `waits ${s.children.length} (${s.policy}) → ${s.thenPhase}`;
+      return `waits for ${counted(s.children.length, "child", "children")} (${s.policy}) → ${s.thenPhase}`;
     case "awaiting":
-      return `awaits ${s.keys.length === 1 ? s.keys[0] : `${s.mode} of ${s.keys.length} keys`} → ${s.thenPhase}`;
+      return `awaits ${s.keys.length === 1 ? s.keys[0] : `${s.mode} of ${counted(s.keys.length, "key")}`} → ${s.thenPhase}`;
     case "completing":
       return `completing (${s.outcome})`;
-    default: {
-      const outcome = taskOutcome(task);
+    default:
       return outcome.reason ? `${outcome.label}: ${outcome.reason}` : outcome.label;
-    }
   }
 }
 
@@ -48,6 +47,8 @@ export function TaskGraph(props: {
   older?: Pick<SessionSource, "readSubmissions" | "readTaskTree"> | undefined;
   /** Dollars per million tokens by model id, for the waterfall's cost total. */
   prices?: Readonly<Record<string, ModelPrice>> | undefined;
+  /** Where those prices come from, said beside the cost. */
+  pricesFrom?: string | undefined;
 }) {
   const { view } = props;
   const held = useMemo(() => workItems(view, props.now), [view, props.now]);
@@ -84,6 +85,8 @@ export function TaskGraph(props: {
     void props.older?.readTaskTree?.(wanted).then((found) => setStoredTree({ root: wanted, tasks: found }));
   }, [wanted, storedTree?.root, props.older]);
   const graph = useMemo(() => layoutTasks(tasks), [tasks]);
+  // A parent that succeeded over tool calls that did not is not drawn as a plain success.
+  const below = useMemo(() => problemsBelow(tasks), [tasks]);
   const blocked = new Map(view.blocked.filter((b) => b.kind === "task").map((b) => [b.id, b.reason]));
   const selected = tasks.find((t) => t.id === props.selected);
   const needle = query.trim().toLowerCase();
@@ -125,7 +128,7 @@ export function TaskGraph(props: {
           <VirtualList
             items={matching}
             list={{ "data-testid": "work-items" }}
-            label={`${matching.length} submissions and root tasks`}
+            label={`${counted(matching.length, "submission or root task", "submissions and root tasks")}`}
             viewport={420}
             keyOf={(i) => i.id}
             estimate={() => 34}
@@ -136,7 +139,10 @@ export function TaskGraph(props: {
                 data-item={i.id}
                 onClick={() => setChosen(i.id)}
               >
-                <span class={`status tone-${i.tone}`}>{i.status}</span> {i.label}
+                <span class={`status tone-${i.tone}`} data-testid="work-status-label">
+                  {i.statusLabel}
+                </span>{" "}
+                {i.label}
               </button>
             )}
           />
@@ -171,11 +177,11 @@ export function TaskGraph(props: {
             ))}
             {graph.nodes.map(({ task, x, y }) => {
               const status = blocked.has(task.id) ? "blocked" : task.state.status;
-              const outcome = taskOutcome(task);
+              const outcome = outcomeInTree(task, below);
               const tone = blocked.has(task.id) ? "bad" : outcome.tone;
               const kind = `${clip(taskTitle(task), 30)}${task.restarts > 0 ? ` ↻${task.restarts}` : ""}`;
               const id = task.id.length > 30 ? `…${task.id.slice(-29)}` : task.id;
-              const line = stateLine(task, blocked.get(task.id));
+              const line = stateLine(task, blocked.get(task.id), outcome);
               const activate = () => props.onSelect(task.id);
               return (
                 // biome-ignore lint/a11y/useSemanticElements: an SVG node cannot be a <button>; it takes focus and Enter
@@ -219,20 +225,25 @@ export function TaskGraph(props: {
         </section>
         <aside class="details" data-testid="task-details">
           {selected ? (
-            <TaskDetails task={selected} history={props.history} />
+            <TaskDetails task={selected} history={props.history} outcome={outcomeInTree(selected, below)} />
           ) : (
             <p class="empty">Select a task.</p>
           )}
         </aside>
       </div>
-      <Waterfall tasks={tasks} view={view} now={props.now} prices={props.prices} />
+      <Waterfall
+        tasks={tasks}
+        view={view}
+        now={props.now}
+        prices={props.prices}
+        pricesFrom={props.pricesFrom}
+      />
     </>
   );
 }
 
-function TaskDetails({ task, history }: { task: Task; history: SessionHistory }) {
+function TaskDetails({ task, history, outcome }: { task: Task; history: SessionHistory; outcome: Outcome }) {
   const states = history.taskHistory(task.id);
-  const outcome = taskOutcome(task);
   return (
     <>
       <h3>
@@ -291,6 +302,16 @@ function TaskDetails({ task, history }: { task: Task; history: SessionHistory })
           <li key={s.version}>
             v{s.version} · {formatTime(s.at).slice(11)} · {s.task.state.status} @{s.task.checkpoint.phase}
             {s.task.restarts > 0 ? ` · restarts ${s.task.restarts}` : ""}
+            {history
+              .commit(s.version)
+              ?.signals?.filter((signal) => signal.consumedBy === task.id)
+              .map((signal) => (
+                <span key={signal.key} class="took-signal" data-testid="task-took-signal">
+                  {" "}
+                  · took signal {signal.key} from request {signal.requestId}:{" "}
+                  {clip(JSON.stringify(signal.payload), 80)}
+                </span>
+              ))}
           </li>
         ))}
       </ol>

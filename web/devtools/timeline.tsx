@@ -2,14 +2,17 @@
 
 import { useMemo, useState } from "preact/hooks";
 import type { CommitRecord } from "../../src/index.ts";
-import { describeCommit, formatTime } from "./derive.ts";
+import { describeCommit, describeSignals, formatTime } from "./derive.ts";
 import type { RecoveryMark } from "./outcome.ts";
 import { VirtualList } from "./virtual-list.tsx";
+import { counted } from "./words.ts";
 
 /**
- * Every commit, newest first, with what it changed and what recovery did in it (the recovery lane: new
- * writers and the gap before them, counted restarts, confirmations, interrupted records — each linked to
- * its task); a click scrubs to it. "Recovery only" keeps the commits that carry such marks.
+ * Every commit, newest first, with what it changed, the signals it took in, handed to a wait or dropped
+ * (an approval: its key, who sent it, its payload, the task it answered), and what recovery did in it (the
+ * recovery lane: new writers and the gap before them, counted restarts, confirmations, interrupted records)
+ * — each linked to its task; a click scrubs to it. "Recovery only" and "signals only" keep the commits
+ * that carry such marks (either, when both are checked).
  */
 export function TimelineView(props: {
   commits: readonly CommitRecord[];
@@ -17,12 +20,21 @@ export function TimelineView(props: {
   recovery: ReadonlyMap<number, readonly RecoveryMark[]>;
   onScrub: (version: number) => void;
   onTask: (taskId: string) => void;
+  /** `problemsBelow` of the tasks known now: a commit's "succeeded" says when tool calls under it did not. */
+  below?: ReadonlyMap<string, ReadonlyMap<string, number>>;
 }) {
   const [onlyRecovery, setOnlyRecovery] = useState(false);
+  const [onlySignals, setOnlySignals] = useState(false);
+  const withSignals = useMemo(() => props.commits.filter(hasSignals).length, [props.commits]);
   const newestFirst = useMemo(() => {
-    const pool = onlyRecovery ? props.commits.filter((c) => props.recovery.has(c.version)) : props.commits;
+    const pool =
+      onlyRecovery || onlySignals
+        ? props.commits.filter(
+            (c) => (onlyRecovery && props.recovery.has(c.version)) || (onlySignals && hasSignals(c)),
+          )
+        : props.commits;
     return [...pool].reverse();
-  }, [props.commits, props.recovery, onlyRecovery]);
+  }, [props.commits, props.recovery, onlyRecovery, onlySignals]);
   return (
     <>
       <label class="filter">
@@ -32,13 +44,22 @@ export function TimelineView(props: {
           checked={onlyRecovery}
           onChange={(e) => setOnlyRecovery(e.currentTarget.checked)}
         />{" "}
-        recovery only ({props.recovery.size} commits)
+        recovery only ({counted(props.recovery.size, "commit")})
+      </label>{" "}
+      <label class="filter">
+        <input
+          type="checkbox"
+          data-testid="signals-only"
+          checked={onlySignals}
+          onChange={(e) => setOnlySignals(e.currentTarget.checked)}
+        />{" "}
+        signals only ({counted(withSignals, "commit")})
       </label>
       <VirtualList
         items={newestFirst}
         as="ol"
         list={{ class: "timeline", "data-testid": "timeline" }}
-        label={`${newestFirst.length} commits, newest first`}
+        label={`${counted(newestFirst.length, "commit")}, newest first`}
         keyOf={(change) => change.version}
         numberOf={(change) => change.version}
         estimate={(change) =>
@@ -48,7 +69,8 @@ export function TimelineView(props: {
               change.entries.length +
               change.tasks.length +
               change.documents.length) +
-          22 * (props.recovery.get(change.version)?.length ?? 0)
+          22 * (props.recovery.get(change.version)?.length ?? 0) +
+          22 * ((change.signals?.length ?? 0) + (change.droppedSignals?.length ?? 0))
         }
         rowClass={(change) => (change.version === props.version ? "current" : undefined)}
         render={(change) => (
@@ -78,8 +100,26 @@ export function TimelineView(props: {
                 ))}
               </ul>
             )}
+            {hasSignals(change) && (
+              <ul class="signal-lines" data-testid="commit-signals">
+                {describeSignals(change).map((line) => (
+                  <li key={`${line.kind}:${line.key}`} data-kind={line.kind} data-key={line.key}>
+                    <span class="tag">{line.kind === "dropped" ? "signal dropped" : "signal"}</span>{" "}
+                    {line.text}
+                    {line.taskId && (
+                      <>
+                        {" "}
+                        <button type="button" class="link" onClick={() => props.onTask(line.taskId ?? "")}>
+                          show task
+                        </button>
+                      </>
+                    )}
+                  </li>
+                ))}
+              </ul>
+            )}
             <ul>
-              {describeCommit(change).map((line) => (
+              {describeCommit(change, props.below).map((line) => (
                 <li key={line}>{line}</li>
               ))}
             </ul>
@@ -89,3 +129,7 @@ export function TimelineView(props: {
     </>
   );
 }
+
+/** Whether a commit took in, handed over or dropped a signal. */
+const hasSignals = (change: CommitRecord) =>
+  (change.signals?.length ?? 0) + (change.droppedSignals?.length ?? 0) > 0;

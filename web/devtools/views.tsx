@@ -15,6 +15,7 @@ import { submissionOutcome } from "./outcome.ts";
 import type { SessionSource } from "./session-source.ts";
 import { treeOf } from "./tree.ts";
 import { VirtualList } from "./virtual-list.tsx";
+import { counted } from "./words.ts";
 
 /**
  * Submissions with how they ended (the problems of their tool calls counted: a succeeded turn whose calls
@@ -79,8 +80,8 @@ function workOf(s: Submission, view: SessionView): string {
     s.result as { usage?: { rounds?: number; total?: { inputTokens: number; outputTokens: number } } }
   )?.usage;
   const parts = [
-    usage?.rounds !== undefined ? `${usage.rounds} rounds` : undefined,
-    `${tools} tool calls`,
+    usage?.rounds !== undefined ? counted(usage.rounds, "round") : undefined,
+    counted(tools, "tool call"),
     waits > 0 ? `${waits} waiting` : undefined,
     usage?.total ? `${usage.total.inputTokens} in / ${usage.total.outputTokens} out tokens` : undefined,
   ];
@@ -219,7 +220,7 @@ function ConversationEntries(props: {
       <h3>
         {conversation.id}{" "}
         <small data-testid="entry-count">
-          ({entries.length} of {conversation.entryCount} entries shown)
+          ({entries.length} of {counted(conversation.entryCount, "entry", "entries")} shown)
         </small>
       </h3>
       {firstShown > 0 && (

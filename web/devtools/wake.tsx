@@ -2,6 +2,7 @@
 
 import type { RecoveryEvent, RecoveryPlan, SessionView } from "../../src/index.ts";
 import { formatTime, wakeOfView } from "./derive.ts";
+import { counted } from "./words.ts";
 
 function describeEvent(event: RecoveryEvent): string {
   switch (event.type) {
@@ -10,9 +11,9 @@ function describeEvent(event: RecoveryEvent): string {
     case "started":
       return `start phase “${event.phase}”${event.detail ? ` — ${event.detail}` : ""}`;
     case "restart-limit":
-      return `fail: restart limit reached in phase “${event.phase}” (${event.restarts} restarts)`;
+      return `fail: restart limit reached in phase “${event.phase}” (${counted(event.restarts, "restart")})`;
     case "join-rechecked":
-      return `re-check its join (${event.open} children still open)`;
+      return `re-check its join (${counted(event.open, "child", "children")} still open)`;
     case "woke":
       return `wake now into phase “${event.phase}” (its sleep is over)`;
     case "migrated":

@@ -1,11 +1,13 @@
 /**
  * A unit of work's waterfall: each task of its tree as a bar from when it was created to when it ended
  * (or now, while it runs), on one time axis from the first task's start; waits on outside input marked.
- * Below it the run's token totals from its model entries, and their cost when the page was given prices.
+ * Below it the run's token totals from its model entries, and an estimate of their cost when the page was
+ * given prices (it says where they come from).
  */
 import type { Entry, SessionView, Task } from "../../src/index.ts";
 import { isTerminal } from "../../src/index.ts";
-import { taskOutcome, taskTitle } from "./outcome.ts";
+import { outcomeInTree, problemsBelow, taskTitle } from "./outcome.ts";
+import { counted } from "./words.ts";
 
 /** Dollars per million tokens of one model id (what `mountDevtools({ prices })` takes). */
 export interface ModelPrice {
@@ -45,6 +47,8 @@ export function Waterfall(props: {
   view: SessionView;
   now: number;
   prices?: Readonly<Record<string, ModelPrice>> | undefined;
+  /** Where the prices come from (the cost is an estimate at them, and the page says so). */
+  pricesFrom?: string | undefined;
 }) {
   const tasks = [...props.tasks].sort((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1));
   if (tasks.length === 0) return null;
@@ -52,6 +56,7 @@ export function Waterfall(props: {
   const endOf = (t: Task) => (isTerminal(t) ? t.updatedAt : Math.max(t.updatedAt, props.now));
   const span = Math.max(1, ...tasks.map((t) => endOf(t) - start));
   const totals = tokenTotals(props.view, props.tasks);
+  const below = problemsBelow(props.tasks);
   const cost = totals.reduce<number | undefined>((sum, t) => {
     const price = props.prices?.[t.model];
     return price === undefined || sum === undefined
@@ -65,7 +70,7 @@ export function Waterfall(props: {
         {tasks.map((t) => {
           const from = t.createdAt - start;
           const took = endOf(t) - t.createdAt;
-          const outcome = taskOutcome(t);
+          const outcome = outcomeInTree(t, below);
           const waiting = t.state.status === "awaiting" ? " waiting" : "";
           return (
             <li key={t.id} data-task={t.id} data-start={from} data-ms={took}>
@@ -91,10 +96,18 @@ export function Waterfall(props: {
       {totals.length > 0 && (
         <p class="meta" data-testid="token-totals">
           {totals
-            .map((t) => `${t.model}: ${t.calls} calls, ${t.inputTokens} in / ${t.outputTokens} out tokens`)
+            .map(
+              (t) =>
+                `${t.model}: ${counted(t.calls, "call")}, ${t.inputTokens} in / ${t.outputTokens} out tokens`,
+            )
             .join(" · ")}{" "}
           (model entries the view holds)
-          {cost !== undefined && ` · $${cost.toFixed(4)} at the page's prices`}
+          {cost !== undefined && (
+            <span data-testid="cost-estimate">
+              {" "}
+              · estimated cost ${cost.toFixed(4)} at {props.pricesFrom ?? "the prices this page was given"}
+            </span>
+          )}
         </p>
       )}
     </section>

@@ -3,7 +3,7 @@
  * one. A session of 20,000 Submissions would otherwise lay all their trees out in one row on every commit.
  */
 import type { SessionView, Submission, Task } from "../../src/index.ts";
-import { submissionOutcome } from "./outcome.ts";
+import { outcomeInTree, problemsBelow, submissionOutcome } from "./outcome.ts";
 
 export { treeOf } from "./tree.ts";
 
@@ -13,6 +13,8 @@ export interface WorkItem {
   readonly id: string;
   readonly label: string;
   readonly status: string;
+  /** How it ended as the Submissions view says it ("succeeded with problems"), or its status. */
+  readonly statusLabel: string;
   readonly tone: string;
   readonly rootTaskId: string | undefined;
   readonly order: number;
@@ -32,6 +34,7 @@ export function workItems(view: SessionView, now: number): WorkItem[] {
       id: s.id,
       label: `${s.requestId} · ${s.id}`,
       status: s.status,
+      statusLabel: outcome.label,
       tone: outcome.tone,
       rootTaskId: s.taskId,
       order: s.acceptedVersion ?? 0,
@@ -39,18 +42,22 @@ export function workItems(view: SessionView, now: number): WorkItem[] {
       problems: s.status === "succeeded" && outcome.problems !== "",
     });
   }
+  const below = problemsBelow(view.tasks);
   for (const task of view.tasks)
-    if (task.parentId === undefined && !roots.has(task.id))
+    if (task.parentId === undefined && !roots.has(task.id)) {
+      const outcome = outcomeInTree(task, below);
       items.push({
         id: task.id,
         label: `task ${task.kind} · ${task.id}`,
         status: task.state.status,
-        tone: "active",
+        statusLabel: outcome.label,
+        tone: outcome.tone,
         rootTaskId: task.id,
         order: task.createdVersion ?? 0,
-        text: `${task.id} ${task.kind} ${task.state.status}`.toLowerCase(),
-        problems: false,
+        text: `${task.id} ${task.kind} ${task.state.status} ${outcome.label}`.toLowerCase(),
+        problems: task.state.status === "succeeded" && below.has(task.id),
       });
+    }
   return items.sort((a, b) => b.order - a.order || (a.id < b.id ? 1 : -1));
 }
 
@@ -63,6 +70,7 @@ export function storedItem(s: Submission): WorkItem {
     id: s.id,
     label: `${s.requestId} · ${s.id}`,
     status: s.status,
+    statusLabel: s.status,
     tone: STORED_TONE[s.status] ?? "active",
     rootTaskId: s.taskId,
     order: s.acceptedVersion ?? 0,
