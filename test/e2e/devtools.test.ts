@@ -491,20 +491,23 @@ describe("devtools page in Chromium", () => {
         await tab(devtools, "documents");
         expect(await devtools.textContent("[data-testid=document-title]")).toContain("plan");
 
-        // The one write the devtools offer: cancelling a running submission, after a confirmation.
-        await devtools.focus("[data-testid=scrubber]");
-        await devtools.keyboard.press("End");
-        await devtools.check("[data-testid=live]");
-        const second = await edge.json<Submission>("/sessions/edge-devtools/submissions", {
-          body: { requestId: "r2", conversationId: "second", input: "Send the approved notice again" },
+        // The one write the devtools offer: cancelling a running submission, after a confirmation. A campaign
+        // still sending, in a session of its own (asked again, edge-devtools's campaign ends at once: its
+        // notice went out already), attached from the form.
+        const second = await edge.json<Submission>("/sessions/edge-cancel/submissions", {
+          body: { requestId: "r2", conversationId: "main", input: "Send the approved notice" },
         });
+        await devtools.fill("form.attach input[name=session]", "edge-cancel");
+        await devtools.click("form.attach button[type=submit]");
+        await devtools.waitForSelector("[data-testid=source]:has-text('edge-cancel')", TIMEOUT);
+        await devtools.check("[data-testid=live]");
         await tab(devtools, "submissions");
         const cancel = `[data-testid=submissions] tr:has-text("${second.id}") button`;
         await devtools.waitForSelector(cancel, TIMEOUT);
         devtools.once("dialog", (dialog) => void dialog.accept());
         await devtools.click(cancel);
         const ended = await edge.json<Submission>(
-          `/sessions/edge-devtools/submissions/${second.id}?wait=20000`,
+          `/sessions/edge-cancel/submissions/${second.id}?wait=20000`,
         );
         expect(ended.status).toBe("cancelled");
         await devtools.waitForSelector(
@@ -512,7 +515,7 @@ describe("devtools page in Chromium", () => {
           TIMEOUT,
         );
         // A decision sent before anyone asks for it is kept; dropping it is a second, confirmed write.
-        await edge.json("/sessions/edge-devtools/signals/plan-approval%3Alater", {
+        await edge.json("/sessions/edge-cancel/signals/plan-approval%3Alater", {
           body: { requestId: "early-1", payload: { approved: false } },
         });
         await tab(devtools, "pending");
@@ -522,12 +525,12 @@ describe("devtools page in Chromium", () => {
         await shoot(devtools, "early-signals");
         devtools.once("dialog", (dialog) => void dialog.dismiss());
         await devtools.click(`${early} button`);
-        const kept = await edge.json<{ earlySignals: unknown[] }>("/sessions/edge-devtools/early-signals");
+        const kept = await edge.json<{ earlySignals: unknown[] }>("/sessions/edge-cancel/early-signals");
         expect(kept.earlySignals).toHaveLength(1); // declined: nothing written
         devtools.once("dialog", (dialog) => void dialog.accept());
         await devtools.click(`${early} button`);
         await devtools.waitForSelector("[data-testid=early-signals]", { state: "detached", ...TIMEOUT });
-        const left = await edge.json<{ earlySignals: unknown[] }>("/sessions/edge-devtools/early-signals");
+        const left = await edge.json<{ earlySignals: unknown[] }>("/sessions/edge-cancel/early-signals");
         expect(left.earlySignals).toEqual([]);
       });
     } finally {
