@@ -184,7 +184,21 @@ describe("devtools page in Chromium", () => {
         /^no tab leads this session since \d\d:\d\d:\d\d: its open work \(\d+ unfinished tasks?(, 1 open submission)?\) waits until one does$/,
       );
       await tab(devtools, "wake");
-      await devtools.waitForSelector("[data-testid=recovery] li", TIMEOUT);
+      // The preview of the version storage holds last (the page may still be reading the dying tab's last
+      // commit; a preview of the one before would name another mail).
+      const head = await readInOrigin<number>(
+        context,
+        `
+        const { indexedDbStorage, openSession } = await import("${ROOT}/src/index.ts");
+        const storage = indexedDbStorage("durable-agent-demo");
+        const session = await openSession({ id: "support-42", storage, mode: "read" });
+        const version = session.view().version;
+        await session.close();
+        await storage.close();
+        return version;
+        `,
+      );
+      await devtools.waitForSelector(`[data-testid=recovery][data-version="${head}"] li`, TIMEOUT);
       await shoot(devtools, "wake-recovery");
       const preview = await devtools.$$eval("[data-testid=recovery] li", (items) =>
         items.map((li) => ({

@@ -443,14 +443,15 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   // The problems under each task as the latest version knows them (tasks that ended do not change).
   // biome-ignore lint/correctness/useExhaustiveDependencies: the history grows in place; `latest` marks each new commit
   const below = useMemo(() => problemsBelow(history?.latest.tasks ?? []), [history, latest]);
-  const [preview, setPreview] = useState<RecoveryPlan | undefined>(undefined);
+  // The preview and the version it was asked at: asked again at each new commit, it says which it is of.
+  const [preview, setPreview] = useState<{ plan: RecoveryPlan; version: number } | undefined>(undefined);
   useEffect(() => {
     let current = true;
     setPreview(undefined);
     if (tab !== "wake" || !source?.previewRecovery || shown !== latest) return;
     source
       .previewRecovery()
-      .then((actions) => current && setPreview(actions))
+      .then((plan) => current && setPreview({ plan, version: latest }))
       .catch((e: unknown) => setError((e as Error).message));
     return () => {
       current = false;

@@ -47,7 +47,8 @@ function planLines(plan: RecoveryPlan): { taskId: string; kind: string; text: st
 /** Runnable-now and next wake time derived from the view, and the recovery preview. */
 export function WakeView(props: {
   view: SessionView;
-  preview: RecoveryPlan | undefined;
+  /** The plan, and the version it was asked at. */
+  preview: { plan: RecoveryPlan; version: number } | undefined;
   canPreview: boolean;
   isLatest: boolean;
 }) {
@@ -68,16 +69,18 @@ export function WakeView(props: {
         <p class="empty">Not available: a local session needs the app's registry to preview recovery.</p>
       ) : props.preview === undefined ? (
         <p class="empty">Loading…</p>
-      ) : planLines(props.preview).length === 0 ? (
-        <p data-testid="recovery-empty">Nothing to recover: no unfinished task.</p>
+      ) : planLines(props.preview.plan).length === 0 ? (
+        <p data-testid="recovery-empty" data-version={props.preview.version}>
+          Nothing to recover: no unfinished task (as of v{props.preview.version}).
+        </p>
       ) : (
         <>
           <p class="hint">
             What resume() would do now if this session is not running (for a running one, what a new leader
-            would do).
+            would do), as of v{props.preview.version}.
           </p>
-          <ul data-testid="recovery">
-            {planLines(props.preview).map((line) => (
+          <ul data-testid="recovery" data-version={props.preview.version}>
+            {planLines(props.preview.plan).map((line) => (
               <li key={`${line.taskId}:${line.kind}`} data-task={line.taskId} data-kind={line.kind}>
                 <code>{line.taskId}</code>: {line.text}
               </li>
