@@ -4,36 +4,19 @@
  */
 import { render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import {
-  emptyView,
-  isSubmissionFinished,
-  isTerminal,
-  type RecoveryPlan,
-  type Registry,
-  type SessionView,
-} from "../../src/index.ts";
+import { emptyView, type RecoveryPlan, type Registry } from "../../src/index.ts";
+import { AttachForm, exportFile, ImportFile, SessionList, type Target } from "./attach.tsx";
 import { formatTime } from "./derive.ts";
 import { SessionHistory } from "./history.ts";
 import { problemsBelow, type RecoveryMark, recoveryLane } from "./outcome.ts";
 import { PendingView } from "./pending.tsx";
-import {
-  type ExportedHistory,
-  edgeSessions,
-  edgeSource,
-  exportHistory,
-  fileSource,
-  localSessions,
-  localSource,
-  parseExportedHistory,
-  type SessionSource,
-  type WriterState,
-} from "./sources.ts";
+import { edgeSource, fileSource, localSource, type SessionSource, type WriterState } from "./sources.ts";
 import { TaskGraph } from "./task-graph.tsx";
 import { TimelineView } from "./timeline.tsx";
 import { ConversationView, DocumentsView, SubmissionsView } from "./views.tsx";
 import { WakeView } from "./wake.tsx";
 import type { ModelPrice } from "./waterfall.tsx";
-import { counted } from "./words.ts";
+import { openWork, writerText } from "./writer.ts";
 
 export interface DevtoolsOptions {
   /** The app's registry for a local session (recovery preview); omit when there is none. */
@@ -46,11 +29,6 @@ export interface DevtoolsOptions {
    */
   readonly pricesFrom?: string;
 }
-
-type Target =
-  | { kind: "local"; database: string; session: string }
-  | { kind: "edge"; url: string; token: string; session: string }
-  | { kind: "file"; name: string; history: ExportedHistory };
 
 const TABS = ["submissions", "pending", "conversation", "tasks", "documents", "timeline", "wake"] as const;
 type Tab = (typeof TABS)[number];
@@ -84,193 +62,6 @@ function targetFromUrl(): Target | undefined {
   // A token never comes from the URL (it would land in history, logs and referrers): it is typed in.
   if (edge) return { kind: "edge", url: edge, token: "", session };
   return { kind: "local", database: params.get("local") ?? "durable-agent-demo", session };
-}
-
-/** Opens a history file saved with Export (read-only, nothing live); a file that is not one says why. */
-function ImportFile(props: { onAttach: (target: Target) => void; onError: (message: string) => void }) {
-  return (
-    <label class="import">
-      Open a saved history{" "}
-      <input
-        type="file"
-        accept=".json,application/json"
-        data-testid="import"
-        onChange={async (event) => {
-          const file = event.currentTarget.files?.[0];
-          if (!file) return;
-          try {
-            props.onAttach({
-              kind: "file",
-              name: file.name,
-              history: parseExportedHistory(await file.text()),
-            });
-          } catch (error) {
-            props.onError(`${file.name}: ${(error as Error).message}`);
-          }
-        }}
-      />
-    </label>
-  );
-}
-
-/** Saves the attached session's history (its base and every change held) as a JSON file. */
-function exportFile(source: SessionSource, history: SessionHistory): void {
-  const saved = exportHistory(source.label, history.base, history.commits, Date.now());
-  const blob = new Blob([JSON.stringify(saved)], { type: "application/json" });
-  const link = document.createElement("a");
-  link.href = URL.createObjectURL(blob);
-  link.download = `${history.base.id}-v${history.latest.version}.durable-agent.json`;
-  link.click();
-  setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
-}
-
-function AttachForm(props: { onAttach: (target: Target) => void; initial: Target | undefined }) {
-  const [kind, setKind] = useState<"local" | "edge">(props.initial?.kind === "edge" ? "edge" : "local");
-  const form = useRef<HTMLFormElement>(null);
-  // The edge's sessions for the typed token (`GET /sessions`), once asked for.
-  const [listed, setListed] = useState<
-    { url: string; token: string; ids: string[] | undefined } | { error: string } | undefined
-  >(undefined);
-  const listEdge = () => {
-    const data = new FormData(form.current ?? undefined);
-    const url = String(data.get("url") ?? "").trim();
-    const token = String(data.get("token") ?? "").trim();
-    setListed(undefined);
-    edgeSessions(url, token).then(
-      (ids) => setListed({ url, token, ids }),
-      (error: unknown) => setListed({ error: (error as Error).message }),
-    );
-  };
-  return (
-    <div class="attach-area">
-      <form
-        ref={form}
-        class="attach"
-        onSubmit={(event) => {
-          event.preventDefault();
-          const data = new FormData(event.currentTarget);
-          const value = (name: string) => String(data.get(name) ?? "").trim();
-          props.onAttach(
-            kind === "local"
-              ? { kind, database: value("database"), session: value("session") }
-              : { kind, url: value("url"), token: value("token"), session: value("session") },
-          );
-        }}
-      >
-        <select
-          aria-label="source"
-          value={kind}
-          onChange={(e) => setKind(e.currentTarget.value as "local" | "edge")}
-        >
-          <option value="local">local (IndexedDB, this origin)</option>
-          <option value="edge">edge (HTTP API)</option>
-        </select>
-        {kind === "local" ? (
-          <input
-            name="database"
-            aria-label="database"
-            placeholder="database"
-            defaultValue={props.initial?.kind === "local" ? props.initial.database : "durable-agent-demo"}
-          />
-        ) : (
-          <>
-            <input
-              name="url"
-              aria-label="base URL"
-              placeholder="https://…"
-              defaultValue={props.initial?.kind === "edge" ? props.initial.url : ""}
-            />
-            <input
-              name="token"
-              aria-label="token"
-              type="password"
-              placeholder="bearer token"
-              defaultValue={props.initial?.kind === "edge" ? props.initial.token : ""}
-            />
-          </>
-        )}
-        <input
-          name="session"
-          aria-label="session id"
-          placeholder="session id"
-          defaultValue={props.initial?.kind === "file" ? "" : (props.initial?.session ?? "support-42")}
-        />
-        <button type="submit">Attach (read-only)</button>
-        {kind === "edge" && (
-          <button type="button" onClick={listEdge}>
-            List its sessions
-          </button>
-        )}
-      </form>
-      {listed && "error" in listed && (
-        <p class="error" role="alert" data-testid="edge-sessions-error">
-          Could not list the edge's sessions: {listed.error}
-        </p>
-      )}
-      {listed && "ids" in listed && listed.ids === undefined && (
-        <p class="empty" data-testid="edge-sessions-unlisted">
-          This edge does not list its sessions (no GET /sessions): type a session id.
-        </p>
-      )}
-      {listed && "ids" in listed && listed.ids !== undefined && (
-        <section class="session-list" aria-labelledby="edge-sessions-heading">
-          <h2 id="edge-sessions-heading">Sessions at this edge you may read</h2>
-          {listed.ids.length === 0 ? (
-            <p class="empty" data-testid="edge-no-sessions">
-              None for this token.
-            </p>
-          ) : (
-            <ul data-testid="edge-session-list">
-              {listed.ids.map((id) => (
-                <li key={id}>
-                  <button
-                    type="button"
-                    onClick={() =>
-                      props.onAttach({ kind: "edge", url: listed.url, token: listed.token, session: id })
-                    }
-                  >
-                    {id}
-                  </button>
-                </li>
-              ))}
-            </ul>
-          )}
-        </section>
-      )}
-    </div>
-  );
-}
-
-/** The sessions this origin holds, each one click from being attached (nothing is opened for writing). */
-function SessionList(props: { onAttach: (target: Target) => void }) {
-  const [sessions, setSessions] = useState<{ database: string; session: string }[] | undefined>(undefined);
-  useEffect(() => {
-    localSessions()
-      .then(setSessions)
-      .catch(() => setSessions([]));
-  }, []);
-  if (sessions === undefined) return <p class="empty">Looking for sessions on this origin…</p>;
-  if (sessions.length === 0)
-    return (
-      <p class="empty" data-testid="no-sessions">
-        No session on this origin. Attach to an edge session above, or run an app on this origin first.
-      </p>
-    );
-  return (
-    <section class="session-list" aria-labelledby="sessions-heading">
-      <h2 id="sessions-heading">Sessions on this origin</h2>
-      <ul data-testid="session-list">
-        {sessions.map((s) => (
-          <li key={`${s.database}/${s.session}`}>
-            <button type="button" onClick={() => props.onAttach({ kind: "local", ...s })}>
-              {s.session}
-            </button>{" "}
-            <span class="meta">in IndexedDB “{s.database}”</span>
-          </li>
-        ))}
-      </ul>
-    </section>
-  );
 }
 
 function Devtools({ options }: { options: DevtoolsOptions }) {
@@ -690,41 +481,4 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
 /** Renders the devtools into `root`. */
 export function mountDevtools(root: HTMLElement, options: DevtoolsOptions = {}): void {
   render(<Devtools options={options} />, root);
-}
-
-/**
- * The session's open work at its latest version: unfinished tasks, open Submissions, parked waits in
- * storage — as words ("2 unfinished tasks, 1 open submission"), or undefined when there is none.
- */
-function openWork(latest: SessionView, parked: number): string | undefined {
-  const tasks = latest.tasks.filter((t) => !isTerminal(t)).length;
-  const submissions = latest.submissions.filter((s) => !isSubmissionFinished(s)).length;
-  const parts = [
-    tasks > 0 ? counted(tasks, "unfinished task") : undefined,
-    submissions > 0 ? counted(submissions, "open submission") : undefined,
-    parked > 0 ? counted(parked, "parked wait") : undefined,
-  ].filter((part) => part !== undefined);
-  return parts.length > 0 ? parts.join(", ") : undefined;
-}
-
-/**
- * What the writer line says: who drives the session's open work, and since or until when. With no tab
- * leading, it says open work waits only when there is some (`open`).
- */
-function writerText(writer: WriterState, since: number, open: string | undefined): string {
-  const clock = (at: number) => formatTime(at).slice(11, 19);
-  switch (writer.state) {
-    case "leading":
-      return "a tab leads this session";
-    case "none":
-      return open
-        ? `no tab leads this session since ${clock(since)}: its open work (${open}) waits until one does`
-        : `no tab leads this session since ${clock(since)}; nothing in it is unfinished, so nothing waits for one`;
-    case "edge":
-      return "its Durable Object writes this session: the alarm wakes open work with no request";
-    case "tab":
-      return `a linked tab leads this session; its lease runs until ${clock(writer.leaseUntil)}`;
-    case "lapsed":
-      return `the linked tab's lease ran out at ${clock(writer.leaseUntil)}: the edge takes over on its alarm`;
-  }
 }
