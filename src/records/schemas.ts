@@ -292,6 +292,8 @@ export const DroppedSignalSchema = z.object({
   key: SignalKey,
   /** The version of the commit that had accepted it. */
   version: Version,
+  /** Its requestId (absent in commits from before it was recorded): which signal it was, across hosts. */
+  requestId: Text.min(1).max(256).optional(),
 });
 export type DroppedSignal = z.infer<typeof DroppedSignalSchema>;
 

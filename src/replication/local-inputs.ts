@@ -90,8 +90,16 @@ export async function inputsAfter(
           dropped.add(held.input);
           signals.delete(drop.key);
           const { requestId } = held.input as Extract<LocalInput, { kind: "signal" }>;
-          if (everyDrop) inputs.push({ kind: "drop", ...drop, requestId });
-        } else if (everyDrop || drop.version <= version) inputs.push({ kind: "drop", ...drop });
+          if (everyDrop) inputs.push({ kind: "drop", key: drop.key, version: drop.version, requestId });
+        } else if (everyDrop || drop.version <= version) {
+          const { key, version: accepted, requestId } = drop;
+          inputs.push({
+            kind: "drop",
+            key,
+            version: accepted,
+            ...(requestId !== undefined && { requestId }),
+          });
+        }
       }
       for (const s of commit.signals ?? []) {
         if (signals.has(s.key)) continue; // the same signal again (a wait took it)

@@ -50,7 +50,8 @@ export class SignalLayer {
     const open = this.open(key);
     if (!open) return undefined;
     this.written.delete(key);
-    if (open.version !== version) this.dropped.set(key, { key, version: open.version });
+    if (open.version !== version)
+      this.dropped.set(key, { key, version: open.version, requestId: open.requestId });
     return open;
   }
 

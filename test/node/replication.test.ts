@@ -915,7 +915,7 @@ describe("rebasing a diverged copy", () => {
     };
     const { inputs } = await rebaseLost(storage, version, remote, common);
     expect(inputs).toEqual([
-      { kind: "drop", key: "answer:1", version: shared.signal.version },
+      { kind: "drop", key: "answer:1", version: shared.signal.version, requestId: shared.signal.requestId },
       { kind: "signal", key: "answer:1", payload: { text: "after" }, requestId: "r-after" },
     ]);
     // Through a tab's inbox too: the row asks the leader to drop that same signal.
@@ -964,7 +964,10 @@ describe("rebasing a diverged copy", () => {
       }),
     };
     const { inputs } = await rebaseLost(storage, version, remote, shared.signal.version);
-    expect(inputs).toEqual([{ kind: "drop", key: "answer:1", version: shared.signal.version }]);
+    // Which signal it dropped, by its requestId too (recorded with the drop).
+    expect(inputs).toEqual([
+      { kind: "drop", key: "answer:1", version: shared.signal.version, requestId: shared.signal.requestId },
+    ]);
     const rebuilt = await open(storage);
     expect(rebuilt.earlySignals().map((s) => s.requestId)).toEqual(["r-both"]);
     await replayInputs(rebuilt, inputs);

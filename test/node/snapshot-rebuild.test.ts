@@ -26,6 +26,7 @@ import {
   type Session,
 } from "../../src/index.ts";
 import { replayInputs } from "../../src/replication/rebase.ts";
+import { rebuildFromSnapshot } from "../../src/replication/snapshot-rebuild.ts";
 import { storeRemote } from "../support/store-remote.ts";
 import { SESSION, TwoHosts } from "../support/two-hosts.ts";
 
@@ -434,5 +435,30 @@ describe("the edge prunes its log while a diverged follower reads what it retain
     await again.stop();
     expect(asked(kept)).toEqual(["offline"]);
     await edge.close();
+  });
+});
+
+describe("a drop of the tab's own signal whose log was pruned past it", () => {
+  it("is not given to the edge, whose signal for the key at that version is another one", async () => {
+    const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
+    const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
+    const registry = createRegistry({ documents: [note], signals: [answer] });
+    // Each side took its own answer for answer:1 at version 1, apart.
+    const edgeDisk = memoryStorage();
+    const edge = await openSession({ id: "s", storage: edgeDisk, registry });
+    await edge.signal("answer:1", { text: "the edge's" }, { requestId: "r-edge" });
+    await edge.close();
+    const tabDisk = memoryStorage({ retainChanges: 50 });
+    const tab = await openSession({ id: "s", storage: tabDisk, registry });
+    await tab.signal("answer:1", { text: "the tab's" }, { requestId: "r-tab" });
+    for (let i = 0; i < 300; i++) await tab.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    expect((await tabDisk.readChanges("s", 0, 1)).oldestRetained).toBeGreaterThan(1); // its log starts after it
+    expect(await tab.dropEarlySignal("answer:1")).toMatchObject({ requestId: "r-tab", version: 1 });
+    await tab.close();
+    const rebuilt = await rebuildFromSnapshot(tabDisk, storeRemote(edgeDisk, "s"), "s", {
+      keep: "unchecked",
+    });
+    // Same key, same version, another request: dropping it at the edge would withdraw the edge's answer.
+    expect(rebuilt?.inputs.filter((input) => input.kind === "drop")).toEqual([]);
   });
 });
