@@ -1,5 +1,6 @@
 /**
- * The shape of `src/`, checked on every run: small modules, no import circles (type-only imports count:
+ * The shape of `src/` (and of `worker/`, `edge/` and `web/` for the size of their files), checked on every
+ * run: small modules, no import circles (type-only imports count:
  * they are circles a reader has to untangle too), task and Submission records written only by the task
  * machine, and no clock or timer read from a global inside the kernel.
  */
@@ -15,7 +16,7 @@ function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
     if (entry.isDirectory()) return sourceFiles(path);
-    return entry.name.endsWith(".ts") ? [path] : [];
+    return /\.tsx?$/.test(entry.name) ? [path] : [];
   });
 }
 
@@ -33,8 +34,8 @@ function importsOf(file: string): string[] {
 }
 
 describe("the kernel's layout", () => {
-  it("has no file over 400 lines, nor have the browser and edge hosts", () => {
-    const hosts = ["worker", "edge"].flatMap((dir) => sourceFiles(resolve(ROOT, dir)));
+  it("has no file over 400 lines, nor have the browser and edge hosts and the pages", () => {
+    const hosts = ["worker", "edge", "web"].flatMap((dir) => sourceFiles(resolve(ROOT, dir)));
     const long = [...files, ...hosts]
       .map((file) => [relative(ROOT, file), readFileSync(file, "utf8").split("\n").length] as const)
       .filter(([, lines]) => lines > 400);

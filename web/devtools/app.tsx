@@ -5,18 +5,19 @@
 import { render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { emptyView, type RecoveryPlan, type Registry } from "../../src/index.ts";
-import { AttachForm, exportFile, ImportFile, SessionList, type Target } from "./attach.tsx";
-import { formatTime } from "./derive.ts";
+import { AttachForm, ImportFile, SessionList, type Target } from "./attach.tsx";
 import { SessionHistory } from "./history.ts";
 import { problemsBelow, type RecoveryMark, recoveryLane } from "./outcome.ts";
 import { PendingView } from "./pending.tsx";
+import { ScrubberBar } from "./scrubber.tsx";
 import { edgeSource, fileSource, localSource, type SessionSource, type WriterState } from "./sources.ts";
+import { pinsFromUrl, type Tab, TabList } from "./tabs.tsx";
 import { TaskGraph } from "./task-graph.tsx";
 import { TimelineView } from "./timeline.tsx";
 import { ConversationView, DocumentsView, SubmissionsView } from "./views.tsx";
 import { WakeView } from "./wake.tsx";
 import type { ModelPrice } from "./waterfall.tsx";
-import { openWork, writerText } from "./writer.ts";
+import { openWork } from "./writer.ts";
 
 export interface DevtoolsOptions {
   /** The app's registry for a local session (recovery preview); omit when there is none. */
@@ -28,30 +29,6 @@ export interface DevtoolsOptions {
    * without it the page says "the prices this page was given".
    */
   readonly pricesFrom?: string;
-}
-
-const TABS = ["submissions", "pending", "conversation", "tasks", "documents", "timeline", "wake"] as const;
-type Tab = (typeof TABS)[number];
-const TAB_LABELS: Record<Tab, string> = {
-  submissions: "Submissions",
-  conversation: "Conversation",
-  tasks: "Task graph",
-  pending: "Waiting on outside",
-  documents: "Documents",
-  timeline: "Commit timeline",
-  wake: "Wake & recovery",
-};
-
-/** What the URL pins besides the session (a deep link): the tab, a version (not live), a selected task. */
-function pinsFromUrl(): { tab: Tab; version: number | undefined; task: string | undefined } {
-  const params = new URLSearchParams(location.search);
-  const tab = params.get("tab");
-  const version = Number(params.get("v") ?? Number.NaN);
-  return {
-    tab: (TABS as readonly string[]).includes(tab ?? "") ? (tab as Tab) : "tasks",
-    version: Number.isSafeInteger(version) && version >= 0 ? version : undefined,
-    task: params.get("task") ?? undefined,
-  };
 }
 
 function targetFromUrl(): Target | undefined {
@@ -274,109 +251,24 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
       {!target && <SessionList onAttach={setTarget} />}
       {history && view && (
         <>
-          <div class="scrubber">
-            <label>
-              version{" "}
-              <input
-                type="range"
-                aria-label="version"
-                data-testid="scrubber"
-                min={history.firstVersion}
-                max={latest}
-                value={shown}
-                onInput={(e) => {
-                  setLive(false);
-                  setVersion(Number(e.currentTarget.value));
-                }}
-              />
-            </label>
-            <span data-testid="version">
-              v{view.version} of {latest}
-            </span>
-            <span class="meta">{formatTime(history.commit(view.version)?.at)}</span>
-            <label>
-              <input
-                type="checkbox"
-                data-testid="live"
-                checked={live}
-                onChange={(e) => setLive(e.currentTarget.checked)}
-              />{" "}
-              live
-            </label>
-            {writer && (
-              <span
-                // Drawn as a warning only while open work waits for a writer.
-                class={`writer ${writer.state.state}${open === undefined ? " idle" : ""}`}
-                role="status"
-                data-testid="writer"
-                data-state={writer.state.state}
-              >
-                {writerText(writer.state, writer.since, open)}
-              </span>
-            )}
-            {loadingEarlier && (
-              <span class="meta" role="status" data-testid="history-loading">
-                reading the history before v{history.firstVersion}…
-              </span>
-            )}
-            {!loadingEarlier && history.firstVersion > 0 && (
-              <span class="meta" role="status" data-testid="history-start">
-                versions before v{history.firstVersion} cannot be rebuilt (the change log no longer reaches
-                back to the session's start): scrubbing starts here; older submissions, entries and task trees
-                are read from storage as they are now
-              </span>
-            )}
-            {connection === "reconnecting" && (
-              <span class="warning" role="status" data-testid="reconnecting">
-                connection lost: reconnecting, newer changes may be missing
-              </span>
-            )}
-            <span class="meta" data-testid="source">
-              {source?.label}
-            </span>
-            {source && (
-              <button type="button" data-testid="export" onClick={() => exportFile(source, history)}>
-                Export history
-              </button>
-            )}
-          </div>
-          <div role="tablist" aria-label="views" class="tabs">
-            {TABS.map((t) => (
-              <button
-                key={t}
-                type="button"
-                role="tab"
-                aria-selected={tab === t}
-                tabIndex={tab === t ? 0 : -1}
-                data-testid={`tab-${t}`}
-                onClick={() => setTab(t)}
-                onKeyDown={(event) => {
-                  // The WAI-ARIA tabs pattern: arrows move between views, Home and End jump to the first and
-                  // last; Tab leaves the list.
-                  const at = TABS.indexOf(t);
-                  const index =
-                    event.key === "ArrowRight"
-                      ? (at + 1) % TABS.length
-                      : event.key === "ArrowLeft"
-                        ? (at - 1 + TABS.length) % TABS.length
-                        : event.key === "Home"
-                          ? 0
-                          : event.key === "End"
-                            ? TABS.length - 1
-                            : undefined;
-                  if (index === undefined) return;
-                  event.preventDefault();
-                  const next = TABS[index] as Tab;
-                  setTab(next);
-                  event.currentTarget.parentElement
-                    ?.querySelector<HTMLButtonElement>(`[data-testid=tab-${next}]`)
-                    ?.focus();
-                }}
-              >
-                {TAB_LABELS[t]}
-              </button>
-            ))}
-          </div>
+          <ScrubberBar
+            history={history}
+            view={view}
+            latest={latest}
+            shown={shown}
+            live={live}
+            onLive={setLive}
+            onScrub={(v) => {
+              setLive(false);
+              setVersion(v);
+            }}
+            writer={writer}
+            open={open}
+            loadingEarlier={loadingEarlier}
+            connection={connection}
+            source={source}
+          />
+          <TabList tab={tab} onTab={setTab} />
           <div role="tabpanel" class="panel">
             {tab === "submissions" && (
               <SubmissionsView
