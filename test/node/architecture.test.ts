@@ -1,8 +1,8 @@
 /**
  * The shape of `src/` (and of `worker/`, `edge/` and `web/` for the size of their files), checked on every
- * run: small modules, no import circles (type-only imports count:
- * they are circles a reader has to untangle too), task and Submission records written only by the task
- * machine, and no clock or timer read from a global inside the kernel.
+ * run: small modules, no import circles (type-only imports count: they are circles a reader has to untangle
+ * too), task and Submission records written only by the task machine, and no clock or timer read from a
+ * global inside the kernel.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
