@@ -37,8 +37,27 @@ const book = defineTool({
 const lastUserText = (request: ModelRequest) =>
   String(request.messages.findLast((m) => m.role === "user")?.content ?? "");
 
-/** How many people the user asked a table for ("… for 4 …"; 2 when the message does not say). */
-const partySize = (text: string) => Number(/\bfor (\d{1,2})\b/i.exec(text)?.[1] ?? 2) || 2;
+const WORDS = [
+  "one",
+  "two",
+  "three",
+  "four",
+  "five",
+  "six",
+  "seven",
+  "eight",
+  "nine",
+  "ten",
+  "eleven",
+  "twelve",
+];
+
+/** How many people the user asked a table for ("… for 4 …", "… for four …"; 2 when it does not say). */
+function partySize(text: string): number {
+  const said = /\bfor (\d{1,2}|[a-z]+)\b/i.exec(text)?.[1]?.toLowerCase() ?? "";
+  const size = /^\d+$/.test(said) ? Number(said) : WORDS.indexOf(said) + 1;
+  return size >= 1 ? size : 2;
+}
 
 /** The booking tool's result as the model reads it: what was booked, or nothing (rejected, failed). */
 function bookingAnswer(content: string): string {
