@@ -4,8 +4,9 @@
  * siblings are drawn in the order they were started; counts read as English ("1 tool call").
  */
 import { describe, expect, it } from "vitest";
-import { type CommitRecord, memoryStorage, type Task } from "../../src/index.ts";
+import { type CommitRecord, emptyView, memoryStorage, type Task } from "../../src/index.ts";
 import { describeCommit, describeSignals, layoutTasks } from "../../web/devtools/derive.ts";
+import { SessionHistory } from "../../web/devtools/history.ts";
 import { outcomeInTree, problemsBelow } from "../../web/devtools/outcome.ts";
 import { counted } from "../../web/devtools/words.ts";
 import { FAILED_SESSION, writeFailedRun } from "../support/failed-run.ts";
@@ -103,5 +104,59 @@ describe("devtools commit lines and trees", () => {
     expect(counted(0, "tool call")).toBe("0 tool calls");
     expect(counted(1, "child", "children")).toBe("1 child");
     expect(counted(5, "child", "children")).toBe("5 children");
+  });
+});
+
+describe("devtools trees as a user's sessions grow them", () => {
+  const done = (id: string, kind: string, result: unknown, parentId?: string, childIndex?: number): Task =>
+    ({
+      id,
+      kind,
+      ...(parentId !== undefined && { parentId }),
+      ...(childIndex !== undefined && { childIndex }),
+      createdAt: 1,
+      createdVersion: 1,
+      updatedAt: 2,
+      restarts: 0,
+      input: null,
+      state: { status: "succeeded", result },
+      checkpoint: { phase: "done", data: null },
+    }) as unknown as Task;
+
+  it("keep a Submission's 'with problems' on the timeline after its tree left the view", async () => {
+    const disk = memoryStorage();
+    const { session, submissionId } = await writeFailedRun(() => disk.reopen());
+    await session.close();
+    const stored = await disk.reopen().readChanges(FAILED_SESSION, 0, 10_000);
+    // A view that keeps no settled work (the default keeps 20: the same once 20 later ones settled).
+    const history = new SessionHistory(emptyView(FAILED_SESSION, { settled: 0, entries: 100 }));
+    history.append(stored.changes.map((row) => row.value as CommitRecord));
+    const below = problemsBelow([...history.tasks.values()]); // as the page computes it
+    const lines = history.commits.flatMap((c) => describeCommit(c, below));
+    expect(lines.filter((l) => l.startsWith(`submission ${submissionId} → succeeded`))).toEqual([
+      `submission ${submissionId} → succeeded with problems (1 error, 1 interrupted below)`,
+    ]);
+  });
+
+  it("read an app task's own `outcome` field as its business, not a tool call's problem", () => {
+    const root = done("order", "shop.order", { total: 3 });
+    const child = done("order/review", "shop.review", { outcome: "approved" }, "order");
+    expect(outcomeInTree(root, problemsBelow([root, child]))).toEqual({ label: "succeeded", tone: "good" });
+  });
+
+  it("lay out a parent of 20,000 children in start order, and a chain 3,000 deep", () => {
+    const wide = [done("root", "k", null)];
+    for (let i = 0; i < 20_000; i++) wide.push(done(`c${i}`, "k", null, "root", i));
+    const laid = layoutTasks(wide);
+    expect(laid.nodes).toHaveLength(20_001);
+    const row = laid.nodes.filter((n) => n.task.parentId === "root");
+    expect(row.map((n) => n.task.id)).toEqual(Array.from({ length: 20_000 }, (_, i) => `c${i}`));
+    const deep = [done("t0", "k", null)];
+    for (let i = 1; i < 3_000; i++) deep.push(done(`t${i}`, "k", null, `t${i - 1}`, 0));
+    const chain = layoutTasks(deep);
+    expect(chain.nodes).toHaveLength(3_000);
+    // One above the other: every node of the chain in its own row, over its only child.
+    expect(new Set(chain.nodes.map((n) => n.y)).size).toBe(3_000);
+    expect(new Set(chain.nodes.map((n) => n.x)).size).toBe(1);
   });
 });

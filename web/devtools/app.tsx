@@ -210,7 +210,12 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   );
   // The problems under each task as the latest version knows them (tasks that ended do not change).
   // biome-ignore lint/correctness/useExhaustiveDependencies: the history grows in place; `latest` marks each new commit
-  const below = useMemo(() => problemsBelow(history?.latest.tasks ?? []), [history, latest]);
+  // Over every task the history holds (a Submission's tree leaves the latest view once it settled long ago,
+  // and its line must still say it had problems); computed while the timeline is shown.
+  const below = useMemo(
+    () => (tab === "timeline" && history ? problemsBelow([...history.tasks.values()]) : new Map()),
+    [history, latest, tab],
+  );
   // The preview and the version it was asked at: asked again at each new commit, it says which it is of.
   const [preview, setPreview] = useState<{ plan: RecoveryPlan; version: number } | undefined>(undefined);
   useEffect(() => {

@@ -135,39 +135,56 @@ export function layoutTasks(tasks: readonly Task[]): {
   const roots: Task[] = [];
   for (const task of tasks) {
     if (task.parentId === undefined || !ids.has(task.parentId)) roots.push(task);
-    else children.set(task.parentId, [...(children.get(task.parentId) ?? []), task]);
+    else {
+      const siblings = children.get(task.parentId);
+      if (siblings) siblings.push(task);
+      else children.set(task.parentId, [task]);
+    }
   }
   const nodes: LaidOutTask[] = [];
   const edges: { from: string; points: { x: number; y: number }[] }[] = [];
   let nextLeft = MARGIN;
   let deepest = 0;
   const rowTop = (depth: number) => MARGIN + depth * (NODE_HEIGHT + ROW_GAP);
-  /** Places `task` and its subtree; returns the centre of its node. */
-  const place = (task: Task, depth: number): number => {
-    deepest = Math.max(deepest, depth);
-    const kids = [...(children.get(task.id) ?? [])].sort(siblingOrder);
-    const centres = kids.map((kid) => place(kid, depth + 1));
-    let centre: number;
-    if (centres.length === 0) {
-      centre = nextLeft + NODE_WIDTH / 2;
-      nextLeft += NODE_WIDTH + SIBLING_GAP;
-    } else centre = ((centres[0] ?? 0) + (centres.at(-1) ?? 0)) / 2;
-    const top = rowTop(depth);
-    nodes.push({ task, x: centre - NODE_WIDTH / 2, y: top });
-    const middle = top + NODE_HEIGHT + ROW_GAP / 2;
-    for (const x of centres)
-      edges.push({
-        from: task.id,
-        points: [
-          { x: centre, y: top + NODE_HEIGHT },
-          { x: centre, y: middle },
-          { x, y: middle },
-          { x, y: rowTop(depth + 1) },
-        ],
-      });
-    return centre;
+  /** Places `task` and its subtree, children first (a stack, not recursion: a chain may be deep). */
+  const place = (root: Task): void => {
+    const centreOf = new Map<string, number>();
+    const stack: { task: Task; depth: number; kids?: Task[] }[] = [{ task: root, depth: 0 }];
+    while (stack.length > 0) {
+      const frame = stack[stack.length - 1] as { task: Task; depth: number; kids?: Task[] };
+      if (frame.kids === undefined) {
+        frame.kids = [...(children.get(frame.task.id) ?? [])].sort(siblingOrder);
+        // Pushed last to first, so the first child is placed first (leftmost).
+        for (let i = frame.kids.length - 1; i >= 0; i--)
+          stack.push({ task: frame.kids[i] as Task, depth: frame.depth + 1 });
+        continue;
+      }
+      stack.pop();
+      const { task, depth, kids } = frame;
+      deepest = Math.max(deepest, depth);
+      const centres = kids.map((kid) => centreOf.get(kid.id) ?? 0);
+      let centre: number;
+      if (centres.length === 0) {
+        centre = nextLeft + NODE_WIDTH / 2;
+        nextLeft += NODE_WIDTH + SIBLING_GAP;
+      } else centre = ((centres[0] ?? 0) + (centres.at(-1) ?? 0)) / 2;
+      centreOf.set(task.id, centre);
+      const top = rowTop(depth);
+      nodes.push({ task, x: centre - NODE_WIDTH / 2, y: top });
+      const middle = top + NODE_HEIGHT + ROW_GAP / 2;
+      for (const x of centres)
+        edges.push({
+          from: task.id,
+          points: [
+            { x: centre, y: top + NODE_HEIGHT },
+            { x: centre, y: middle },
+            { x, y: middle },
+            { x, y: rowTop(depth + 1) },
+          ],
+        });
+    }
   };
-  for (const root of [...roots].sort(siblingOrder)) place(root, 0);
+  for (const root of [...roots].sort(siblingOrder)) place(root);
   // In reading order (rows top to bottom, left to right): the order Tab moves through the nodes.
   nodes.sort((a, b) => a.y - b.y || a.x - b.x);
   return {

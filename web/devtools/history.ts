@@ -14,10 +14,13 @@ export class SessionHistory {
   private readonly anchors: number[] = [];
   private latestView: SessionView;
   #base: SessionView;
+  /** Every task this history has seen, in its last state: a view lets finished trees go, this keeps them. */
+  private readonly seen = new Map<string, Task>();
 
   constructor(base: SessionView) {
     this.#base = base;
     this.latestView = base;
+    for (const task of base.tasks) this.seen.set(task.id, task);
     this.checkpoints.set(base.version, base);
     this.anchors.push(base.version);
   }
@@ -45,6 +48,15 @@ export class SessionHistory {
     this.checkpoints.set(from.version, from);
     this.changes = [...folded, ...this.changes];
     this.#base = from;
+    // Older states than those held: each task's newest of them, where none is held yet.
+    for (const change of [...folded].reverse())
+      for (const task of change.tasks) if (!this.seen.has(task.id)) this.seen.set(task.id, task);
+    for (const task of from.tasks) if (!this.seen.has(task.id)) this.seen.set(task.id, task);
+  }
+
+  /** Every task of the history, in its last state, also those the latest view no longer holds. */
+  get tasks(): ReadonlyMap<string, Task> {
+    return this.seen;
   }
 
   /** The oldest version this history can show. */
@@ -67,6 +79,7 @@ export class SessionHistory {
       if (change.version <= this.latestView.version) continue;
       this.latestView = applyChangeToView(this.latestView, change);
       this.changes.push(change);
+      for (const task of change.tasks) this.seen.set(task.id, task);
       if (change.version % CHECKPOINT_EVERY === 0) this.checkpoints.set(change.version, this.latestView);
       added = true;
     }

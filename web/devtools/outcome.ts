@@ -71,7 +71,8 @@ function toolOutcome(result: ToolResultLike): Outcome {
     case "not-run":
       return { label: "not run", tone: "warn", reason: reasonOf(result) ?? "it never took effect" };
     default:
-      return { label: String(result.outcome), tone: "warn" };
+      // An outcome this page does not know (a newer kernel's): shown, not counted as a problem.
+      return { label: String(result.outcome), tone: "good" };
   }
 }
 
@@ -86,7 +87,10 @@ export function taskOutcome(task: Task): Outcome {
   const s = task.state;
   switch (s.status) {
     case "succeeded":
-      return isToolResult(s.result) ? toolOutcome(s.result) : { label: "succeeded", tone: "good" };
+      // A tool call's result says how it ended; another task's `outcome` field is its own business.
+      return task.kind === "agent.tool" && isToolResult(s.result)
+        ? toolOutcome(s.result)
+        : { label: "succeeded", tone: "good" };
     case "failed":
       return { label: "failed", tone: "bad", reason: `${s.error.code}: ${s.error.message}` };
     case "cancelled":
