@@ -208,10 +208,10 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
     () => (history ? recoveryLane(history.commits, history.base) : new Map<number, RecoveryMark[]>()),
     [history, latest, tick],
   );
-  // The problems under each task as the latest version knows them (tasks that ended do not change).
+  // The problems under each task, over every task the history holds (a Submission's tree leaves the latest
+  // view once it settled long ago, and its line must still say it had problems); computed while the
+  // timeline is shown.
   // biome-ignore lint/correctness/useExhaustiveDependencies: the history grows in place; `latest` marks each new commit
-  // Over every task the history holds (a Submission's tree leaves the latest view once it settled long ago,
-  // and its line must still say it had problems); computed while the timeline is shown.
   const below = useMemo(
     () => (tab === "timeline" && history ? problemsBelow([...history.tasks.values()]) : new Map()),
     [history, latest, tab],
