@@ -2,7 +2,7 @@
  * The Durable Object SQLite store's layout: its tables and indexes, the statements its writes share, and how
  * a layout key maps to the table's (id, n) columns. Rows of every kind live in one `WITHOUT ROWID` table.
  */
-import type { KeyPart, Table } from "../src/storage/rows.ts";
+import { KEY_LAYOUT, type KeyPart, type Table } from "../src/storage/rows.ts";
 
 /** The parts of `DurableObjectStorage` this store uses (structural, so no Cloudflare types are needed). */
 export interface DurableObjectStorageLike {
@@ -101,29 +101,30 @@ export const UPSERT_ROW = upsertRows(1);
 
 /** Splits a layout key into its (id, n) columns. */
 export function columns(table: Table, key: readonly KeyPart[]): [string, number] {
-  switch (table) {
-    case "changes":
+  switch (KEY_LAYOUT[table]) {
+    case "n":
       return ["", key[0] as number];
-    case "items":
-    case "live":
-    case "settled":
-    case "parked":
-    case "deadlines":
+    case "n,id":
       return [key[1] as string, key[0] as number];
-    case "entries":
-    case "documentRows":
-    case "children":
+    case "id,n":
       return [key[0] as string, key[1] as number];
-    default:
+    case "id":
       return [key[0] as string, -1];
   }
 }
 
 /** Joins (id, n) columns back into a layout key. */
 export function keyOf(table: Table, id: string, n: number): KeyPart[] {
-  if (table === "changes") return [n];
-  if (["items", "live", "settled", "parked", "deadlines"].includes(table)) return [n, id];
-  return n === -1 && table !== "children" ? [id] : [id, n];
+  switch (KEY_LAYOUT[table]) {
+    case "n":
+      return [n];
+    case "n,id":
+      return [n, id];
+    case "id,n":
+      return [id, n];
+    case "id":
+      return [id];
+  }
 }
 
 /** A row whose text is not JSON loads as that text, so validation reports it instead of the store crashing. */

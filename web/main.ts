@@ -1,6 +1,8 @@
 /** The demo page: talks to the session worker, renders every committed entry, survives reloads. */
+import type { CampaignOutput } from "../examples/five-emails/app.ts";
 import type { CommitRecord, Entry, PendingWait, Preview } from "../src/index.ts";
 import { connectSessionWorker, requestPersistentStorage } from "../worker/index.ts";
+import { toolArgs } from "./tool-args.ts";
 
 // ?scenario=stream shows a slowly streamed answer (reload mid-stream); the default is the five emails.
 // ?mailDelay=<ms> slows the mail provider down (more time to reload, or to watch in the devtools).
@@ -41,17 +43,11 @@ let currentRun: string | undefined;
 /** Each tool call's Submission, by tool call id (from its task). */
 const runOf = new Map<string, string>();
 
-/** What the campaign tool reports (see examples/five-emails/app.ts). */
-interface CampaignOutput {
-  delivered?: number;
-  total?: number;
-  rejected?: unknown;
-  expired?: unknown;
-  error?: string;
-}
+/** A tool result's output as the page reads it: the campaign's report, a send's receipt or its error. */
+type ToolOutput = CampaignOutput & { to?: string; error?: string };
 
 /** The tag a tool result gets: what recovery did for it, if anything, else how it ended — as it ended. */
-function resultTag(callId: string, outcome: string, output: CampaignOutput): { tag: string; text: string } {
+function resultTag(callId: string, outcome: string, output: ToolOutput): { tag: string; text: string } {
   const how = results.get(callId);
   if (outcome === "error") return { tag: "error", text: `failed: ${output.error ?? "no reason given"}` };
   if (outcome === "interrupted") return { tag: "interrupted", text: "interrupted" };
@@ -89,7 +85,7 @@ function render(entry: Entry): void {
       text = c.text || `calls ${c.toolCalls.map((t) => t.name).join(", ")}`;
       break;
     case "tool-result": {
-      const output = (c.output ?? {}) as CampaignOutput & { to?: string };
+      const output = (c.output ?? {}) as ToolOutput;
       const to = output.to ?? argsOf.get(c.toolCallId)?.to;
       text = `${c.toolName}${to ? ` → ${to}` : ""}`;
       const shown = resultTag(c.toolCallId, c.outcome, output);
@@ -218,7 +214,8 @@ function onChange(change: CommitRecord): void {
     else atWork.delete(task.id);
     const input = task.input as { toolCallId?: unknown; args?: unknown } | null;
     if (typeof input?.toolCallId !== "string") continue;
-    if (typeof input.args === "string") argsOf.set(input.toolCallId, parseArgs(input.args));
+    const args = toolArgs(task.input);
+    if (args) argsOf.set(input.toolCallId, args);
     if (task.submissionId !== undefined) runOf.set(input.toolCallId, task.submissionId);
   }
   // A wait begins or ends as an ordinary task change.
@@ -255,14 +252,6 @@ function onChange(change: CommitRecord): void {
       streaming = undefined;
     }
     start.disabled = running;
-  }
-}
-
-function parseArgs(args: string): { to?: string } {
-  try {
-    return JSON.parse(args) as { to?: string };
-  } catch {
-    return {};
   }
 }
 

@@ -216,8 +216,8 @@ export const emailCampaign = defineTask({
   },
 });
 
-/** What the campaign tool reports back to the model (see `emailCampaign`). */
-interface CampaignOutput {
+/** What the campaign tool reports back to the model and the pages (see `emailCampaign`). */
+export interface CampaignOutput {
   readonly delivered?: number;
   readonly total?: number;
   readonly rejected?: string | true;

@@ -56,6 +56,31 @@ export const TABLES: readonly Table[] = [
 ];
 
 /**
+ * How each table's rows are keyed (see `Table`): an id, an id and a number, a number and an id, or a number
+ * (the change log). Stores that split a key into columns (the Durable Object's), and a snapshot's check of
+ * the rows it brings, read it here.
+ */
+export const KEY_LAYOUT: Readonly<Record<Table, "id" | "id,n" | "n,id" | "n">> = {
+  conversations: "id",
+  entries: "id,n",
+  documents: "id",
+  documentRows: "id,n",
+  tasks: "id",
+  submissions: "id",
+  changes: "n",
+  items: "n,id",
+  live: "n,id",
+  settled: "n,id",
+  requests: "id",
+  children: "id,n",
+  signals: "id",
+  earlySignals: "id",
+  parked: "n,id",
+  waitKeys: "id",
+  deadlines: "n,id",
+};
+
+/**
  * A unit of work in the session's order of inputs: a Submission (with its root task, when it has one) or
  * a root task started without a Submission. Keyed by the version of the commit that created it and its
  * id (the Submission's, or the root task's).

@@ -17,7 +17,7 @@ import { WholeRecords } from "./log-codec.ts";
 import { logRowsOfGroup } from "./log-rows.ts";
 import { applyMaterialization, emptyTables, tablesReader } from "./memory-rows.ts";
 import type { Table } from "./rows.ts";
-import { rawNumber, TABLES } from "./rows.ts";
+import { KEY_LAYOUT, rawNumber, TABLES } from "./rows.ts";
 import type { ExportedRow, Storage } from "./storage.ts";
 import { upgradeRowsSync } from "./working-set.ts";
 
@@ -119,33 +119,13 @@ function malformed(what: string, error: z.ZodError, under?: string): InvalidArgu
   return new InvalidArgumentError(`the session snapshot's ${what} is malformed`, issues);
 }
 
-/** How each table's rows are keyed (see `Table`): an id, an id and a number, or a number and an id. */
-const KEYS: Record<Exclude<Table, "changes">, "id" | "id,n" | "n,id"> = {
-  conversations: "id",
-  entries: "id,n",
-  documents: "id",
-  documentRows: "id,n",
-  tasks: "id",
-  submissions: "id",
-  items: "n,id",
-  live: "n,id",
-  settled: "n,id",
-  requests: "id",
-  children: "id,n",
-  signals: "id",
-  earlySignals: "id",
-  parked: "n,id",
-  waitKeys: "id",
-  deadlines: "n,id",
-};
-
 const isId = (part: unknown) => typeof part === "string";
 /** A number part: a position or version (a whole number), or a deadline's time. */
 const isNumber = (part: unknown) => typeof part === "number" && Number.isFinite(part);
 
 /** Whether `key` is keyed as `table` keys rows (checked by hand: a snapshot may hold 500,000 rows). */
 function isKeyOf(table: Exclude<Table, "changes">, key: readonly unknown[]): boolean {
-  const layout = KEYS[table];
+  const layout = KEY_LAYOUT[table];
   if (layout === "id") return key.length === 1 && isId(key[0]);
   if (layout === "id,n") return key.length === 2 && isId(key[0]) && Number.isSafeInteger(key[1]);
   return key.length === 2 && isNumber(key[0]) && isId(key[1]);

@@ -5,6 +5,7 @@
  */
 import { type CommitRecord, HistoryTruncatedError, type Submission } from "../../src/index.ts";
 import { connectSessionWorker } from "../../worker/index.ts";
+import { toolArgs } from "../tool-args.ts";
 import type { LinkedConfig } from "./linked.worker.ts";
 
 const params = new URLSearchParams(location.search);
@@ -76,17 +77,6 @@ async function render(): Promise<void> {
   result.textContent = `${requestId ? "campaign" : "latest run"} ${submission.status}${text ? `: ${text}` : ""}`;
 }
 
-/** A tool task's arguments, when they are a JSON object. */
-function argsOf(input: unknown): { to?: string } | undefined {
-  const args = (input as { args?: unknown } | null)?.args;
-  if (typeof args !== "string") return undefined;
-  try {
-    return JSON.parse(args) as { to?: string };
-  } catch {
-    return undefined;
-  }
-}
-
 const onChange = (change: CommitRecord) => {
   for (const task of change.tasks) {
     if (task.state.status !== "succeeded" || (task.input as { name?: string }).name !== "send_email")
@@ -97,7 +87,7 @@ const onChange = (change: CommitRecord) => {
       output?: { to?: string; error?: string };
     };
     // A send that failed ends its task too: listed as it ended, its recipient from its arguments.
-    const to = outcome.output?.to ?? argsOf(task.input)?.to ?? "?";
+    const to = outcome.output?.to ?? toolArgs(task.input)?.to ?? "?";
     const how =
       outcome.outcome === "ok"
         ? (outcome.via ?? "run")
