@@ -9,7 +9,6 @@ import { DurableObjectSqliteStorage } from "../../edge/index.ts";
 import {
   createRegistry,
   defineDocument,
-  defineSignal,
   defineTask,
   followRemote,
   HistoryTruncatedError,
@@ -23,7 +22,7 @@ import {
   RefusedWriteError,
   ReplicationDivergedError,
 } from "../../src/index.ts";
-import { storeRemote } from "../support/store-remote.ts";
+import { notes, storeRemote, writeNotes } from "../support/store-remote.ts";
 
 const noop = defineTask({
   kind: "noop",
@@ -124,7 +123,7 @@ describe("a copy the edge's change log no longer reaches, rebuilt from the edge'
     const edge = await openSession({ id: "s", storage: edgeDisk, registry });
     await edge.resume();
     await edge.submit({ requestId: "early", conversationId: "main", input: "the first question" });
-    for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    await writeNotes(edge, 300);
     expect((await edgeDisk.readChanges("s", 0, 1)).oldestRetained).toBeGreaterThan(100);
     return { edgeDisk, edge, ...storeRemote(edgeDisk, "s") };
   }
@@ -232,8 +231,7 @@ describe("a copy the edge's change log no longer reaches, rebuilt from the edge'
 });
 
 describe("a follower merely behind the edge's change log", () => {
-  const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
-  const signals = createRegistry({ documents: [note], signals: [answer] });
+  const signals = notes;
 
   it("keeps nothing to give again (not even a signal the edge dropped since), and is rebuilt under `refuse` too", async () => {
     const edgeDisk = memoryStorage({ retainChanges: 100 });
@@ -251,7 +249,7 @@ describe("a follower merely behind the edge's change log", () => {
     await first.stop();
     // The edge drops the signal the tab saw, then lives on past its log's bound.
     expect(await edge.dropEarlySignal("answer:1")).toBeDefined();
-    for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    await writeNotes(edge, 300);
     const kept: LocalInput[][] = [];
     const again = await followRemote({
       storage: tabDisk,
@@ -336,8 +334,7 @@ describe("change-log bounds", () => {
 
 describe("a reader of a session replaced under it (a copy rebuilt from its other host)", () => {
   it("is told its history is gone instead of taking the new session's commits onto its own", async () => {
-    const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
-    const registry = createRegistry({ documents: [note] });
+    const registry = notes;
     const storage = memoryStorage();
     const first = await openSession({ id: "s", storage, registry });
     for (let i = 0; i < 5; i++) await first.commit((d) => d.setDocument("mine", "note", { i }));

@@ -5,12 +5,8 @@
  */
 import "fake-indexeddb/auto";
 import { describe, expect, it } from "vitest";
-import { z } from "zod";
 import { approvedPlan } from "../../examples/five-emails/app.ts";
 import {
-  createRegistry,
-  defineDocument,
-  defineSignal,
   followRemote,
   type Json,
   type LocalInput,
@@ -27,7 +23,7 @@ import {
 } from "../../src/index.ts";
 import { replayInputs } from "../../src/replication/rebase.ts";
 import { rebuildFromSnapshot } from "../../src/replication/snapshot-rebuild.ts";
-import { storeRemote } from "../support/store-remote.ts";
+import { notes, storeRemote, writeNotes } from "../support/store-remote.ts";
 import { SESSION, TwoHosts } from "../support/two-hosts.ts";
 
 const settle = async (rounds = 20) => {
@@ -98,9 +94,7 @@ describe("unsent commits of two epochs (a tab relinked within its lease, every p
 });
 
 describe("a tab that only followed, linking after the edge's log moved past it", () => {
-  const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
-  const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
-  const registry = createRegistry({ documents: [note], signals: [answer] });
+  const registry = notes;
 
   async function setup() {
     const clock = new ManualClock(1_000);
@@ -132,7 +126,7 @@ describe("a tab that only followed, linking after the edge's log moved past it",
     await f.stop();
     // The edge (same writer, same epoch) drops the signal the tab saw, then lives on past its log.
     await edge.dropEarlySignal("answer:1");
-    for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    await writeNotes(edge, 300);
     return { clock, edgeDisk, tabDisk, remote, host };
   }
 
@@ -167,9 +161,7 @@ describe("a tab that only followed, linking after the edge's log moved past it",
 });
 
 describe("a follower whose edge restarted (a new epoch) while it was away", () => {
-  const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
-  const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
-  const registry = createRegistry({ documents: [note], signals: [answer] });
+  const registry = notes;
 
   it("keeps no signal to give again (a dropped one stays dropped)", async () => {
     const edgeDisk = memoryStorage({ retainChanges: 100 });
@@ -189,7 +181,7 @@ describe("a follower whose edge restarted (a new epoch) while it was away", () =
     // The Durable Object is evicted and comes back: its writer reopens under the next epoch.
     await edge.close();
     edge = await openSession({ id: "s", storage: edgeDisk, registry });
-    for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    await writeNotes(edge, 300);
     const kept: LocalInput[] = [];
     const again = await followRemote({
       storage: tabDisk,
@@ -238,14 +230,12 @@ describe("an empty tab linking to a session too large to snapshot", () => {
 });
 
 describe("a tab that wrote offline, where the edge's log still shows where the copies part", () => {
-  const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
-  const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
-  const registry = createRegistry({ documents: [note], signals: [answer] });
+  const registry = notes;
 
   it("keeps every input of its own commits, its signals too, though the log no longer reaches the start", async () => {
     const edgeDisk = memoryStorage({ retainChanges: 100 });
     let edge = await openSession({ id: "s", storage: edgeDisk, registry });
-    for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    await writeNotes(edge, 300);
     const { changes, snapshot } = storeRemote(edgeDisk, "s");
     const tabDisk = memoryStorage();
     const first = await followRemote({
@@ -284,9 +274,7 @@ describe("a tab that wrote offline, where the edge's log still shows where the c
 });
 
 describe("a tab's withdrawal of an answer the edge gave, where the edge's log no longer shows the parting", () => {
-  const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
-  const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
-  const registry = createRegistry({ documents: [note], signals: [answer] });
+  const registry = notes;
 
   /** The edge keeps an answer; the tab copies it, withdraws it offline, and the edge's log moves on. */
   async function withdrawnOffline(answerHere: boolean) {
@@ -310,7 +298,7 @@ describe("a tab's withdrawal of an answer the edge gave, where the edge's log no
     await edge.close();
     await (await openSession({ id: "s", storage: edgeDisk, registry })).close();
     edge = await openSession({ id: "s", storage: edgeDisk, registry });
-    for (let i = 0; i < 300; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    await writeNotes(edge, 300);
     expect((await edgeDisk.readChanges("s", 0, 1)).oldestRetained).toBeGreaterThan(3);
     const kept: LocalInput[] = [];
     let reads = 0;
@@ -388,11 +376,10 @@ describe("a linked tab whose pushes were lost withdraws an approval the edge kep
 
 describe("the edge prunes its log while a diverged follower reads what it retains", () => {
   it("reads it again from where it starts then, and rebuilds, instead of stopping for good", async () => {
-    const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
-    const registry = createRegistry({ documents: [note] });
+    const registry = notes;
     const edgeDisk = memoryStorage({ retainChanges: 600 });
     let edge = await openSession({ id: "s", storage: edgeDisk, registry });
-    for (let i = 0; i < 1000; i++) await edge.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    await writeNotes(edge, 1000);
     const { changes, snapshot } = storeRemote(edgeDisk, "s");
     const tabDisk = memoryStorage();
     const first = await followRemote({
@@ -440,9 +427,7 @@ describe("the edge prunes its log while a diverged follower reads what it retain
 
 describe("a drop of the tab's own signal whose log was pruned past it", () => {
   it("is not given to the edge, whose signal for the key at that version is another one", async () => {
-    const answer = defineSignal({ key: "answer:*", schema: z.object({ text: z.string().min(1) }) });
-    const note = defineDocument({ type: "note", schema: z.record(z.string(), z.unknown()) });
-    const registry = createRegistry({ documents: [note], signals: [answer] });
+    const registry = notes;
     // Each side took its own answer for answer:1 at version 1, apart.
     const edgeDisk = memoryStorage();
     const edge = await openSession({ id: "s", storage: edgeDisk, registry });
@@ -451,7 +436,7 @@ describe("a drop of the tab's own signal whose log was pruned past it", () => {
     const tabDisk = memoryStorage({ retainChanges: 50 });
     const tab = await openSession({ id: "s", storage: tabDisk, registry });
     await tab.signal("answer:1", { text: "the tab's" }, { requestId: "r-tab" });
-    for (let i = 0; i < 300; i++) await tab.commit((d) => d.setDocument(`doc-${i % 40}`, "note", { i }));
+    await writeNotes(tab, 300);
     expect((await tabDisk.readChanges("s", 0, 1)).oldestRetained).toBeGreaterThan(1); // its log starts after it
     expect(await tab.dropEarlySignal("answer:1")).toMatchObject({ requestId: "r-tab", version: 1 });
     await tab.close();
