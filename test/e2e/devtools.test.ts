@@ -890,6 +890,23 @@ describe("devtools page in Chromium", () => {
         "280 older read from storage (all of them)",
       );
       await devtools.selectOption("[data-testid=work-status]", "all");
+      // A stored run is not shown as a plain success before its tool calls are read: run 40's failed. Opened,
+      // its tree is read and it says so, as a run in the view does.
+      const label = "[data-testid=work-items] [data-testid=work-status-label]";
+      await devtools.fill("[data-testid=work-search]", "req-40");
+      expect(await devtools.getAttribute(label, "class")).toContain("tone-unread");
+      expect(await devtools.getAttribute(label, "title")).toContain("read when it is opened");
+      await devtools.click("[data-testid=work-items] button");
+      await devtools.waitForFunction(
+        (selector) => document.querySelector(selector)?.textContent === "succeeded with problems",
+        label,
+        TIMEOUT,
+      );
+      expect(await devtools.getAttribute(label, "class")).toContain("tone-warn");
+      await devtools.fill("[data-testid=work-search]", "");
+      await devtools.selectOption("[data-testid=work-status]", "problems");
+      expect(await devtools.textContent("[data-testid=work-count]")).toBe("3 of 300");
+      await devtools.selectOption("[data-testid=work-status]", "all");
       await devtools.fill("[data-testid=work-search]", "req-42");
       expect(await devtools.textContent("[data-testid=work-count]")).toBe("1 of 300");
       await devtools.click("[data-testid=work-items] button");
@@ -899,6 +916,8 @@ describe("devtools page in Chromium", () => {
       expect(await devtools.textContent('[data-testid=task-state] [data-path="result.output.n"]')).toContain(
         "n: 42",
       );
+      expect(await devtools.textContent(label)).toBe("succeeded");
+      expect(await devtools.getAttribute(label, "class")).toContain("tone-good");
       expect(await accessibilityProblems(devtools)).toEqual([]);
       await shoot(devtools, "many-submissions");
     });

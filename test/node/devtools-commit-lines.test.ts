@@ -130,9 +130,16 @@ describe("devtools trees as a user's sessions grow them", () => {
     const stored = await disk.reopen().readChanges(FAILED_SESSION, 0, 10_000);
     // A view that keeps no settled work (the default keeps 20: the same once 20 later ones settled).
     const history = new SessionHistory(emptyView(FAILED_SESSION, { settled: 0, entries: 100 }));
-    history.append(stored.changes.map((row) => row.value as CommitRecord));
-    const below = problemsBelow([...history.tasks.values()]); // as the page computes it
-    const lines = history.commits.flatMap((c) => describeCommit(c, below));
+    // The page reads the problems the history keeps as each commit comes: after every commit they are
+    // what counting every task it holds again gives.
+    const plain = (m: ReadonlyMap<string, ReadonlyMap<string, number>>) =>
+      Object.fromEntries([...m].map(([id, counts]) => [id, Object.fromEntries(counts)]));
+    for (const row of stored.changes) {
+      history.append([row.value as CommitRecord]);
+      expect(plain(history.problems)).toEqual(plain(problemsBelow([...history.tasks.values()])));
+    }
+    expect(history.problems.size).toBeGreaterThan(0);
+    const lines = history.commits.flatMap((c) => describeCommit(c, history.problems));
     expect(lines.filter((l) => l.startsWith(`submission ${submissionId} → succeeded`))).toEqual([
       `submission ${submissionId} → succeeded with problems (1 error, 1 interrupted below)`,
     ]);

@@ -7,7 +7,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { emptyView, type RecoveryPlan, type Registry } from "../../src/index.ts";
 import { AttachForm, ImportFile, SessionList, type Target } from "./attach.tsx";
 import { SessionHistory } from "./history.ts";
-import { problemsBelow, type RecoveryMark, recoveryLane } from "./outcome.ts";
+import { type RecoveryMark, recoveryLane } from "./outcome.ts";
 import { PendingView } from "./pending.tsx";
 import { ScrubberBar } from "./scrubber.tsx";
 import { edgeSource, fileSource, localSource, type SessionSource, type WriterState } from "./sources.ts";
@@ -208,14 +208,6 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
     () => (history ? recoveryLane(history.commits, history.base) : new Map<number, RecoveryMark[]>()),
     [history, latest, tick],
   );
-  // The problems under each task, over every task the history holds (a Submission's tree leaves the latest
-  // view once it settled long ago, and its line must still say it had problems); computed while the
-  // timeline is shown.
-  // biome-ignore lint/correctness/useExhaustiveDependencies: the history grows in place; `latest` marks each new commit
-  const below = useMemo(
-    () => (tab === "timeline" && history ? problemsBelow([...history.tasks.values()]) : new Map()),
-    [history, latest, tab],
-  );
   // The preview and the version it was asked at: asked again at each new commit, it says which it is of.
   const [preview, setPreview] = useState<{ plan: RecoveryPlan; version: number } | undefined>(undefined);
   useEffect(() => {
@@ -349,7 +341,9 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
                 commits={history.commits}
                 version={view.version}
                 recovery={recovery}
-                below={below}
+                // Over every task the history holds (a Submission's tree leaves the latest view once it settled
+                // long ago; its line must still say it had problems), kept as commits come, not recounted.
+                below={history.problems}
                 onScrub={(v) => {
                   setLive(false);
                   setVersion(v);

@@ -4,6 +4,7 @@
  * the empty session when the change log reaches back to version 1, otherwise the view at attach time.
  */
 import { applyChangeToView, type CommitRecord, type SessionView, type Task } from "../../src/index.ts";
+import { problemsBelow, taskOutcome } from "./outcome.ts";
 
 const CHECKPOINT_EVERY = 64;
 
@@ -16,11 +17,14 @@ export class SessionHistory {
   #base: SessionView;
   /** Every task this history has seen, in its last state: a view lets finished trees go, this keeps them. */
   private readonly seen = new Map<string, Task>();
+  /** `problemsBelow` of every task seen, kept up to date as tasks change (not recomputed per commit). */
+  private below = new Map<string, Map<string, number>>();
 
   constructor(base: SessionView) {
     this.#base = base;
     this.latestView = base;
     for (const task of base.tasks) this.seen.set(task.id, task);
+    this.below = problemsBelow([...this.seen.values()]);
     this.checkpoints.set(base.version, base);
     this.anchors.push(base.version);
   }
@@ -52,11 +56,18 @@ export class SessionHistory {
     for (const change of [...folded].reverse())
       for (const task of change.tasks) if (!this.seen.has(task.id)) this.seen.set(task.id, task);
     for (const task of from.tasks) if (!this.seen.has(task.id)) this.seen.set(task.id, task);
+    // Older tasks may come before their parents here: counted again whole, once.
+    this.below = problemsBelow([...this.seen.values()]);
   }
 
   /** Every task of the history, in its last state, also those the latest view no longer holds. */
   get tasks(): ReadonlyMap<string, Task> {
     return this.seen;
+  }
+
+  /** For each task, the problems of the tasks below it (`problemsBelow` of `tasks`), kept as they change. */
+  get problems(): ReadonlyMap<string, ReadonlyMap<string, number>> {
+    return this.below;
   }
 
   /** The oldest version this history can show. */
@@ -79,11 +90,32 @@ export class SessionHistory {
       if (change.version <= this.latestView.version) continue;
       this.latestView = applyChangeToView(this.latestView, change);
       this.changes.push(change);
-      for (const task of change.tasks) this.seen.set(task.id, task);
+      for (const task of change.tasks) this.see(task);
       if (change.version % CHECKPOINT_EVERY === 0) this.checkpoints.set(change.version, this.latestView);
       added = true;
     }
     return added;
+  }
+
+  /** A task's new state: its old one's problems taken off its ancestors, its new one's put on. */
+  private see(task: Task): void {
+    const before = this.seen.get(task.id);
+    if (before) this.count(before, -1);
+    this.seen.set(task.id, task);
+    this.count(task, 1);
+  }
+
+  private count(task: Task, by: 1 | -1): void {
+    const { label, tone } = taskOutcome(task);
+    if (tone !== "bad" && tone !== "warn") return;
+    for (let up = this.seen.get(task.parentId ?? ""); up; up = this.seen.get(up.parentId ?? "")) {
+      const counts = this.below.get(up.id) ?? new Map<string, number>();
+      const n = (counts.get(label) ?? 0) + by;
+      if (n > 0) counts.set(label, n);
+      else counts.delete(label);
+      if (counts.size > 0) this.below.set(up.id, counts);
+      else this.below.delete(up.id);
+    }
   }
 
   /** The whole session as it was right after `version` committed. */

@@ -164,7 +164,7 @@ export function outcomeInTree(task: Task, below: ReadonlyMap<string, ReadonlyMap
 /** What a Submission's row says: its status, with the problems of its tool calls, and whether it is open. */
 export function submissionOutcome(
   submission: Submission,
-  view: SessionView,
+  view: Pick<SessionView, "tasks">,
   now: number,
 ): Outcome & { problems: string } {
   const problems = problemText(problemsOf(submission, view.tasks));

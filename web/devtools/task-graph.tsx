@@ -1,6 +1,6 @@
 /** The task tree as a laid-out graph, and the details of the selected task. */
 import { useEffect, useMemo, useState } from "preact/hooks";
-import { isTerminal, type SessionView, type Task } from "../../src/index.ts";
+import { isTerminal, type SessionView, type Submission, type Task } from "../../src/index.ts";
 import { clip, formatTime, layoutTasks, NODE_HEIGHT, NODE_WIDTH } from "./derive.ts";
 import type { SessionHistory } from "./history.ts";
 import { JsonView } from "./json-view.tsx";
@@ -53,7 +53,9 @@ export function TaskGraph(props: {
   const { view } = props;
   const held = useMemo(() => workItems(view, props.now), [view, props.now]);
   // Older Submissions read from storage on request, and the tree of one of them.
-  const [stored, setStored] = useState<{ items: WorkItem[]; next: number | null } | undefined>(undefined);
+  const [stored, setStored] = useState<
+    { items: WorkItem[]; next: number | null; submissions: ReadonlyMap<string, Submission> } | undefined
+  >(undefined);
   const [storedTree, setStoredTree] = useState<{ root: string; tasks: Task[] } | undefined>(undefined);
   const items = useMemo(() => {
     if (!stored) return held;
@@ -66,7 +68,14 @@ export function TaskGraph(props: {
       : Math.min(...held.map((i) => i.order).filter((o) => o > 0));
     const page = await props.older?.readSubmissions?.(Number.isFinite(before) ? before : undefined, 200);
     if (!page) return;
-    setStored({ items: [...(stored?.items ?? []), ...page.submissions.map(storedItem)], next: page.next });
+    setStored({
+      items: [...(stored?.items ?? []), ...page.submissions.map((s) => storedItem(s))],
+      next: page.next,
+      submissions: new Map([
+        ...(stored?.submissions ?? []),
+        ...page.submissions.map((s) => [s.id, s] as const),
+      ]),
+    });
   };
   const [chosen, setChosen] = useState<string | undefined>(undefined);
   const [status, setStatus] = useState("all");
@@ -82,8 +91,21 @@ export function TaskGraph(props: {
   const wanted = fromStorage ? item?.rootTaskId : undefined;
   useEffect(() => {
     if (wanted === undefined || storedTree?.root === wanted) return;
-    void props.older?.readTaskTree?.(wanted).then((found) => setStoredTree({ root: wanted, tasks: found }));
-  }, [wanted, storedTree?.root, props.older]);
+    void props.older?.readTaskTree?.(wanted).then((found) => {
+      setStoredTree({ root: wanted, tasks: found });
+      // Its tree read, the item says how its tool calls ended ("succeeded with problems"), as a held one does.
+      setStored(
+        (now) =>
+          now && {
+            ...now,
+            items: now.items.map((i) => {
+              const submission = i.rootTaskId === wanted ? now.submissions.get(i.id) : undefined;
+              return submission ? storedItem(submission, found, props.now) : i;
+            }),
+          },
+      );
+    });
+  }, [wanted, storedTree?.root, props.older, props.now]);
   const graph = useMemo(() => layoutTasks(tasks), [tasks]);
   // A parent that succeeded over tool calls that did not is not drawn as a plain success.
   const below = useMemo(() => problemsBelow(tasks), [tasks]);
@@ -139,7 +161,7 @@ export function TaskGraph(props: {
                 data-item={i.id}
                 onClick={() => setChosen(i.id)}
               >
-                <span class={`status tone-${i.tone}`} data-testid="work-status-label">
+                <span class={`status tone-${i.tone}`} data-testid="work-status-label" title={i.note}>
                   {i.statusLabel}
                 </span>{" "}
                 {i.label}
@@ -154,7 +176,8 @@ export function TaskGraph(props: {
           {stored && (
             <p class="meta" data-testid="older-note">
               {stored.items.length} older read from storage{stored.next === null ? " (all of them)" : ""}
-              {"; "}shown as stored now, whatever version is scrubbed to
+              {"; "}shown as stored now, whatever version is scrubbed to; whether one that succeeded had
+              problems is read when it is opened
             </p>
           )}
         </nav>

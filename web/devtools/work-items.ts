@@ -21,6 +21,8 @@ export interface WorkItem {
   readonly text: string;
   /** It succeeded, but some of its tool calls did not end plainly ok. */
   readonly problems: boolean;
+  /** What its status label leaves out (a stored one's tool calls not read yet). */
+  readonly note?: string;
 }
 
 /** Every unit of work in the view, newest first. */
@@ -61,21 +63,27 @@ export function workItems(view: SessionView, now: number): WorkItem[] {
   return items.sort((a, b) => b.order - a.order || (a.id < b.id ? 1 : -1));
 }
 
-/** How a Submission read from storage looks by its status alone (its tasks are not loaded). */
-const STORED_TONE: Readonly<Record<string, string>> = { succeeded: "good", failed: "bad", cancelled: "warn" };
+/** How a Submission read from storage looks by its status alone, before its tasks are read. */
+const STORED_TONE: Readonly<Record<string, string>> = { failed: "bad", cancelled: "warn" };
 
-/** A Submission read from storage (beyond the view): its status only, its tasks not loaded. */
-export function storedItem(s: Submission): WorkItem {
+/**
+ * A Submission read from storage (beyond the view). Until its tree is read (`tasks`: when it is opened),
+ * one that succeeded is not shown as a plain success: whether its tool calls ended well is not known yet.
+ */
+export function storedItem(s: Submission, tasks?: readonly Task[], now = s.updatedAt): WorkItem {
+  const outcome = tasks ? submissionOutcome(s, { tasks }, now) : undefined;
+  const unread = !tasks && s.status === "succeeded";
   return {
     id: s.id,
     label: `${s.requestId} · ${s.id}`,
     status: s.status,
-    statusLabel: s.status,
-    tone: STORED_TONE[s.status] ?? "active",
+    statusLabel: outcome?.label ?? s.status,
+    tone: outcome?.tone ?? (unread ? "unread" : (STORED_TONE[s.status] ?? "active")),
+    ...(unread && { note: "how its tool calls ended is read when it is opened" }),
     rootTaskId: s.taskId,
     order: s.acceptedVersion ?? 0,
-    text: `${s.id} ${s.requestId} ${inputText(s)} ${s.status}`.toLowerCase(),
-    problems: false, // its tasks are not loaded: unknown until opened
+    text: `${s.id} ${s.requestId} ${inputText(s)} ${outcome?.label ?? s.status}`.toLowerCase(),
+    problems: s.status === "succeeded" && (outcome?.problems ?? "") !== "",
   };
 }
 
