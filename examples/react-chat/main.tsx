@@ -28,6 +28,11 @@ function Chat({ initial }: { initial: UIMessage[] }) {
     sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
   });
   const [input, setInput] = useState("");
+  // A run that waits for a decision holds the conversation: a message sent now would queue behind it,
+  // unanswered until the decision is taken. Asked for first.
+  const awaitingDecision = messages.some((m) =>
+    m.parts.some((p) => (p as { state?: string }).state === "approval-requested"),
+  );
   return (
     <main data-status={status}>
       {messages.map((message) => (
@@ -83,7 +88,7 @@ function Chat({ initial }: { initial: UIMessage[] }) {
       <form
         onSubmit={(event) => {
           event.preventDefault();
-          if (!input.trim()) return;
+          if (!input.trim() || awaitingDecision) return;
           void sendMessage({ text: input });
           setInput("");
         }}
@@ -92,9 +97,13 @@ function Chat({ initial }: { initial: UIMessage[] }) {
           aria-label="message"
           value={input}
           onChange={(e) => setInput(e.currentTarget.value)}
-          placeholder="Ask the time in Lisbon"
+          placeholder={awaitingDecision ? "Approve or reject the call above first" : "Ask the time in Lisbon"}
         />
-        <button type="submit" disabled={status === "submitted" || status === "streaming"}>
+        <button
+          type="submit"
+          disabled={status === "submitted" || status === "streaming" || awaitingDecision}
+          title={awaitingDecision ? "a call above waits for your decision" : undefined}
+        >
           Send
         </button>
       </form>

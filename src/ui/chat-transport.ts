@@ -14,10 +14,11 @@
  */
 import { isSettledElsewhere } from "../errors.ts";
 import type { Json } from "../records/json.ts";
-import type { CommitRecord, Submission } from "../records/schemas.ts";
+import type { CommitRecord, Submission, Task } from "../records/schemas.ts";
 import { isSubmissionFinished } from "../records/schemas.ts";
 import type { SubmitInput } from "../session/submit.ts";
 import type { SessionView, ViewOptions } from "../session/view.ts";
+import { submissionOfTurnKey } from "../tasks/follow-up.ts";
 import type { Preview } from "../tasks/preview.ts";
 import { type ChatChunk, type FollowStart, RunFollower } from "./run-follower.ts";
 
@@ -94,16 +95,29 @@ export function chatTransport(backend: ChatBackend, options: ChatTransportOption
       abortSignal?: AbortSignal;
     }): Promise<ReadableStream<ChatChunk> | null> {
       const view = await backend.view({ entries: 0, tasks: "active" });
+      // The run going on: the newest one neither queued behind another nor being cancelled, else the newest
+      // open one (an interrupting turn, queued until the one it cancels ends). Not simply the newest open
+      // one: queued behind a run that waits for an approval, it would stream nothing, and the approval that
+      // run waits for would not be shown.
       const open = view?.submissions
         .filter((s) => s.conversationId === request.chatId && !isSubmissionFinished(s))
-        .sort((a, b) => (a.acceptedVersion ?? 0) - (b.acceptedVersion ?? 0))
-        .at(-1);
-      if (!view || !open) return null;
-      const from = Math.max(0, (open.acceptedVersion ?? 1) - 1);
-      return runStream(backend, open, request.abortSignal, cancelOnStop, from, { head: view.version });
+        .sort((a, b) => (a.acceptedVersion ?? 0) - (b.acceptedVersion ?? 0));
+      const roots = new Map(view?.tasks.map((t) => [t.id, t]));
+      const going = (s: Submission) => {
+        const root = s.taskId === undefined ? undefined : roots.get(s.taskId);
+        return root !== undefined && root.cancelRequested === undefined && !isQueuedTurn(root);
+      };
+      const resumed = open?.findLast(going) ?? open?.at(-1);
+      if (!view || !resumed) return null;
+      const from = Math.max(0, (resumed.acceptedVersion ?? 1) - 1);
+      return runStream(backend, resumed, request.abortSignal, cancelOnStop, from, { head: view.version });
     },
   };
 }
+
+/** A root task queued behind the turn before it (DESIGN §5: it awaits that turn's end). */
+const isQueuedTurn = (root: Task) =>
+  root.state.status === "awaiting" && root.state.keys.some((k) => submissionOfTurnKey(k) !== undefined);
 
 /** A message's text: its text parts, joined. */
 function textOf(message: ChatMessage): string {

@@ -96,6 +96,11 @@ describe("react-chat example in Chromium", () => {
       // After the reload the call still waits for the decision: the run was never lost or re-sent.
       await page.waitForSelector(".tool[data-state=approval-requested] button", { timeout: 60_000 });
       await waitReady(page);
+      // While it waits, a new message would queue behind it unanswered: the page asks for the decision first.
+      expect(await page.isDisabled("button[type=submit]")).toBe(true);
+      expect(await page.getAttribute("input[aria-label=message]", "placeholder")).toBe(
+        "Approve or reject the call above first",
+      );
       await page.screenshot({ path: join(artifacts, "react-chat-approval-pending.png"), fullPage: true });
       await page.getByRole("button", { name: "Approve" }).click();
       await page.waitForFunction(
@@ -108,6 +113,7 @@ describe("react-chat example in Chromium", () => {
       );
       await waitReady(page);
       await page.screenshot({ path: join(artifacts, "react-chat-approval-done.png"), fullPage: true });
+      expect(await page.isDisabled("button[type=submit]")).toBe(false);
       expect(await page.$$eval("[data-role=user]", (items) => items.map((i) => i.textContent))).toEqual([
         "Book a table for 4 tonight",
       ]);

@@ -107,6 +107,27 @@ describe("tool approvals in AI SDK UI", () => {
     await session.close();
   });
 
+  it("a reloaded page with a message queued behind the run that awaits approval resumes that run, so it can be answered", async () => {
+    const { session, booked } = await bookingSession();
+    const { approvalId } = await askToBook(session);
+    // Another message, queued behind the waiting run (sent from another tab, or before the page disabled
+    // sending): the newest open run has not started and would stream nothing.
+    await session.submit({ requestId: "later", conversationId: "c1", input: "And a taxi?" });
+    const reloaded = chatOver(session, chatMessages(session.view(), "c1") as UIMessage[]);
+    await reloaded.resumeStream();
+    await vi.waitFor(() => expect(reloaded.status).toBe("ready"));
+    expect(toolParts(reloaded)).toEqual([
+      expect.objectContaining({ state: "approval-requested", approval: { id: approvalId } }),
+    ]);
+    await reloaded.addToolApprovalResponse({ id: approvalId, approved: true });
+    await vi.waitFor(() => expect(lastText(reloaded)).toBe("Checking. Booked for 2."));
+    expect(booked).toEqual([2]);
+    // The queued message then runs, in order.
+    await session.whenIdle();
+    expect((await session.readSubmissionForRequest("later"))?.status).toBe("succeeded");
+    await session.close();
+  });
+
   it("a rejection is a denied call the model hears about; the tool never runs", async () => {
     const { session, booked } = await bookingSession();
     const { chat, approvalId } = await askToBook(session);
