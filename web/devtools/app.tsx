@@ -66,9 +66,10 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
   liveRef.current = live;
   // How the last write asked for (an answer, a cancel, a drop) went: a refusal shows until the next attempt,
   // which clears it, and a success replaces it (a refusal left beside an accepted answer would be untrue).
-  const [write, setWrite] = useState<{ ok: boolean; text: string } | undefined>(undefined);
+  // While one is under way it says so: a local session's write is done only once its leading tab took it.
+  const [write, setWrite] = useState<{ ok: boolean | undefined; text: string } | undefined>(undefined);
   const attemptWrite = async (done: string, run: () => Promise<unknown> | undefined): Promise<void> => {
-    setWrite(undefined);
+    setWrite({ ok: undefined, text: "asked: not written until the session's writer has taken it…" });
     try {
       await run();
       setWrite({ ok: true, text: done });
@@ -237,12 +238,12 @@ function Devtools({ options }: { options: DevtoolsOptions }) {
       )}
       {write && (
         <p
-          class={write.ok ? "done" : "error"}
-          role={write.ok ? "status" : "alert"}
+          class={write.ok === undefined ? "meta" : write.ok ? "done" : "error"}
+          role={write.ok === false ? "alert" : "status"}
           data-testid="write-outcome"
-          data-ok={String(write.ok)}
+          data-ok={write.ok === undefined ? "pending" : String(write.ok)}
         >
-          {write.ok ? write.text : `not written: ${write.text}`}
+          {write.ok === false ? `not written: ${write.text}` : write.text}
         </p>
       )}
       {!target && <SessionList onAttach={setTarget} />}

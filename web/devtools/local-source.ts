@@ -12,7 +12,9 @@ import {
   type Registry,
   type Session,
 } from "../../src/index.ts";
-import { DurableInbox, type InboxRow, inboxDrop } from "../../worker/inbox.ts";
+import { inboxDrop, inboxRowId } from "../../worker/inbox.ts";
+import { type InboxMessage, InboxRelay } from "../../worker/inbox-relay.ts";
+import { SessionWatch } from "../../worker/session-watch.ts";
 import type { SessionSource } from "./session-source.ts";
 
 /** Names of this origin's IndexedDB databases, or undefined where the browser cannot list them. */
@@ -75,16 +77,20 @@ export async function localSource(
   // The latest view first (what the page shows at once); the history before it is read in the background.
   const base = session.view();
   const channel = new BroadcastChannel(`durable-agent:${database}:${sessionId}`);
-  /** Leaves an input in the session's durable inbox and tells the tabs: the leading one takes it. */
-  const leave = async (row: InboxRow) => {
-    const inbox = new DurableInbox(`${database}:inbox`);
-    try {
-      await inbox.put(sessionId, row);
-    } finally {
-      await inbox.close();
-    }
-    channel.postMessage({ type: "inbox" });
-  };
+  // The page's writes go through the session's durable inbox, as a follower tab's do, and are said done only
+  // once the leading tab committed them: it may refuse one (a wait answered meanwhile by another tab, a
+  // signal a wait took before its drop came), and a row merely queued is not a write.
+  const inbox = new InboxRelay(sessionId, database, (message) => channel.postMessage(message));
+  channel.addEventListener("message", (event: MessageEvent<InboxMessage>) => {
+    if (event.data.type === "refused") inbox.refused(event.data);
+  });
+  const watch = new SessionWatch(
+    {
+      session,
+      subscribe: (from, listener, onError) => session.subscribe(from, listener, onError ? { onError } : {}),
+    },
+    inbox,
+  );
   return {
     label: `local ${database} / ${sessionId}`,
     base,
@@ -169,14 +175,21 @@ export async function localSource(
     ...(registry && { previewRecovery: async () => session.previewRecovery() }),
     async answerWait(key, payload, requestId) {
       // Checked as the leader will (bad payload, unknown key, conflict), then left in the inbox for it.
-      await session.checkSignal(key, payload, { requestId });
-      await leave({ signal: { key, payload: payload as Json, requestId } });
+      const options = { requestId };
+      if (await session.checkSignal(key, payload, options)) return; // a repeat: stored already
+      const row = { signal: { key, payload: payload as Json, requestId } };
+      await watch.signal(key, payload as Json, options, { row: inboxRowId(row), queued: inbox.queue(row) });
     },
     async dropEarlySignal(key) {
       const kept = session.earlySignals().find((signal) => signal.key === key);
-      if (kept) await leave(inboxDrop(key, kept.version));
+      if (!kept) throw new Error(`no signal is kept for ${key} (a wait took it, or it was dropped)`);
+      const row = inboxDrop(key, kept.version);
+      const dropped = await watch.dropped(kept, { row: inboxRowId(row), queued: inbox.queue(row) });
+      if (!dropped) throw new Error(`a wait took the signal kept for ${key} before the drop came`);
     },
     async close() {
+      watch.close(new Error("the devtools detached before the leading tab took it (it stays queued for it)"));
+      await inbox.close();
       channel.close();
       await session.close();
       await storage.close();
