@@ -59,7 +59,9 @@ function followCommits(
     let tail = Promise.resolve();
     const write = (bytes: number, put: () => Promise<unknown>) => {
       if (!open) return;
-      if (queued + bytes > MAX_QUEUED_BYTES) return finish();
+      // Cut off once the backlog is past the bound, not for the message that would cross it: a commit
+      // larger than the bound would be refused on every reconnect, and its client never get past it.
+      if (queued > MAX_QUEUED_BYTES) return finish();
       queued += bytes;
       tail = tail.then(put).then(
         () => {
