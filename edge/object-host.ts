@@ -201,8 +201,13 @@ export class SessionHost<Env> {
       case "replica-release":
       case "replica-changes":
       case "replica-snapshot":
-        // A catch-up of a session this object never held is told so (its change log would read as empty).
-        if (route.op === "replica-changes" && !this.storage.sessionIds().includes(route.sessionId))
+        // A catch-up of a session this object never held is told so (its change log would read as empty),
+        // as is a question of who writes one that neither this object nor a tab's claim holds.
+        if (
+          !this.storage.sessionIds().includes(route.sessionId) &&
+          (route.op === "replica-changes" ||
+            (route.op === "replica" && !(await this.replica.ledElsewhere(route.sessionId))))
+        )
           throw new SessionNotFoundError(route.sessionId);
         // A claim stops this object's writer: nothing else runs meanwhile (a request that slipped in
         // between could open a writer of its own).

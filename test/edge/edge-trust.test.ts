@@ -353,6 +353,12 @@ describe("requests that fail write nothing; reads create nothing (workerd)", () 
       "requests/x",
       "submissions/sub_1",
       "conversations/main/entries",
+      "submissions",
+      "tree?root=x",
+      "pending",
+      "early-signals",
+      "replica",
+      "replica/snapshot",
     ];
     for (let i = 0; i < 20; i++) {
       for (const path of reads) {
