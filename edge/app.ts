@@ -195,7 +195,10 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     });
   const bodyBound = limitBody(maxBodyBytes);
   const pushBound = limitBody(maxPushBytes);
-  app.use("*", (c, next) => (c.req.path.endsWith("/replica/push") ? pushBound(c, next) : bodyBound(c, next)));
+  // A body without a length is read here to count it: a push's larger bound only once its caller is
+  // authorized (in `guard`), so a stranger never has up to 4 MiB read and held for each request.
+  const isPush = (c: Context<AppEnv<Env>>) => c.req.path.endsWith("/replica/push");
+  app.use("*", (c, next) => (isPush(c) ? next() : bodyBound(c, next)));
 
   /**
    * Authorizes the request for `action` on its session (`params.id`, parsed exactly as it is routed), then
@@ -223,6 +226,8 @@ export function createEdgeApp<Env extends object>(options: EdgeAppOptions<Env> =
     if (principal instanceof Response) return principal;
     const rate = await rateLimit?.(principal, c.env);
     if (rate && !rate.ok) return tooManyRequests("too many requests from this caller", rate.retryAfterMs);
+    const tooLarge = isPush(c) ? await pushBound(c, async () => undefined) : undefined;
+    if (tooLarge) return tooLarge;
     return { principal, sessionId };
   };
 

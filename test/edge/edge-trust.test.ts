@@ -414,6 +414,33 @@ describe("limits per session and caller (workerd)", () => {
     expect((await Promise.all(waiting)).map((r) => r.status)).toEqual(Array(32).fill(200));
   });
 
+  it("reads no body of a request before it is authorized: a stranger's endless replica push is refused at once", async () => {
+    // Real connections, sending a body with no length (the push route takes 4 MiB) that never ends.
+    const push = (authorization: Record<string, string>, chunks: number) => {
+      let pulled = 0;
+      const body = new ReadableStream<Uint8Array>({
+        pull: async (controller) => {
+          if (pulled++ < chunks) controller.enqueue(new Uint8Array(64 * 1024).fill(0x20));
+          else await new Promise(() => undefined);
+        },
+      });
+      return fetch(`${edge.url}/sessions/alpha/replica/push`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...authorization },
+        body,
+        duplex: "half",
+        signal: AbortSignal.timeout(5_000),
+      } as RequestInit);
+    };
+    const stranger = await push({}, 1);
+    expect(stranger.status).toBe(401);
+    await stranger.body?.cancel();
+    // Authorized, the push's own bound still holds for a body without a length.
+    const tooLarge = await push({ authorization: `Bearer ${EdgeExample.token}` }, 80);
+    expect(tooLarge.status).toBe(413);
+    expect(((await tooLarge.json()) as { code: string }).code).toBe("body-too-large");
+  });
+
   it("limits each caller's request rate and refuses new work past a session's unfinished submissions", async () => {
     const slow = await EdgeExample.start(script, {
       mailDelayMs: 60_000,
