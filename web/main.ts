@@ -1,5 +1,6 @@
 /** The demo page: talks to the session worker, renders every committed entry, survives reloads. */
 import type { CampaignOutput } from "../examples/five-emails/app.ts";
+import { isSettledElsewhere } from "../src/errors.ts";
 import type { CommitRecord, Entry, PendingWait, Preview } from "../src/index.ts";
 import { connectSessionWorker, requestPersistentStorage } from "../worker/index.ts";
 import { toolArgs } from "./tool-args.ts";
@@ -153,6 +154,9 @@ function pendingCard(wait: PendingWait): HTMLElement {
       );
     } catch (error) {
       since.textContent = `not delivered: ${(error as Error).message}`;
+      // Decided elsewhere first: the card goes with the wait. Anything else may be asked again.
+      if (!isSettledElsewhere(error))
+        for (const button of card.querySelectorAll("button")) button.disabled = false;
     }
   };
   const approve = document.createElement("button");

@@ -34,7 +34,10 @@ export interface SessionWorkerApi {
    * reloaded page finds the run it started without submitting again. Leader or follower alike.
    */
   submissionForRequest(requestId: string): Promise<Submission | undefined>;
-  /** The leader's view (trimmed by `options`), or undefined while this tab follows. */
+  /**
+   * The session's view (trimmed by `options`): the leader's own, or in a following tab its read-only copy,
+   * brought up to date at each commit the leader announces. Undefined until some tab has created the session.
+   */
   view(options?: ViewOptions): Promise<SessionView | undefined>;
   /**
    * Delivers committed changes after `fromVersion`; resolves with an id for `unsubscribe`. `onError` hears

@@ -115,7 +115,7 @@ function App() {
   const [initial, setInitial] = useState<UIMessage[] | undefined>(undefined);
   useEffect(() => {
     void client.view().then(async (view) => {
-      // A follower tab has no view of its own yet: wait until this tab leads (a single tab always does).
+      // No tab has created the session yet (this one follows a leader still starting): wait until one has.
       for (let i = 0; i < 100 && !view; i++) {
         await new Promise((resolve) => setTimeout(resolve, 100));
         view = await client.view();

@@ -970,7 +970,7 @@ describe("devtools page in Chromium", () => {
         const { writeParkedWaitsForTest } = await import("${ROOT}/test/support/parked-seed.ts");
         const { indexedDbStorage } = await import("${ROOT}/src/index.ts");
         const store = indexedDbStorage("devtools-parked", { durability: "relaxed" });
-        await writeParkedWaitsForTest(store, "parked", 250, 50, ["ask:900", "ask:901"]);
+        await writeParkedWaitsForTest(store, "parked", 250, 50, ["ask:900", "ask:901"], 1);
         await store.close();
         `,
       );
@@ -987,6 +987,10 @@ describe("devtools page in Chromium", () => {
       const row = (await devtools.textContent("[data-testid=pending] tr:has-text('ask:249')")) ?? "";
       expect(row).toContain("asker");
       expect(row).toContain("question 249");
+      // Its deadline passed an hour ago with no writer to run it: said so, not shown as a time still ahead.
+      expect(row).toMatch(/passed (59|60) min ago, not yet acted on/);
+      const plain = (await devtools.textContent("[data-testid=pending] tr:has-text('ask:248')")) ?? "";
+      expect(plain).not.toContain("passed");
       await devtools.click("[data-testid=pending-parked] button");
       await devtools.waitForFunction(
         () => document.querySelectorAll("[data-testid=pending] tr[data-parked=true]").length === 200,

@@ -217,7 +217,21 @@ function WaitRow(props: {
       <td>
         since {formatTime(wait.since)} ({formatAge(props.now - wait.since)})
       </td>
-      <td>{wait.until === undefined ? "none" : formatTime(wait.until)}</td>
+      <td data-testid="pending-deadline">
+        {wait.until === undefined ? (
+          "none"
+        ) : wait.until <= props.now ? (
+          // Passed, and the wait is still open here: its deadline phase runs when a writer next runs it.
+          <span
+            class="status tone-warn"
+            title="the deadline's phase runs when a writer next runs the session"
+          >
+            {formatTime(wait.until)} — passed {formatAge(props.now - wait.until)} ago, not yet acted on
+          </span>
+        ) : (
+          formatTime(wait.until)
+        )}
+      </td>
       {props.onAnswer && (
         <td>
           <button
