@@ -59,6 +59,7 @@ export class TabInputs {
 
   /** A Submission for `input`: the one a repeat names, or the one the leader creates for the queued row. */
   async submit(input: SubmitInput): Promise<Submission> {
+    this.assertOpen();
     const leader = this.leader();
     if (leader !== undefined) return (await leader).submit(input);
     // Bad input is refused here, with the same typed error the leader would give, never queued.
@@ -99,6 +100,7 @@ export class TabInputs {
   }
 
   async dropEarlySignal(key: string): Promise<Signal | undefined> {
+    this.assertOpen();
     const leader = this.leader();
     if (leader !== undefined) return (await leader).dropEarlySignal(key);
     const session = this.tab.current();

@@ -287,6 +287,39 @@ describe("browser host: one writer across tabs", () => {
     await a.close();
   });
 
+  it("refuses every input on a closed tab with SessionClosedError, and queues nothing for the leader", async () => {
+    const { database, sessionId } = names();
+    const a = await BrowserSessionHost.start({
+      database,
+      sessionId,
+      registry: lenient,
+      durability: "relaxed",
+    });
+    await a.whenLeader();
+    const b = await BrowserSessionHost.start({
+      database,
+      sessionId,
+      registry: lenient,
+      durability: "relaxed",
+    });
+    await until(() => b.session !== undefined, "the follower to open the session");
+    expect((await b.signal("go:4", { step: 4 }, { requestId: "s4" })).duplicate).toBe(false);
+    await until(() => b.session?.earlySignals().length === 1, "the follower to see the signal");
+    await b.close();
+    // Each call on the closed tab ends at once (before, a submit or a drop was queued and never settled).
+    await expect(
+      b.submit({ requestId: "late", conversationId: "main", input: "late" }),
+    ).rejects.toBeInstanceOf(SessionClosedError);
+    await expect(b.dropEarlySignal("go:4")).rejects.toBeInstanceOf(SessionClosedError);
+    await expect(b.signal("go:5", { step: 5 }, { requestId: "s5" })).rejects.toBeInstanceOf(
+      SessionClosedError,
+    );
+    expect(await new DurableInbox(`${database}:inbox`).pending(sessionId)).toEqual([]);
+    expect(await a.session?.readSubmissionForRequest("late")).toBeUndefined();
+    expect(a.session?.earlySignals().map((s) => s.key)).toEqual(["go:4"]);
+    await a.close();
+  });
+
   it("ends a follower's signal that waits for its own queued drop with SessionClosedError when the tab closes meanwhile", async () => {
     const { database, sessionId } = names();
     // The leader's commits wait while `held` is set: the follower's drop stays queued, not yet taken.
