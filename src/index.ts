@@ -53,7 +53,7 @@ export type { FollowRemoteOptions, RemoteFollower } from "./replication/follow-r
 export { followRemote } from "./replication/follow-remote.ts";
 export type { LinkOptions, LinkStatus } from "./replication/link-session.ts";
 export { LinkedSession, linkSession } from "./replication/link-session.ts";
-export type { LocalInput } from "./replication/local-inputs.ts";
+export type { LocalInput, OnKept, WithheldSignal } from "./replication/local-inputs.ts";
 export type {
   ClaimRequest,
   Grant,

@@ -4,7 +4,7 @@
  * (this browser was closed mid-run) is rebuilt: what people gave in its unsent commits goes to the durable
  * inbox first — given again once a tab here leads — and every tab reopens the copy.
  */
-import { followRemote, type RemoteFollower, type Storage } from "../src/index.ts";
+import { followRemote, type RemoteFollower, type Storage, type WithheldSignal } from "../src/index.ts";
 import type { BrowserSessionHostOptions } from "./host-options.ts";
 import { type InboxRow, inboxRowOf } from "./inbox.ts";
 
@@ -26,8 +26,11 @@ export class EdgeFollowing {
   private following: { follower: RemoteFollower; storage: Storage } | undefined;
   /** Bumped by every start and stop: a start overtaken while it was starting never follows. */
   private generation = 0;
-  /** The copy was rebuilt from the edge's history: sessions open on the old one reopen it. */
-  private replaced = false;
+  /**
+   * The copy was rebuilt from the edge's history (sessions open on the old one reopen it), with the signals
+   * it held that the edge does not and are not given again.
+   */
+  private replaced: readonly WithheldSignal[] | undefined;
 
   constructor(
     private readonly options: BrowserSessionHostOptions,
@@ -51,15 +54,16 @@ export class EdgeFollowing {
         onPulled: (version) => {
           // A rebuilt copy is reopened (sessions on the old one hold discarded commits), here and in the
           // other tabs; otherwise they catch up.
-          const reopen = this.replaced;
-          this.replaced = false;
-          this.tab.post(reopen ? { type: "replaced" } : { type: "committed", version });
-          void this.tab.show(reopen);
+          const rebuilt = this.replaced;
+          this.replaced = undefined;
+          this.tab.post(rebuilt ? { type: "replaced" } : { type: "committed", version });
+          void this.tab.show(rebuilt !== undefined);
+          if (rebuilt?.length) link.onWithheld?.(rebuilt);
         },
         onError: (error) => link.onStatus?.("refused", error),
-        onRebased: async (inputs) => {
+        onRebased: async (inputs, withheld) => {
           for (const input of inputs) await this.tab.queue(inboxRowOf(input));
-          this.replaced = true;
+          this.replaced = withheld;
         },
       });
       // Taken back (or closed) while it was starting: it never follows.

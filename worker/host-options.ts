@@ -8,6 +8,7 @@ import {
   type Session,
   type Storage,
   type Timers,
+  type WithheldSignal,
 } from "../src/index.ts";
 
 export interface BrowserSessionHostOptions {
@@ -59,6 +60,12 @@ export interface BrowserSessionHostOptions {
      * edge's run live and writes nothing), or `refused` with why.
      */
     readonly onStatus?: (status: LinkStatus | "following" | "refused", error?: Error) => void;
+    /**
+     * This browser's copy was rebuilt from the edge's snapshot (the edge's change log no longer reached it)
+     * and held signals the edge does not: they are not given again (an answer withdrawn there must stay
+     * withdrawn), so a wait still open for one asks for it again. Told after the copy was rebuilt.
+     */
+    readonly onWithheld?: (signals: readonly WithheldSignal[]) => void;
   };
 }
 

@@ -2,7 +2,12 @@
  * A tab's writer for a session linked to its edge host: claimed from the edge first (catching up on what the
  * edge wrote meanwhile, or rebuilding a copy that diverged), and given up to the edge when it fences this tab.
  */
-import { type LinkedSession, linkSession, type OpenSessionOptions } from "../src/index.ts";
+import {
+  type LinkedSession,
+  linkSession,
+  type OpenSessionOptions,
+  type WithheldSignal,
+} from "../src/index.ts";
 import type { BrowserSessionHostOptions } from "./host-options.ts";
 import { type InboxRow, inboxRowOf } from "./inbox.ts";
 
@@ -29,6 +34,7 @@ export async function openLinkedWriter(
   tab: LinkingTab,
 ): Promise<LinkedSession | undefined> {
   let rebased = false;
+  let withheld: readonly WithheldSignal[] = [];
   try {
     let linked: LinkedSession | undefined;
     let fenced = false;
@@ -38,9 +44,10 @@ export async function openLinkedWriter(
       ...(link.holder !== undefined && { holder: link.holder }),
       // A diverged copy's inputs go to the durable inbox before it is discarded (given again once a tab
       // leads, also when this one then cannot: its code cannot continue the edge's run).
-      onRebased: async (inputs) => {
+      onRebased: async (inputs, notGiven) => {
         for (const input of inputs) await tab.queue(inboxRowOf(input));
         rebased = true;
+        withheld = notGiven;
       },
       onStatus: (status) => {
         link.onStatus?.(status);
@@ -59,5 +66,6 @@ export async function openLinkedWriter(
     return undefined;
   } finally {
     if (rebased) tab.replaced();
+    if (withheld.length > 0) link.onWithheld?.(withheld);
   }
 }

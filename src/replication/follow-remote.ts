@@ -15,7 +15,7 @@ import { type Clock, systemClock, systemTimers, type TimerHandle, type Timers } 
 import { ensureError, KernelError, ReplicationDivergedError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import type { Storage } from "../storage/storage.ts";
-import type { LocalInput } from "./local-inputs.ts";
+import type { OnKept } from "./local-inputs.ts";
 import type { ReplicaRemote } from "./protocol.ts";
 import { rebaseDiverged } from "./rebase.ts";
 import { applyAsReplica, epochAt } from "./reconcile.ts";
@@ -51,9 +51,10 @@ export interface FollowRemoteOptions {
   readonly onDiverged?: "rebase" | "refuse";
   /**
    * The inputs of the discarded commits, to be given again by whoever leads next (see `onDiverged`);
-   * awaited before the copy is discarded, so they can be stored first.
+   * awaited before the copy is discarded, so they can be stored first. With them, the signals that are not
+   * given again (`withheld`: a copy rebuilt from a snapshot cannot tell one never sent from one withdrawn).
    */
-  readonly onRebased?: (inputs: readonly LocalInput[]) => Promise<void> | void;
+  readonly onRebased?: OnKept;
 }
 
 export interface RemoteFollower {

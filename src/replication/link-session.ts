@@ -13,7 +13,7 @@ import { openSession } from "../session/open-session.ts";
 import type { OpenSessionOptions } from "../session/options.ts";
 import type { Session } from "../session/session.ts";
 import { assertCanContinue } from "./environment.ts";
-import type { LocalInput } from "./local-inputs.ts";
+import type { LocalInput, OnKept } from "./local-inputs.ts";
 import { type Grant, MAX_PUSH_COMMITS, type ReplicaRemote } from "./protocol.ts";
 import { rebaseDiverged, replayInputs } from "./rebase.ts";
 import { handBackIfFails, reconcile } from "./reconcile.ts";
@@ -40,9 +40,9 @@ export interface LinkOptions
   readonly onDiverged?: "rebase" | "refuse";
   /**
    * Rebasing: the inputs of the discarded commits, awaited before the copy is discarded, for the caller to
-   * give again (a durable inbox). Without it they are given again from memory: lost if linking fails next.
-   */
-  readonly onRebased?: (inputs: readonly LocalInput[]) => Promise<void> | void;
+   * give again (a durable inbox), and the signals not given again (`withheld`: see rebuildFromSnapshot).
+   * Without it they are given again from memory: lost if linking fails next. */
+  readonly onRebased?: OnKept;
 }
 
 /**

@@ -20,6 +20,25 @@ export type LocalInput =
       readonly requestId?: string;
     };
 
+/**
+ * A signal a discarded copy took that its replacement does not hold and that is not given again (see
+ * `rebuildFromSnapshot`): a wait still open for its key on the other host asks for it again.
+ */
+export interface WithheldSignal {
+  readonly key: string;
+  readonly payload: Json;
+  readonly requestId: string;
+}
+
+/**
+ * Told of a discarded copy's inputs, to be given again, before it is discarded (awaited: to store them
+ * where they survive), and of the signals it took that are not (`withheld`: for the app to ask again).
+ */
+export type OnKept = (
+  inputs: readonly LocalInput[],
+  withheld: readonly WithheldSignal[],
+) => Promise<void> | void;
+
 /** Commits read at a time from the copy's log. */
 export const WINDOW = 256;
 

@@ -11,7 +11,7 @@ import { DuplicateRequestError, ReplicationDivergedError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import type { Session } from "../session/session.ts";
 import type { Storage } from "../storage/storage.ts";
-import { inputsAfter, type LocalInput, WINDOW } from "./local-inputs.ts";
+import { inputsAfter, type LocalInput, type OnKept, WINDOW } from "./local-inputs.ts";
 import type { ReplicaRemote } from "./protocol.ts";
 import { applyAsReplica, remoteHistory } from "./reconcile.ts";
 import { rebuildFromSnapshot } from "./snapshot-rebuild.ts";
@@ -70,7 +70,7 @@ export async function rebaseDiverged(
   epoch: number | undefined,
   recreate: () => Promise<unknown>,
   /** Told of the inputs, and awaited, before the copy is deleted (to store them where they survive). */
-  keep?: (inputs: readonly LocalInput[]) => Promise<void> | void,
+  keep?: OnKept,
 ): Promise<{ inputs: LocalInput[]; version: number; epoch: number | null }> {
   if (!storage.deleteSession) throw diverged;
   const history = await remoteHistory(remote, id, 0, remoteVersion, true);
@@ -91,7 +91,7 @@ export async function rebaseDiverged(
     );
   }
   const inputs = await inputsAfter(storage, id, common ?? 0);
-  await keep?.(inputs);
+  await keep?.(inputs, []); // every signal of its own commits is given again
   await storage.deleteSession(id);
   await recreate();
   await applyAsReplica(storage, id, epoch ?? Math.max(0, ...history.map((c) => c.epoch)), history);

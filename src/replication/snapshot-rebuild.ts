@@ -2,7 +2,7 @@
 import { ReplicationDivergedError } from "../errors.ts";
 import { importChecked, parseSnapshot, type SessionSnapshot } from "../storage/session-export.ts";
 import type { Storage } from "../storage/storage.ts";
-import { inputsAfter, type LocalInput } from "./local-inputs.ts";
+import { inputsAfter, type LocalInput, type OnKept, type WithheldSignal } from "./local-inputs.ts";
 import type { ReplicaRemote } from "./protocol.ts";
 
 /**
@@ -18,7 +18,7 @@ import type { ReplicaRemote } from "./protocol.ts";
  * signals: one the snapshot lacks was either
  * given here and never sent, or received there and dropped since (a withdrawn approval) — nothing tells
  * which, and giving a withdrawn answer again is worse than asking for it again (its wait stays pending
- * there, to be answered). The snapshot is checked first, and refused when it is not at `remoteVersion`
+ * there, to be answered): those are told as `withheld`. The snapshot is checked first, and refused when it is not at `remoteVersion`
  * (the version a claim was granted at); undefined when the other host or this store cannot move a session
  * whole. Nothing is changed then.
  */
@@ -31,9 +31,11 @@ export async function rebuildFromSnapshot(
     readonly epoch?: number | undefined;
     readonly remoteVersion?: number | undefined;
     /** Told of the inputs, and awaited, before the copy is deleted (to store them where they survive). */
-    readonly onKept?: ((inputs: readonly LocalInput[]) => Promise<void> | void) | undefined;
+    readonly onKept?: OnKept | undefined;
   },
-): Promise<{ inputs: LocalInput[]; version: number; epoch: number | null } | undefined> {
+): Promise<
+  { inputs: LocalInput[]; withheld: WithheldSignal[]; version: number; epoch: number | null } | undefined
+> {
   if (!remote.snapshot || !storage.importRaw) return undefined;
   const snapshot = parseSnapshot(await remote.snapshot()); // checked before anything here is deleted
   const { remoteVersion } = options;
@@ -43,16 +45,32 @@ export async function rebuildFromSnapshot(
       remoteVersion,
     );
   const { keep } = options;
+  const logged =
+    keep === "unchecked" ? await inputsAfter(storage, id, await logStart(storage, id), true) : [];
   const inputs =
     keep === "none"
       ? []
       : keep === "unchecked"
-        ? lacking(snapshot, await inputsAfter(storage, id, await logStart(storage, id), true))
+        ? lacking(snapshot, logged)
         : await inputsAfter(storage, id, keep);
-  await options.onKept?.(inputs);
+  const withheld = withheldOf(snapshot, logged);
+  await options.onKept?.(inputs, withheld);
   // The copy and its replacement in one transaction: a crash leaves one or the other, never neither.
   const imported = await importChecked(storage, id, snapshot, options.epoch, true);
-  return { inputs, version: imported.version, epoch: snapshot.head?.epoch ?? null };
+  return { inputs, withheld, version: imported.version, epoch: snapshot.head?.epoch ?? null };
+}
+
+/** The copy's signals (still kept or taken: not dropped) that the snapshot does not hold as the same request. */
+function withheldOf(snapshot: SessionSnapshot, inputs: readonly LocalInput[]): WithheldSignal[] {
+  const held = new Set<string>();
+  for (const row of snapshot.rows)
+    if (row.table === "signals" && typeof row.value === "object" && row.value !== null)
+      held.add(JSON.stringify([row.key[0], (row.value as { requestId?: unknown }).requestId]));
+  return inputs.flatMap((input) =>
+    input.kind === "signal" && !held.has(JSON.stringify([input.key, input.requestId]))
+      ? [{ key: input.key, payload: input.payload, requestId: input.requestId }]
+      : [],
+  );
 }
 
 /** The version before the first commit this copy's change log holds. */

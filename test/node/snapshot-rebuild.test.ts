@@ -20,6 +20,7 @@ import {
   type ReplicaRemote,
   ReplicationDivergedError,
   type Session,
+  type WithheldSignal,
 } from "../../src/index.ts";
 import { replayInputs } from "../../src/replication/rebase.ts";
 import { rebuildFromSnapshot } from "../../src/replication/snapshot-rebuild.ts";
@@ -341,6 +342,52 @@ describe("a tab's withdrawal of an answer the edge gave, where the edge's log no
   });
 });
 
+describe("a tab's own answer, where the edge's log no longer shows the parting", () => {
+  it("is not given again, and is told as withheld; one the edge holds too, and one withdrawn here, are not", async () => {
+    const registry = notes;
+    const edgeDisk = memoryStorage({ retainChanges: 100 });
+    let edge = await openSession({ id: "s", storage: edgeDisk, registry });
+    await edge.signal("answer:1", { text: "the edge's" }, { requestId: "edge-answer" });
+    const remote = storeRemote(edgeDisk, "s");
+    const tabDisk = memoryStorage();
+    const first = await followRemote({ storage: tabDisk, remote, id: "s", everyMs: 0 });
+    expect(await first.pull()).toBe(1);
+    await first.stop();
+    // Offline: one answer kept, one given and withdrawn.
+    const tab = await openSession({ id: "s", storage: tabDisk, registry });
+    await tab.signal("answer:2", { text: "mine" }, { requestId: "tab-answer" });
+    await tab.signal("answer:3", { text: "taken back" }, { requestId: "tab-withdrawn" });
+    expect(await tab.dropEarlySignal("answer:3")).toBeDefined();
+    await tab.close();
+    // The edge restarts twice (an epoch past the tab's: the copies part) and lives on past its change log.
+    await edge.close();
+    await (await openSession({ id: "s", storage: edgeDisk, registry })).close();
+    edge = await openSession({ id: "s", storage: edgeDisk, registry });
+    await writeNotes(edge, 300);
+    expect((await edgeDisk.readChanges("s", 0, 1)).oldestRetained).toBeGreaterThan(4);
+    const told: { inputs: LocalInput[]; withheld: WithheldSignal[] }[] = [];
+    const again = await followRemote({
+      storage: tabDisk,
+      remote,
+      id: "s",
+      everyMs: 0,
+      onRebased: (inputs, withheld) => void told.push({ inputs: [...inputs], withheld: [...withheld] }),
+    });
+    expect(await again.pull()).toBe(edge.version);
+    await again.stop();
+    // Whether the edge never had it or withdrew it cannot be told: not given again, but the app is told.
+    expect(told).toEqual([
+      { inputs: [], withheld: [{ key: "answer:2", payload: { text: "mine" }, requestId: "tab-answer" }] },
+    ]);
+    // The rebuilt copy holds what the edge holds: its answer, not the tab's.
+    const copy = await openSession({ id: "s", storage: tabDisk, registry, mode: "read" });
+    expect(copy.earlySignals().map((signal) => signal.key)).toEqual(["answer:1"]);
+    expect(await copy.readSignal("answer:2")).toBeUndefined();
+    await copy.close();
+    await edge.close();
+  });
+});
+
 describe("a linked tab whose pushes were lost withdraws an approval the edge kept", () => {
   it("relinks past the edge's change log, and the approval stays withdrawn there", async () => {
     const hosts = new TwoHosts(10_000, undefined, undefined, { retainChanges: 100 });
@@ -370,6 +417,36 @@ describe("a linked tab whose pushes were lost withdraws an approval the edge kep
     // No onRebased: linkSession gives the kept inputs again itself.
     const again = await hosts.openTab("tab-1");
     expect(again.linked.session.earlySignals().map((s) => s.key)).toEqual([]);
+    await again.linked.close();
+  });
+});
+
+describe("a linked tab whose pushes were lost answered a wait the edge never heard of", () => {
+  it("relinks past the edge's change log: the answer is not given again, and onRebased is told it is withheld", async () => {
+    const hosts = new TwoHosts(10_000, undefined, undefined, { retainChanges: 100 });
+    const noPush: ReplicaRemote = {
+      ...hosts.remote,
+      push: async () => {
+        throw new TypeError("fetch failed: the network is down");
+      },
+    };
+    const tab = await hosts.openTab("tab-1", { remote: noPush });
+    await tab.linked.session.signal("plan-approval:mine", { approved: true }, { requestId: "offline" });
+    await tab.linked.close();
+    hosts.clock.advance(20_000);
+    expect(await hosts.edgeAlarm()).toBe(true);
+    const edge = hosts.edgeSession as Session;
+    for (let i = 0; i < 300; i++)
+      await edge.commit((d) =>
+        d.setDocument(`edge-${i % 30}`, "email-plan", approvedPlan() as unknown as Json),
+      );
+    expect((await hosts.edgeDisk.readChanges(SESSION, 0, 1)).oldestRetained).toBeGreaterThan(2);
+    const told: WithheldSignal[] = [];
+    const again = await hosts.openTab("tab-1", {
+      onRebased: (_inputs, withheld) => void told.push(...withheld),
+    });
+    expect(told).toEqual([{ key: "plan-approval:mine", payload: { approved: true }, requestId: "offline" }]);
+    expect(again.linked.session.earlySignals()).toEqual([]);
     await again.linked.close();
   });
 });
