@@ -48,6 +48,8 @@ export class SessionHost<Env> {
   private readonly limits: Required<SessionLimits>;
   private readonly streams: Gauge;
   private readonly waiters: Gauge;
+  /** Submissions this object is accepting now (not yet counted by the session's unfinished ones). */
+  private accepting = 0;
   /** The linked-session side: who leads, the replica routes, reads while a tab leads. */
   private readonly replica: SessionReplica;
 
@@ -139,25 +141,23 @@ export class SessionHost<Env> {
         // Validated in full before anything exists: a request that fails creates no session.
         const input = parseSubmitInput(body);
         await this.replica.assertWritable(route.sessionId);
-        const known =
-          this.session?.status === "open"
-            ? await this.session.readSubmissionForRequest(input.requestId)
-            : undefined;
-        if (
-          !known &&
-          this.session?.status === "open" &&
-          this.session.unfinishedSubmissions() >= this.limits.queuedSubmissions
-        )
-          return tooManyRequests("too many unfinished submissions in this session", BUSY_RETRY_MS);
         const created = !this.storage.sessionIds().includes(route.sessionId);
         const session = await this.ensure(route.sessionId, true);
         if (!session) throw new SessionNotFoundError(route.sessionId);
+        // Counted once the session is open (a first request after an eviction opens it just above), with the
+        // submissions still being accepted; a retried requestId is answered however full the session is.
+        const full = session.unfinishedSubmissions() + this.accepting >= this.limits.queuedSubmissions;
+        if (!created && full && !(await session.readSubmissionForRequest(input.requestId)))
+          return tooManyRequests("too many unfinished submissions in this session", BUSY_RETRY_MS);
         let accepted: Submission;
+        this.accepting++;
         try {
           accepted = await session.submit(input);
         } catch (error) {
           if (created) await this.forget(session); // the session this request created is removed with it
           throw error;
+        } finally {
+          this.accepting--;
         }
         const submission = await waitForEnd(session, accepted, route.waitMs);
         // 200 when the client asked to wait and the work has ended; otherwise it is accepted and running.

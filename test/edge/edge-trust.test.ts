@@ -441,6 +441,39 @@ describe("limits per session and caller (workerd)", () => {
     expect(((await tooLarge.json()) as { code: string }).code).toBe("body-too-large");
   });
 
+  it("holds a session's cap on unfinished submissions after a restart, and for submissions sent at once", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "edge-trust-cap-"));
+    const start = () =>
+      EdgeExample.start(script, {
+        persist: dir,
+        mailDelayMs: 60_000,
+        vars: { RATE_LIMIT_PER_MINUTE: "100000" },
+      });
+    const submit = (runtime: EdgeExample, session: string, i: number) =>
+      runtime.request(`/sessions/${session}/submissions`, {
+        body: { ...notice(`q${i}`), conversationId: `c${i}` },
+      });
+    let runtime = await start();
+    try {
+      // Sent at once to a new session: no more than the cap are accepted.
+      const burst = await Promise.all(Array.from({ length: 70 }, (_, i) => submit(runtime, "burst", i)));
+      const accepted = burst.filter((r) => r.status === 202).length;
+      expect(burst.every((r) => r.status === 202 || r.status === 429)).toBe(true);
+      expect(accepted).toBe(64);
+      await Promise.all(burst.map((r) => r.body?.cancel()));
+      await runtime.dispose(); // evicted with 64 unfinished: the object that comes back has not opened it yet
+      runtime = await start();
+      const after = await Promise.all([100, 101, 102].map((i) => submit(runtime, "burst", i)));
+      expect(after.map((r) => r.status)).toEqual([429, 429, 429]);
+      // A retry of an accepted requestId is still answered.
+      const retried = burst.findIndex((r) => r.status === 202);
+      expect((await submit(runtime, "burst", retried)).status).toBe(202);
+    } finally {
+      await runtime.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("limits each caller's request rate and refuses new work past a session's unfinished submissions", async () => {
     const slow = await EdgeExample.start(script, {
       mailDelayMs: 60_000,
