@@ -113,8 +113,8 @@ export class SessionHost<Env> {
     try {
       return await this.handle(route, body);
     } catch (error) {
-      // Only reads (calls without a body) are asked again.
-      if (!(error instanceof SessionClosedError) || body !== undefined) throw error;
+      // Only the read routes are asked again: a write (a drop has no body either) is answered as it ended.
+      if (!(error instanceof SessionClosedError) || !isReadRoute(route)) throw error;
       return this.handle(route, body);
     }
   }
