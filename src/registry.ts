@@ -6,7 +6,7 @@ import type { DocumentDefinition } from "./documents/define-document.ts";
 import { KERNEL_DOCUMENT_TYPES } from "./documents/define-document.ts";
 import { DefinitionError } from "./errors.ts";
 import type { Json, Submission } from "./records/schemas.ts";
-import { findSignal, KERNEL_SIGNALS, type SignalDefinition } from "./signals/define-signal.ts";
+import { findSignal, KERNEL_SIGNALS, type SignalDefinition, unnamableKey } from "./signals/define-signal.ts";
 import type { TaskDefinition, TaskSnapshot } from "./tasks/define-task.ts";
 import type { FollowUp } from "./tasks/task-events.ts";
 
@@ -65,6 +65,8 @@ export class Registry {
     for (const definition of input.signals ?? []) {
       if (definition.key.startsWith("approval:") || definition.key.startsWith("turn:"))
         throw new DefinitionError(`signal key "${definition.key}" is the kernel's own (approvals, turns)`);
+      const unnamable = unnamableKey(definition.key);
+      if (unnamable) throw new DefinitionError(unnamable);
     }
     this.signals = [...KERNEL_SIGNALS, ...(input.signals ?? [])];
     for (const definition of input.tasks ?? []) this.addTask(definition);

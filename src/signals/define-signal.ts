@@ -37,6 +37,8 @@ export function defineSignal<T>(definition: SignalDefinition<T>): SignalDefiniti
     throw new DefinitionError(`signal key "${key}" must be a key, or a prefix ending in *`);
   if (key.includes("*") && !key.endsWith("*"))
     throw new DefinitionError(`signal key "${key}": * may only end a prefix`);
+  const unnamable = unnamableKey(key);
+  if (unnamable) throw new DefinitionError(unnamable);
   const keep = definition.keepEarlyMs;
   if (keep !== undefined && !(Number.isSafeInteger(keep) && keep > 0))
     throw new DefinitionError(`signal key "${key}": keepEarlyMs must be a positive whole number of ms`);
@@ -112,11 +114,21 @@ export function isInternalKey(key: string): boolean {
   return key.startsWith("turn:");
 }
 
-/** The definition covering `key`: an exact one, else the longest prefix. */
+/**
+ * Why `key` can never be a signal key, or undefined: "." and ".." are dot segments, which a URL's path drops
+ * (written `%2E` too), so neither `…/signals/:key` nor the key's callback URL could name it.
+ */
+export function unnamableKey(key: string): string | undefined {
+  if (key !== "." && key !== "..") return undefined;
+  return `"${key}" cannot be a signal key: a URL cannot name it (its path drops "." and ".." segments)`;
+}
+
+/** The definition covering `key`: an exact one, else the longest prefix (none for an unnamable key). */
 export function findSignal(
   definitions: readonly SignalDefinition<unknown>[],
   key: string,
 ): SignalDefinition<unknown> | undefined {
+  if (unnamableKey(key)) return undefined;
   let found: SignalDefinition<unknown> | undefined;
   for (const definition of definitions) {
     if (definition.key === key) return definition;

@@ -21,7 +21,7 @@ import type { KernelCommit } from "../session/commit-pipeline.ts";
 import type { StateReader } from "../session/state.ts";
 import { hasReceived } from "../tasks/awaiting.ts";
 import { dispatch } from "../tasks/machine.ts";
-import { isInternalKey, taskOfKey } from "./define-signal.ts";
+import { isInternalKey, taskOfKey, unnamableKey } from "./define-signal.ts";
 import { dropExpired, isExpired } from "./keep-early.ts";
 
 /** The largest payload one signal carries, in UTF-8 bytes of its JSON (it is stored in the task's checkpoint). */
@@ -266,7 +266,8 @@ function checkCall(registry: Registry, key: unknown, payload: unknown, requestId
       : parseCall(key, payload, requestId);
   const definition = registry.signalFor(call.key);
   if (!definition || isInternalKey(call.key)) {
-    throw new SignalRefusedError("unknown-signal", call.key, `no signal is defined for key "${call.key}"`);
+    const why = unnamableKey(call.key) ?? `no signal is defined for key "${call.key}"`;
+    throw new SignalRefusedError("unknown-signal", call.key, why);
   }
   const bytes = utf8Length(JSON.stringify(call.payload));
   if (bytes > MAX_SIGNAL_PAYLOAD_BYTES) {

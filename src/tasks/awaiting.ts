@@ -6,7 +6,7 @@
  */
 import type { ErrorInfo, Json, Signal, Task } from "../records/schemas.ts";
 import type { KernelDraft } from "../session/draft.ts";
-import { isInternalKey } from "../signals/define-signal.ts";
+import { isInternalKey, unnamableKey } from "../signals/define-signal.ts";
 import { dropExpired } from "../signals/keep-early.ts";
 import type { Received, Transition } from "./define-task.ts";
 import { taskError } from "./error-info.ts";
@@ -41,7 +41,10 @@ export function startAwaiting(
     moves.fail(
       draft,
       task,
-      taskError("unknown-signal", `no signal is defined for key "${unknown}" (defineSignal)`),
+      taskError(
+        "unknown-signal",
+        unnamableKey(unknown) ?? `no signal is defined for key "${unknown}" (defineSignal)`,
+      ),
     );
     return;
   }

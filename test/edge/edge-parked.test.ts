@@ -177,3 +177,52 @@ it("lists parked waits from storage after a restart, signals one by key, and pas
     rmSync(persist, { recursive: true, force: true });
   }
 }, 90_000);
+
+it('refuses the keys "." and ".." (no URL can name them), while other keys that start with "." work', async () => {
+  const script = await bundleWorker(fileURLToPath(new URL("./fixtures/waiter.ts", import.meta.url)));
+  const runtime = startWorkerd(script, { SESSIONS: "AgentSession" }, undefined, {
+    API_TOKEN: "t",
+    WAIT_DEADLINE_MS: "60000",
+  });
+  const call = async <T>(path: string, body?: unknown) => {
+    const response = await runtime.dispatchFetch(`http://edge.test${path}`, {
+      method: body === undefined ? "GET" : "POST",
+      headers: { authorization: "Bearer t", "content-type": "application/json" },
+      ...(body !== undefined && { body: JSON.stringify(body) }),
+    });
+    return { status: response.status, body: (await response.json()) as T };
+  };
+  const waitOn = async (key: string, n: number) => {
+    const input = { text: `wait on ${key}`, data: { wait: key } };
+    const sub = await call<Submission>("/sessions/dots/submissions", {
+      requestId: `w${n}`,
+      conversationId: `c${n}`,
+      input,
+    });
+    return (await call<Submission>(`/sessions/dots/submissions/${sub.body.id}?wait=2000`)).body;
+  };
+  try {
+    await call("/sessions/dots/submissions", { requestId: "r0", conversationId: "main", input: "start" });
+    // A URL's path drops such a segment (`…/signals/..` is `…/`, `%2E` too): the wait ends at once, saying so.
+    for (const [n, key] of [".", ".."].entries()) {
+      const ended = await waitOn(key, n);
+      expect(ended.status).toBe("failed");
+      expect(JSON.stringify(ended)).toContain("a URL");
+    }
+    const { pending } = (await call<PendingPage>("/sessions/dots/pending?limit=50")).body;
+    expect(pending.map((w) => w.key)).not.toContain(".");
+    expect(pending.map((w) => w.key)).not.toContain("..");
+    // A key that only starts with a dot is a segment like any other: waited on and answered by its URL.
+    const waiting = await call<Submission>("/sessions/dots/submissions", {
+      requestId: "w9",
+      conversationId: "c9",
+      input: { text: "wait on .x", data: { wait: ".x" } },
+    });
+    const answered = await call("/sessions/dots/signals/.x", { requestId: "s1", payload: { answer: "yes" } });
+    expect(answered.status).toBe(201);
+    const ended = await call<Submission>(`/sessions/dots/submissions/${waiting.body.id}?wait=10000`);
+    expect(ended.body.status).toBe("succeeded");
+  } finally {
+    await runtime.dispose();
+  }
+});

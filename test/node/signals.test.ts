@@ -9,6 +9,7 @@ import { z } from "zod";
 import {
   type CommitRecord,
   createRegistry,
+  DefinitionError,
   defineSignal,
   defineTask,
   EdgeRequestError,
@@ -774,6 +775,27 @@ describe("durable waits: a wait that begins while another takes its key's signal
     expect(session.task(taker.id)?.state.status).toBe("succeeded");
     expect(session.task(late.id)?.state).toMatchObject({ status: "failed", error: { code: "key-resolved" } });
     expect(session.pending()).toEqual([]);
+    await session.close();
+  });
+});
+
+describe('signal keys "." and ".."', () => {
+  it("are refused where keys are defined, taken by no prefix, and refused when signalled", async () => {
+    const schema = z.object({ text: z.string() });
+    for (const key of [".", ".."]) {
+      expect(() => defineSignal({ key, schema })).toThrow(DefinitionError);
+      expect(() => defineSignal({ key, schema })).toThrow(/a URL cannot name it/);
+      expect(() => createRegistry({ signals: [{ key, schema }] })).toThrow(DefinitionError);
+    }
+    const registry = createRegistry({ signals: [defineSignal({ key: ".*", schema })] });
+    expect(registry.signalFor(".x")).toBeDefined();
+    expect(registry.signalFor(".")).toBeUndefined();
+    expect(registry.signalFor("..")).toBeUndefined();
+    const session = await openSession({ id: "dots", storage: memoryStorage(), registry });
+    await expect(session.signal("..", { text: "yes" }, { requestId: "r1" })).rejects.toMatchObject({
+      code: "unknown-signal",
+      message: expect.stringContaining("a URL cannot name it"),
+    });
     await session.close();
   });
 });
