@@ -14,7 +14,7 @@ import type { OpenSessionOptions } from "../session/options.ts";
 import type { Session } from "../session/session.ts";
 import { assertCanContinue } from "./environment.ts";
 import type { LocalInput, OnKept } from "./local-inputs.ts";
-import { type Grant, MAX_PUSH_COMMITS, type ReplicaRemote } from "./protocol.ts";
+import { type Grant, MAX_PUSH_COMMITS, pushBatch, type ReplicaRemote } from "./protocol.ts";
 import { rebaseDiverged, replayInputs } from "./rebase.ts";
 import { handBackIfFails, reconcile } from "./reconcile.ts";
 
@@ -319,7 +319,7 @@ export class LinkedSession {
   private async nextCommits(): Promise<CommitRecord[] | undefined> {
     const after = this.#acknowledged;
     this.#recent = this.#recent.filter((c) => c.version > after);
-    if (this.#recent[0]?.version === after + 1) return this.#recent.slice(0, MAX_PUSH_COMMITS);
+    if (this.#recent[0]?.version === after + 1) return pushBatch(this.#recent);
     const { storage, id } = this.options;
     const { changes, oldestRetained } = await storage.readChanges(id, after, MAX_PUSH_COMMITS);
     if (oldestRetained > after + 1) {
@@ -327,7 +327,7 @@ export class LinkedSession {
       this.fence(new ReplicationDivergedError(`session ${id}: ${why}`, after));
       return undefined;
     }
-    return changes.map((c) => c.value as CommitRecord);
+    return pushBatch(changes.map((c) => c.value as CommitRecord));
   }
 
   /** Renews the lease a third of its length after the last push, while nothing else is pushed. */

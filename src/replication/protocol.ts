@@ -5,6 +5,7 @@
  * side, so the same schemas serve an in-process link and the edge's HTTP routes.
  */
 import { z } from "zod";
+import { utf8Length } from "../records/json.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 
 /** The host name the edge itself holds a session under. */
@@ -12,6 +13,24 @@ export const EDGE_HOLDER = "edge";
 
 /** At most this many commits in one push (a client splits longer backlogs). */
 export const MAX_PUSH_COMMITS = 256;
+
+/**
+ * At most this many bytes of commits (as JSON) in one push, unless it is one commit: half the edge's default
+ * bound on a push's body (4 MiB), which a single commit, at most one 2 MB row there, always fits.
+ */
+export const MAX_PUSH_BYTES = 2 * 1024 * 1024;
+
+/** The commits one push carries, from the first: at most {@link MAX_PUSH_COMMITS} and {@link MAX_PUSH_BYTES}. */
+export function pushBatch(commits: readonly CommitRecord[]): CommitRecord[] {
+  let bytes = 0;
+  let count = 0;
+  for (const commit of commits.slice(0, MAX_PUSH_COMMITS)) {
+    bytes += utf8Length(JSON.stringify(commit)) + 1;
+    if (count > 0 && bytes > MAX_PUSH_BYTES) break;
+    count++;
+  }
+  return commits.slice(0, count);
+}
 
 /** How long a remote holder's claim stands without a push or renewal, unless the host sets another. */
 export const DEFAULT_LEASE_MS = 15_000;

@@ -37,6 +37,9 @@ describe("a linked session on Node + workerd", () => {
   });
   afterAll(() => edge.dispose());
 
+  /** While true, the tabs' calls to the edge fail as a dropped connection would. */
+  let offline = false;
+
   /** A tab process over `store`, leading session `id` at the edge; `onSend` sees each of its sends. */
   async function openTab(id: string, store: MemoryStorage, onSend?: (count: number) => void): Promise<Tab> {
     const disk = new CrashingStorage(store.reopen());
@@ -47,6 +50,7 @@ describe("a linked session on Node + workerd", () => {
     };
     const fetchFromTab: typeof fetch = async (input, init) => {
       alive();
+      if (offline) throw new TypeError("fetch failed: the network is down");
       return (await edge.workerd.dispatchFetch(String(input), init as never)) as unknown as Response;
     };
     const mail = {
@@ -176,6 +180,28 @@ describe("a linked session on Node + workerd", () => {
     // The mails the dead tab got out were confirmed by operation id at the edge, not sent again.
     expect(tab.sends.length).toBeGreaterThan(0);
     await expectFiveOnce(from);
+  }, 60_000);
+
+  it("pushes a backlog larger than one request may carry in several pushes, and keeps leading", async () => {
+    const tab = await openTab("linked-4", memoryStorage());
+    await tab.linked.flush();
+    // Four commits of about 1.2 MB each: each fits a row at the edge, together not one 4 MiB push.
+    offline = true;
+    try {
+      for (let i = 0; i < 4; i++) {
+        const plan = { ...approvedPlan(), body: `plan ${i} `.padEnd(1_200_000, "x") };
+        await tab.linked.session.commit((d) => d.setDocument(`big-${i}`, "email-plan", plan as Json));
+      }
+    } finally {
+      offline = false;
+    }
+    await tab.linked.flush();
+    expect(tab.linked.status).toBe("leading");
+    expect(tab.linked.acknowledged).toBe(tab.linked.session.version);
+    const view = await edge.json<{ version: number; documents: { id: string }[] }>("/sessions/linked-4/view");
+    expect(view.version).toBe(tab.linked.session.version);
+    expect(view.documents.map((d) => d.id)).toEqual(expect.arrayContaining(["big-0", "big-3"]));
+    await tab.linked.close();
   }, 60_000);
 
   it("refuses replica requests that are malformed, too large or not allowed, storing nothing", async () => {
