@@ -65,3 +65,19 @@ export function requestLeadership(name: string, options: LeadershipOptions = {})
     },
   };
 }
+
+/**
+ * `run` one call at a time: a call made while one is under way starts once it has settled (a tab asked to
+ * lead again while it claims the session — `takeBack()` twice — must not claim it twice).
+ */
+export function oneAtATime<A extends unknown[]>(run: (...args: A) => Promise<void>) {
+  let last: Promise<unknown> = Promise.resolve();
+  return (...args: A): Promise<void> => {
+    const next = last.then(
+      () => run(...args),
+      () => run(...args),
+    );
+    last = next.catch(() => undefined);
+    return next;
+  };
+}

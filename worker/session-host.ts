@@ -29,7 +29,7 @@ import { HostListeners } from "./host-listeners.ts";
 import { type BrowserSessionHostOptions, sessionOptionsOf, storageOf } from "./host-options.ts";
 import type { InboxRow } from "./inbox.ts";
 import { InboxRelay } from "./inbox-relay.ts";
-import type { Leadership } from "./leadership.ts";
+import { type Leadership, oneAtATime } from "./leadership.ts";
 import { openLinkedWriter } from "./linked-writer.ts";
 import { SessionWatch } from "./session-watch.ts";
 import { TabInputs } from "./tab-inputs.ts";
@@ -56,6 +56,8 @@ export class BrowserSessionHost {
   private linked: LinkedSession | undefined;
   private readonly edgeFollowing: EdgeFollowing;
   private takeBackAsked = false;
+  /** Leads under a lock, once at a time (a second ask waits for the first: the tab may lead by then). */
+  private readonly lead = oneAtATime((leadership: Leadership) => this.leadOnce(leadership));
 
   private constructor(private readonly options: BrowserSessionHostOptions) {
     this.closing = new Promise<never>((_, reject) => {
@@ -300,8 +302,8 @@ export class BrowserSessionHost {
   }
 
   /** Leads under `leadership`, while it is the tab's lock and held (a lock lost meanwhile leads nothing). */
-  private async lead(leadership: Leadership): Promise<void> {
-    if (this.role === "closed" || !this.holds(leadership)) return;
+  private async leadOnce(leadership: Leadership): Promise<void> {
+    if (this.role !== "follower" || !this.holds(leadership)) return;
     // Asked to follow the edge first: this tab holds the lock and follows until `takeBack()`.
     if (this.options.link?.takeBack === "when-asked" && !this.takeBackAsked)
       return this.edgeFollowing.start(true);
