@@ -56,8 +56,7 @@ export class BrowserSessionHost {
   private linked: LinkedSession | undefined;
   private readonly edgeFollowing: EdgeFollowing;
   private takeBackAsked = false;
-  /** Leads under a lock, once at a time (a second ask waits for the first: the tab may lead by then). */
-  private readonly lead = oneAtATime((leadership: Leadership) => this.leadOnce(leadership));
+  private readonly lead = oneAtATime((l: Leadership) => this.leadOnce(l)); // one at a time: a 2nd waits
 
   private constructor(private readonly options: BrowserSessionHostOptions) {
     this.closing = new Promise<never>((_, reject) => {
@@ -309,7 +308,8 @@ export class BrowserSessionHost {
       return this.edgeFollowing.start(true);
     await this.edgeFollowing.stop();
     const writer = await this.openWriter();
-    if (!writer) return; // a linked session whose claim was refused: this tab keeps following its copy
+    // A linked session whose claim was refused (another browser leads it, say): this tab follows the edge.
+    if (!writer) return this.holds(leadership) ? this.edgeFollowing.start(false) : undefined;
     await this.options.onLead?.(writer);
     // Closed while the writer opened: it never leads (and its lock is released already). Nor does a tab
     // whose lock another tab stole meanwhile (it asks for the lock again).

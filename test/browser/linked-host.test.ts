@@ -104,4 +104,44 @@ describe("browser host: a linked session taken back", () => {
       await tab.close();
     }
   });
+
+  it("a browser refused the claim while another leads follows the edge's copy of that run", async () => {
+    const id = Math.random().toString(36).slice(2);
+    const sessionId = `s-${id}`;
+    const edge = await edgeOf(sessionId);
+    const browser = (name: string, statuses: string[]) =>
+      BrowserSessionHost.start({
+        database: `linked-${name}-${id}`,
+        sessionId,
+        registry,
+        durability: "relaxed",
+        link: {
+          remote: edge.remote,
+          holder: name,
+          followEveryMs: 50,
+          onStatus: (status) => statuses.push(status),
+        },
+      });
+    const first: string[] = [];
+    const second: string[] = [];
+    const a = await browser("a", first);
+    const b = await browser("b", second);
+    try {
+      await a.whenLeader();
+      expect(first).toContain("leading");
+      await until(() => second.includes("refused"), "the second browser's claim to be refused");
+      const submission = await a.submit({ requestId: "in-a", conversationId: "main", input: "from a" });
+      await a.wait(submission.id);
+      await until(() => a.linkState()?.acknowledged === a.session?.version, "a's commits to reach the edge");
+      // The second browser shows what the first wrote (through the edge), not a copy nobody updates.
+      await until(
+        () => b.session?.submissionForRequest("in-a")?.status === "succeeded",
+        "the second browser to show the first one's run",
+      );
+      expect(b.isLeader).toBe(false);
+    } finally {
+      await b.close();
+      await a.close();
+    }
+  });
 });
