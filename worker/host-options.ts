@@ -47,8 +47,8 @@ export interface BrowserSessionHostOptions {
     /**
      * When this tab claims the session: `at-once` (default) as soon as it holds the session's Web Lock;
      * `when-asked`: it follows the edge's run live first (its commits copied into this browser's copy, every
-     * tab shown them) and claims only on `takeBack()`. After a hand-off or a fence, a tab follows the edge
-     * live either way.
+     * tab shown them) and claims only on `takeBack()`. After a hand-off, a fence or a refused claim (another
+     * browser leads), a tab follows the edge live either way.
      */
     readonly takeBack?: "at-once" | "when-asked";
     /** How often a tab that follows the edge pulls its commits (default 1 s). */
