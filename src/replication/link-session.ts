@@ -63,9 +63,10 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
   const grant = await remote.claim({ holder, epoch: head?.epoch ?? 0 });
   const create = () =>
     storage.open(id, { mode: "write", at: clock.now(), entryTail: 0, settled: 0, epoch: 0 });
-  if (!local) await create();
   let kept: LocalInput[] = [];
-  await handBackIfFails(remote, { holder, epoch: grant.epoch, version: grant.version }, async () => {
+  const link = new LinkedSession(options, holder, grant, claimedAt);
+  const session = await handBackIfFails(remote, holder, grant, async () => {
+    if (!local) await create();
     try {
       await reconcile(storage, remote, id, localVersion, grant);
     } catch (error) {
@@ -85,16 +86,15 @@ export async function linkSession(options: LinkOptions): Promise<LinkedSession> 
     }
     // A copy this registry could not continue is not led from here: the edge goes on at once.
     if (options.registry) await assertCanContinue(storage, id, options.registry);
-  });
-  const link = new LinkedSession(options, holder, grant, claimedAt);
-  const session = await openSession({
-    ...options,
-    mode: "write",
-    epoch: grant.epoch,
-    effectGate: (version, signal) => link.replicated(version, signal),
-    // Pushes read unacknowledged commits from the change log, and the next claim the last acknowledged
-    // one's epoch (ahead, not diverged): pruning must not take them first.
-    changeLogFloor: () => Math.max(0, link.acknowledged - 1),
+    return openSession({
+      ...options,
+      mode: "write",
+      epoch: grant.epoch,
+      effectGate: (version, signal) => link.replicated(version, signal),
+      // Pushes read unacknowledged commits from the change log, and the next claim the last acknowledged
+      // one's epoch (ahead, not diverged): pruning must not take them first.
+      changeLogFloor: () => Math.max(0, link.acknowledged - 1),
+    });
   });
   link.start(session);
   try {

@@ -55,18 +55,21 @@ export async function reconcile(
 }
 
 /**
- * Runs `bring` (bringing the copy to the history both hosts share, after a claim). If it fails, the claim
- * is handed back at once (`release`, best effort): nothing here will lead, and the other host's writer,
- * stopped by the claim, must not wait for the lease to run out.
+ * Runs `bring` (after a claim: bringing the copy to the history both hosts share, then opening its writer,
+ * whose store may fail too: a full disk). If it fails, the claim is handed back at once (`release`, best
+ * effort): nothing here will lead, and the other host's writer, stopped by the claim, must not wait for the
+ * lease to run out.
  */
-export async function handBackIfFails(
+export async function handBackIfFails<T>(
   remote: Pick<ReplicaRemote, "release">,
-  release: ReleaseRequest,
-  bring: () => Promise<void>,
-): Promise<void> {
+  holder: string,
+  grant: Grant,
+  bring: () => Promise<T>,
+): Promise<T> {
   try {
-    await bring();
+    return await bring();
   } catch (error) {
+    const release: ReleaseRequest = { holder, epoch: grant.epoch, version: grant.version };
     await remote.release(release).catch(() => undefined);
     throw error;
   }

@@ -20,10 +20,13 @@ import {
   type ReplicaRemote,
   ReplicationDivergedError,
   type Session,
+  type Storage,
+  StorageError,
   type WithheldSignal,
 } from "../../src/index.ts";
 import { replayInputs } from "../../src/replication/rebase.ts";
 import { rebuildFromSnapshot } from "../../src/replication/snapshot-rebuild.ts";
+import { ForwardingStorage } from "../../src/testing/forwarding-storage.ts";
 import { notes, storeRemote, writeNotes } from "../support/store-remote.ts";
 import { SESSION, TwoHosts } from "../support/two-hosts.ts";
 
@@ -158,6 +161,27 @@ describe("a tab that only followed, linking after the edge's log moved past it",
     await linked.flush();
     await linked.close();
     expect(await edgeDisk.readSignals("s", ["answer:1"])).toEqual([undefined]);
+  });
+});
+
+describe("a tab whose own store fails as it opens its writer, after its claim was granted", () => {
+  it("hands the claim back: the edge's writer goes on at once, not after the lease", async () => {
+    const hosts = new TwoHosts(10_000);
+    const first = await hosts.openTab();
+    await first.linked.handOff();
+    await settle();
+    /** A disk that is full: reads work, a writer cannot open. */
+    class FullDisk extends ForwardingStorage {
+      override open: Storage["open"] = async (id, options) => {
+        if (options.mode === "write") throw new StorageError("quota-exceeded", "the disk is full");
+        return this.inner.open(id, options);
+      };
+    }
+    const full = new FullDisk(hosts.tabDisk.reopen());
+    await expect(hosts.openTab("tab-1", { storage: full })).rejects.toMatchObject({ code: "quota-exceeded" });
+    await settle();
+    expect(hosts.edgeSession).toBeDefined();
+    expect((await hosts.host.ownership(SESSION))?.holder).toBe("edge");
   });
 });
 
