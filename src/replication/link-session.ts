@@ -7,7 +7,7 @@
  * intent. When the other host fences this writer (it took the session over), the local session is closed.
  */
 import { systemClock, systemTimers, type TimerHandle } from "../clock.ts";
-import { KernelError, OwnedElsewhereError, ReplicationDivergedError } from "../errors.ts";
+import { KernelError, OwnedElsewhereError, ReplicationDivergedError, StorageError } from "../errors.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import { openSession } from "../session/open-session.ts";
 import type { OpenSessionOptions } from "../session/options.ts";
@@ -303,8 +303,8 @@ export class LinkedSession {
         if (commits.length === 0 && !this.staleWaiters()) return;
         if (this.#status !== "leading") return;
       } catch (error) {
-        // A refusal (fenced, diverged, not allowed) ends the link; a dropped connection or a 5xx is retried.
-        if (error instanceof KernelError) return this.fence(error);
+        // Refused (fenced, diverged, not allowed): the link ends. Retried: network, 5xx, a local StorageError.
+        if (error instanceof KernelError && !(error instanceof StorageError)) return this.fence(error);
         this.retryLater();
         return;
       }

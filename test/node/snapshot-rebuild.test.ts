@@ -24,6 +24,7 @@ import {
   StorageError,
   type WithheldSignal,
 } from "../../src/index.ts";
+import { MAX_PUSH_COMMITS } from "../../src/replication/protocol.ts";
 import { replayInputs } from "../../src/replication/rebase.ts";
 import { rebuildFromSnapshot } from "../../src/replication/snapshot-rebuild.ts";
 import { ForwardingStorage } from "../../src/testing/forwarding-storage.ts";
@@ -182,6 +183,46 @@ describe("a tab whose own store fails as it opens its writer, after its claim wa
     await settle();
     expect(hosts.edgeSession).toBeDefined();
     expect((await hosts.host.ownership(SESSION))?.holder).toBe("edge");
+  });
+});
+
+describe("a linked tab whose own change log fails to read once as it pushes", () => {
+  it("keeps leading and pushes on the next try: a local storage failure is not the edge's refusal", async () => {
+    const hosts = new TwoHosts(10_000);
+    const noPush: ReplicaRemote = {
+      ...hosts.remote,
+      push: async () => {
+        throw new TypeError("fetch failed: the network is down");
+      },
+    };
+    // Offline: a commit the edge never received, then the tab comes back within its lease.
+    const offline = await hosts.openTab("tab-1", { remote: noPush });
+    await offline.linked.session.submit({ requestId: "offline", conversationId: "main", input: "one" });
+    await offline.linked.close();
+    /** The tab's store fails the first read of a push's backlog (a transaction aborted under pressure). */
+    let failures = 1;
+    class FlakyLog extends ForwardingStorage {
+      override readChanges: Storage["readChanges"] = async (...args) => {
+        if (args[2] === MAX_PUSH_COMMITS && failures-- > 0)
+          throw new StorageError("storage-failed", "the transaction was aborted");
+        return this.inner.readChanges(...args);
+      };
+    }
+    const statuses: string[] = [];
+    const back = await hosts.openTab("tab-1", {
+      storage: new FlakyLog(hosts.tabDisk.reopen()),
+      onStatus: (status) => statuses.push(status),
+    });
+    await settle();
+    expect(failures).toBe(0); // the read failed once
+    for (let i = 0; i < 5 && back.linked.acknowledged < back.linked.session.version; i++) {
+      hosts.timers.advance(1_000);
+      await settle();
+    }
+    expect(statuses).toEqual(["leading"]);
+    expect(back.linked.status).toBe("leading");
+    expect(back.linked.acknowledged).toBe(back.linked.session.version);
+    await back.linked.close();
   });
 });
 
