@@ -86,7 +86,7 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
     for (;;) {
       // From the commit this copy holds last: the other host must hold that same commit (version, epoch).
       const from = Math.max(0, version - 1);
-      const { changes, oldestRetained } = await remote.changes(from, PAGE);
+      const { changes, oldestRetained, more } = await remote.changes(from, PAGE);
       const commits = changes as CommitRecord[];
       const head = commits.find((c) => c.version === version);
       const page = commits.filter((c) => c.version > version);
@@ -125,7 +125,7 @@ export async function followRemote(options: FollowRemoteOptions): Promise<Remote
       await applyAsReplica(storage, id, Math.max(...page.map((c) => c.epoch)), page);
       ({ version, epoch: headEpoch } = page.at(-1) as CommitRecord);
       options.onPulled?.(version);
-      if (page.length < PAGE) return version;
+      if (page.length < PAGE - 1 && !more) return version; // its head (a page cut by its size is not)
     }
   };
   /** Keeps this copy's unacknowledged inputs, rebuilds the copy from the other host's whole history. */

@@ -32,6 +32,13 @@ export function pushBatch(commits: readonly CommitRecord[]): CommitRecord[] {
   return commits.slice(0, count);
 }
 
+/**
+ * At most this many bytes of commits (as JSON) in one page of a catch-up (`changes`), beyond its first two:
+ * a host that reads 256 large commits at once holds them all in memory, several times over as it answers.
+ * Two, so that a reader that asks from the commit it holds last (to check it) always gets one more.
+ */
+export const MAX_CHANGES_BYTES = 4 * 1024 * 1024;
+
 /** How long a remote holder's claim stands without a push or renewal, unless the host sets another. */
 export const DEFAULT_LEASE_MS = 15_000;
 
@@ -108,8 +115,14 @@ export interface ReplicaRemote {
   claim(request: ClaimRequest): Promise<Grant>;
   push(request: PushRequest): Promise<PushAck>;
   release(request: ReleaseRequest): Promise<void>;
-  /** Commits after `afterVersion` from the other host's change log, oldest first (a catch-up). */
-  changes(afterVersion: number, limit: number): Promise<{ changes: unknown[]; oldestRetained: number }>;
+  /**
+   * Commits after `afterVersion` from the other host's change log, oldest first (a catch-up). `more`: the
+   * page was cut short by its size ({@link MAX_CHANGES_BYTES}), and later commits follow: ask again.
+   */
+  changes(
+    afterVersion: number,
+    limit: number,
+  ): Promise<{ changes: unknown[]; oldestRetained: number; more?: boolean }>;
   /**
    * The session whole at the other host's version (`exportSession`), for a copy its change log can no
    * longer bring up to date (behind its pruning). Optional: without it such a copy stops.

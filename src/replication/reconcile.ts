@@ -95,7 +95,7 @@ export async function remoteHistory(
   const toHead = through === Number.POSITIVE_INFINITY;
   let restarts = 0;
   for (let version = after; version < through; ) {
-    const { changes, oldestRetained } = await remote.changes(version, CATCH_UP_PAGE);
+    const { changes, oldestRetained, more } = await remote.changes(version, CATCH_UP_PAGE);
     const page = (changes as CommitRecord[]).filter((c) => c.version <= through);
     if (toHead && page.length === 0 && oldestRetained <= version + 1) break; // its head
     const pruned = oldestRetained > version + 1 && !(retained && commits.length === 0);
@@ -112,7 +112,7 @@ export async function remoteHistory(
     }
     commits.push(...page);
     version = (page.at(-1) as CommitRecord).version;
-    if (toHead && page.length < CATCH_UP_PAGE) break;
+    if (toHead && page.length < CATCH_UP_PAGE && !more) break; // its head (a page cut by its size is not)
   }
   return commits;
 }

@@ -20,6 +20,7 @@ import {
   DEFAULT_LEASE_MS,
   EDGE_HOLDER,
   type Grant,
+  MAX_CHANGES_BYTES,
   type Ownership,
   type PushAck,
   type PushRequest,
@@ -60,6 +61,9 @@ export interface ReplicaHostOptions {
 }
 
 const OPEN = { entryTail: 0, settled: 0 } as const;
+
+/** Commits a catch-up page reads from the store at a time. */
+const CHANGES_READ = 16;
 
 export class ReplicaHost {
   /** How long a claim or push keeps a remote holder's lease. */
@@ -173,14 +177,35 @@ export class ReplicaHost {
     });
   }
 
-  /** Commits after `afterVersion` from this copy's change log (a tab catching up before it leads again). */
-  async changes(sessionId: string, afterVersion: number, limit: number) {
-    const { changes, oldestRetained } = await this.options.storage.readChanges(
-      sessionId,
-      afterVersion,
-      limit,
-    );
-    return { changes: changes.map((c) => c.value), oldestRetained };
+  /**
+   * Commits after `afterVersion` from this copy's change log (a tab catching up before it leads again):
+   * up to `limit`, read a few at a time and cut past {@link MAX_CHANGES_BYTES} (`more`), so a page of large
+   * commits is never held whole.
+   */
+  async changes(
+    sessionId: string,
+    afterVersion: number,
+    limit: number,
+  ): Promise<{ changes: unknown[]; oldestRetained: number; more?: boolean }> {
+    const changes: unknown[] = [];
+    let bytes = 0;
+    let oldestRetained = afterVersion + 1;
+    for (let after = afterVersion; changes.length < limit; ) {
+      const want = Math.min(CHANGES_READ, limit - changes.length);
+      const read = await this.options.storage.readChanges(sessionId, after, want);
+      // Pruned past the read meanwhile: this page ends here, and the next one says where the log starts.
+      if (changes.length > 0 && read.oldestRetained > after + 1)
+        return { changes, oldestRetained, more: true };
+      if (changes.length === 0) oldestRetained = read.oldestRetained;
+      for (const { value } of read.changes) {
+        bytes += JSON.stringify(value).length;
+        if (changes.length >= 2 && bytes > MAX_CHANGES_BYTES) return { changes, oldestRetained, more: true };
+        changes.push(value);
+        after = (value as { version: number }).version;
+      }
+      if (read.changes.length < want) break;
+    }
+    return { changes, oldestRetained };
   }
 
   /** The session whole at this copy's version (`exportSession`): for a copy the change log no longer reaches. */

@@ -9,6 +9,7 @@ import { approvedPlan, asyncCampaignRegistry, RECIPIENTS } from "../../examples/
 import type { Receipt } from "../../examples/five-emails/mail-service.ts";
 import {
   edgeReplica,
+  followRemote,
   type Json,
   type LinkedSession,
   linkSession,
@@ -16,6 +17,7 @@ import {
   memoryStorage,
   type Submission,
 } from "../../src/index.ts";
+import { MAX_CHANGES_BYTES } from "../../src/replication/protocol.ts";
 import { CrashingStorage } from "../../src/testing/index.ts";
 import { bundleWorker, EdgeExample } from "../support/workerd.ts";
 
@@ -202,6 +204,27 @@ describe("a linked session on Node + workerd", () => {
     expect(view.version).toBe(tab.linked.session.version);
     expect(view.documents.map((d) => d.id)).toEqual(expect.arrayContaining(["big-0", "big-3"]));
     await tab.linked.close();
+    // Read back, a page of the edge's catch-up is cut by its size (not 4.8 MB at once), and says more follow.
+    const remote = edgeReplica({
+      baseUrl: "http://edge.test",
+      token: EdgeExample.token,
+      sessionId: "linked-4",
+      fetch: async (input, init) =>
+        (await edge.workerd.dispatchFetch(String(input), init as never)) as unknown as Response,
+    });
+    const page = await remote.changes(0, 256);
+    expect(page.more).toBe(true);
+    expect(page.changes.length).toBeLessThan(view.version);
+    expect(JSON.stringify(page.changes).length).toBeLessThan(MAX_CHANGES_BYTES + 2 * 1_300_000);
+    // A new browser following the edge gets every commit in one pull, page after page.
+    const copy = memoryStorage();
+    const follower = await followRemote({ storage: copy, remote, id: "linked-4", everyMs: 0 });
+    expect(await follower.pull()).toBe(view.version);
+    await follower.stop();
+    const held = await copy.readChanges("linked-4", 0, 256);
+    expect(held.changes.map((c) => (c.value as { version: number }).version)).toEqual(
+      Array.from({ length: view.version }, (_, i) => i + 1),
+    );
   }, 60_000);
 
   it("refuses replica requests that are malformed, too large or not allowed, storing nothing", async () => {

@@ -589,3 +589,20 @@ describe("a drop of the tab's own signal whose log was pruned past it", () => {
     expect(rebuilt?.inputs.filter((input) => input.kind === "drop")).toEqual([]);
   });
 });
+
+describe("a follower far behind its edge", () => {
+  it("catches up in one pull, page after page (it stopped after its second page, a tick each)", async () => {
+    const edgeDisk = memoryStorage();
+    const edge = await openSession({ id: "s", storage: edgeDisk, registry: notes });
+    await writeNotes(edge, 1000);
+    const follower = await followRemote({
+      storage: memoryStorage(),
+      remote: storeRemote(edgeDisk, "s"),
+      id: "s",
+      everyMs: 0,
+    });
+    expect(await follower.pull()).toBe(1000);
+    await follower.stop();
+    await edge.close();
+  });
+});
