@@ -62,7 +62,7 @@ export interface ReplicaHostOptions {
 
 const OPEN = { entryTail: 0, settled: 0 } as const;
 
-/** Commits a catch-up page reads from the store at a time. */
+/** Commits a catch-up page reads from the store first (then as many as its size so far says fit). */
 const CHANGES_READ = 16;
 
 export class ReplicaHost {
@@ -179,7 +179,7 @@ export class ReplicaHost {
 
   /**
    * Commits after `afterVersion` from this copy's change log (a tab catching up before it leads again):
-   * up to `limit`, read a few at a time and cut past {@link MAX_CHANGES_BYTES} (`more`), so a page of large
+   * up to `limit`, read a few first, and cut past {@link MAX_CHANGES_BYTES} (`more`), so a page of large
    * commits is never held whole.
    */
   async changes(
@@ -191,7 +191,11 @@ export class ReplicaHost {
     let bytes = 0;
     let oldestRetained = afterVersion + 1;
     for (let after = afterVersion; changes.length < limit; ) {
-      const want = Math.min(CHANGES_READ, limit - changes.length);
+      // A few first; then as many as the bytes left would hold at the size seen so far (each read has a
+      // cost of its own, whatever it reads: most pages are read in two).
+      const fit =
+        changes.length === 0 ? CHANGES_READ : ((MAX_CHANGES_BYTES - bytes) * changes.length) / bytes;
+      const want = Math.min(limit - changes.length, Math.max(2, Math.floor(fit)));
       const read = await this.options.storage.readChanges(sessionId, after, want);
       // Pruned past the read meanwhile: this page ends here, and the next one says where the log starts.
       if (changes.length > 0 && read.oldestRetained > after + 1)
