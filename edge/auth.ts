@@ -35,6 +35,8 @@ const NOT_BY_DEFAULT: ReadonlySet<EdgeAction> = new Set(["drop-signal", "replica
 export interface Principal {
   /** A stable id (a JWT's `sub`, `root`): rate limits are kept per principal. */
   readonly id: string;
+  /** When the credential it was proven by runs out (a JWT's `exp`, ms): nothing minted from it outlives it. */
+  readonly expiresAt?: number;
 }
 
 /** What an authorizer decides on. */
@@ -145,7 +147,10 @@ export function jwtAuthorizer<Env>(options: JwtAuthorizerOptions<Env>): Authoriz
       claim === undefined ? EDGE_ACTIONS.filter((a) => !NOT_BY_DEFAULT.has(a)) : (stringList(claim) ?? []);
     if (!sessions?.some((pattern) => matchesSession(pattern, sessionId)) || !actions.includes(action))
       return forbidden(sessionId, action);
-    return { id: `jwt:${payload.sub}` };
+    return {
+      id: `jwt:${payload.sub}`,
+      ...(typeof payload.exp === "number" && { expiresAt: payload.exp * 1000 }),
+    };
   };
 
   async function verifyJwt(token: string, env: Env): Promise<JWTPayload> {
@@ -197,7 +202,8 @@ function stringList(value: unknown): string[] | undefined {
 const STREAM_AUDIENCE = "durable-agent:stream";
 
 /**
- * A read-only token for one session's event stream, valid for `ttlMs`: what a browser's `EventSource`
+ * A read-only token for one session's event stream, valid for `ttlMs` (and never past the credential of
+ * the principal it is minted for: `Principal.expiresAt`): what a browser's `EventSource`
  * passes as `?access_token=` (it cannot send headers). Minted by `POST /sessions/:id/stream-token` for a
  * principal that may read the session; never the root token in a URL.
  */
@@ -208,7 +214,7 @@ export async function mintStreamToken(
   ttlMs: number,
   now: number,
 ): Promise<{ token: string; expiresAt: number }> {
-  const expiresAt = now + ttlMs;
+  const expiresAt = Math.min(now + ttlMs, principal.expiresAt ?? Number.POSITIVE_INFINITY);
   const token = await new SignJWT({ sid: sessionId })
     .setProtectedHeader({ alg: "HS256" })
     .setSubject(principal.id)

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { SignJWT } from "jose";
+import { decodeJwt, SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EDGE_ACTIONS, type EdgeAction } from "../../edge/index.ts";
 import type { Submission } from "../../src/index.ts";
@@ -233,6 +233,25 @@ describe("authorization per session and action (workerd)", () => {
       body: JSON.stringify(notice("via-url")),
     });
     expect(submit.status).toBe(401);
+  });
+
+  it("never mints a stream token that outlives the token it was minted with", async () => {
+    const mint = async (expiresIn: string) => {
+      const reader = await jwt({ sub: "viewer", sessions: ["alpha"], actions: ["read"] }, expiresIn);
+      const response = await edge.raw("/sessions/alpha/stream-token", {
+        method: "POST",
+        headers: { authorization: `Bearer ${reader}` },
+      });
+      const minted = (await response.json()) as { token: string; expiresAt: number };
+      return { ...minted, exp: decodeJwt(minted.token).exp, readerExp: decodeJwt(reader).exp as number };
+    };
+    // A JWT with a minute left: the stream token ends with it, not five minutes on.
+    const short = await mint("60s");
+    expect(short.exp).toBe(short.readerExp);
+    expect(short.expiresAt).toBe(short.readerExp * 1000);
+    // One with an hour left: the stream token's own (short) life.
+    const long = await mint("1h");
+    expect(long.exp).toBeLessThan(long.readerExp);
   });
 });
 
