@@ -86,6 +86,11 @@ export interface Grant {
   readonly version: number;
   /** The epoch of the commit at `version` there (null at version 0, or when no longer in its change log). */
   readonly headEpoch: number | null;
+  /**
+   * When that commit was made (its `at`; absent from hosts before it was sent): two copies created apart
+   * under one id have commits of the same version and epoch, not of the same time.
+   */
+  readonly headAt?: number | null;
   /** When the lease runs out unless a push renews it (the granting host's clock). */
   readonly leaseUntil: number;
   /** How long each renewal extends the lease. */

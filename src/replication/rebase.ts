@@ -17,7 +17,7 @@ import { applyAsReplica, remoteHistory } from "./reconcile.ts";
 import { rebuildFromSnapshot } from "./snapshot-rebuild.ts";
 
 /**
- * The highest version both copies hold with the same commit (same epoch), at most `upTo`, from the other
+ * The highest version both copies hold with the same commit (same epoch and time), at most `upTo`, from the other
  * host's `history` (read already: all of it, or from the oldest commit its log retains). 0 when they share
  * none, or when this copy's log no longer holds the commits that would say (a linked copy keeps every
  * commit its edge has not acknowledged, so the version they share is never below its log); undefined when
@@ -32,7 +32,11 @@ export async function commonVersion(
   id: string,
   upTo: number,
 ): Promise<number | undefined> {
-  const theirEpochs = new Map(history.map((c) => [c.version, c.epoch]));
+  const theirs = new Map(history.map((c) => [c.version, c]));
+  const same = (commit: CommitRecord) => {
+    const their = theirs.get(commit.version);
+    return their?.epoch === commit.epoch && their.at === commit.at;
+  };
   // Below the first commit of `history` nothing can be compared.
   const floor = Math.max(0, (history[0]?.version ?? 1) - 1);
   const unknown = floor === 0 ? 0 : undefined;
@@ -41,7 +45,7 @@ export async function commonVersion(
     const commits = (await storage.readChanges(id, from, WINDOW)).changes.map((c) => c.value as CommitRecord);
     let common = 0;
     for (const commit of commits) {
-      if (commit.version > to || theirEpochs.get(commit.version) !== commit.epoch) break;
+      if (commit.version > to || !same(commit)) break;
       common = commit.version;
     }
     // Found; or there is nothing further back to look at (this copy's log was pruned past `from`).

@@ -11,8 +11,8 @@ const CATCH_UP_PAGE = 256;
 
 /**
  * Brings the local copy to the history both hosts share. The same version with the same epoch is the same
- * commit (one writer per epoch), so comparing the epochs of the shorter copy's head tells behind, ahead and
- * diverged apart. Behind: the other host's newer commits are applied here as a replica. Ahead: they are
+ * commit (one writer per epoch) — and made at the same time: copies created apart under one id share
+ * epochs, not times — so comparing the shorter copy's head tells behind, ahead and diverged apart. Behind: the other host's newer commits are applied here as a replica. Ahead: they are
  * pushed once the session runs. Diverged: refused, nothing changed on either side.
  */
 export async function reconcile(
@@ -24,11 +24,18 @@ export async function reconcile(
 ): Promise<void> {
   const shared = Math.min(localVersion, grant.version);
   if (shared > 0) {
-    const localAt = await epochAt(storage, id, shared);
-    const remoteAt = shared === grant.version ? grant.headEpoch : await remoteEpochAt(remote, shared);
-    if (localAt === null || remoteAt === null || localAt !== remoteAt) {
+    const local = await commitAt(storage, id, shared);
+    const remoteHead =
+      shared === grant.version
+        ? { epoch: grant.headEpoch, at: grant.headAt }
+        : await remoteCommitAt(remote, shared);
+    const localAt = local?.epoch ?? null;
+    const remoteAt = remoteHead?.epoch ?? null;
+    // A host that does not say when its head was made is compared by epoch alone, as before.
+    const apart = typeof remoteHead?.at === "number" && remoteHead.at !== local?.at;
+    if (localAt === null || remoteAt === null || localAt !== remoteAt || apart) {
       throw new ReplicationDivergedError(
-        `session ${id}: this copy and the other host's differ at version ${shared} (epoch ${localAt} here, ${remoteAt} there); this copy's later commits were never received there`,
+        `session ${id}: this copy and the other host's differ at version ${shared} (epoch ${localAt} here, ${remoteAt} there${apart ? "; made at different times" : ""}); this copy's later commits were never received there`,
         shared,
       );
     }
@@ -131,16 +138,29 @@ export async function applyAsReplica(
   }
 }
 
-/** The epoch of the commit at `version` in this copy's change log; null at 0 or when no longer there. */
-export async function epochAt(storage: Storage, id: string, version: number): Promise<number | null> {
-  if (version === 0) return null;
+/** The commit at `version` in this copy's change log; undefined at 0 or when no longer there. */
+export async function commitAt(
+  storage: Storage,
+  id: string,
+  version: number,
+): Promise<CommitRecord | undefined> {
+  if (version === 0) return undefined;
   const { changes } = await storage.readChanges(id, version - 1, 1);
   const commit = changes[0]?.value as CommitRecord | undefined;
-  return commit?.version === version ? commit.epoch : null;
+  return commit?.version === version ? commit : undefined;
 }
 
-async function remoteEpochAt(remote: ReplicaRemote, version: number): Promise<number | null> {
+/** The epoch of the commit at `version` in this copy's change log; null at 0 or when no longer there. */
+export async function epochAt(storage: Storage, id: string, version: number): Promise<number | null> {
+  return (await commitAt(storage, id, version))?.epoch ?? null;
+}
+
+/** The other host's commit at `version`, as far as its change log tells (its epoch and time). */
+async function remoteCommitAt(
+  remote: ReplicaRemote,
+  version: number,
+): Promise<Pick<CommitRecord, "epoch" | "at"> | undefined> {
   const { changes } = await remote.changes(version - 1, 1);
   const commit = changes[0] as CommitRecord | undefined;
-  return commit?.version === version ? commit.epoch : null;
+  return commit?.version === version ? commit : undefined;
 }

@@ -26,7 +26,7 @@ import {
   type PushRequest,
   type ReleaseRequest,
 } from "./protocol.ts";
-import { epochAt } from "./reconcile.ts";
+import { commitAt } from "./reconcile.ts";
 
 /** Where a host keeps each session's ownership record. */
 export interface OwnershipStore {
@@ -107,10 +107,12 @@ export class ReplicaHost {
       const version = meta?.version ?? 0;
       const leaseUntil = now + this.leaseMs;
       await this.options.ownership.put(sessionId, { holder: request.holder, epoch, leaseUntil, version });
+      const head = await commitAt(storage, sessionId, version);
       return {
         epoch,
         version,
-        headEpoch: await epochAt(storage, sessionId, version),
+        headEpoch: head?.epoch ?? null,
+        headAt: head?.at ?? null,
         leaseUntil,
         leaseMs: this.leaseMs,
       };

@@ -606,3 +606,53 @@ describe("a follower far behind its edge", () => {
     await edge.close();
   });
 });
+
+describe("a tab's copy and the edge's, each created on its own under one session id", () => {
+  it("are not taken for one history though their epochs match: the tab's input is kept and given again", async () => {
+    const registry = notes;
+    const clock = new ManualClock(1_000);
+    const edgeDisk = memoryStorage();
+    let edge: Session | undefined = await openSession({ id: "s", storage: edgeDisk, registry, clock });
+    await edge.commit((d) => d.setDocument("edge-note", "note", { text: "the edge's" }));
+    const host = new ReplicaHost({
+      storage: edgeDisk,
+      ownership: memoryOwnership(),
+      clock,
+      stopWriter: async () => {
+        await edge?.close();
+        edge = undefined;
+      },
+      startWriter: async () => {
+        edge = await openSession({ id: "s", storage: edgeDisk, registry, clock });
+      },
+    });
+    const remote: ReplicaRemote = {
+      claim: (r) => host.claim("s", r),
+      push: (r) => host.push("s", r),
+      release: (r) => host.release("s", r),
+      changes: (after, limit) => host.changes("s", after, limit),
+      snapshot: async () => JSON.parse(JSON.stringify(await host.snapshot("s"))),
+    };
+    // The tab made its own session under the same id (offline, before linking was switched on).
+    clock.advance(5);
+    const tabDisk = memoryStorage();
+    const tab = await openSession({ id: "s", storage: tabDisk, registry, clock });
+    // Its first commit holds its question: version 1 of both copies is of the same epoch, not the same commit.
+    await tab.submit({ requestId: "asked-here", conversationId: "main", input: "mine" });
+    await tab.commit((d) => d.setDocument("tab-note", "note", { text: "the tab's" }));
+    await tab.close();
+    const kept: LocalInput[] = [];
+    const linked = await linkSession({
+      id: "s",
+      storage: tabDisk,
+      remote,
+      registry,
+      clock,
+      onRebased: (inputs) => void kept.push(...inputs),
+    });
+    // The tab's copy was rebuilt from the edge's: the edge's note is there, its question kept to give again.
+    expect(linked.session.view().documents.map((d) => d.id)).toContain("edge-note");
+    expect(asked(kept)).toEqual(["asked-here"]);
+    await linked.close();
+  });
+});
