@@ -1,7 +1,7 @@
 /** Tools: what a model may call. Arguments are validated with zod; the model sees the JSON Schema. */
 import { z } from "zod";
 import { DefinitionError, ensureError } from "../errors.ts";
-import { compiled, type Json } from "../records/schemas.ts";
+import { compiled, findNonJson, type Json } from "../records/schemas.ts";
 import type { ToolSpec } from "./model.ts";
 
 /** What a running tool gets besides its arguments. */
@@ -113,6 +113,27 @@ export async function precheckProblem(
     const why = ensureError(error).message;
     return `precheck failed: ${why}. ${tool.name} did not run.`;
   }
+}
+
+/**
+ * A model's raw arguments as JSON, or what is wrong with them, for the model to read: not JSON, or JSON no
+ * record holds (an escaped lone surrogate such as "\ud83d", half of an emoji). The call's intent stores them
+ * two levels deep (a checkpoint's `data.args`), so they are refused here, never found by the commit, which
+ * would fail the whole turn.
+ */
+export function readArguments(
+  tool: ToolDefinition<unknown>,
+  rawArgs: string,
+): { raw: Json } | { error: string } {
+  let raw: unknown;
+  try {
+    raw = rawArgs.trim() === "" ? {} : JSON.parse(rawArgs);
+  } catch (error) {
+    return { error: `arguments are not valid JSON: ${(error as Error).message}` };
+  }
+  const unstorable = findNonJson(raw, 2);
+  if (unstorable !== undefined) return { error: `invalid arguments for ${tool.name}: ${unstorable}` };
+  return { raw: raw as Json };
 }
 
 /** The tool as a model sees it, with the JSON Schema generated from its zod schema by zod itself. */

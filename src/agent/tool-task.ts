@@ -14,7 +14,7 @@ import {
   type Received,
   type TaskDefinition,
 } from "../tasks/define-task.ts";
-import { exclusiveCallKey, precheckProblem, type ToolDefinition } from "./define-tool.ts";
+import { exclusiveCallKey, precheckProblem, readArguments, type ToolDefinition } from "./define-tool.ts";
 import { DEFAULT_LEASE_MS, doneKey, isDoneKey, runOnKey, runsHere } from "./placement.ts";
 import { endedAnswer, mayHaveStarted } from "./tool-answers.ts";
 import {
@@ -342,12 +342,9 @@ export async function resolveToolCall(
 ): Promise<ResolvedToolCall> {
   const tool = tools.get(name);
   if (!tool) return { ok: false, error: `unknown tool "${name}"` };
-  let raw: unknown;
-  try {
-    raw = rawArgs.trim() === "" ? {} : JSON.parse(rawArgs);
-  } catch (error) {
-    return { ok: false, error: `arguments are not valid JSON: ${(error as Error).message}` };
-  }
+  const read = readArguments(tool, rawArgs);
+  if ("error" in read) return { ok: false, error: read.error };
+  const raw = read.raw;
   const parsed = tool.input.safeParse(raw);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
@@ -359,7 +356,7 @@ export async function resolveToolCall(
     ok: true,
     tool,
     args: parsed.data,
-    intent: { args: raw as Json, replay: tool.replay, operationId },
+    intent: { args: raw, replay: tool.replay, operationId },
   };
 }
 

@@ -177,6 +177,42 @@ describe("agent loop", () => {
     expect(service.calls).toBe(0);
   });
 
+  it("answers arguments holding a lone surrogate (an escaped half of an emoji) as an error the model sees, not a failed turn", async () => {
+    const service = new Service();
+    const ran: unknown[] = [];
+    const note = defineTool({
+      name: "note",
+      description: "Keep a note",
+      input: z.object({ text: z.string() }),
+      replay: "unsafe",
+      execute: (args) => {
+        ran.push(args);
+        return { kept: true };
+      },
+    });
+    const model = scriptedModel([
+      // Valid JSON: JSON.parse gives a string no store can hold (half of a surrogate pair).
+      { toolCalls: [{ name: "note", args: '{"text":"smile \\ud83d"}' }] },
+      (request) => ({ text: `saw ${request.messages.filter((m) => m.role === "tool").length} tool error` }),
+    ]);
+    const { session } = await open(memoryStorage(), model, [...tools(service), note]);
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "go" });
+    expect(await session.wait(sub.id)).toMatchObject({
+      status: "succeeded",
+      result: { text: "saw 1 tool error" },
+    });
+    const [answer] = (session.view().conversations[0]?.entries ?? []).flatMap((e) =>
+      e.content.kind === "tool-result" ? [e.content] : [],
+    );
+    expect(answer).toMatchObject({
+      outcome: "error",
+      toolName: "note",
+      output: { error: expect.stringContaining("text: not well-formed Unicode") },
+    });
+    expect(ran).toEqual([]);
+  });
+
   it("answers a call whose precheck throws as rejected and not run; the model is asked once per response, all counted", async () => {
     const ran: string[] = [];
     let prechecks = 0;
