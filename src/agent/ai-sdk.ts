@@ -125,11 +125,18 @@ function toPromptMessage(message: ModelMessage): LanguageModelV3Message {
   }
 }
 
+/**
+ * An earlier call's arguments as the prompt's tool-call input: always a JSON object. Anthropic and Bedrock
+ * refuse any other input ("Input should be a valid dictionary"), so a call the model got wrong (cut-off
+ * JSON, a bare value) sent back as it was would fail every later request of the conversation; its result
+ * already tells the model what was wrong. No arguments (empty) are `{}` too.
+ */
 function parseArgs(args: string): unknown {
   try {
-    return JSON.parse(args);
+    const parsed: unknown = JSON.parse(args);
+    return typeof parsed === "object" && parsed !== null && !Array.isArray(parsed) ? parsed : {};
   } catch {
-    return args;
+    return {};
   }
 }
 

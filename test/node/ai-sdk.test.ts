@@ -1,6 +1,12 @@
 /** An AI SDK provider (the real @ai-sdk/openai-compatible, LanguageModelV3) adapted as our Model, over real HTTP. */
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
-import { InvalidPromptError, type LanguageModelV3, UnsupportedFunctionalityError } from "@ai-sdk/provider";
+import {
+  InvalidPromptError,
+  type LanguageModelV3,
+  type LanguageModelV3CallOptions,
+  type LanguageModelV3StreamPart,
+  UnsupportedFunctionalityError,
+} from "@ai-sdk/provider";
 import { afterEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import {
@@ -159,5 +165,70 @@ describe("AI SDK LanguageModelV3 adapter", () => {
     // The second request carried the tool call and its result back to the provider in its own format.
     const messages = fixture?.requests[1]?.body.messages as { role: string }[];
     expect(messages.map((m) => m.role)).toEqual(["user", "assistant", "tool"]);
+  });
+});
+
+describe("AI SDK prompts", () => {
+  it("send every earlier tool call's input as an object, even when the model's arguments were not one", async () => {
+    // Anthropic and Bedrock refuse a tool call whose input is not an object ("Input should be a valid
+    // dictionary"): a call the model got wrong, sent back as a string, would break every later request.
+    const prompts: LanguageModelV3CallOptions["prompt"][] = [];
+    const capturing = {
+      specificationVersion: "v3",
+      provider: "capturing",
+      modelId: "capturing-1",
+      supportedUrls: {},
+      doGenerate: () => Promise.reject(new Error("unused")),
+      doStream: async (options) => {
+        prompts.push(options.prompt);
+        return {
+          stream: new ReadableStream<LanguageModelV3StreamPart>({
+            start(controller) {
+              controller.enqueue({ type: "text-delta", id: "t", delta: "ok" });
+              controller.enqueue({
+                type: "finish",
+                finishReason: { unified: "stop", raw: "stop" },
+                usage: {
+                  inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
+                  outputTokens: { total: 1, text: 1, reasoning: undefined },
+                },
+              });
+              controller.close();
+            },
+          }),
+        };
+      },
+    } satisfies LanguageModelV3;
+    const call = (id: string, args: string) => ({ id, name: "lookup", args });
+    await aiSdkModel(capturing).generate(
+      {
+        tools: [],
+        messages: [
+          { role: "user", content: "hi" },
+          {
+            role: "assistant",
+            content: "",
+            toolCalls: [
+              call("a", '{"email":"ana@example.com"'), // cut off: not JSON
+              call("b", ""), // a call without arguments
+              call("c", "[1, 2]"), // JSON, not an object
+              call("d", '{"email":"ana@example.com"}'),
+            ],
+          },
+          ...["a", "b", "c", "d"].map((id) => ({
+            role: "tool" as const,
+            toolCallId: id,
+            toolName: "lookup",
+            content: "{}",
+          })),
+        ],
+      },
+      { signal },
+    );
+    const assistant = prompts[0]?.find((m) => m.role === "assistant");
+    const inputs = (assistant?.content ?? []).flatMap((part) =>
+      part.type === "tool-call" ? [part.input] : [],
+    );
+    expect(inputs).toEqual([{}, {}, {}, { email: "ana@example.com" }]);
   });
 });
