@@ -13,7 +13,7 @@ import type { Json } from "../records/schemas.ts";
 import type { PendingWait } from "../session/pending.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 import { DEFAULT_LEASE_MS, type HostKind } from "./placement.ts";
-import { type Intent, isUnsafe, runByRules, type ToolOutcome } from "./tool-finish.ts";
+import { type Intent, isUnsafe, runByRules, type ToolOutcome, unavailableResult } from "./tool-finish.ts";
 
 /** Where an executor finds calls and reports them: a session in process, or one over HTTP. */
 export interface ExecutorTarget {
@@ -168,15 +168,12 @@ async function run(
   call: PlacedCall,
   tool: ToolDefinition<unknown>,
   signal: AbortSignal,
-): Promise<{ outcome: ReportedOutcome; output: Json; via: ExecutedVia } | undefined> {
+): Promise<ExecutedResult | undefined> {
   const args = tool.input.safeParse(call.arguments);
-  if (!args.success || !tool.execute)
-    return {
-      outcome: "error",
-      output: { error: `${tool.name} cannot run these arguments here` },
-      via: "unknown",
-    };
   const intent: Intent = { args: call.arguments, replay: call.replay, operationId: call.operationId };
+  // Never an error for an unsafe call that may have run before (`recovering`): its outcome stays open.
+  if (!args.success || !tool.execute)
+    return unavailableResult(tool.name, intent, tool, call.recovering) as ExecutedResult;
   try {
     const result = await runByRules(tool, args.data, intent, call.recovering, {
       signal,
@@ -188,7 +185,7 @@ async function run(
         via: "unknown",
       }),
     });
-    return result as { outcome: ReportedOutcome; output: Json; via: ExecutedVia };
+    return result as ExecutedResult;
   } catch (error) {
     if (isUnsafe(call, tool)) return undefined;
     // A replay-safe call stopped at its lease's end: an error the model may simply retry (the owner refuses
@@ -199,3 +196,4 @@ async function run(
 }
 
 type ExecutedVia = "run" | "replay" | "confirm" | "run-after-confirm" | "unknown";
+type ExecutedResult = { outcome: ReportedOutcome; output: Json; via: ExecutedVia };

@@ -142,6 +142,26 @@ export async function runByRules(
   }
 }
 
+/**
+ * The result of a call whose intent is committed that this version cannot run: its tool no longer takes the
+ * stored arguments (an upgrade changed its schema) or no longer runs by `execute`. A call that never started
+ * is an error; one that may have run before the process stopped (`recovering`) is never called an error
+ * when it is unsafe — the model, told "error", would call it again — but `unknown`.
+ */
+export function unavailableResult(
+  name: string,
+  intent: Intent,
+  tool: Pick<ToolDefinition<unknown>, "replay"> | undefined,
+  recovering: boolean,
+): ToolResult {
+  const why = `this version of ${name} cannot run the call (it no longer takes these arguments, or is not run here)`;
+  if (!recovering) return { outcome: "error", output: { error: `${why}. It did not run.` }, via: "unknown" };
+  if (!isUnsafe(intent, tool ?? intent))
+    return { outcome: "error", output: { error: `${why}; it is safe to call again` }, via: "unknown" };
+  const open = "it may have run before the process stopped: do not call it again without checking";
+  return { outcome: "unknown", output: { error: `${why}, and ${open}` }, via: "unknown" };
+}
+
 function notStartedAfterStop(tool: ToolDefinition<unknown>, confirmed: boolean, signal: AbortSignal) {
   const reason = (signal.reason as Error | undefined)?.message ?? String(signal.reason);
   const before = confirmed

@@ -20,11 +20,13 @@ import { endedAnswer, mayHaveStarted } from "./tool-answers.ts";
 import {
   finish,
   type Intent,
+  isUnsafe,
   progressDocumentId,
   recoveryOf,
   runByRules,
   storedResult,
   TOOL_PROGRESS_DOCUMENT,
+  unavailableResult,
 } from "./tool-finish.ts";
 
 export const TOOL_TASK = "agent.tool";
@@ -99,7 +101,7 @@ export function toolTask(
       const intent = task.checkpoint.data as unknown as Intent;
       const tool = tools.get(name);
       if (!tool?.execute || !tool.input.safeParse(intent.args).success)
-        return `${name}: end with an error (the tool is no longer available)`;
+        return `${name}: end ${isUnsafe(intent, tool ?? intent) ? "as unknown" : "with an error"} (this version cannot run the call; it may have run)`;
       switch (recoveryOf(intent, tool)) {
         case "replay":
           return `${name}: replay (the tool is safe to re-run)`;
@@ -204,13 +206,10 @@ export function toolTask(
         const intent = ctx.data;
         const tool = tools.get(ctx.input.name);
         const args = tool?.input.safeParse(intent.args);
-        if (!tool?.execute || !args?.success)
-          return finish(ctx, {
-            outcome: "error",
-            output: { error: `tool "${ctx.input.name}" is no longer available` },
-            via: "unknown",
-          });
         const recovering = ctx.restarts > 0 || intent.recovering === true;
+        // This version cannot run the call: it may have run before a crash, then its outcome stays open.
+        if (!tool?.execute || !args?.success)
+          return finish(ctx, unavailableResult(ctx.input.name, intent, tool, recovering));
         // A tool for another kind of host: wait (durably, listed as pending) for one to take the call.
         if (!runsHere(tool.runsOn, ctx.hostKind)) {
           const data = { ...intent, recovering };

@@ -208,4 +208,31 @@ describe("an unsafe call cut off by a crash", () => {
     expect(errorOf(b)).toContain("do not call it again without checking");
     expect(seen.map((m) => (JSON.parse(m) as { outcome: string }).outcome)).toEqual(["unknown"]);
   });
+
+  it("whose arguments the tool no longer accepts after an upgrade is unknown, never an error the model would retry", async () => {
+    const { world, started, tool } = provider();
+    const { disk, first, sub } = await sendInFlight(tool, started.promise);
+    first.kill();
+
+    // The next version of the app asks for a subject too: the stored intent's arguments no longer parse.
+    const upgraded = defineTool({
+      name: "send_email",
+      description: "Sends one email",
+      input: z.object({ to: z.string(), subject: z.string() }),
+      replay: "unsafe",
+      execute: ({ to }) => {
+        world.runs++;
+        return { sent: to };
+      },
+    });
+    const seen: string[] = [];
+    const b = await open(disk.reopen(), sendOnce(seen), [upgraded]);
+    await b.resume();
+    expect((await b.wait(sub.id)).status).toBe("succeeded");
+    expect(world.runs).toBe(1);
+    const [answer] = results(b);
+    expect(answer?.outcome).toBe("unknown");
+    expect(errorOf(b)).toContain("do not call it again without checking");
+    expect(seen.map((m) => (JSON.parse(m) as { outcome: string }).outcome)).toEqual(["unknown"]);
+  });
 });
