@@ -799,3 +799,48 @@ describe('signal keys "." and ".."', () => {
     await session.close();
   });
 });
+
+describe("a payload nested as deep as JSON allows at its root", () => {
+  const deepSignal = defineSignal({ key: "deep:*", schema: z.unknown() });
+  const deepWaiter = defineTask({
+    kind: "deep-waiter",
+    version: 1,
+    input: z.object({}),
+    phases: { ask: (ctx) => ctx.waitFor("deep:1", { next: "done" }), done: (ctx) => ctx.complete(null) },
+  });
+  const nested = (depth: number) => {
+    let payload: Json = 1;
+    for (let i = 0; i < depth; i++) payload = [payload];
+    return payload;
+  };
+  const openDeep = async () => {
+    const session = await openSession({
+      id: "deep",
+      storage: memoryStorage(),
+      registry: createRegistry({ tasks: [deepWaiter], signals: [deepSignal] }),
+    });
+    await session.resume();
+    return session;
+  };
+
+  it("is refused when the wait that takes it could not hold it, kept early or not; nothing is stored", async () => {
+    for (const early of [false, true]) {
+      const session = await openDeep();
+      if (!early) await session.spawn("deep-waiter", {});
+      await session.whenIdle();
+      const version = session.version;
+      // Before, a live wait's commit failed with a ValidationError of the task's checkpoint, and a signal
+      // kept early was taken later by a wait that then failed its task.
+      const refused = session.signal("deep:1", nested(256), { requestId: "r" });
+      await expect(refused).rejects.toBeInstanceOf(InvalidArgumentError);
+      await expect(refused).rejects.toMatchObject({ issues: [{ path: "payload" }] });
+      expect(session.version).toBe(version);
+      expect(await session.readSignal("deep:1")).toBeUndefined();
+      // One level less goes through, and the task that waits for it ends well.
+      await session.signal("deep:1", nested(255), { requestId: "r2" });
+      const task = early ? await session.spawn("deep-waiter", {}) : session.view().tasks[0];
+      expect((await session.waitForTask(task?.id ?? "")).state.status).toBe("succeeded");
+      await session.close();
+    }
+  });
+});
