@@ -26,6 +26,9 @@ export interface Streamer {
   stop(): void;
 }
 
+/** The first half of a UTF-16 surrogate pair (an emoji is two code units). */
+const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff;
+
 /**
  * The model's streamed text: each delta previewed at once, and checkpointed as loss-tolerant progress,
  * appended as chunks (a checkpoint stores only the text that is new since the last one). Text that arrives
@@ -65,8 +68,14 @@ export function streamer(
     // The build runs when the deferred commit is made: it takes whatever text arrived by then.
     ctx.progress((draft) => {
       queued = false;
-      const chunk = pending;
-      pending = "";
+      // A first half of a surrogate pair at the end waits for its second (a model may cut its text between
+      // them): stored alone, it is not well-formed text, and the store refuses the whole checkpoint.
+      const end = isHighSurrogate(pending.charCodeAt(pending.length - 1))
+        ? pending.length - 1
+        : pending.length;
+      const chunk = pending.slice(0, end);
+      pending = pending.slice(end);
+      if (chunk === "") return;
       const current = draft.document(id)?.value as StreamDocument | undefined;
       // A retried attempt never appends to the record of the one a crash cut off (that one is still there
       // until this attempt's transition turns it into an interrupted record): it starts its own.

@@ -198,6 +198,47 @@ describe("previews and stream checkpoints", () => {
     expect(kinds).toEqual(["user", "interrupted"]);
   });
 
+  it("stores an emoji a model streamed split between two pieces whole, not as two halves the store refuses", async () => {
+    const disk = memoryStorage();
+    const open = async () => {
+      const clock = new ManualClock(0);
+      const timers = new ManualTimers(clock);
+      // A custom model that cuts its text between the two halves of a surrogate pair, then pauses.
+      const model: Model = {
+        id: "splitting",
+        async generate(_request, { onText }) {
+          const wait = (ms: number) => new Promise<void>((resolve) => timers.setTimeout(resolve, ms));
+          onText?.("Smile \ud83d");
+          await wait(2_000);
+          onText?.("\ude00 done. ");
+          await wait(60_000);
+          return { text: "Smile \ud83d\ude00 done. ", toolCalls: [] };
+        },
+      };
+      const session = await openSession({
+        id: "split",
+        storage: disk.reopen(),
+        registry: createRegistry({ ...createAgent({ model }) }),
+        clock,
+        timers,
+        ids: sequentialIds(),
+      });
+      await session.resume();
+      return { session, timers };
+    };
+    const first = await open();
+    const s = await first.session.submit({ requestId: "r", conversationId: "main", input: "go" });
+    await drive(first.timers, () => false, 400);
+    // The process dies in the pause: what was streamed so far is kept, the emoji whole.
+    const next = await open();
+    await drive(next.timers, () => next.session.submission(s.id)?.status === "succeeded", 10_000);
+    const entries = next.session.view().conversations[0]?.entries ?? [];
+    const interrupted = entries.find((e) => e.content.kind === "interrupted");
+    expect(interrupted?.content.kind === "interrupted" && interrupted.content.partialText).toBe(
+      "Smile \ud83d\ude00 done. ",
+    );
+  });
+
   it("stores text held back in a checkpoint window when the window ends, even while the model pauses", async () => {
     const disk = memoryStorage();
     const open = async () => {
