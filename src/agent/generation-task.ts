@@ -25,7 +25,7 @@ import { buildMessages, DEFAULT_MAX_TOOL_RESULT_CHARS } from "./context.ts";
 import type { ToolDefinition } from "./define-tool.ts";
 import { followUpOf, steeredAnswer, withdrawnOf } from "./follow-ups.ts";
 import type { ToolSpec } from "./model.ts";
-import { type Model, ModelError, type ModelResponse } from "./model.ts";
+import { type Model, ModelError, type ModelResponse, storableResponse } from "./model.ts";
 import { noteInterruptedStream, streamDocumentId, streamer } from "./stream-record.ts";
 import { answerEndedCalls, answerUnstartedCalls, notStarted } from "./tool-answers.ts";
 import { type QueuedCall, queueOf, spawnCalls, type ToolCallMode } from "./tool-queue.ts";
@@ -277,8 +277,9 @@ export function generationTask(options: GenerationOptions): TaskDefinition<Gener
    * The response, its tool calls (validated now, their intents fixed) and the wait on them, in one commit;
    * or the final answer. Calls the model got wrong become error results it will see next round.
    */
-  async function respond(ctx: GenerateContext, round: Round, response: ModelResponse): Promise<Transition> {
+  async function respond(ctx: GenerateContext, round: Round, given: ModelResponse): Promise<Transition> {
     const conversationId = ctx.input.conversationId;
+    const response = storableResponse(given);
     const toolCalls = withCallIds(response.toolCalls, ctx.task.id, round.round);
     ctx.appendEntry(conversationId, {
       kind: "model",

@@ -3,6 +3,7 @@
  * models into it; the generation task only ever talks to this.
  */
 import { KernelError } from "../errors.ts";
+import { isWellFormedText, wellFormedText } from "../records/json.ts";
 import type { Json, ToolCall } from "../records/schemas.ts";
 
 /** One message of the context sent to a model. */
@@ -87,4 +88,24 @@ export class ModelError extends KernelError {
   readonly status: number | undefined;
   /** Text streamed before the failure, if any. */
   readonly partialText: string | undefined;
+}
+
+/**
+ * A model's response as a record can hold it: a lone surrogate (half of an emoji, from a model that
+ * produced broken text) in its text or a call's name, id or raw arguments becomes U+FFFD, as a UTF-8
+ * decoder reads it, rather than failing the turn whose commit the store would refuse.
+ */
+export function storableResponse(response: ModelResponse): ModelResponse {
+  const calls = response.toolCalls;
+  const fine = (c: ToolCall) => isWellFormedText(c.id + c.name + c.args);
+  if (isWellFormedText(response.text) && calls.every(fine)) return response;
+  return {
+    ...response,
+    text: wellFormedText(response.text),
+    toolCalls: calls.map((c) =>
+      fine(c)
+        ? c
+        : { ...c, id: wellFormedText(c.id), name: wellFormedText(c.name), args: wellFormedText(c.args) },
+    ),
+  };
 }

@@ -18,6 +18,12 @@ export function isWellFormedText(text: string): boolean {
   return nativeWellFormed ? nativeWellFormed.call(text) : !LONE_SURROGATE.test(text);
 }
 
+/** `text` with each lone surrogate replaced by U+FFFD (as a UTF-8 decoder reads it): `text` itself when well-formed. */
+export function wellFormedText(text: string): string {
+  if (isWellFormedText(text)) return text;
+  return text.replace(new RegExp(LONE_SURROGATE.source, "g"), "\ufffd");
+}
+
 /** Explains a string that is not well-formed. */
 export const MALFORMED_TEXT = "not well-formed Unicode (it holds a lone surrogate)";
 

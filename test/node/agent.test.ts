@@ -213,6 +213,38 @@ describe("agent loop", () => {
     expect(ran).toEqual([]);
   });
 
+  it("keeps a model's text and raw call arguments holding a lone surrogate as U+FFFD, not a failed turn", async () => {
+    const service = new Service();
+    const ran: unknown[] = [];
+    const note = defineTool({
+      name: "note",
+      description: "Keep a note",
+      input: z.object({ text: z.string() }),
+      replay: "unsafe",
+      execute: (args) => {
+        ran.push(args);
+        return { kept: true };
+      },
+    });
+    // A custom model whose own output (not escaped JSON) holds half of an emoji, in its text and in a call.
+    const model = scriptedModel([
+      { text: "cut \ud83d here", toolCalls: [{ name: "note", args: '{"text":"smile \ud83d"}' }] },
+      () => ({ text: "done \udc00" }),
+    ]);
+    const { session } = await open(memoryStorage(), model, [...tools(service), note]);
+    await session.resume();
+    const sub = await session.submit({ requestId: "r1", conversationId: "main", input: "go" });
+    expect(await session.wait(sub.id)).toMatchObject({
+      status: "succeeded",
+      result: { text: "done \ufffd" },
+    });
+    const said = (session.view().conversations[0]?.entries ?? []).flatMap((e) =>
+      e.content.kind === "model" ? [e.content.text] : [],
+    );
+    expect(said).toEqual(["cut \ufffd here", "done \ufffd"]);
+    expect(ran).toEqual([{ text: "smile \ufffd" }]);
+  });
+
   it("answers a call whose precheck throws as rejected and not run; the model is asked once per response, all counted", async () => {
     const ran: string[] = [];
     let prechecks = 0;
