@@ -1,6 +1,7 @@
 /** Opening a session: read it from its store (taking ownership in write mode) and rebuild its state. */
 import { systemClock } from "../clock.ts";
 import { InvalidArgumentError, SessionNotFoundError } from "../errors.ts";
+import { isWellFormedText, MALFORMED_TEXT } from "../records/json.ts";
 import { createRegistry } from "../registry.ts";
 import { DEFAULT_ENTRY_TAIL, DEFAULT_SETTLED } from "./limits.ts";
 import { loadSessionState } from "./load.ts";
@@ -21,6 +22,11 @@ export async function openSession(options: OpenSessionOptions): Promise<Session>
       { path: "id", message: "invalid session id" },
     ]);
   }
+  // The session row stores its id: one the row's schema refuses would be written, then read back as corrupt.
+  if (!isWellFormedText(options.id))
+    throw new InvalidArgumentError(`session id is ${MALFORMED_TEXT}: it must be well-formed`, [
+      { path: "id", message: MALFORMED_TEXT },
+    ]);
   checkRetention(options);
   const mode = options.mode ?? "write";
   const clock = options.clock ?? systemClock;

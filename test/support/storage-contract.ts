@@ -724,6 +724,17 @@ export function describeStorageContract(name: string, harness: StoreHarness): vo
       }
     });
 
+    it("refuses a session id that is not well-formed before anything is stored", async () => {
+      for (const lone of ["\ud800", "\udc00"]) {
+        const id = `${freshId("lone")}${lone}`;
+        const store = harness.storage();
+        const error = await open(store, id).catch((e: unknown) => e);
+        expect(error).toMatchObject({ code: "invalid-argument", issues: [{ path: "id" }] });
+        expect(String((error as Error).message)).toContain("well-formed");
+        expect(await store.open(id, { mode: "read", at: 0, entryTail: 1, settled: 0 })).toBeUndefined();
+      }
+    });
+
     it("lets a read-only session follow another writer's commits", async () => {
       const id = freshId("follow");
       const writer = await open(harness.storage(), id);
