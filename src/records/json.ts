@@ -24,6 +24,16 @@ export function wellFormedText(text: string): string {
   return text.replace(new RegExp(LONE_SURROGATE.source, "g"), "\ufffd");
 }
 
+/**
+ * What is wrong with `id` as a session's id, or undefined: a non-empty, well-formed string of at most 256
+ * characters (the session row stores it; one its schema refuses would be written, then read back as corrupt).
+ */
+export function sessionIdProblem(id: unknown): string | undefined {
+  if (typeof id !== "string" || id.length === 0 || id.length > 256)
+    return "session id must be a non-empty string of at most 256 characters";
+  return isWellFormedText(id) ? undefined : `session id is ${MALFORMED_TEXT}: it must be well-formed`;
+}
+
 /** Explains a string that is not well-formed. */
 export const MALFORMED_TEXT = "not well-formed Unicode (it holds a lone surrogate)";
 

@@ -1,7 +1,7 @@
 /** Opening a session: read it from its store (taking ownership in write mode) and rebuild its state. */
 import { systemClock } from "../clock.ts";
 import { InvalidArgumentError, SessionNotFoundError } from "../errors.ts";
-import { isWellFormedText, MALFORMED_TEXT } from "../records/json.ts";
+import { sessionIdProblem } from "../records/json.ts";
 import { createRegistry } from "../registry.ts";
 import { DEFAULT_ENTRY_TAIL, DEFAULT_SETTLED } from "./limits.ts";
 import { loadSessionState } from "./load.ts";
@@ -17,16 +17,9 @@ import { Session } from "./session.ts";
  * const submission = await session.submit({ requestId: "r1", conversationId: "main", input: "Hello" });
  */
 export async function openSession(options: OpenSessionOptions): Promise<Session> {
-  if (typeof options.id !== "string" || options.id.length === 0 || options.id.length > 256) {
-    throw new InvalidArgumentError("session id must be a non-empty string of at most 256 characters", [
-      { path: "id", message: "invalid session id" },
-    ]);
-  }
-  // The session row stores its id: one the row's schema refuses would be written, then read back as corrupt.
-  if (!isWellFormedText(options.id))
-    throw new InvalidArgumentError(`session id is ${MALFORMED_TEXT}: it must be well-formed`, [
-      { path: "id", message: MALFORMED_TEXT },
-    ]);
+  const idProblem = sessionIdProblem(options.id);
+  if (idProblem !== undefined)
+    throw new InvalidArgumentError(idProblem, [{ path: "id", message: idProblem }]);
   checkRetention(options);
   const mode = options.mode ?? "write";
   const clock = options.clock ?? systemClock;

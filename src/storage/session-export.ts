@@ -9,6 +9,7 @@
 import { z } from "zod";
 import { randomIds } from "../clock.ts";
 import { CorruptRecordError, InvalidArgumentError } from "../errors.ts";
+import { sessionIdProblem } from "../records/json.ts";
 import type { CommitRecord } from "../records/schemas.ts";
 import { CommitRecordSchema, SessionMetaSchema, STORAGE_FORMAT } from "../records/schemas.ts";
 import { describeIssues } from "../records/validate.ts";
@@ -197,6 +198,9 @@ export async function importChecked(
   replace = false,
 ): Promise<{ version: number; epoch: number }> {
   if (!storage.importRaw) throw new InvalidArgumentError("this store cannot import a session");
+  const idProblem = sessionIdProblem(sessionId);
+  if (idProblem !== undefined)
+    throw new InvalidArgumentError(idProblem, [{ path: "sessionId", message: idProblem }]);
   const { meta, rows, head } = snapshot;
   const writer = epoch ?? head?.epoch ?? meta.epoch;
   const log = head ? logRowsOfGroup([head], 0, new WholeRecords()) : { rows: [], logEnd: 0 };

@@ -134,6 +134,13 @@ describe("a long-lived session moved whole", () => {
       rows: [...rows, { ...(rows[submission] as Row), value: { changed: true } }],
     };
     expect(await refused(twice)).toEqual([`rows.${rows.length}.key`]);
+    // A session id no session row can hold (half of an emoji), or none: refused by name, nothing written.
+    for (const id of ["copy\ud800", ""]) {
+      const error = await importSession(target, id, snapshot).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(InvalidArgumentError);
+      expect((error as InvalidArgumentError).issues.map((issue) => issue.path)).toEqual(["sessionId"]);
+      expect(await target.exportRaw(id)).toBeUndefined();
+    }
     // A store that holds the session refuses to take it again, and keeps what it has.
     await importSession(target, "copy", snapshot);
     await expect(importSession(target, "copy", snapshot)).rejects.toBeInstanceOf(DuplicateKeyError);
