@@ -22,7 +22,12 @@ function mount(prefix: string, folder: string): Plugin {
         const [path = "", query] = (request.url ?? "").split("?");
         if (path === prefix.slice(0, -1) || path === prefix || path === `${prefix}index.html`) {
           try {
-            const html = await readFile(join(folder, "index.html"), "utf8");
+            // Its scripts by their file's own path: Vite pre-transforms a page's scripts as it serves the page,
+            // and `./main.tsx` read from the root (`/react-chat/main.tsx`) is no file ("Failed to load url").
+            const html = (await readFile(join(folder, "index.html"), "utf8")).replaceAll(
+              'src="./',
+              `src="/@fs${folder}`,
+            );
             response.setHeader("content-type", "text/html");
             response.end(await server.transformIndexHtml(prefix, html));
           } catch (error) {
