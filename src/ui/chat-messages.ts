@@ -51,6 +51,10 @@ export function chatMessages(view: SessionView, conversationId: string): ChatMes
           state: "input-available",
           input: parseArgs(call.args),
         });
+    } else if (c.kind === "interrupted" && c.of === "model" && c.partialText !== "") {
+      // Text a crash or reload cut off, committed: a part of its own before the answer then given whole,
+      // as the resumed stream shows it (the page marks it cut off), not lost at the next reload.
+      answer.parts.push({ type: "text", text: c.partialText, state: "done" });
     } else if (c.kind === "tool-result") {
       const part = answer.parts.find((p) => (p as { toolCallId?: string }).toolCallId === c.toolCallId) as
         | Record<string, unknown>

@@ -80,6 +80,20 @@ describe("react-chat example in Chromium", () => {
         items.map((p) => p.classList.contains("cut-off")),
       );
       expect(cut).toEqual(parts.map((_, i) => i < parts.length - 1));
+      // Reloaded again once it ended: the same parts from the committed conversation, the cut-off one too.
+      await page.reload();
+      await page.waitForFunction(
+        (final) =>
+          [...document.querySelectorAll("[data-role=assistant] .text")].some((p) => p.textContent === final),
+        FINAL,
+        { timeout: 60_000 },
+      );
+      expect(await assistantText(page)).toEqual(parts);
+      expect(
+        await page.$$eval("[data-role=assistant] .text", (items) =>
+          items.map((p) => p.classList.contains("cut-off")),
+        ),
+      ).toEqual(cut);
     });
   }, 120_000);
 

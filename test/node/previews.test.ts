@@ -9,6 +9,7 @@ import { streamDocumentId } from "../../src/agent/stream-record.ts";
 import {
   type ChatChunk,
   type CommitRecord,
+  chatMessages,
   chatTransport,
   createAgent,
   createRegistry,
@@ -285,5 +286,12 @@ describe("previews and stream checkpoints", () => {
     expect(interrupted?.content.kind === "interrupted" && interrupted.content.partialText).toBe(
       "First piece, second piece held back. ",
     );
+    // A page loaded now shows the cut-off text as a part of its own before the answer, as a resumed stream
+    // showed it (it was left out: a second reload lost it).
+    const answer = chatMessages(next.session.view(), "main").find((m) => m.role === "assistant");
+    expect(answer?.parts.map((p) => (p as { text?: string }).text)).toEqual([
+      "First piece, second piece held back. ",
+      "First piece, second piece held back. After the pause.",
+    ]);
   });
 });
