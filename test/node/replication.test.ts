@@ -23,6 +23,7 @@ import {
   InvalidArgumentError,
   type Json,
   type LocalInput,
+  ManualClock,
   memoryStorage,
   OwnedElsewhereError,
   openSession,
@@ -938,8 +939,10 @@ describe("rebasing a diverged copy", () => {
     // versions) covers, the other host under a newer owner.
     const storage = memoryStorage();
     const other = memoryStorage();
+    // One clock for both: their first commits are one commit (same version, epoch and time), as a copy's is.
+    const clock = new ManualClock(1_000);
     const open = (store: ReturnType<typeof memoryStorage>) =>
-      openSession({ id: "lost", storage: store, registry: answers, ids: sequentialIds() });
+      openSession({ id: "lost", storage: store, registry: answers, ids: sequentialIds(), clock });
     const notes = async (session: Session, count: number) => {
       for (let i = 0; i < count; i++)
         await session.commit((d) => d.appendEntry("log", { kind: "note", text: `note ${i}` }));
