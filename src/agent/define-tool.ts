@@ -1,6 +1,7 @@
 /** Tools: what a model may call. Arguments are validated with zod; the model sees the JSON Schema. */
 import { z } from "zod";
 import { DefinitionError, ensureError } from "../errors.ts";
+import { CHECKPOINT_VALUE_DEPTH } from "../records/json.ts";
 import { compiled, findNonJson, type Json } from "../records/schemas.ts";
 import type { ToolSpec } from "./model.ts";
 
@@ -131,7 +132,7 @@ export function readArguments(
   } catch (error) {
     return { error: `arguments are not valid JSON: ${(error as Error).message}` };
   }
-  const unstorable = findNonJson(raw, 2);
+  const unstorable = findNonJson(raw, CHECKPOINT_VALUE_DEPTH);
   if (unstorable !== undefined) return { error: `invalid arguments for ${tool.name}: ${unstorable}` };
   return { raw: raw as Json };
 }

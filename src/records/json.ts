@@ -40,6 +40,13 @@ export const MALFORMED_TEXT = "not well-formed Unicode (it holds a lone surrogat
 /** How deep JSON values in records may nest (a record's own fields count from their field's level). */
 export const MAX_JSON_DEPTH = 256;
 
+/**
+ * How much deeper than its own root a value sits where a task's checkpoint keeps it (`data.args` of a tool
+ * call's intent, `data.signals[key]` of a wait that took a signal): JSON a record allows at its root, yet
+ * refused there. Checked when the value arrives (a model's arguments, a signal), not by the commit.
+ */
+export const CHECKPOINT_VALUE_DEPTH = 2;
+
 /** Whether `value` is JSON all the way down (plain objects and arrays, finite numbers, no cycles). */
 function isJson(value: unknown, depth: number): boolean {
   if (typeof value === "string") return isWellFormedText(value);

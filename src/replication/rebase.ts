@@ -13,7 +13,7 @@ import type { Session } from "../session/session.ts";
 import type { Storage } from "../storage/storage.ts";
 import { inputsAfter, type LocalInput, type OnKept, WINDOW } from "./local-inputs.ts";
 import type { ReplicaRemote } from "./protocol.ts";
-import { applyAsReplica, remoteHistory } from "./reconcile.ts";
+import { applyAsReplica, remoteHistory, sameCommit } from "./reconcile.ts";
 import { rebuildFromSnapshot } from "./snapshot-rebuild.ts";
 
 /**
@@ -33,10 +33,6 @@ export async function commonVersion(
   upTo: number,
 ): Promise<number | undefined> {
   const theirs = new Map(history.map((c) => [c.version, c]));
-  const same = (commit: CommitRecord) => {
-    const their = theirs.get(commit.version);
-    return their?.epoch === commit.epoch && their.at === commit.at;
-  };
   // Below the first commit of `history` nothing can be compared.
   const floor = Math.max(0, (history[0]?.version ?? 1) - 1);
   const unknown = floor === 0 ? 0 : undefined;
@@ -45,7 +41,7 @@ export async function commonVersion(
     const commits = (await storage.readChanges(id, from, WINDOW)).changes.map((c) => c.value as CommitRecord);
     let common = 0;
     for (const commit of commits) {
-      if (commit.version > to || !same(commit)) break;
+      if (commit.version > to || !sameCommit(commit, theirs.get(commit.version))) break;
       common = commit.version;
     }
     // Found; or there is nothing further back to look at (this copy's log was pruned past `from`).

@@ -29,13 +29,12 @@ export async function reconcile(
       shared === grant.version
         ? { epoch: grant.headEpoch, at: grant.headAt }
         : await remoteCommitAt(remote, shared);
-    const localAt = local?.epoch ?? null;
-    const remoteAt = remoteHead?.epoch ?? null;
-    // A host that does not say when its head was made is compared by epoch alone, as before.
-    const apart = typeof remoteHead?.at === "number" && remoteHead.at !== local?.at;
-    if (localAt === null || remoteAt === null || localAt !== remoteAt || apart) {
+    if (!sameCommit(local, remoteHead)) {
+      const localAt = local?.epoch ?? null;
+      const remoteAt = remoteHead?.epoch ?? null;
+      const apart = localAt !== null && localAt === remoteAt ? "; made at different times" : "";
       throw new ReplicationDivergedError(
-        `session ${id}: this copy and the other host's differ at version ${shared} (epoch ${localAt} here, ${remoteAt} there${apart ? "; made at different times" : ""}); this copy's later commits were never received there`,
+        `session ${id}: this copy and the other host's differ at version ${shared} (epoch ${localAt} here, ${remoteAt} there${apart}); this copy's later commits were never received there`,
         shared,
       );
     }
@@ -136,6 +135,19 @@ export async function applyAsReplica(
     const expectedVersion = (page[0] as CommitRecord).version - 1;
     await storage.commit({ sessionId: id, epoch, expectedVersion, replica: true }, page);
   }
+}
+
+/**
+ * Whether two copies' commits of one version are the same commit: one writer per epoch, and made at the
+ * same time (copies created apart under one id share epochs, not times). A time not told (`at` absent: a
+ * grant of a host from before it sent one) is not compared.
+ */
+export function sameCommit(
+  mine: Pick<CommitRecord, "epoch" | "at"> | undefined,
+  theirs: { readonly epoch: number | null; readonly at?: number | null | undefined } | undefined,
+): boolean {
+  if (mine === undefined || theirs === undefined || theirs.epoch === null) return false;
+  return mine.epoch === theirs.epoch && (typeof theirs.at !== "number" || theirs.at === mine.at);
 }
 
 /** The commit at `version` in this copy's change log; undefined at 0 or when no longer there. */

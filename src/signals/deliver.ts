@@ -11,7 +11,14 @@ import {
   InvalidArgumentError,
   SignalRefusedError,
 } from "../errors.ts";
-import { findNonJson, frozenCopy, isWellFormedText, jsonEqual, utf8Length } from "../records/json.ts";
+import {
+  CHECKPOINT_VALUE_DEPTH,
+  findNonJson,
+  frozenCopy,
+  isWellFormedText,
+  jsonEqual,
+  utf8Length,
+} from "../records/json.ts";
 import { SignalKey } from "../records/primitives.ts";
 import type { Json, Signal, Task } from "../records/schemas.ts";
 import { JsonSchema, TextSchema } from "../records/schemas.ts";
@@ -261,7 +268,7 @@ export function receiptFor(
 
 function checkCall(registry: Registry, key: unknown, payload: unknown, requestId: unknown) {
   const call =
-    isCallText(key) && isCallText(requestId) && findNonJson(payload, STORED_DEPTH) === undefined
+    isCallText(key) && isCallText(requestId) && findNonJson(payload, CHECKPOINT_VALUE_DEPTH) === undefined
       ? { key, payload: frozenCopy(payload as Json), requestId }
       : parseCall(key, payload, requestId);
   const definition = registry.signalFor(call.key);
@@ -289,13 +296,6 @@ function checkCall(registry: Registry, key: unknown, payload: unknown, requestId
   return { ...call, payload: checked.data as Json, sent: call.payload };
 }
 
-/**
- * How much deeper than its own root a payload is held where it goes deepest: in the checkpoint of the wait
- * that takes it (`data.signals[key]`). A payload JSON allows at its root but not there would be refused by
- * the commit that delivers it — or, kept early, fail the task whose wait takes it later.
- */
-const STORED_DEPTH = 2;
-
 /** A key or requestId as `SignalCallSchema` takes it (checked by hand first: a signal's hot path). */
 const isCallText = (value: unknown): value is string =>
   typeof value === "string" && value.length >= 1 && value.length <= 256 && isWellFormedText(value);
@@ -304,7 +304,7 @@ const isCallText = (value: unknown): value is string =>
 function parseCall(key: unknown, payload: unknown, requestId: unknown) {
   const parsed = SignalCallSchema.safeParse({ key, payload, requestId });
   // JSON as a signal's record holds it, yet nested too deep for the wait that takes it.
-  const deep = parsed.success ? findNonJson(payload, STORED_DEPTH) : undefined;
+  const deep = parsed.success ? findNonJson(payload, CHECKPOINT_VALUE_DEPTH) : undefined;
   if (deep !== undefined)
     throw new InvalidArgumentError(`invalid signal: payload: ${deep}`, [{ path: "payload", message: deep }]);
   if (parsed.success) return parsed.data;

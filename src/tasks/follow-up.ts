@@ -84,7 +84,7 @@ function turnBefore(draft: KernelDraft, task: Task): Submission | undefined {
 }
 
 /** The id of the Submission whose turn `task` waits for (a queued turn), if it waits for one. */
-function turnWaitedFor(task: Task): string | undefined {
+export function turnWaitedFor(task: Task): string | undefined {
   if (task.state.status !== "awaiting") return undefined;
   return task.state.keys.map(submissionOfTurnKey).find((key) => key !== undefined);
 }

@@ -14,11 +14,11 @@
  */
 import { isSettledElsewhere } from "../errors.ts";
 import type { Json } from "../records/json.ts";
-import type { CommitRecord, Submission, Task } from "../records/schemas.ts";
+import type { CommitRecord, Submission } from "../records/schemas.ts";
 import { isSubmissionFinished } from "../records/schemas.ts";
 import type { SubmitInput } from "../session/submit.ts";
 import type { SessionView, ViewOptions } from "../session/view.ts";
-import { submissionOfTurnKey } from "../tasks/follow-up.ts";
+import { turnWaitedFor } from "../tasks/follow-up.ts";
 import type { Preview } from "../tasks/preview.ts";
 import { type ChatChunk, type FollowStart, RunFollower } from "./run-follower.ts";
 
@@ -105,7 +105,7 @@ export function chatTransport(backend: ChatBackend, options: ChatTransportOption
       const roots = new Map(view?.tasks.map((t) => [t.id, t]));
       const going = (s: Submission) => {
         const root = s.taskId === undefined ? undefined : roots.get(s.taskId);
-        return root !== undefined && root.cancelRequested === undefined && !isQueuedTurn(root);
+        return root !== undefined && root.cancelRequested === undefined && turnWaitedFor(root) === undefined;
       };
       const resumed = open?.findLast(going) ?? open?.at(-1);
       if (!view || !resumed) return null;
@@ -114,10 +114,6 @@ export function chatTransport(backend: ChatBackend, options: ChatTransportOption
     },
   };
 }
-
-/** A root task queued behind the turn before it (DESIGN §5: it awaits that turn's end). */
-const isQueuedTurn = (root: Task) =>
-  root.state.status === "awaiting" && root.state.keys.some((k) => submissionOfTurnKey(k) !== undefined);
 
 /** A message's text: its text parts, joined. */
 function textOf(message: ChatMessage): string {
